@@ -1,0 +1,517 @@
+#!/usr/bin/env python3
+"""PyTorch definitions of optlab's model zoo (host/model/*.go).
+
+Every architecture here has exactly the parameter and buffer names, shapes
+and order of its Go counterpart, so a state dict written by optlab (one
+tensor per name, e.g. a safetensors file) loads with
+``model.load_state_dict(..., strict=True)``; BatchNorm's num_batches_tracked
+is filled in by PyTorch when absent. Initialization follows optlab's
+InitParams in distribution (not in draws): convolutions Kaiming normal with
+the fan the Go code names, BatchNorm gamma=1 beta=0, linear layers PyTorch's
+default unless optlab zero-initializes them.
+
+Usage (Debian's PyTorch; the python3 on PATH may have no torch):
+
+    /usr/bin/python3 bench/torch_models.py --count   # parameters, 10 and 100 classes
+    /usr/bin/python3 bench/torch_models.py --check   # forward+backward of each arch
+
+From Python: ``build(arch, classes=10, in_shape=(3, 32, 32))``.
+"""
+
+import argparse
+import math
+import sys
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+# ---- initialization ---------------------------------------------------------
+
+
+def init_like_optlab(model, conv_fan="fan_in", conv_bias_zero=False, linear_zero=False):
+    """Re-initializes model the way optlab's InitParams does.
+
+    conv_fan: "fan_in" or "fan_out" for N(0, 2/fan) convolution weights.
+    conv_bias_zero: zero convolution biases (else PyTorch's default).
+    linear_zero: zero the linear layers' weights and biases (else default).
+    """
+    for m in model.modules():
+        if isinstance(m, nn.Conv2d):
+            nn.init.kaiming_normal_(m.weight, mode=conv_fan, nonlinearity="relu")
+            if m.bias is not None and conv_bias_zero:
+                nn.init.zeros_(m.bias)
+        elif isinstance(m, nn.BatchNorm2d):
+            nn.init.ones_(m.weight)
+            nn.init.zeros_(m.bias)
+        elif isinstance(m, nn.Linear):
+            if linear_zero:
+                nn.init.zeros_(m.weight)
+                nn.init.zeros_(m.bias)
+            else:
+                m.reset_parameters()
+    return model
+
+
+def conv(cin, cout, k, stride=1, groups=1, bias=False):
+    """A k x k convolution with 'same' padding for odd k."""
+    return nn.Conv2d(cin, cout, k, stride=stride, padding=(k - 1) // 2, groups=groups, bias=bias)
+
+
+def global_pool(x):
+    """Global average pooling to (N, C)."""
+    return torch.flatten(F.adaptive_avg_pool2d(x, 1), 1)
+
+
+# ---- mlp, cnn (host/model/small.go) -------------------------------------------
+
+
+class MLP(nn.Module):
+    """Two hidden layers of 256 ReLU units on the flattened input."""
+
+    def __init__(self, in_features, classes):
+        super().__init__()
+        self.fc1 = nn.Linear(in_features, 256)
+        self.fc2 = nn.Linear(256, 256)
+        self.fc3 = nn.Linear(256, classes)
+
+    def forward(self, x):
+        x = torch.flatten(x, 1)
+        return self.fc3(F.relu(self.fc2(F.relu(self.fc1(x)))))
+
+
+class ConvBN(nn.Module):
+    """conv then BN, named conv and bn."""
+
+    def __init__(self, cin, cout, k, stride=1, groups=1):
+        super().__init__()
+        self.conv = conv(cin, cout, k, stride, groups)
+        self.bn = nn.BatchNorm2d(cout)
+
+    def forward(self, x):
+        return self.bn(self.conv(x))
+
+
+class CNN(nn.Module):
+    """Three conv3x3-BN-ReLU blocks (32/64/128), max-pool after the first two."""
+
+    def __init__(self, classes, cin=3):
+        super().__init__()
+        widths = [32, 64, 128]
+        self.features = nn.ModuleList(ConvBN(c, w, 3) for c, w in zip([cin] + widths, widths))
+        self.fc = nn.Linear(128, classes)
+        init_like_optlab(self, "fan_in")
+
+    def forward(self, x):
+        for i, blk in enumerate(self.features):
+            x = F.relu(blk(x))
+            if i < 2:
+                x = F.max_pool2d(x, 2, 2)
+        return self.fc(global_pool(x))
+
+
+# ---- resnet10/18 (host/model/resnet.go) ----------------------------------------
+
+
+class BasicBlock(nn.Module):
+    """conv3x3-BN-ReLU-conv3x3-BN plus (projected) input, then ReLU."""
+
+    def __init__(self, cin, cout, stride):
+        super().__init__()
+        self.conv1 = conv(cin, cout, 3, stride)
+        self.bn1 = nn.BatchNorm2d(cout)
+        self.conv2 = conv(cout, cout, 3)
+        self.bn2 = nn.BatchNorm2d(cout)
+        self.shortcut = nn.Sequential()
+        if stride != 1 or cin != cout:
+            self.shortcut = nn.Sequential(conv(cin, cout, 1, stride), nn.BatchNorm2d(cout))
+
+    def forward(self, x):
+        out = F.relu(self.bn1(self.conv1(x)))
+        out = self.bn2(self.conv2(out))
+        return F.relu(out + self.shortcut(x))
+
+
+class ResNet(nn.Module):
+    """kuangliu's CIFAR ResNet: 3x3 stem, stages 64/128/256/512."""
+
+    def __init__(self, blocks, classes, cin=3):
+        super().__init__()
+        self.conv1 = conv(cin, 64, 3)
+        self.bn1 = nn.BatchNorm2d(64)
+        c = 64
+        for stage, nb in enumerate(blocks):
+            planes = 64 << stage
+            layers = []
+            for i in range(nb):
+                layers.append(BasicBlock(c, planes, 2 if i == 0 and stage > 0 else 1))
+                c = planes
+            setattr(self, "layer%d" % (stage + 1), nn.Sequential(*layers))
+        self.nstages = len(blocks)
+        self.linear = nn.Linear(c, classes)
+        init_like_optlab(self, "fan_in")
+
+    def forward(self, x):
+        x = F.relu(self.bn1(self.conv1(x)))
+        for stage in range(self.nstages):
+            x = getattr(self, "layer%d" % (stage + 1))(x)
+        return self.linear(global_pool(x))
+
+
+# ---- wrn28-10, wrn28-10-ref (host/model/wrn.go) --------------------------------
+
+
+class WRNUnit(nn.Module):
+    """Pre-activation unit; the 1x1 shortcut sees the pre-activated input."""
+
+    def __init__(self, cin, cout, stride):
+        super().__init__()
+        self.bn1 = nn.BatchNorm2d(cin)
+        self.conv1 = conv(cin, cout, 3, stride)
+        self.bn2 = nn.BatchNorm2d(cout)
+        self.conv2 = conv(cout, cout, 3)
+        self.shortcut = conv(cin, cout, 1, stride) if cin != cout or stride != 1 else None
+
+    def forward(self, x):
+        a = F.relu(self.bn1(x))
+        out = self.conv2(F.relu(self.bn2(self.conv1(a))))
+        return out + (self.shortcut(a) if self.shortcut is not None else x)
+
+
+class WRNStage(nn.Module):
+    """Holds the units as .layer (names blockN.layer.i)."""
+
+    def __init__(self, units):
+        super().__init__()
+        self.layer = nn.Sequential(*units)
+
+    def forward(self, x):
+        return self.layer(x)
+
+
+class WRN(nn.Module):
+    """Wide ResNet; ref adds one unit per stage and zero-inits fc (see wrn.go)."""
+
+    def __init__(self, depth, k, ref, classes, cin=3):
+        super().__init__()
+        per = (depth - 4) // 6 + (1 if ref else 0)
+        widths = [16, 16 * k, 32 * k, 64 * k]
+        self.conv1 = conv(cin, widths[0], 3)
+        c = widths[0]
+        for stage in range(3):
+            units = []
+            for i in range(per):
+                units.append(WRNUnit(c, widths[stage + 1], 2 if i == 0 and stage > 0 else 1))
+                c = widths[stage + 1]
+            setattr(self, "block%d" % (stage + 1), WRNStage(units))
+        self.bn = nn.BatchNorm2d(c)
+        self.fc = nn.Linear(c, classes)
+        init_like_optlab(self, "fan_in", linear_zero=ref)
+
+    def forward(self, x):
+        x = self.block3(self.block2(self.block1(self.conv1(x))))
+        return self.fc(global_pool(F.relu(self.bn(x))))
+
+
+# ---- pyramidnet101 (host/model/pyramidnet.go) ----------------------------------
+
+
+class PyramidBottleneck(nn.Module):
+    """BN-conv1x1-BN-ReLU-conv3x3-BN-ReLU-conv1x1(4x)-BN plus zero-padded input."""
+
+    def __init__(self, cin, planes, stride):
+        super().__init__()
+        self.stride = stride
+        self.bn1 = nn.BatchNorm2d(cin)
+        self.conv1 = conv(cin, planes, 1)
+        self.bn2 = nn.BatchNorm2d(planes)
+        self.conv2 = conv(planes, planes, 3, stride)
+        self.bn3 = nn.BatchNorm2d(planes)
+        self.conv3 = conv(planes, 4 * planes, 1)
+        self.bn4 = nn.BatchNorm2d(4 * planes)
+
+    def forward(self, x):
+        out = self.conv1(self.bn1(x))
+        out = self.conv2(F.relu(self.bn2(out)))
+        out = self.bn4(self.conv3(F.relu(self.bn3(out))))
+        short = F.avg_pool2d(x, 2, 2, ceil_mode=True) if self.stride != 1 else x
+        extra = out.shape[1] - short.shape[1]
+        if extra > 0:
+            short = F.pad(short, (0, 0, 0, 0, 0, extra))
+        return out + short
+
+
+class PyramidNet(nn.Module):
+    """dyhan's CIFAR PyramidNet with bottlenecks (depth 9n+2), no ShakeDrop."""
+
+    def __init__(self, depth, alpha, classes, cin=3):
+        super().__init__()
+        n = (depth - 2) // 9
+        add = alpha / (3 * n)
+        self.conv1 = conv(cin, 16, 3)
+        self.bn1 = nn.BatchNorm2d(16)
+        width, c = 16.0, 16
+        for stage in range(3):
+            units = []
+            for i in range(n):
+                width += add
+                planes = int(round(width))  # half to even, as the reference
+                units.append(PyramidBottleneck(c, planes, 2 if i == 0 and stage > 0 else 1))
+                c = 4 * planes
+            setattr(self, "layer%d" % (stage + 1), nn.Sequential(*units))
+        self.bn_final = nn.BatchNorm2d(c)
+        self.fc = nn.Linear(c, classes)
+        init_like_optlab(self, "fan_out")
+
+    def forward(self, x):
+        x = self.bn1(self.conv1(x))
+        x = self.layer3(self.layer2(self.layer1(x)))
+        return self.fc(global_pool(F.relu(self.bn_final(x))))
+
+
+# ---- densenet121 (host/model/densenet.go) --------------------------------------
+
+
+class DenseLayer(nn.Module):
+    """BN-ReLU-conv1x1(4g)-BN-ReLU-conv3x3(g); new channels first."""
+
+    def __init__(self, cin, growth):
+        super().__init__()
+        self.bn1 = nn.BatchNorm2d(cin)
+        self.conv1 = conv(cin, 4 * growth, 1)
+        self.bn2 = nn.BatchNorm2d(4 * growth)
+        self.conv2 = conv(4 * growth, growth, 3)
+
+    def forward(self, x):
+        out = self.conv1(F.relu(self.bn1(x)))
+        out = self.conv2(F.relu(self.bn2(out)))
+        return torch.cat([out, x], 1)
+
+
+class Transition(nn.Module):
+    """BN-ReLU-conv1x1 then 2x2 average pooling."""
+
+    def __init__(self, cin, cout):
+        super().__init__()
+        self.bn = nn.BatchNorm2d(cin)
+        self.conv = conv(cin, cout, 1)
+
+    def forward(self, x):
+        return F.avg_pool2d(self.conv(F.relu(self.bn(x))), 2)
+
+
+class DenseNet(nn.Module):
+    """kuangliu's CIFAR DenseNet-BC (3x3 stem with 2g channels)."""
+
+    def __init__(self, blocks, growth, reduction, classes, cin=3):
+        super().__init__()
+        self.nstages = len(blocks)
+        c = 2 * growth
+        self.conv1 = conv(cin, c, 3)
+        for stage, nb in enumerate(blocks):
+            layers = []
+            for _ in range(nb):
+                layers.append(DenseLayer(c, growth))
+                c += growth
+            setattr(self, "dense%d" % (stage + 1), nn.Sequential(*layers))
+            if stage < len(blocks) - 1:
+                out = int(math.floor(c * reduction))
+                setattr(self, "trans%d" % (stage + 1), Transition(c, out))
+                c = out
+        self.bn = nn.BatchNorm2d(c)
+        self.linear = nn.Linear(c, classes)
+        init_like_optlab(self, "fan_in")
+
+    def forward(self, x):
+        x = self.conv1(x)
+        for stage in range(self.nstages):
+            x = getattr(self, "dense%d" % (stage + 1))(x)
+            if stage < self.nstages - 1:
+                x = getattr(self, "trans%d" % (stage + 1))(x)
+        return self.linear(global_pool(F.relu(self.bn(x))))
+
+
+# ---- mobilenet (MobileNetV2; host/model/mobilenet.go) --------------------------
+
+
+class InvertedResidual(nn.Module):
+    """Expand-depthwise-project with ReLU; residual only at stride 1."""
+
+    def __init__(self, cin, cout, expansion, stride):
+        super().__init__()
+        self.stride = stride
+        planes = expansion * cin
+        self.conv1 = conv(cin, planes, 1)
+        self.bn1 = nn.BatchNorm2d(planes)
+        self.conv2 = conv(planes, planes, 3, stride, groups=planes)
+        self.bn2 = nn.BatchNorm2d(planes)
+        self.conv3 = conv(planes, cout, 1)
+        self.bn3 = nn.BatchNorm2d(cout)
+        self.shortcut = nn.Sequential()
+        if stride == 1 and cin != cout:
+            self.shortcut = nn.Sequential(conv(cin, cout, 1), nn.BatchNorm2d(cout))
+
+    def forward(self, x):
+        out = F.relu(self.bn1(self.conv1(x)))
+        out = F.relu(self.bn2(self.conv2(out)))
+        out = self.bn3(self.conv3(out))
+        return out + self.shortcut(x) if self.stride == 1 else out
+
+
+class MobileNetV2(nn.Module):
+    """kuangliu's CIFAR MobileNetV2 (stride 1 stem and second stage)."""
+
+    # (expansion, out channels, blocks, stride)
+    cfg = [(1, 16, 1, 1), (6, 24, 2, 1), (6, 32, 3, 2), (6, 64, 4, 2),
+           (6, 96, 3, 1), (6, 160, 3, 2), (6, 320, 1, 1)]
+
+    def __init__(self, classes, cin=3):
+        super().__init__()
+        self.conv1 = conv(cin, 32, 3)
+        self.bn1 = nn.BatchNorm2d(32)
+        layers, c = [], 32
+        for expansion, out, nb, stride in self.cfg:
+            for i in range(nb):
+                layers.append(InvertedResidual(c, out, expansion, stride if i == 0 else 1))
+                c = out
+        self.layers = nn.Sequential(*layers)
+        self.conv2 = conv(c, 1280, 1)
+        self.bn2 = nn.BatchNorm2d(1280)
+        self.linear = nn.Linear(1280, classes)
+        init_like_optlab(self, "fan_out")
+
+    def forward(self, x):
+        x = self.layers(F.relu(self.bn1(self.conv1(x))))
+        return self.linear(global_pool(F.relu(self.bn2(self.conv2(x)))))
+
+
+# ---- efficientnet-b0 (host/model/efficientnet.go) ------------------------------
+
+
+class SE(nn.Module):
+    """Squeeze-excitation gate with swish, convolutions named se1 and se2."""
+
+    def __init__(self, channels, squeezed):
+        super().__init__()
+        self.se1 = nn.Conv2d(channels, squeezed, 1)
+        self.se2 = nn.Conv2d(squeezed, channels, 1)
+
+    def forward(self, x):
+        w = F.silu(self.se1(F.adaptive_avg_pool2d(x, 1)))
+        return x * torch.sigmoid(self.se2(w))
+
+
+class MBConv(nn.Module):
+    """[conv1x1-BN-swish] depthwise-BN-swish SE conv1x1-BN [+ input]."""
+
+    def __init__(self, cin, cout, k, stride, expansion):
+        super().__init__()
+        planes = expansion * cin
+        if expansion != 1:  # kuangliu registers these unused when expansion == 1
+            self.conv1 = conv(cin, planes, 1)
+            self.bn1 = nn.BatchNorm2d(planes)
+        self.expand = expansion != 1
+        self.conv2 = conv(planes, planes, k, stride, groups=planes)
+        self.bn2 = nn.BatchNorm2d(planes)
+        self.se = SE(planes, cin // 4)
+        self.conv3 = conv(planes, cout, 1)
+        self.bn3 = nn.BatchNorm2d(cout)
+        self.residual = stride == 1 and cin == cout
+
+    def forward(self, x):
+        out = F.silu(self.bn1(self.conv1(x))) if self.expand else x
+        out = self.se(F.silu(self.bn2(self.conv2(out))))
+        out = self.bn3(self.conv3(out))
+        return out + x if self.residual else out
+
+
+class EfficientNetB0(nn.Module):
+    """kuangliu's CIFAR EfficientNet-B0, without drop-connect and dropout."""
+
+    # (expansion, out channels, blocks, kernel, stride)
+    cfg = [(1, 16, 1, 3, 1), (6, 24, 2, 3, 2), (6, 40, 2, 5, 2), (6, 80, 3, 3, 2),
+           (6, 112, 3, 5, 1), (6, 192, 4, 5, 2), (6, 320, 1, 3, 1)]
+
+    def __init__(self, classes, cin=3):
+        super().__init__()
+        self.conv1 = conv(cin, 32, 3)
+        self.bn1 = nn.BatchNorm2d(32)
+        layers, c = [], 32
+        for expansion, out, nb, k, stride in self.cfg:
+            for i in range(nb):
+                layers.append(MBConv(c, out, k, stride if i == 0 else 1, expansion))
+                c = out
+        self.layers = nn.Sequential(*layers)
+        self.linear = nn.Linear(c, classes)
+        init_like_optlab(self, "fan_out", conv_bias_zero=True)
+
+    def forward(self, x):
+        x = self.layers(F.silu(self.bn1(self.conv1(x))))
+        return self.linear(global_pool(x))
+
+
+# ---- registry ------------------------------------------------------------------
+
+ZOO = {
+    "mlp": lambda c, s: MLP(math.prod(s), c),
+    "cnn": lambda c, s: CNN(c, s[0]),
+    "resnet10": lambda c, s: ResNet([1, 1, 1, 1], c, s[0]),
+    "resnet18": lambda c, s: ResNet([2, 2, 2, 2], c, s[0]),
+    "wrn28-10": lambda c, s: WRN(28, 10, False, c, s[0]),
+    "wrn28-10-ref": lambda c, s: WRN(28, 10, True, c, s[0]),
+    "pyramidnet101": lambda c, s: PyramidNet(101, 64, c, s[0]),
+    "densenet121": lambda c, s: DenseNet([6, 12, 24, 16], 32, 0.5, c, s[0]),
+    "mobilenet": lambda c, s: MobileNetV2(c, s[0]),
+    "efficientnet-b0": lambda c, s: EfficientNetB0(c, s[0]),
+}
+
+
+def build(arch, classes=10, in_shape=(3, 32, 32)):
+    """Returns optlab's architecture arch as a torch.nn.Module."""
+    if arch not in ZOO:
+        raise KeyError("unknown model %r (known: %s)" % (arch, ", ".join(sorted(ZOO))))
+    return ZOO[arch](classes, tuple(in_shape))
+
+
+def load_optlab(model, path):
+    """Loads an optlab safetensors file (needs the safetensors package)."""
+    from safetensors.torch import load_file  # pylint: disable=import-outside-toplevel
+
+    return model.load_state_dict(load_file(path), strict=True)
+
+
+def count(model):
+    """Number of trainable parameters."""
+    return sum(p.numel() for p in model.parameters())
+
+
+def main(argv):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--count", action="store_true", help="print parameter counts for 10 and 100 classes")
+    ap.add_argument("--check", action="store_true", help="forward+backward on 2x3x32x32 and 2x3x16x16")
+    ap.add_argument("archs", nargs="*", help="architectures (default: all)")
+    args = ap.parse_args(argv)
+    archs = args.archs or list(ZOO)
+    if not (args.count or args.check):
+        ap.error("nothing to do: give --count and/or --check")
+    if args.count:
+        print("%-16s %14s %14s" % ("arch", "10 classes", "100 classes"))
+        for arch in archs:
+            print("%-16s %14s %14s" % (arch, "{:,}".format(count(build(arch, 10))),
+                                       "{:,}".format(count(build(arch, 100)))))
+    if args.check:
+        torch.manual_seed(0)
+        for arch in archs:
+            for side in (32, 16):
+                m = build(arch, 10, (3, side, side)).train()
+                x = torch.randn(2, 3, side, side)
+                loss = F.cross_entropy(m(x), torch.tensor([3, 7]))
+                loss.backward()
+                g = math.sqrt(sum(float(p.grad.square().sum()) for p in m.parameters() if p.grad is not None))
+                print("%-16s %2dx%-2d loss %.4f grad norm %.4f" % (arch, side, side, loss.item(), g))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,103 @@
+// Package cli implements the host command: run and check experiments,
+// print result tables, fetch datasets and list plugins.
+package cli
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/optlab/optlab/host/plugin"
+	"github.com/optlab/optlab/host/table"
+	"github.com/optlab/optlab/host/tensor"
+)
+
+const usage = `usage: host <command> [arguments]
+
+commands:
+  run EXPERIMENT.toml      train the experiment's grid and print its table
+      [--smoke] [--shard i/n] [--plugins DIR] [--results DIR] [--device D] [-q]
+  check EXPERIMENT.toml    validate data, models, plugins and hyperparameters; print the grid
+      [--plugins DIR]
+  table FILE.jsonl…        print result tables [--by dataset,arch] [--metrics …] [--format markdown|csv|latex] [--time]
+  data get NAME --dir D    download and verify cifar10 or cifar100
+  plugins [--plugins DIR]  list installed optimizer plugins
+  version                  print the libtorch this host uses
+`
+
+// Main runs the host command with args (without the program name) and
+// returns the exit code.
+func Main(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return 2
+	}
+	ctx, stop := plugin.CleanupOnSignal(context.Background())
+	defer stop()
+	defer plugin.CleanupAll()
+	var err error
+	switch args[0] {
+	case "run":
+		err = runCmd(ctx, args[1:], stdout, stderr)
+	case "check":
+		err = checkCmd(ctx, args[1:], stdout)
+	case "table":
+		err = table.Run(stdout, args[1:])
+	case "data":
+		err = dataCmd(ctx, args[1:], stdout, stderr)
+	case "plugins":
+		err = pluginsCmd(ctx, args[1:], stdout)
+	case "version":
+		w := tensor.NewWorker(1)
+		fmt.Fprintln(stdout, tensor.LibtorchDescription())
+		w.Close()
+	case "help", "-h", "--help":
+		fmt.Fprint(stdout, usage)
+	default:
+		fmt.Fprintf(stderr, "host: unknown command %q\n%s", args[0], usage)
+		return 2
+	}
+	if err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		fmt.Fprintln(stderr, "host:", strings.TrimRight(err.Error(), "\n"))
+		return 1
+	}
+	return 0
+}
+
+// DefaultPluginDir is bin/plugins next to the host binary ($OPTLAB_PLUGINS
+// wins).
+func DefaultPluginDir() string {
+	if d := os.Getenv("OPTLAB_PLUGINS"); d != "" {
+		return d
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return filepath.Join("bin", "plugins")
+	}
+	return filepath.Join(filepath.Dir(exe), "plugins")
+}
+
+// parseInterleaved parses flags that may come before or after the
+// positional arguments.
+func parseInterleaved(fs *flag.FlagSet, args []string) ([]string, error) {
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return nil, err
+		}
+		rest := fs.Args()
+		if len(rest) == 0 {
+			return pos, nil
+		}
+		pos = append(pos, rest[0])
+		args = rest[1:]
+	}
+}

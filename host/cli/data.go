@@ -1,0 +1,55 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+
+	"github.com/optlab/optlab/host/data"
+	"github.com/optlab/optlab/host/plugin"
+)
+
+func dataCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 || args[0] != "get" {
+		return errors.New("usage: host data get cifar10|cifar100 --dir D")
+	}
+	fs := flag.NewFlagSet("data get", flag.ContinueOnError)
+	dir := fs.String("dir", "data/cifar", "folder to put the dataset in")
+	base := fs.String("url", data.DefaultBaseURL, "base URL of the archives")
+	pos, err := parseInterleaved(fs, args[1:])
+	if err != nil {
+		return err
+	}
+	if len(pos) != 1 {
+		return errors.New("usage: host data get cifar10|cifar100 --dir D")
+	}
+	where, err := data.Get(ctx, pos[0], *dir, data.GetOptions{BaseURL: *base, Progress: stderr})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "%s is in %s\n", pos[0], where)
+	return nil
+}
+
+func pluginsCmd(ctx context.Context, args []string, stdout io.Writer) error {
+	fs := flag.NewFlagSet("plugins", flag.ContinueOnError)
+	dir := fs.String("plugins", DefaultPluginDir(), "plugin directory")
+	if _, err := parseInterleaved(fs, args); err != nil {
+		return err
+	}
+	list, err := plugin.List(ctx, *dir)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "plugins in %s:\n", *dir)
+	for _, p := range list {
+		if p.Err != nil {
+			fmt.Fprintf(stdout, "  %-12s error: %v\n", p.Name, p.Err)
+			continue
+		}
+		fmt.Fprintf(stdout, "  %-12s %-8s protocol 1.%d  %d hyperparameters\n", p.Name, p.Info.Version, p.Info.ProtocolMinor, len(p.Info.Params))
+	}
+	return nil
+}

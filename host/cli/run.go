@@ -1,0 +1,323 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/optlab/optlab/host/data"
+	"github.com/optlab/optlab/host/experiment"
+	"github.com/optlab/optlab/host/model"
+	"github.com/optlab/optlab/host/plugin"
+	"github.com/optlab/optlab/host/results"
+	"github.com/optlab/optlab/host/table"
+	"github.com/optlab/optlab/host/tensor"
+	"github.com/optlab/optlab/host/train"
+	"github.com/optlab/optlab/sdk/optim"
+)
+
+// smoke settings: a few steps with small batches on generated data.
+const (
+	smokeSteps     = 2
+	smokeBatch     = 16
+	smokeTrainPerB = 16 // CIFAR-format records per training batch file
+	smokeTest      = 32
+)
+
+// plan is a validated experiment with its plugins' schemas.
+type plan struct {
+	exp       *experiment.Experiment
+	runs      []experiment.Run
+	params    map[string]map[string]any // by method name
+	infos     map[string]optim.Info
+	pluginDir string
+}
+
+func launchSpec(m experiment.Method, dir string) plugin.LaunchSpec {
+	name := m.Plugin
+	if name == "" {
+		name = filepath.Base(m.Path)
+	}
+	return plugin.LaunchSpec{Name: name, Path: m.Path, Dir: dir}
+}
+
+// prepare loads and validates the experiment, asks every method's plugin for
+// its schema and validates the hyperparameters against it.
+func prepare(ctx context.Context, path, pluginDir string) (*plan, error) {
+	exp, err := experiment.Load(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := experiment.Validate(exp, model.Builtin().Names()); err != nil {
+		return nil, err
+	}
+	p := &plan{exp: exp, runs: experiment.Grid(exp), params: map[string]map[string]any{}, infos: map[string]optim.Info{}, pluginDir: pluginDir}
+	var errs []error
+	for _, m := range exp.Methods {
+		c, err := plugin.Launch(ctx, launchSpec(m, pluginDir))
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s:%d: method %q: %w", exp.File, m.Line, m.Name, err))
+			continue
+		}
+		info, err := c.Info(ctx)
+		c.Close()
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s:%d: method %q: %w", exp.File, m.Line, m.Name, err))
+			continue
+		}
+		if info.ProtocolMinor > optim.ProtocolMinor {
+			errs = append(errs, fmt.Errorf("%s:%d: plugin %s speaks protocol 1.%d; this host knows up to 1.%d: update optlab", exp.File, m.Line, info.Name, info.ProtocolMinor, optim.ProtocolMinor))
+			continue
+		}
+		params, err := experiment.ValidateParams(m, info.Params)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		p.params[m.Name] = params
+		p.infos[m.Name] = info
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	return p, nil
+}
+
+func checkCmd(ctx context.Context, args []string, stdout io.Writer) error {
+	fs := flag.NewFlagSet("check", flag.ContinueOnError)
+	dir := fs.String("plugins", DefaultPluginDir(), "plugin directory")
+	pos, err := parseInterleaved(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 1 {
+		return errors.New("usage: host check EXPERIMENT.toml")
+	}
+	p, err := prepare(ctx, pos[0], *dir)
+	if err != nil {
+		return err
+	}
+	sp, err := train.LoadSplit(p.exp.Data)
+	if err != nil {
+		return fmt.Errorf("data: %w", err)
+	}
+	shape := make([]int64, len(sp.Train.Shape))
+	for i, v := range sp.Train.Shape {
+		shape[i] = int64(v)
+	}
+	zoo := model.Builtin()
+	tr := p.exp.Train
+	perEpoch := sp.Train.Len() / tr.BatchSize
+	total := perEpoch * tr.Epochs
+	if tr.MaxSteps > 0 && tr.MaxSteps < total {
+		total = tr.MaxSteps
+	}
+	fmt.Fprintf(stdout, "%s: %s — %d train / %d test samples, %d classes, input %v\n", p.exp.File, p.exp.Data.Dataset, sp.Train.Len(), sp.Test.Len(), sp.Train.Classes, shape)
+	fmt.Fprintf(stdout, "%d runs × %d steps (%d per epoch × %d epochs, batch %d)\n", len(p.runs), total, perEpoch, tr.Epochs, tr.BatchSize)
+	for _, r := range p.runs {
+		var params int64
+		for _, a := range r.Members {
+			m, err := zoo.New(a, sp.Train.Classes, shape)
+			if err != nil {
+				return err
+			}
+			params += m.Numel
+		}
+		info := p.infos[r.Method.Name]
+		fmt.Fprintf(stdout, "  %3d  %-40s plugin %s %s, %d parameters\n", r.Index, r.Key, info.Name, info.Version, params)
+	}
+	for _, n := range p.exp.Notes {
+		fmt.Fprintln(stdout, "note:", n)
+	}
+	fmt.Fprintln(stdout, "ok")
+	return nil
+}
+
+func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("run", flag.ContinueOnError)
+	dir := fs.String("plugins", DefaultPluginDir(), "plugin directory")
+	smoke := fs.Bool("smoke", false, "run every run for a few steps on generated data (results to a temporary folder unless --results)")
+	shard := fs.String("shard", "", "run only shard i of n of the grid (i/n, 1-based)")
+	resDir := fs.String("results", "", "results folder (default: the experiment's results_dir)")
+	device := fs.String("device", "", "override train.device: auto, cpu, cuda or cuda:N")
+	quiet := fs.Bool("q", false, "no progress output")
+	pos, err := parseInterleaved(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 1 {
+		return errors.New("usage: host run [flags] EXPERIMENT.toml")
+	}
+	p, err := prepare(ctx, pos[0], *dir)
+	if err != nil {
+		return err
+	}
+	exp := p.exp
+	if *device != "" {
+		exp.Train.Device = *device
+	}
+	if *resDir != "" {
+		exp.ResultsDir = *resDir
+	}
+	runs := p.runs
+	if *shard != "" {
+		i, n, err := parseShard(*shard)
+		if err != nil {
+			return err
+		}
+		if runs, err = experiment.Shard(runs, i, n); err != nil {
+			return err
+		}
+	}
+	if *smoke {
+		cleanup, err := smokeData(exp, *resDir == "")
+		if err != nil {
+			return err
+		}
+		defer cleanup()
+	}
+	w := tensor.NewWorker(exp.Train.Threads)
+	defer w.Close()
+	var dev tensor.Device
+	if err := w.Do(ctx, func() (err error) { dev, err = tensor.ParseDevice(exp.Train.Device); return err }); err != nil {
+		return err
+	}
+	fmt.Fprintf(stderr, "host: %s on %s (%d torch threads)\n", tensor.LibtorchDescription(), dev, threads(ctx, w))
+	d, err := train.Upload(ctx, w, dev, exp.Data)
+	if err != nil {
+		return fmt.Errorf("data: %w", err)
+	}
+	defer d.Drop()
+	runsPath := results.Path(exp.ResultsDir, exp.Name)
+	done, err := results.Finished(runsPath)
+	if err != nil {
+		return err
+	}
+	var progress io.Writer = stderr
+	if *quiet {
+		progress = nil
+	}
+	r := &train.Runner{W: w, Dev: dev, Exp: exp, Data: d, Zoo: model.Builtin(), Progress: progress,
+		Terminal: isTerminal(stderr), Meta: train.Meta{GitCommit: gitCommit(), Host: train.DefaultHost()}}
+	if *smoke {
+		r.SmokeSteps = smokeSteps
+	}
+	var failed int
+	for _, run := range runs {
+		if done[run.Key] {
+			fmt.Fprintf(stderr, "host: %s already finished in %s; skipping\n", run.Key, runsPath)
+			continue
+		}
+		rec, err := runOne(ctx, r, p, run)
+		if ctx.Err() != nil {
+			return fmt.Errorf("%s: %w (finished runs are kept in %s)", run.Key, context.Cause(ctx), runsPath)
+		}
+		if err != nil {
+			failed++
+			fmt.Fprintf(stderr, "host: run %s failed: %v\n", run.Key, err)
+			rec.Status = results.StatusFailed
+			rec.Error = err.Error()
+			rec.Finished = time.Now().UTC()
+		}
+		if err := results.Append(runsPath, rec); err != nil {
+			return fmt.Errorf("saving result of %s: %w", run.Key, err)
+		}
+	}
+	recs, err := results.Read(runsPath)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "\n%s (%s)\n\n", exp.Name, runsPath)
+	if err := table.Render(stdout, recs, table.Options{}); err != nil {
+		return err
+	}
+	if failed > 0 {
+		return fmt.Errorf("%d of %d runs failed (see above and %s)", failed, len(runs), runsPath)
+	}
+	return nil
+}
+
+// runOne launches the method's plugin for one run and trains.
+func runOne(ctx context.Context, r *train.Runner, p *plan, run experiment.Run) (results.Record, error) {
+	m := train.Method{Plugin: p.infos[run.Method.Name].Name, Version: p.infos[run.Method.Name].Version, Params: p.params[run.Method.Name]}
+	c, err := plugin.Launch(ctx, launchSpec(run.Method, p.pluginDir))
+	if err != nil {
+		return r.Record(run, m), err
+	}
+	defer c.Close()
+	m.Optimizer = c.AsOptimizer()
+	return r.Run(ctx, run, m)
+}
+
+func threads(ctx context.Context, w *tensor.Worker) int {
+	n := 0
+	_ = w.Do(ctx, func() error { n = tensor.Threads(); return nil })
+	return n
+}
+
+func parseShard(s string) (int, int, error) {
+	a, b, ok := strings.Cut(s, "/")
+	i, err1 := strconv.Atoi(a)
+	n, err2 := strconv.Atoi(b)
+	if !ok || err1 != nil || err2 != nil {
+		return 0, 0, fmt.Errorf("--shard %q: want i/n, e.g. 2/8", s)
+	}
+	return i, n, nil
+}
+
+// smokeData points CIFAR experiments at small generated CIFAR-format files,
+// caps batch sizes, and (when tmpResults) sends results to a temporary
+// folder.
+func smokeData(exp *experiment.Experiment, tmpResults bool) (func(), error) {
+	tmp, err := os.MkdirTemp("", "optlab-smoke-")
+	if err != nil {
+		return nil, err
+	}
+	cleanup := func() { os.RemoveAll(tmp) }
+	gen := func(kind string) (string, error) {
+		dir := filepath.Join(tmp, kind)
+		return dir, data.WriteCIFAR(dir, kind, smokeTrainPerB, smokeTest, 1)
+	}
+	for _, ds := range []*struct{ name, dir *string }{{&exp.Data.Dataset, &exp.Data.Dir}, {&exp.Data.OOD, &exp.Data.OODDir}} {
+		if *ds.name == experiment.DatasetCIFAR10 || *ds.name == experiment.DatasetCIFAR100 {
+			d, err := gen(*ds.name)
+			if err != nil {
+				cleanup()
+				return nil, fmt.Errorf("generating smoke data: %w", err)
+			}
+			*ds.dir = d
+		}
+	}
+	exp.Train.BatchSize = min(exp.Train.BatchSize, smokeBatch)
+	exp.Train.EvalBatchSize = min(exp.Train.EvalBatchSize, 64)
+	if tmpResults {
+		exp.ResultsDir = filepath.Join(tmp, "results")
+	}
+	return cleanup, nil
+}
+
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}
+
+// gitCommit returns the working tree's commit, or "".
+func gitCommit() string {
+	out, err := exec.Command("git", "rev-parse", "--short", "HEAD").Output()
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(string(out))
+}

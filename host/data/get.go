@@ -1,0 +1,386 @@
+package data
+
+import (
+	"archive/tar"
+	"compress/gzip"
+	"context"
+	"crypto/md5"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"hash"
+	"io"
+	"io/fs"
+	"net/http"
+	"os"
+	"path"
+	"path/filepath"
+	"strings"
+	"time"
+)
+
+// DefaultBaseURL is where the CIFAR archives are published; the archive's
+// file name is appended to it.
+const DefaultBaseURL = "https://www.cs.toronto.edu/~kriz/"
+
+// maxExtractBytes bounds the total size Get extracts from one archive, as a
+// guard against a corrupt or hostile archive filling the disk. The real
+// archives hold about 180 MB.
+const maxExtractBytes = 2 << 30
+
+// GetOptions configures Get. The zero value downloads from DefaultBaseURL
+// with http.DefaultClient, verifies the published MD5 and prints nothing.
+type GetOptions struct {
+	// BaseURL replaces DefaultBaseURL; the archive's name is appended.
+	BaseURL string
+	// MD5 replaces the published MD5 (hex) the archive must have.
+	MD5 string
+	// SkipVerify disables the MD5 check entirely.
+	SkipVerify bool
+	// Client performs the download; nil means http.DefaultClient.
+	Client *http.Client
+	// Progress receives human-readable progress lines; nil means none.
+	Progress io.Writer
+	// KeepArchive keeps the downloaded archive in dir after extraction.
+	KeepArchive bool
+}
+
+// Get makes the named dataset (CIFAR10 or CIFAR100) available under dir and
+// returns the folder holding its files (dir/cifar-10-batches-bin or
+// dir/cifar-100-binary), which LoadCIFAR accepts as well as dir itself.
+//
+// It is idempotent: when that folder (or dir itself) already holds every
+// batch file with a whole number of records, Get does nothing and returns
+// it. Otherwise, if dir holds the
+// archive (cifar-10-binary.tar.gz or cifar-100-binary.tar.gz, e.g. copied
+// there by hand on a machine without internet access), Get extracts it;
+// failing that it downloads the archive from BaseURL. The archive's MD5 is
+// verified before anything is extracted, entries that would land outside
+// the destination (absolute paths, "..", links) are rejected, and the
+// extraction goes to a temporary folder that is moved into place only when
+// complete, so a failure never leaves a half-extracted dataset behind.
+func Get(ctx context.Context, name, dir string, opts GetOptions) (string, error) {
+	f, err := cifarFormatFor(name)
+	if err != nil {
+		return "", fmt.Errorf("get: %w", err)
+	}
+	if f.complete(dir) == nil { // dir is the data folder itself
+		opts.printf("%s: already present in %s\n", f.title, dir)
+		return dir, nil
+	}
+	dest := filepath.Join(dir, f.subdir)
+	incomplete := f.complete(dest)
+	if incomplete == nil {
+		opts.printf("%s: already present in %s\n", f.title, dest)
+		return dest, nil
+	}
+	if _, err := os.Stat(dest); err == nil {
+		return "", fmt.Errorf("get %s: %s exists but is incomplete (%v); remove it and run again", name, dest, incomplete)
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", fmt.Errorf("get %s: %w", name, err)
+	}
+	want := f.md5
+	if opts.MD5 != "" {
+		want = strings.ToLower(opts.MD5)
+	}
+	if opts.SkipVerify {
+		want = ""
+	}
+
+	archive := filepath.Join(dir, f.archive)
+	downloaded := false
+	if _, err := os.Stat(archive); err == nil {
+		opts.printf("%s: using the archive %s\n", f.title, archive)
+		if err := verifyFile(archive, want); err != nil {
+			return "", fmt.Errorf("get %s: %w; delete it to download it again", name, err)
+		}
+	} else {
+		base := opts.BaseURL
+		if base == "" {
+			base = DefaultBaseURL
+		}
+		url := strings.TrimSuffix(base, "/") + "/" + f.archive
+		if err := download(ctx, url, archive, want, opts); err != nil {
+			return "", fmt.Errorf("get %s: %w", name, err)
+		}
+		downloaded = true
+	}
+
+	opts.printf("%s: extracting into %s\n", f.title, dest)
+	err = extractInto(ctx, archive, dir, f.subdir, func(tmp string) error { return f.complete(tmp) })
+	if downloaded && !opts.KeepArchive {
+		// A downloaded archive is removed whether or not extraction
+		// succeeded, so that a failed Get leaves dir as it found it.
+		if rerr := os.Remove(archive); err == nil && rerr != nil {
+			err = rerr
+		}
+	}
+	if err != nil {
+		return "", fmt.Errorf("get %s: %w", name, err)
+	}
+	opts.printf("%s: ready in %s\n", f.title, dest)
+	return dest, nil
+}
+
+func (o *GetOptions) printf(format string, args ...any) {
+	if o.Progress != nil {
+		fmt.Fprintf(o.Progress, format, args...)
+	}
+}
+
+// complete checks that dir holds every batch file with a valid size. Files
+// with the published record counts pass; so do smaller whole-record files,
+// so that archives of generated test data are accepted too.
+func (f *cifarFormat) complete(dir string) error {
+	for _, name := range f.files() {
+		p := filepath.Join(dir, name)
+		st, err := os.Stat(p)
+		if err != nil {
+			return err
+		}
+		if !st.Mode().IsRegular() {
+			return fmt.Errorf("%s is not a regular file", p)
+		}
+		if err := f.checkSize(p, st.Size()); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// verifyFile checks the MD5 of the file at path against want (hex); an
+// empty want accepts anything.
+func verifyFile(path, want string) error {
+	if want == "" {
+		return nil
+	}
+	file, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer file.Close()
+	h := md5.New()
+	if _, err := io.Copy(h, file); err != nil {
+		return fmt.Errorf("reading %s: %w", path, err)
+	}
+	return checkSum(path, h, want)
+}
+
+func checkSum(what string, h hash.Hash, want string) error {
+	if got := hex.EncodeToString(h.Sum(nil)); want != "" && got != want {
+		return fmt.Errorf("%s: MD5 %s does not match the expected %s (corrupt or incomplete download)", what, got, want)
+	}
+	return nil
+}
+
+// download fetches url into the file dst, verifying its MD5 against want
+// while writing. The data goes to a temporary file renamed to dst only when
+// complete and verified.
+func download(ctx context.Context, url, dst, want string, opts GetOptions) (err error) {
+	client := opts.Client
+	if client == nil {
+		client = http.DefaultClient
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return fmt.Errorf("download %s: %w", url, err)
+	}
+	opts.printf("downloading %s\n", url)
+	resp, err := client.Do(req)
+	if err != nil {
+		return fmt.Errorf("download %s: %w", url, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("download %s: %s", url, resp.Status)
+	}
+
+	tmp, err := os.CreateTemp(filepath.Dir(dst), "."+filepath.Base(dst)+".part-*")
+	if err != nil {
+		return fmt.Errorf("download %s: %w", url, err)
+	}
+	defer func() {
+		if err != nil {
+			tmp.Close()
+			os.Remove(tmp.Name())
+		}
+	}()
+	h := md5.New()
+	pw := &progressWriter{out: opts.Progress, total: resp.ContentLength, start: time.Now()}
+	if _, err := io.Copy(io.MultiWriter(tmp, h, pw), resp.Body); err != nil {
+		return fmt.Errorf("download %s: %w", url, err)
+	}
+	pw.finish()
+	if err := tmp.Close(); err != nil {
+		return fmt.Errorf("download %s: %w", url, err)
+	}
+	if err := checkSum(url, h, want); err != nil {
+		return err
+	}
+	if want != "" {
+		opts.printf("MD5 verified: %s\n", want)
+	}
+	if err := os.Rename(tmp.Name(), dst); err != nil {
+		return fmt.Errorf("download %s: %w", url, err)
+	}
+	return nil
+}
+
+// progressWriter prints download progress every 10% (or every 16 MiB when
+// the size is unknown).
+type progressWriter struct {
+	out   io.Writer
+	total int64
+	done  int64
+	next  int64
+	start time.Time
+}
+
+func (p *progressWriter) Write(b []byte) (int, error) {
+	p.done += int64(len(b))
+	if p.out == nil {
+		return len(b), nil
+	}
+	if p.next == 0 {
+		p.next = p.step()
+	}
+	for p.done >= p.next {
+		p.report()
+		p.next += p.step()
+	}
+	return len(b), nil
+}
+
+func (p *progressWriter) step() int64 {
+	if p.total > 0 {
+		return max(p.total/10, 1)
+	}
+	return 16 << 20
+}
+
+func (p *progressWriter) report() {
+	mb := float64(p.done) / (1 << 20)
+	if p.total > 0 {
+		fmt.Fprintf(p.out, "  %5.1f / %.1f MiB (%3.0f%%)\n", mb, float64(p.total)/(1<<20), 100*float64(p.done)/float64(p.total))
+		return
+	}
+	fmt.Fprintf(p.out, "  %5.1f MiB\n", mb)
+}
+
+func (p *progressWriter) finish() {
+	if p.out == nil {
+		return
+	}
+	secs := time.Since(p.start).Seconds()
+	fmt.Fprintf(p.out, "  downloaded %.1f MiB in %.1fs\n", float64(p.done)/(1<<20), secs)
+}
+
+// extractInto extracts the tar.gz archive into a temporary folder inside
+// dir, checks with valid that the folder sub it must contain is complete,
+// and then moves sub into dir. On failure nothing is left in dir.
+func extractInto(ctx context.Context, archive, dir, sub string, valid func(string) error) error {
+	tmp, err := os.MkdirTemp(dir, "."+sub+".extract-*")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(tmp)
+	if err := extractTarGz(ctx, archive, tmp); err != nil {
+		return err
+	}
+	got := filepath.Join(tmp, sub)
+	if err := valid(got); err != nil {
+		return fmt.Errorf("archive %s does not hold the expected %s folder: %w", archive, sub, err)
+	}
+	if err := os.Rename(got, filepath.Join(dir, sub)); err != nil {
+		return err
+	}
+	return nil
+}
+
+// extractTarGz extracts the regular files and folders of a tar.gz archive
+// into dst, rejecting any entry that is not local to dst (absolute, "..",
+// through a link) and any link or special file.
+func extractTarGz(ctx context.Context, archive, dst string) error {
+	file, err := os.Open(archive)
+	if err != nil {
+		return err
+	}
+	defer file.Close()
+	zr, err := gzip.NewReader(file)
+	if err != nil {
+		return fmt.Errorf("archive %s: %w", archive, err)
+	}
+	defer zr.Close()
+	root, err := os.OpenRoot(dst)
+	if err != nil {
+		return err
+	}
+	defer root.Close()
+
+	tr := tar.NewReader(zr)
+	var total int64
+	for {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		hdr, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("archive %s: %w", archive, err)
+		}
+		name := path.Clean(hdr.Name)
+		if !filepath.IsLocal(name) || strings.Contains(hdr.Name, `\`) {
+			return fmt.Errorf("archive %s: entry %q points outside the destination", archive, hdr.Name)
+		}
+		local := filepath.FromSlash(name)
+		switch hdr.Typeflag {
+		case tar.TypeDir:
+			if err := root.MkdirAll(local, 0o755); err != nil {
+				return fmt.Errorf("archive %s: %w", archive, err)
+			}
+		case tar.TypeReg:
+			total += hdr.Size
+			if hdr.Size < 0 || total > maxExtractBytes {
+				return fmt.Errorf("archive %s: more than %d bytes of content", archive, int64(maxExtractBytes))
+			}
+			if err := writeEntry(root, local, tr, hdr.Size); err != nil {
+				return fmt.Errorf("archive %s: entry %q: %w", archive, hdr.Name, err)
+			}
+		case tar.TypeXGlobalHeader:
+			// Metadata only.
+		default:
+			return fmt.Errorf("archive %s: entry %q has unsupported type %q (only files and folders are extracted)", archive, hdr.Name, hdr.Typeflag)
+		}
+	}
+}
+
+func writeEntry(root *os.Root, name string, r io.Reader, size int64) (err error) {
+	if dir := filepath.Dir(name); dir != "." {
+		if err := root.MkdirAll(dir, 0o755); err != nil {
+			return err
+		}
+	}
+	out, err := root.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if errors.Is(err, fs.ErrExist) {
+		return fmt.Errorf("duplicate entry")
+	}
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if cerr := out.Close(); err == nil {
+			err = cerr
+		}
+	}()
+	n, err := io.Copy(out, io.LimitReader(r, size))
+	if err != nil {
+		return err
+	}
+	if n != size {
+		return io.ErrUnexpectedEOF
+	}
+	return nil
+}

@@ -1,0 +1,324 @@
+package data
+
+import (
+	"archive/tar"
+	"bytes"
+	"compress/gzip"
+	"context"
+	"crypto/md5"
+	"encoding/hex"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"testing"
+)
+
+type tarEntry struct {
+	name     string
+	body     []byte
+	typeflag byte // 0 means a regular file
+	link     string
+}
+
+func makeTarGz(t *testing.T, entries []tarEntry) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	zw := gzip.NewWriter(&buf)
+	tw := tar.NewWriter(zw)
+	for _, e := range entries {
+		hdr := &tar.Header{Name: e.name, Mode: 0o644, Size: int64(len(e.body)), Typeflag: e.typeflag, Linkname: e.link}
+		switch e.typeflag {
+		case 0:
+			hdr.Typeflag = tar.TypeReg
+		case tar.TypeDir:
+			hdr.Mode = 0o755
+		default:
+			hdr.Size = 0
+		}
+		if err := tw.WriteHeader(hdr); err != nil {
+			t.Fatal(err)
+		}
+		if hdr.Size > 0 {
+			if _, err := tw.Write(e.body); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if err := tw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := zw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
+}
+
+// cifarArchive builds a tar.gz laid out like the published archive of kind,
+// holding small generated batches.
+func cifarArchive(t *testing.T, kind string) []byte {
+	t.Helper()
+	f, err := cifarFormatFor(kind)
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := t.TempDir()
+	if err := WriteCIFAR(src, kind, 4, 3, 1); err != nil {
+		t.Fatal(err)
+	}
+	entries := []tarEntry{{name: f.subdir + "/", typeflag: tar.TypeDir}}
+	files, err := os.ReadDir(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, fi := range files {
+		b, err := os.ReadFile(filepath.Join(src, fi.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		entries = append(entries, tarEntry{name: f.subdir + "/" + fi.Name(), body: b})
+	}
+	return makeTarGz(t, entries)
+}
+
+func md5Hex(b []byte) string {
+	sum := md5.Sum(b)
+	return hex.EncodeToString(sum[:])
+}
+
+// serve serves body as any archive name and counts the requests.
+func serve(t *testing.T, body []byte) (*httptest.Server, *atomic.Int64) {
+	t.Helper()
+	var hits atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hits.Add(1)
+		if !strings.HasSuffix(r.URL.Path, ".tar.gz") {
+			http.NotFound(w, r)
+			return
+		}
+		w.Write(body)
+	}))
+	t.Cleanup(srv.Close)
+	return srv, &hits
+}
+
+// listAll returns every path under dir, relative to it.
+func listAll(t *testing.T, dir string) []string {
+	t.Helper()
+	var out []string
+	err := filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if p != dir {
+			rel, _ := filepath.Rel(dir, p)
+			out = append(out, filepath.ToSlash(rel))
+		}
+		return nil
+	})
+	if err != nil && !os.IsNotExist(err) {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func TestGet(t *testing.T) {
+	tests := []struct {
+		kind, subdir string
+	}{
+		{CIFAR10, "cifar-10-batches-bin"},
+		{CIFAR100, "cifar-100-binary"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.kind, func(t *testing.T) {
+			archive := cifarArchive(t, tc.kind)
+			srv, hits := serve(t, archive)
+			dir := filepath.Join(t.TempDir(), "data")
+			var progress bytes.Buffer
+			opts := GetOptions{BaseURL: srv.URL, MD5: md5Hex(archive), Progress: &progress}
+
+			got, err := Get(context.Background(), tc.kind, dir, opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want := filepath.Join(dir, tc.subdir); got != want {
+				t.Errorf("Get = %s, want %s", got, want)
+			}
+			for _, w := range []string{"downloading " + srv.URL + "/", "MD5 verified", "ready in"} {
+				if !strings.Contains(progress.String(), w) {
+					t.Errorf("progress lacks %q:\n%s", w, progress.String())
+				}
+			}
+			for _, d := range []string{dir, got} {
+				sp, err := LoadCIFAR(tc.kind, d)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if sp.Train.Len() != 20 || sp.Test.Len() != 3 {
+					t.Errorf("train/test = %d/%d", sp.Train.Len(), sp.Test.Len())
+				}
+			}
+			// Only the data folder is left: no archive, no temporary files.
+			for _, p := range listAll(t, dir) {
+				if !strings.HasPrefix(p, tc.subdir) {
+					t.Errorf("left behind: %s", p)
+				}
+			}
+
+			// Idempotent: a second call downloads nothing.
+			progress.Reset()
+			if _, err := Get(context.Background(), tc.kind, dir, opts); err != nil {
+				t.Fatal(err)
+			}
+			if hits.Load() != 1 {
+				t.Errorf("%d requests, want 1", hits.Load())
+			}
+			if !strings.Contains(progress.String(), "already present") {
+				t.Errorf("progress = %q", progress.String())
+			}
+			// So is one naming the data folder itself.
+			if again, err := Get(context.Background(), tc.kind, got, opts); err != nil || again != got {
+				t.Errorf("Get(data folder) = %s, %v; want %s", again, err, got)
+			}
+			if hits.Load() != 1 {
+				t.Errorf("%d requests, want 1", hits.Load())
+			}
+		})
+	}
+}
+
+func TestGetKeepArchiveAndLocalArchive(t *testing.T) {
+	archive := cifarArchive(t, CIFAR10)
+	srv, hits := serve(t, archive)
+	dir := t.TempDir()
+	opts := GetOptions{BaseURL: srv.URL, MD5: md5Hex(archive), KeepArchive: true}
+	if _, err := Get(context.Background(), CIFAR10, dir, opts); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "cifar-10-binary.tar.gz")); err != nil {
+		t.Fatalf("archive not kept: %v", err)
+	}
+	// With the data folder gone, the kept archive is extracted again
+	// without a download, and it is left in place.
+	if err := os.RemoveAll(filepath.Join(dir, "cifar-10-batches-bin")); err != nil {
+		t.Fatal(err)
+	}
+	opts.KeepArchive = false
+	opts.BaseURL = "http://127.0.0.1:1" // unreachable
+	if _, err := Get(context.Background(), CIFAR10, dir, opts); err != nil {
+		t.Fatal(err)
+	}
+	if hits.Load() != 1 {
+		t.Errorf("%d requests, want 1", hits.Load())
+	}
+	if _, err := os.Stat(filepath.Join(dir, "cifar-10-binary.tar.gz")); err != nil {
+		t.Errorf("a local archive was removed: %v", err)
+	}
+	if _, err := LoadCIFAR(CIFAR10, dir); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestGetSkipVerify(t *testing.T) {
+	archive := cifarArchive(t, CIFAR100)
+	srv, _ := serve(t, archive)
+	if _, err := Get(context.Background(), CIFAR100, t.TempDir(), GetOptions{BaseURL: srv.URL, SkipVerify: true}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestGetFailures checks that every failure leaves dir as it was.
+func TestGetFailures(t *testing.T) {
+	good := cifarArchive(t, CIFAR10)
+	batch := make([]byte, 3073)
+	tests := []struct {
+		name    string
+		archive []byte
+		md5     string // "" means the archive's own MD5
+		status  bool   // serve 404
+		want    string
+	}{
+		{name: "wrong md5", archive: good, md5: strings.Repeat("0", 32), want: "does not match"},
+		{name: "published md5", archive: good, md5: "published", want: "c32a1d4ab5d03f1284b67883e8d87530"},
+		{name: "not found", status: true, want: "404"},
+		{name: "not gzip", archive: []byte("hello"), want: "gzip"},
+		{name: "dotdot", archive: makeTarGz(t, []tarEntry{{name: "cifar-10-batches-bin/../../evil.bin", body: batch}}), want: "outside"},
+		{name: "absolute", archive: makeTarGz(t, []tarEntry{{name: "/tmp/evil.bin", body: batch}}), want: "outside"},
+		{name: "symlink", archive: makeTarGz(t, []tarEntry{{name: "cifar-10-batches-bin", typeflag: tar.TypeSymlink, link: "/etc"}}), want: "unsupported type"},
+		{name: "hardlink", archive: makeTarGz(t, []tarEntry{{name: "cifar-10-batches-bin/x", typeflag: tar.TypeLink, link: "/etc/passwd"}}), want: "unsupported type"},
+		{name: "incomplete", archive: makeTarGz(t, []tarEntry{{name: "cifar-10-batches-bin/test_batch.bin", body: batch}}), want: "does not hold"},
+		{name: "wrong folder", archive: makeTarGz(t, []tarEntry{{name: "other/test_batch.bin", body: batch}}), want: "does not hold"},
+		{name: "duplicate", archive: makeTarGz(t, []tarEntry{{name: "a", body: batch}, {name: "./a", body: batch}}), want: "duplicate"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if tc.status {
+					http.NotFound(w, r)
+					return
+				}
+				w.Write(tc.archive)
+			}))
+			defer srv.Close()
+			parent := t.TempDir()
+			dir := filepath.Join(parent, "data")
+			if err := os.Mkdir(dir, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			opts := GetOptions{BaseURL: srv.URL + "/", MD5: tc.md5}
+			switch tc.md5 {
+			case "":
+				opts.MD5 = md5Hex(tc.archive)
+			case "published":
+				opts.MD5 = ""
+			}
+			_, err := Get(context.Background(), CIFAR10, dir, opts)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("Get = %v, want an error containing %q", err, tc.want)
+			}
+			if left := listAll(t, parent); !slices.Equal(left, []string{"data"}) {
+				t.Errorf("left behind: %v", left)
+			}
+		})
+	}
+}
+
+func TestGetRefusals(t *testing.T) {
+	archive := cifarArchive(t, CIFAR10)
+	srv, hits := serve(t, archive)
+	opts := GetOptions{BaseURL: srv.URL, MD5: md5Hex(archive)}
+
+	if _, err := Get(context.Background(), "imagenet", t.TempDir(), opts); err == nil {
+		t.Errorf("unknown dataset: no error")
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := Get(ctx, CIFAR10, t.TempDir(), opts); err == nil || !strings.Contains(err.Error(), "canceled") {
+		t.Errorf("cancelled context: %v", err)
+	}
+
+	// An incomplete data folder is not overwritten.
+	dir := t.TempDir()
+	if err := os.Mkdir(filepath.Join(dir, "cifar-10-batches-bin"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Get(context.Background(), CIFAR10, dir, opts); err == nil || !strings.Contains(err.Error(), "remove it") {
+		t.Errorf("incomplete folder: %v", err)
+	}
+
+	// A corrupt local archive is reported, not silently replaced.
+	dir = t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "cifar-10-binary.tar.gz"), []byte("junk"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Get(context.Background(), CIFAR10, dir, opts); err == nil || !strings.Contains(err.Error(), "delete it") {
+		t.Errorf("corrupt local archive: %v", err)
+	}
+	if hits.Load() != 0 {
+		t.Errorf("%d requests, want 0", hits.Load())
+	}
+}

@@ -1,0 +1,491 @@
+// Package engine executes optimizer programs on the device. It owns the
+// members' flat parameter and buffer vectors, the vectors plugins allocate,
+// the current minibatch and the base optimizer, and implements optim.Host:
+// plugins (in-process or over gRPC) send programs of ops naming vector
+// handles, and the engine returns scalars. Every torch call runs on the
+// tensor.Worker's locked OS thread; engine state is touched only there, so
+// Exec may be called from any goroutine.
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+
+	"github.com/optlab/optlab/host/model"
+	"github.com/optlab/optlab/host/tensor"
+	"github.com/optlab/optlab/sdk/optim"
+)
+
+// Config holds the settings the engine needs from the experiment.
+type Config struct {
+	Device         tensor.Device
+	Seed           int64
+	LabelSmoothing float64
+	BNMomentum     float64 // PyTorch's BatchNorm momentum; 0.1 when zero
+	Base           BaseConfig
+	TrainSize      int64
+	BatchSize      int64
+}
+
+// Member is one model of a run with its flat vectors on the device.
+type Member struct {
+	Model  *model.Model
+	Params tensor.T // flat trainable parameters (owned)
+	Buf    tensor.T // flat BatchNorm buffers (owned; one element when none)
+	base   baseState
+	lr     float64 // learning rate for BaseStep in the current step
+}
+
+type vec struct {
+	t      tensor.T
+	member int
+}
+
+// Engine executes programs. Create it with New; Close frees its tensors.
+type Engine struct {
+	w       *tensor.Worker
+	cfg     Config
+	members []*Member
+	vecs    map[optim.Vec]*vec
+	x, y    tensor.T // current batch (owned)
+	perms   map[int64][]int64
+	rng     *rand.Rand // host stream for RandN with seed 0
+	step    int64
+	// counters for benchmarks and tests
+	execs, ops int64
+}
+
+// New makes an engine with one member per model, initializing parameters
+// from cfg.Seed (member m uses seed cfg.Seed + m·1000003).
+func New(ctx context.Context, w *tensor.Worker, cfg Config, models []*model.Model) (*Engine, error) {
+	if cfg.BNMomentum == 0 {
+		cfg.BNMomentum = 0.1
+	}
+	e := &Engine{w: w, cfg: cfg, vecs: map[optim.Vec]*vec{}, perms: map[int64][]int64{},
+		rng: rand.New(rand.NewPCG(uint64(cfg.Seed), 0x6f70746c6162))}
+	err := w.Do(ctx, func() error {
+		for i, m := range models {
+			s := tensor.NewScope()
+			tensor.ManualSeed(cfg.Seed + int64(i)*1000003)
+			p := s.Zeros([]int64{m.Numel}, tensor.Float32, cfg.Device)
+			b := s.Zeros([]int64{max(m.BufNumel, 1)}, tensor.Float32, cfg.Device)
+			m.InitParams(s, p)
+			m.InitBuffers(s, b)
+			if err := s.Err(); err != nil {
+				s.Close()
+				return fmt.Errorf("initializing member %d (%s): %w", i, m.Arch, err)
+			}
+			e.members = append(e.members, &Member{Model: m, Params: s.Keep(p), Buf: s.Keep(b)})
+			s.Close()
+		}
+		return nil
+	})
+	if err != nil {
+		e.Close()
+		return nil, err
+	}
+	return e, nil
+}
+
+// Worker returns the worker the engine runs on.
+func (e *Engine) Worker() *tensor.Worker { return e.w }
+
+// Device returns the engine's device.
+func (e *Engine) Device() tensor.Device { return e.cfg.Device }
+
+// Members returns the run's members (read their tensors only on the worker).
+func (e *Engine) Members() []*Member { return e.members }
+
+// Close frees every tensor the engine owns.
+func (e *Engine) Close() {
+	_ = e.w.Do(context.Background(), func() error {
+		for _, m := range e.members {
+			m.Params.Drop()
+			m.Buf.Drop()
+			m.base.drop()
+		}
+		for _, v := range e.vecs {
+			v.t.Drop()
+		}
+		e.vecs = map[optim.Vec]*vec{}
+		e.x.Drop()
+		e.y.Drop()
+		return nil
+	})
+}
+
+// Layout describes the members' parameters.
+func (e *Engine) Layout(context.Context) (optim.Layout, error) {
+	l := optim.Layout{TrainSize: e.cfg.TrainSize, BatchSize: e.cfg.BatchSize}
+	for _, m := range e.members {
+		ml := optim.MemberLayout{Arch: m.Model.Arch, Numel: m.Model.Numel}
+		for i, p := range m.Model.Params {
+			ml.Tensors = append(ml.Tensors, optim.Tensor{Name: p.Name, Shape: p.Shape, Offset: m.Model.Offsets[i], Kind: p.Kind})
+		}
+		l.Members = append(l.Members, ml)
+	}
+	return l, nil
+}
+
+// BeginStep starts training step step with the schedule's learning rate:
+// it resets SetLR overrides and the cached sub-batch permutations.
+func (e *Engine) BeginStep(step int64, lr float64) {
+	e.step = step
+	for _, m := range e.members {
+		m.lr = lr
+	}
+	clear(e.perms)
+}
+
+// SetBatch makes (x, y) the current batch; the engine takes ownership and
+// drops the previous one. Call on the worker.
+func (e *Engine) SetBatch(x, y tensor.T) {
+	e.x.Drop()
+	e.y.Drop()
+	e.x, e.y = x, y
+}
+
+// Stats returns the number of Exec calls and ops executed so far.
+func (e *Engine) Stats() (execs, ops int64) { return e.execs, e.ops }
+
+// ErrUnimplemented marks an op the engine does not know.
+var ErrUnimplemented = errors.New("unimplemented op")
+
+// OpError reports which op of a program failed.
+type OpError struct {
+	Index int
+	Op    string
+	Err   error
+}
+
+func (e *OpError) Error() string { return fmt.Sprintf("op %d (%s): %v", e.Index, e.Op, e.Err) }
+
+// Unwrap returns the cause.
+func (e *OpError) Unwrap() error { return e.Err }
+
+// Exec runs a program on the worker and returns the scalars it emitted.
+func (e *Engine) Exec(ctx context.Context, p *optim.Program) (optim.Result, error) {
+	var res optim.Result
+	err := e.w.Do(ctx, func() error {
+		r, err := e.exec(p)
+		res = r
+		return err
+	})
+	return res, err
+}
+
+func (e *Engine) exec(p *optim.Program) (optim.Result, error) {
+	e.execs++
+	s := tensor.NewScope()
+	defer s.Close()
+	var emitted []tensor.T
+	for i, op := range p.Ops {
+		e.ops++
+		out, err := e.run(s, op)
+		if err == nil {
+			err = s.Err()
+		}
+		if err != nil {
+			return optim.Result{}, &OpError{Index: i, Op: fmt.Sprintf("%T", op), Err: err}
+		}
+		emitted = append(emitted, out...)
+	}
+	vals := s.Scalars(emitted...)
+	if err := s.Err(); err != nil {
+		return optim.Result{}, err
+	}
+	return optim.Result{Scalars: vals}, nil
+}
+
+// get resolves a handle to its tensor and member.
+func (e *Engine) get(h optim.Vec) (tensor.T, int, error) {
+	if m, ok := h.Member(); ok {
+		if m >= len(e.members) {
+			return tensor.T{}, 0, fmt.Errorf("handle %d: no member %d (run has %d)", h, m, len(e.members))
+		}
+		return e.members[m].Params, m, nil
+	}
+	v, ok := e.vecs[h]
+	if !ok {
+		return tensor.T{}, 0, fmt.Errorf("handle %d is not allocated", h)
+	}
+	return v.t, v.member, nil
+}
+
+func (e *Engine) same(a, b optim.Vec) (tensor.T, tensor.T, error) {
+	ta, ma, err := e.get(a)
+	if err != nil {
+		return ta, ta, err
+	}
+	tb, mb, err := e.get(b)
+	if err != nil {
+		return ta, tb, err
+	}
+	if ma != mb && e.members[ma].Model.Numel != e.members[mb].Model.Numel {
+		return ta, tb, fmt.Errorf("handles %d and %d belong to members with different layouts", a, b)
+	}
+	return ta, tb, nil
+}
+
+func (e *Engine) run(s *tensor.Scope, op optim.Op) ([]tensor.T, error) {
+	switch o := op.(type) {
+	case optim.Alloc:
+		if o.ID <= 0 {
+			return nil, fmt.Errorf("alloc: handle %d is reserved (use IDs > 0)", o.ID)
+		}
+		if _, ok := e.vecs[o.ID]; ok {
+			return nil, fmt.Errorf("alloc: handle %d already allocated", o.ID)
+		}
+		if int(o.Member) >= len(e.members) || o.Member < 0 {
+			return nil, fmt.Errorf("alloc: no member %d", o.Member)
+		}
+		t := s.Zeros([]int64{e.members[o.Member].Model.Numel}, tensor.Float32, e.cfg.Device)
+		if s.Err() == nil {
+			e.vecs[o.ID] = &vec{t: s.Keep(t), member: int(o.Member)}
+		}
+	case optim.Free:
+		v, ok := e.vecs[o.ID]
+		if !ok {
+			return nil, fmt.Errorf("free: handle %d is not allocated", o.ID)
+		}
+		v.t.Drop()
+		delete(e.vecs, o.ID)
+	case optim.Copy:
+		d, src, err := e.same(o.Dst, o.Src)
+		if err != nil {
+			return nil, err
+		}
+		s.CopyFrom(d, src)
+	case optim.Fill:
+		d, _, err := e.get(o.Dst)
+		if err != nil {
+			return nil, err
+		}
+		s.Fill(d, o.Value)
+	case optim.Scale:
+		d, _, err := e.get(o.Dst)
+		if err != nil {
+			return nil, err
+		}
+		s.ScaleInPlace(d, o.Alpha)
+	case optim.AddConst:
+		d, _, err := e.get(o.Dst)
+		if err != nil {
+			return nil, err
+		}
+		s.AddScalarInPlace(d, o.Value)
+	case optim.Axpy:
+		d, x, err := e.same(o.Dst, o.X)
+		if err != nil {
+			return nil, err
+		}
+		s.Axpy(d, o.Alpha, x)
+	case optim.LinComb:
+		return nil, e.lincomb(s, o)
+	case optim.Unary:
+		return nil, e.unary(s, o)
+	case optim.Binary:
+		return nil, e.binary(s, o)
+	case optim.RandN:
+		d, _, err := e.get(o.Dst)
+		if err != nil {
+			return nil, err
+		}
+		seed := o.Seed
+		if seed == 0 {
+			seed = e.rng.Int64()
+		}
+		tensor.ManualSeed(seed)
+		s.NormalInPlace(d, 0, o.Std)
+	case optim.Dot:
+		a, b, err := e.same(o.A, o.B)
+		if err != nil {
+			return nil, err
+		}
+		return []tensor.T{s.Dot(a, b)}, nil
+	case optim.Norm:
+		x, _, err := e.get(o.X)
+		if err != nil {
+			return nil, err
+		}
+		return []tensor.T{s.Norm(x)}, nil
+	case optim.Grad:
+		return e.grad(s, o)
+	case optim.BaseStep:
+		return nil, e.baseStep(s, o)
+	case optim.SetLR:
+		if int(o.Member) >= len(e.members) || o.Member < 0 {
+			return nil, fmt.Errorf("set_lr: no member %d", o.Member)
+		}
+		if math.IsNaN(o.LR) || o.LR < 0 {
+			return nil, fmt.Errorf("set_lr: invalid learning rate %v", o.LR)
+		}
+		e.members[o.Member].lr = o.LR
+	default:
+		return nil, fmt.Errorf("%w %T", ErrUnimplemented, op)
+	}
+	return nil, nil
+}
+
+func (e *Engine) lincomb(s *tensor.Scope, o optim.LinComb) error {
+	d, _, err := e.get(o.Dst)
+	if err != nil {
+		return err
+	}
+	if len(o.Terms) == 0 {
+		s.Fill(d, 0)
+		return nil
+	}
+	var acc tensor.T
+	for _, t := range o.Terms {
+		_, x, err := e.same(o.Dst, t.X)
+		if err != nil {
+			return err
+		}
+		term := s.Scale(x, t.Coef)
+		if acc.Valid() {
+			acc = s.Add(acc, term)
+		} else {
+			acc = term
+		}
+	}
+	s.CopyFrom(d, acc)
+	return nil
+}
+
+func (e *Engine) unary(s *tensor.Scope, o optim.Unary) error {
+	d, x, err := e.same(o.Dst, o.Src)
+	if err != nil {
+		return err
+	}
+	var r tensor.T
+	switch o.Kind {
+	case optim.Abs:
+		r = s.Abs(x)
+	case optim.Sign:
+		r = s.Sign(x)
+	case optim.Sqrt:
+		r = s.Sqrt(x)
+	case optim.Square:
+		r = s.Square(x)
+	case optim.Softplus:
+		r = s.Softplus(x)
+	case optim.Exp:
+		r = s.Exp(x)
+	case optim.Log:
+		r = s.Log(x)
+	case optim.Reciprocal:
+		r = s.Reciprocal(x)
+	default:
+		return fmt.Errorf("%w: unary kind %d", ErrUnimplemented, o.Kind)
+	}
+	s.CopyFrom(d, r)
+	return nil
+}
+
+func (e *Engine) binary(s *tensor.Scope, o optim.Binary) error {
+	d, a, err := e.same(o.Dst, o.A)
+	if err != nil {
+		return err
+	}
+	_, b, err := e.same(o.Dst, o.B)
+	if err != nil {
+		return err
+	}
+	var r tensor.T
+	switch o.Kind {
+	case optim.Mul:
+		r = s.Mul(a, b)
+	case optim.Div:
+		r = s.Div(a, b)
+	case optim.Add:
+		r = s.Add(a, b)
+	case optim.Sub:
+		r = s.Sub(a, b)
+	case optim.Max:
+		r = s.Maximum(a, b)
+	case optim.Min:
+		r = s.Minimum(a, b)
+	default:
+		return fmt.Errorf("%w: binary kind %d", ErrUnimplemented, o.Kind)
+	}
+	s.CopyFrom(d, r)
+	return nil
+}
+
+// selectBatch returns the samples of the current batch that b selects.
+func (e *Engine) selectBatch(s *tensor.Scope, b optim.Batch) (tensor.T, tensor.T, error) {
+	if !e.x.Valid() {
+		return tensor.T{}, tensor.T{}, errors.New("grad: no current batch")
+	}
+	if b.Of <= 1 {
+		return e.x, e.y, nil
+	}
+	n := e.y.Shape()[0]
+	size := n / int64(b.Of)
+	if b.Part < 0 || b.Part >= b.Of || size == 0 {
+		return tensor.T{}, tensor.T{}, fmt.Errorf("grad: part %d of %d of a batch of %d", b.Part, b.Of, n)
+	}
+	if b.Shuffle == 0 {
+		return s.Narrow(e.x, 0, int64(b.Part)*size, size), s.Narrow(e.y, 0, int64(b.Part)*size, size), nil
+	}
+	perm, ok := e.perms[b.Shuffle]
+	if !ok || int64(len(perm)) != n {
+		perm = Permutation(n, b.Shuffle)
+		e.perms[b.Shuffle] = perm
+	}
+	idx := s.FromInt64(perm[int64(b.Part)*size:int64(b.Part+1)*size], []int64{size}, e.cfg.Device)
+	return s.IndexSelect(e.x, 0, idx), s.IndexSelect(e.y, 0, idx), nil
+}
+
+// Permutation is the host's seeded permutation of 0..n−1 used for sub-batch
+// splits (identical on every device).
+func Permutation(n, seed int64) []int64 {
+	r := rand.New(rand.NewPCG(uint64(seed), 0x7065726d))
+	p := make([]int64, n)
+	for i := range p {
+		p[i] = int64(i)
+	}
+	r.Shuffle(len(p), func(i, j int) { p[i], p[j] = p[j], p[i] })
+	return p
+}
+
+// grad runs forward and backward at the vector o.At on the selected batch.
+func (e *Engine) grad(s *tensor.Scope, o optim.Grad) ([]tensor.T, error) {
+	at, m, err := e.get(o.At)
+	if err != nil {
+		return nil, err
+	}
+	mem := e.members[m]
+	x, y, err := e.selectBatch(s, o.Batch)
+	if err != nil {
+		return nil, err
+	}
+	mom := e.cfg.BNMomentum
+	if o.BN == optim.BNFreeze {
+		mom = 0
+	}
+	leaf := s.RequiresGrad(at)
+	logits := mem.Model.Forward(s, leaf, mem.Buf, x, true, mom)
+	loss := s.CrossEntropy(logits, y, e.cfg.LabelSmoothing)
+	var out []tensor.T
+	if o.Out != 0 {
+		d, dm, err := e.get(o.Out)
+		if err != nil {
+			return nil, err
+		}
+		if e.members[dm].Model.Numel != mem.Model.Numel {
+			return nil, fmt.Errorf("grad: output handle %d has another member's layout", o.Out)
+		}
+		s.CopyFrom(d, s.Gradient(loss, leaf))
+	}
+	acc := s.Mean(s.Cast(s.Eq(s.Argmax(logits, 1), y), tensor.Float32))
+	out = append(out, s.Detach(loss), acc)
+	return out, nil
+}
+
+// OpIndex reports the failing op's index to the plugin transport.
+func (e *OpError) OpIndex() int { return e.Index }

@@ -1,0 +1,87 @@
+package experiment
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"strings"
+)
+
+// Error is one problem found in an experiment file. It prints as
+// "file:line: message", or "file: message" when the line is unknown (for
+// example for a missing required key, or for an Experiment built in code).
+type Error struct {
+	// File is the name the experiment was loaded under (Experiment.File).
+	File string
+	// Line is the 1-based line of the offending key, or 0 if unknown.
+	Line int
+	// Key is the dotted key the problem is about (e.g. "train.batch_size",
+	// "method[1].params.rho"); it may be empty for file-level problems.
+	Key string
+	// Msg is the human-readable message; it names the key itself.
+	Msg string
+	// Err is the underlying error, if any (e.g. a toml.ParseError).
+	Err error
+}
+
+// Error implements error.
+func (e *Error) Error() string {
+	var b strings.Builder
+	if e.File != "" {
+		b.WriteString(e.File)
+		if e.Line > 0 {
+			fmt.Fprintf(&b, ":%d", e.Line)
+		}
+		b.WriteString(": ")
+	} else if e.Line > 0 {
+		fmt.Fprintf(&b, "line %d: ", e.Line)
+	}
+	b.WriteString(e.Msg)
+	return b.String()
+}
+
+// Unwrap returns the underlying error, if any.
+func (e *Error) Unwrap() error { return e.Err }
+
+// ErrorList is a list of problems, printed one per line. Parse and Validate
+// return an ErrorList (sorted by line; problems without a line come first)
+// so that a user sees every mistake in one go.
+type ErrorList []*Error
+
+// Error implements error.
+func (l ErrorList) Error() string {
+	parts := make([]string, len(l))
+	for i, e := range l {
+		parts[i] = e.Error()
+	}
+	return strings.Join(parts, "\n")
+}
+
+// Unwrap returns the individual errors, for errors.Is and errors.As.
+func (l ErrorList) Unwrap() []error {
+	out := make([]error, len(l))
+	for i, e := range l {
+		out[i] = e
+	}
+	return out
+}
+
+// errs collects problems for one file.
+type errs struct {
+	file string
+	list ErrorList
+}
+
+// add records a problem at line (0 = unknown) about key.
+func (c *errs) add(line int, key, format string, args ...any) {
+	c.list = append(c.list, &Error{File: c.file, Line: line, Key: key, Msg: fmt.Sprintf(format, args...)})
+}
+
+// err returns the collected problems sorted by line, or nil if there are none.
+func (c *errs) err() error {
+	if len(c.list) == 0 {
+		return nil
+	}
+	slices.SortStableFunc(c.list, func(a, b *Error) int { return cmp.Compare(a.Line, b.Line) })
+	return c.list
+}

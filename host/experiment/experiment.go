@@ -1,0 +1,397 @@
+// Package experiment decodes, validates and expands optlab experiment files.
+//
+// An experiment file is TOML (see docs/EXPERIMENTS.md for the full
+// reference). Load or Parse decode it strictly: unknown keys, keys that
+// differ from the schema only in case, duplicate keys that differ only in
+// case and values of the wrong TOML type are errors that cite the line.
+// Validate then checks every value (ranges, enums, consistency between
+// sections), ValidateParams checks a method's [method.params] against its
+// plugin's hyperparameter schema, and Grid expands the file into the runs
+// to train: methods × archs × seeds.
+//
+// The struct fields below document each key and its default; the defaults
+// are those of Default.
+package experiment
+
+import "path/filepath"
+
+// Dataset names accepted in data.dataset (and, for some, data.ood).
+const (
+	DatasetUCIDigits = "uci-digits"
+	DatasetCIFAR10   = "cifar10"
+	DatasetCIFAR100  = "cifar100"
+	DatasetCSV       = "csv"
+	DatasetSynthetic = "synthetic"
+)
+
+// Optimizer names accepted in train.optimizer.name.
+const (
+	OptimizerSGD  = "sgd"
+	OptimizerAdam = "adam"
+)
+
+// Learning-rate schedule kinds accepted in train.schedule.kind.
+const (
+	ScheduleConstant = "constant"
+	ScheduleStep     = "step"
+	ScheduleCosine   = "cosine"
+	SchedulePlateau  = "plateau"
+	ScheduleCyclic   = "cyclic"
+)
+
+// Temperature-scaling modes accepted in eval.temperature.
+const (
+	// TemperatureValidation fits the temperature on the held-out
+	// validation split (needs data.validation > 0).
+	TemperatureValidation = "validation"
+	// TemperatureTestHalves fits the temperature on one half of the test
+	// set and reports metrics on the other half, and vice versa.
+	TemperatureTestHalves = "test-halves"
+	// TemperatureNone disables temperature scaling.
+	TemperatureNone = "none"
+)
+
+// KL directions accepted in model.variational_opts.kl.
+const (
+	// KLqp is KL(q‖p), the usual ELBO term.
+	KLqp = "qp"
+	// KLpq is KL(p‖q).
+	KLpq = "pq"
+)
+
+// Experiment is a decoded experiment file.
+type Experiment struct {
+	// File is the name messages cite: the path given to Load or the name
+	// given to Parse.
+	File string
+	// Name (key "name", required) names the experiment; results go to
+	// <results_dir>/<name>/runs.jsonl. It must be a single path element
+	// made of letters, digits, '.', '_' and '-'.
+	Name string
+	// Description (key "description", optional) is free text.
+	Description string
+	// ResultsDir (key "results_dir", default "results") is the directory
+	// that holds one subdirectory per experiment.
+	ResultsDir string
+	// Data is the [data] table.
+	Data Data
+	// Model is the [model] table.
+	Model Model
+	// Train is the [train] table.
+	Train Train
+	// Eval is the [eval] table.
+	Eval Eval
+	// Methods are the [[method]] tables, in file order (at least one).
+	Methods []Method
+	// Notes are informational messages produced while decoding, e.g. a
+	// default that was adjusted to the rest of the file. They are not
+	// errors; a CLI may print them.
+	Notes []string
+
+	// lines maps keyPath.String() to the line the key is written on.
+	lines map[string]int
+	// defined holds the keys the TOML decoder saw (toml.Key.String()).
+	defined map[string]bool
+}
+
+// Line returns the 1-based line on which key is written in the file, or 0
+// if the key is absent or the Experiment was not decoded from a file. Keys
+// are written as in messages: "train.batch_size", "method[0].params.rho"
+// (method indices are 0-based).
+func (e *Experiment) Line(key string) int { return e.lines[key] }
+
+// has reports whether key (outside [[method]]) is written in the file.
+func (e *Experiment) has(key string) bool { return e.defined[key] }
+
+// RunsPath returns <results_dir>/<name>/runs.jsonl.
+func (e *Experiment) RunsPath() string {
+	return filepath.Join(e.ResultsDir, e.Name, "runs.jsonl")
+}
+
+// Data is the [data] table.
+type Data struct {
+	// Dataset (default "uci-digits") is one of uci-digits, cifar10,
+	// cifar100, csv, synthetic.
+	Dataset string `toml:"dataset"`
+	// Dir is the dataset directory; required for cifar10 and cifar100 and
+	// not allowed for the others.
+	Dir string `toml:"dir"`
+	// Path is the CSV file; required for csv and not allowed otherwise.
+	// Each row is the features followed by an integer class label.
+	Path string `toml:"path"`
+	// Classes (csv only, default 0) is the number of classes; 0 infers it
+	// from the labels, otherwise it must be ≥ 2.
+	Classes int `toml:"classes"`
+	// TestFraction (default 0.2) is the fraction of samples held out as the
+	// test set, in (0, 1). It applies to uci-digits and csv only: CIFAR has
+	// a fixed test set and synthetic data sets its sizes in [data.synthetic].
+	TestFraction float64 `toml:"test_fraction"`
+	// Validation (default 0) is the fraction of the training set held out
+	// for validation (temperature scaling, plateau schedule), in [0, 1).
+	Validation float64 `toml:"validation"`
+	// Augment lists training augmentations: "crop" (pad-and-crop) and/or
+	// "flip" (horizontal). Default ["crop", "flip"] for cifar10/cifar100
+	// and [] otherwise. Not allowed for csv or for vector synthetic data.
+	Augment []string `toml:"augment"`
+	// Normalize (default true) standardises inputs with training-set
+	// statistics.
+	Normalize bool `toml:"normalize"`
+	// Shuffle (default true) reshuffles the training set every epoch.
+	Shuffle bool `toml:"shuffle"`
+	// OOD (default "", none) names an out-of-distribution test set: cifar10,
+	// cifar100 or synthetic. It needs 3×32×32 inputs (dataset cifar10,
+	// cifar100 or image synthetic data) and must differ from the dataset.
+	OOD string `toml:"ood"`
+	// OODDir is the directory of the OOD dataset; required when ood is
+	// cifar10 or cifar100 and not allowed otherwise.
+	OODDir string `toml:"ood_dir"`
+	// Synthetic is the [data.synthetic] table; it may be written only when
+	// dataset or ood is "synthetic".
+	Synthetic Synthetic `toml:"synthetic"`
+}
+
+// Synthetic is the [data.synthetic] table: random class-conditional
+// Gaussian data, for tests and smoke runs.
+type Synthetic struct {
+	// Train (default 512) is the number of training samples (> 0).
+	Train int `toml:"train"`
+	// Test (default 256) is the number of test samples (> 0); when
+	// synthetic data is the OOD set it is the OOD set's size.
+	Test int `toml:"test"`
+	// Classes (default 10) is the number of classes (≥ 2).
+	Classes int `toml:"classes"`
+	// Features (default 0) is the input size: 0 means 3×32×32 images
+	// (CIFAR-shaped); n > 0 means flat vectors of n features.
+	Features int `toml:"features"`
+}
+
+// Model is the [model] table.
+type Model struct {
+	// Archs (default ["cnn"]) is a grid dimension: each entry is a member
+	// spec, "arch", "a+b+c" (one member of each) or "arch*N" (N members
+	// of arch); terms combine, e.g. "resnet18*2+mobilenet". See ParseArch.
+	Archs []string `toml:"archs"`
+	// Variational (default false) uses mean-field Gaussian (Bayes by
+	// backprop) layers.
+	Variational bool `toml:"variational"`
+	// InitFrom (default "", random init) is a safetensors file to
+	// initialise every member from.
+	InitFrom string `toml:"init_from"`
+	// VariationalOpts is the [model.variational_opts] table; it may be
+	// written only when variational = true.
+	VariationalOpts VariationalOpts `toml:"variational_opts"`
+}
+
+// VariationalOpts is the [model.variational_opts] table.
+type VariationalOpts struct {
+	// PriorSigma (default 0.1) is the std of the zero-mean Gaussian prior
+	// (> 0).
+	PriorSigma float64 `toml:"prior_sigma"`
+	// RhoInit (default -5.0) initialises ρ, where σ = softplus(ρ).
+	RhoInit float64 `toml:"rho_init"`
+	// KL (default "qp") is the KL direction: "qp" for KL(q‖p), "pq" for
+	// KL(p‖q).
+	KL string `toml:"kl"`
+	// Beta (default 1.0) scales the KL term (> 0).
+	Beta float64 `toml:"beta"`
+	// MCSamples (default 30) is the number of weight samples averaged by
+	// the variational model's predictive at evaluation (≥ 1).
+	MCSamples int `toml:"mc_samples"`
+}
+
+// Train is the [train] table.
+type Train struct {
+	// Epochs (default 10) is the number of training epochs (> 0).
+	Epochs int `toml:"epochs"`
+	// BatchSize (default 128) is the training minibatch size (> 0).
+	BatchSize int `toml:"batch_size"`
+	// EvalBatchSize (default 1000) is the evaluation batch size (> 0).
+	EvalBatchSize int `toml:"eval_batch_size"`
+	// Seeds (default [1]) is a grid dimension: one run per seed. Seeds
+	// must be distinct and ≥ 0.
+	Seeds []int64 `toml:"seeds"`
+	// LabelSmoothing (default 0) is the label-smoothing ε, in [0, 1).
+	LabelSmoothing float64 `toml:"label_smoothing"`
+	// MaxSteps (default 0) caps the number of optimizer steps of a run;
+	// 0 means no cap (smoke runs set it).
+	MaxSteps int `toml:"max_steps"`
+	// Device (default "auto") is auto, cpu, cuda or cuda:N (N ≥ 0).
+	Device string `toml:"device"`
+	// Threads (default 0) is the number of CPU threads; 0 means the number
+	// of CPU cores.
+	Threads int `toml:"threads"`
+	// Checkpoint (default false) saves a checkpoint at the end of every
+	// epoch so that an interrupted run can resume.
+	Checkpoint bool `toml:"checkpoint"`
+	// Optimizer is the [train.optimizer] table: the base optimizer that
+	// the methods' plugins drive.
+	Optimizer Optimizer `toml:"optimizer"`
+	// Schedule is the [train.schedule] table.
+	Schedule Schedule `toml:"schedule"`
+}
+
+// Optimizer is the [train.optimizer] table.
+type Optimizer struct {
+	// Name (default "sgd") is sgd or adam.
+	Name string `toml:"name"`
+	// LR (default 0.1) is the base learning rate (> 0).
+	LR float64 `toml:"lr"`
+	// Momentum (sgd only, default 0.9) is in [0, 1).
+	Momentum float64 `toml:"momentum"`
+	// Nesterov (sgd only, default false) needs momentum > 0.
+	Nesterov bool `toml:"nesterov"`
+	// WeightDecay (default 5e-4) is the L2 coefficient (≥ 0).
+	WeightDecay float64 `toml:"weight_decay"`
+	// Betas (adam only, default [0.9, 0.999]) are two numbers in [0, 1).
+	Betas []float64 `toml:"betas"`
+	// Eps (adam only, default 1e-8) is > 0.
+	Eps float64 `toml:"eps"`
+}
+
+// Schedule is the [train.schedule] table. Keys that belong to another kind
+// than the chosen one are errors when written.
+type Schedule struct {
+	// Kind (default "constant") is constant, step, cosine, plateau or
+	// cyclic.
+	Kind string `toml:"kind"`
+	// Milestones (step, default [0.3, 0.6, 0.8]) are where the LR is
+	// multiplied by gamma, strictly increasing. If every milestone is < 1
+	// they are fractions of train.epochs (each in (0, 1)); if every
+	// milestone is ≥ 1 they are epoch numbers (integers ≤ train.epochs).
+	// Mixing the two forms is an error. See MilestoneEpochs.
+	Milestones []float64 `toml:"milestones"`
+	// Gamma (step, default 0.2) is the decay factor, in (0, 1].
+	Gamma float64 `toml:"gamma"`
+	// WarmupEpochs (default 0) ramps the LR linearly from 0 over this many
+	// epochs (any kind; < train.epochs).
+	WarmupEpochs int `toml:"warmup_epochs"`
+	// Patience (plateau, default 6) is the number of epochs without
+	// improvement of the monitored loss before the LR is reduced (≥ 1).
+	// The monitored loss is the validation loss if data.validation > 0,
+	// else the test loss.
+	Patience int `toml:"patience"`
+	// Factor (plateau, default 0.1) multiplies the LR on a plateau, in
+	// (0, 1).
+	Factor float64 `toml:"factor"`
+	// MinLR (cosine and plateau, default 0) is the LR floor: the end of
+	// the cosine curve, the lower bound for plateau reductions. In
+	// [0, train.optimizer.lr).
+	MinLR float64 `toml:"min_lr"`
+	// CycleEpochs (cyclic, default 4) is the length of one triangular
+	// cycle in epochs (≥ 1). FGE-style: within each cycle the LR goes
+	// linearly from lr_max down to lr_min over the first half and back up
+	// over the second; train.optimizer.lr is not used.
+	CycleEpochs int `toml:"cycle_epochs"`
+	// LRMax (cyclic, default 0.05) is the cycle's upper LR (> lr_min).
+	LRMax float64 `toml:"lr_max"`
+	// LRMin (cyclic, default 1e-4) is the cycle's lower LR (> 0).
+	LRMin float64 `toml:"lr_min"`
+}
+
+// MilestoneEpochs returns the step milestones as (possibly fractional)
+// epoch numbers for a run of the given number of epochs: fractions are
+// multiplied by epochs, epoch numbers are returned as they are.
+func (s Schedule) MilestoneEpochs(epochs int) []float64 {
+	out := make([]float64, len(s.Milestones))
+	fractions := true
+	for _, m := range s.Milestones {
+		if m >= 1 {
+			fractions = false
+		}
+	}
+	for i, m := range s.Milestones {
+		if fractions {
+			m *= float64(epochs)
+		}
+		out[i] = m
+	}
+	return out
+}
+
+// Eval is the [eval] table.
+type Eval struct {
+	// Temperature is validation, test-halves or none. When the key is not
+	// written it defaults to "validation" if data.validation > 0 and to
+	// "test-halves" otherwise (with a note in Experiment.Notes). Writing
+	// "validation" while data.validation = 0 is an error.
+	Temperature string `toml:"temperature"`
+	// AACSteps (default 100) is the number of abstention thresholds on
+	// the accuracy–abstention curve (≥ 2).
+	AACSteps int `toml:"aac_steps"`
+	// MCSamples (default 30) is the number of samples drawn for sampled
+	// predictives (posterior methods) when the plugin does not choose
+	// (≥ 1).
+	MCSamples int `toml:"mc_samples"`
+	// EveryEpochs (default 0) evaluates every N epochs as well as at the
+	// end; 0 means only at the end.
+	EveryEpochs int `toml:"every_epochs"`
+}
+
+// Method is one [[method]] table: a row of the comparison.
+type Method struct {
+	// Name (required) is the row label; unique within the file (ignoring
+	// case) and free of '/', '=' and control characters.
+	Name string
+	// Plugin is a built-in plugin name, looked up in the plugin directory
+	// (letters, digits, '_', '-', '.'). Exactly one of Plugin and Path.
+	Plugin string
+	// Path is the path of a third-party plugin binary.
+	Path string
+	// Params holds [method.params] as decoded TOML values (string, int64,
+	// float64, bool, time values, []any, map[string]any); ValidateParams
+	// checks and converts them against the plugin's schema. Never nil
+	// after Parse.
+	Params map[string]any
+	// ParamLines maps each key of Params to its line (absent if unknown).
+	ParamLines map[string]int
+	// File is the file the method was read from, for messages.
+	File string
+	// Line is the line of the method's [[method]] header (0 if unknown).
+	Line int
+}
+
+// Default returns an Experiment with every default applied and no methods;
+// data.augment and eval.temperature are resolved as Parse would for a file
+// that does not write them.
+func Default() *Experiment {
+	e := &Experiment{
+		ResultsDir: "results",
+		Data: Data{
+			Dataset:      DatasetUCIDigits,
+			TestFraction: 0.2,
+			Augment:      []string{},
+			Normalize:    true,
+			Shuffle:      true,
+			Synthetic:    Synthetic{Train: 512, Test: 256, Classes: 10},
+		},
+		Model: Model{
+			Archs: []string{"cnn"},
+			VariationalOpts: VariationalOpts{
+				PriorSigma: 0.1, RhoInit: -5.0, KL: KLqp, Beta: 1.0, MCSamples: 30,
+			},
+		},
+		Train: Train{
+			Epochs:        10,
+			BatchSize:     128,
+			EvalBatchSize: 1000,
+			Seeds:         []int64{1},
+			Device:        "auto",
+			Optimizer: Optimizer{
+				Name: OptimizerSGD, LR: 0.1, Momentum: 0.9, WeightDecay: 5e-4,
+				Betas: []float64{0.9, 0.999}, Eps: 1e-8,
+			},
+			Schedule: Schedule{
+				Kind:        ScheduleConstant,
+				Milestones:  []float64{0.3, 0.6, 0.8},
+				Gamma:       0.2,
+				Patience:    6,
+				Factor:      0.1,
+				CycleEpochs: 4,
+				LRMax:       0.05,
+				LRMin:       1e-4,
+			},
+		},
+		Eval: Eval{Temperature: TemperatureTestHalves, AACSteps: 100, MCSamples: 30},
+	}
+	return e
+}

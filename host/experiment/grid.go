@@ -1,0 +1,141 @@
+package experiment
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// MaxMembers bounds the number of members one arch spec may expand to.
+const MaxMembers = 1024
+
+// Run is one cell of the experiment grid: one method trained on one arch
+// spec with one seed.
+type Run struct {
+	// Index is the run's 0-based position in Grid's order.
+	Index int
+	// Method is the method to run (a copy; its maps are shared with the
+	// Experiment and must not be modified).
+	Method Method
+	// Arch is the canonical arch spec (see ParseArch), e.g. "resnet10*5".
+	Arch string
+	// Members lists the architecture of each member, e.g. five times
+	// "resnet10".
+	Members []string
+	// Seed is the run's seed.
+	Seed int64
+	// Key is "method=<name>/arch=<arch>/seed=<seed>", unique within a
+	// validated experiment and stable across edits that do not change
+	// those three values; use it to match results to runs (e.g. to skip
+	// runs already in runs.jsonl).
+	Key string
+}
+
+// ParseArch parses a member spec: '+'-separated terms, each "arch" (one
+// member) or "arch*N" (N ≥ 1 members); blanks around names, '+' and '*'
+// are ignored. An arch name is made of letters, digits, '.', '_' and '-'.
+// It returns the canonical spec (terms joined by '+', "*N" only for N > 1)
+// and the member list in order, e.g. "resnet18 + mobilenet*2" gives
+// "resnet18+mobilenet*2" and [resnet18 mobilenet mobilenet]. At most
+// MaxMembers members are allowed.
+func ParseArch(spec string) (canonical string, members []string, err error) {
+	if strings.TrimSpace(spec) == "" {
+		return "", nil, fmt.Errorf("empty arch spec")
+	}
+	terms := strings.Split(spec, "+")
+	canon := make([]string, 0, len(terms))
+	for _, term := range terms {
+		name, count, hasCount := strings.Cut(term, "*")
+		name = strings.TrimSpace(name)
+		if name == "" {
+			return "", nil, fmt.Errorf("arch spec %q: empty arch name", spec)
+		}
+		if !isArchName(name) {
+			return "", nil, fmt.Errorf("arch spec %q: invalid arch name %q (use letters, digits, '.', '_', '-')", spec, name)
+		}
+		n := 1
+		if hasCount {
+			count = strings.TrimSpace(count)
+			v, err := strconv.Atoi(count)
+			if err != nil || v < 1 || count[0] == '+' {
+				return "", nil, fmt.Errorf("arch spec %q: member count %q must be an integer ≥ 1", spec, count)
+			}
+			n = v
+		}
+		if n > MaxMembers-len(members) {
+			return "", nil, fmt.Errorf("arch spec %q: more than %d members", spec, MaxMembers)
+		}
+		for range n {
+			members = append(members, name)
+		}
+		if n > 1 {
+			canon = append(canon, name+"*"+strconv.Itoa(n))
+		} else {
+			canon = append(canon, name)
+		}
+	}
+	return strings.Join(canon, "+"), members, nil
+}
+
+func isArchName(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; !isBareByte(c) && c != '.' {
+			return false
+		}
+	}
+	return s != ""
+}
+
+// Grid expands a validated experiment into its runs: methods (file order) ×
+// archs (model.archs order) × seeds (train.seeds order), the seed varying
+// fastest. Index counts from 0 in that order. An arch spec that does not
+// parse (which Validate reports) yields Arch = the spec as written and no
+// Members.
+func Grid(exp *Experiment) []Run {
+	var runs []Run
+	for _, m := range exp.Methods {
+		for _, spec := range exp.Model.Archs {
+			arch, members, err := ParseArch(spec)
+			if err != nil {
+				arch, members = spec, nil
+			}
+			for _, seed := range exp.Train.Seeds {
+				runs = append(runs, Run{
+					Index:   len(runs),
+					Method:  m,
+					Arch:    arch,
+					Members: members,
+					Seed:    seed,
+					Key:     RunKey(m.Name, arch, seed),
+				})
+			}
+		}
+	}
+	return runs
+}
+
+// RunKey returns the Key of the run of the named method on the canonical
+// arch spec with seed: "method=<method>/arch=<arch>/seed=<seed>".
+func RunKey(method, arch string, seed int64) string {
+	return "method=" + method + "/arch=" + arch + "/seed=" + strconv.FormatInt(seed, 10)
+}
+
+// Shard returns shard i (1-based) of n of runs: the runs whose Index
+// modulo n (taken non-negative) is i-1, in order. The n shards partition the grid, and a run's shard
+// depends only on its Index, so every machine of a sharded sweep computes
+// the same split from the same file.
+func Shard(runs []Run, i, n int) ([]Run, error) {
+	if n < 1 {
+		return nil, fmt.Errorf("shard count must be ≥ 1 (got %d)", n)
+	}
+	if i < 1 || i > n {
+		return nil, fmt.Errorf("shard index must be in 1..%d (got %d)", n, i)
+	}
+	var out []Run
+	for _, r := range runs {
+		if ((r.Index%n)+n)%n == i-1 {
+			out = append(out, r)
+		}
+	}
+	return out, nil
+}

@@ -1,0 +1,152 @@
+package experiment
+
+import (
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/optlab/optlab/sdk/optim"
+)
+
+func samSchema() []optim.ParamSpec {
+	return []optim.ParamSpec{
+		{Name: "rho", Type: optim.Float, Default: 0.05, Doc: "radius"},
+		{Name: "adaptive", Type: optim.Bool, Default: false},
+		{Name: "members", Type: optim.Int, Default: 1},
+		{Name: "norm", Type: optim.String, Default: "l2"},
+	}
+}
+
+func TestValidateParams(t *testing.T) {
+	tests := []struct {
+		name   string
+		params string // the [method.params] body, starting on line 6
+		schema []optim.ParamSpec
+		want   map[string]any
+		errs   []string
+	}{
+		{
+			name:   "defaults filled in",
+			schema: samSchema(),
+			want:   map[string]any{"rho": 0.05, "adaptive": false, "members": int64(1), "norm": "l2"},
+		},
+		{
+			name:   "values converted",
+			params: "rho = 1\nadaptive = true\nmembers = 5\nnorm = \"linf\"",
+			schema: samSchema(),
+			want:   map[string]any{"rho": 1.0, "adaptive": true, "members": int64(5), "norm": "linf"},
+		},
+		{
+			name:   "did you mean",
+			params: "rhoo = 0.1",
+			schema: samSchema(),
+			errs:   []string{`t.toml:6: method "SAM": unknown parameter "rhoo"; did you mean "rho"?`},
+		},
+		{
+			name:   "case variant suggests the right case",
+			params: "Rho = 0.1",
+			schema: samSchema(),
+			errs:   []string{`t.toml:6: method "SAM": unknown parameter "Rho"; did you mean "rho"?`},
+		},
+		{
+			name:   "unknown without close match lists names",
+			params: "temperature = 0.1",
+			schema: samSchema(),
+			errs:   []string{`unknown parameter "temperature" (valid parameters: rho, adaptive, members, norm)`},
+		},
+		{
+			name:   "no params accepted",
+			params: "x = 1",
+			schema: nil,
+			errs:   []string{`unknown parameter "x" (there are no parameters)`},
+		},
+		{
+			name:   "float for int",
+			params: "members = 2.0",
+			schema: samSchema(),
+			errs:   []string{`t.toml:6: method "SAM": params.members must be an integer (got float 2; write it without a decimal point)`},
+		},
+		{
+			name:   "string for float",
+			params: "rho = \"0.1\"",
+			schema: samSchema(),
+			errs:   []string{`t.toml:6: method "SAM": params.rho must be a float (got string "0.1")`},
+		},
+		{
+			name:   "wrong bool and string",
+			params: "adaptive = 1\nnorm = false",
+			schema: samSchema(),
+			errs:   []string{`t.toml:6: method "SAM": params.adaptive must be a boolean (got integer 1)`, `t.toml:7: method "SAM": params.norm must be a string (got boolean false)`},
+		},
+		{
+			name:   "non-finite float",
+			params: "rho = nan",
+			schema: samSchema(),
+			errs:   []string{"params.rho must be a finite number (got nan)"},
+		},
+		{
+			name:   "table value",
+			params: "rho = {a = 1}",
+			schema: samSchema(),
+			errs:   []string{"params.rho must be a float (got a table)"},
+		},
+		{
+			name:   "required parameter",
+			schema: []optim.ParamSpec{{Name: "k", Type: optim.Int}},
+			errs:   []string{`t.toml:2: method "SAM": parameter "k" is required (int)`},
+		},
+		{
+			name:   "required parameter given",
+			params: "k = 3",
+			schema: []optim.ParamSpec{{Name: "k", Type: optim.Int}},
+			want:   map[string]any{"k": int64(3)},
+		},
+		{
+			name:   "bad schema",
+			schema: []optim.ParamSpec{{Name: "a", Type: "complex", Default: 1}, {Name: "b", Type: optim.Float, Default: "x"}, {Name: "b", Type: optim.Float, Default: 1.0}},
+			errs:   []string{`plugin schema: default of "a": unknown parameter type "complex"`, `plugin schema: default of "b": must be a float (got string "x")`, `plugin schema lists parameter "b" twice`},
+		},
+		{
+			name:   "schema defaults of other Go types",
+			schema: []optim.ParamSpec{{Name: "f", Type: optim.Float, Default: float32(0.5)}, {Name: "i", Type: optim.Int, Default: int32(7)}, {Name: "g", Type: optim.Float, Default: 2}},
+			want:   map[string]any{"f": 0.5, "i": int64(7), "g": 2.0},
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			src := "name = \"x\"\n[[method]]\nname = \"SAM\"\nplugin = \"sam\"\n[method.params]\n" + tc.params + "\n"
+			e, err := Parse([]byte(src), "t.toml")
+			if err != nil {
+				t.Fatalf("Parse: %v", err)
+			}
+			got, err := ValidateParams(e.Methods[0], tc.schema)
+			if len(tc.errs) == 0 {
+				if err != nil {
+					t.Fatalf("unexpected error: %v", err)
+				}
+				if !reflect.DeepEqual(got, tc.want) {
+					t.Errorf("got %#v, want %#v", got, tc.want)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatalf("no error, want %q", tc.errs)
+			}
+			for _, w := range tc.errs {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error\n%v\ndoes not contain\n%s", err, w)
+				}
+			}
+		})
+	}
+}
+
+func TestValidateParamsDoesNotModifyMethod(t *testing.T) {
+	m := Method{Name: "m", Params: map[string]any{"rho": int64(1)}}
+	if _, err := ValidateParams(m, samSchema()); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(m.Params, map[string]any{"rho": int64(1)}) {
+		t.Errorf("Params changed to %#v", m.Params)
+	}
+}

@@ -1,0 +1,427 @@
+package experiment
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"reflect"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/BurntSushi/toml"
+)
+
+// testArchs mirrors the model package's list of architectures.
+func testArchs() []string {
+	return []string{"mlp", "cnn", "resnet10", "resnet18", "wrn28-10", "wrn28-10-ref",
+		"pyramidnet101", "densenet121", "mobilenet", "efficientnet-b0"}
+}
+
+// withMethod wraps body (which starts on line 2) into a file with a name
+// and one method at the end.
+func withMethod(body string) string {
+	return "name = \"t\"\n" + body + "\n[[method]]\nname = \"m\"\nplugin = \"sgd\"\n"
+}
+
+func TestParseStrictErrors(t *testing.T) {
+	tests := []struct {
+		name string
+		src  string
+		want []string // substrings of the error, each with its line
+	}{
+		{
+			name: "unknown key with line and suggestion",
+			src:  withMethod("[train]\nepochs = 3\nbatchsize = 64"),
+			want: []string{`t.toml:4: unknown key "train.batchsize"; did you mean "batch_size"?`},
+		},
+		{
+			name: "unknown key lists valid keys",
+			src:  withMethod("[eval]\nzzz = 1"),
+			want: []string{`t.toml:3: unknown key "eval.zzz" (valid keys: temperature, aac_steps, mc_samples, every_epochs)`},
+		},
+		{
+			name: "unknown top-level table",
+			src:  withMethod("[optimizer]\nlr = 0.1"),
+			want: []string{`t.toml:2: unknown key "optimizer"`},
+		},
+		{
+			name: "unknown key in method",
+			src:  "name = \"t\"\n[[method]]\nname = \"a\"\nplugin = \"sgd\"\n[[method]]\nname = \"b\"\nplugn = \"sam\"\n",
+			want: []string{`t.toml:7: unknown key "method[1].plugn"; did you mean "plugin"?`},
+		},
+		{
+			name: "case variant key",
+			src:  withMethod("[train.optimizer]\nLr = 0.1"),
+			want: []string{`t.toml:3: key "train.optimizer.Lr" must be written "train.optimizer.lr" (keys are case-sensitive)`},
+		},
+		{
+			name: "case variant table",
+			src:  withMethod("[Train]\nepochs = 1"),
+			want: []string{`t.toml:2: key "Train" must be written "train"`},
+		},
+		{
+			name: "case variant top-level key",
+			src:  "Name = \"t\"\n[[method]]\nname = \"m\"\nplugin = \"sgd\"\n",
+			want: []string{`t.toml:1: key "Name" must be written "name"`},
+		},
+		{
+			name: "duplicate keys differing in case",
+			src:  withMethod("[train]\nseeds = [1]\nSEEDS = [2]"),
+			want: []string{`t.toml:4: duplicate key "train.SEEDS": already written as "train.seeds" on line 3`},
+		},
+		{
+			name: "duplicate keys differing in case, inline table",
+			src:  withMethod("data = {dataset = \"csv\", DataSet = \"cifar10\"}"),
+			want: []string{`t.toml:2: duplicate key "data.dataset": already written as "data.DataSet" on line 2`},
+		},
+		{
+			name: "wrong type string for int",
+			src:  withMethod("[train]\nbatch_size = \"64\""),
+			want: []string{`t.toml:3: train.batch_size must be an integer (got string "64")`},
+		},
+		{
+			name: "wrong type float for int",
+			src:  withMethod("[train]\nepochs = 10.0"),
+			want: []string{`t.toml:3: train.epochs must be an integer (got float 10)`},
+		},
+		{
+			name: "wrong type array element",
+			src:  withMethod("[train]\nseeds = [\n  1,\n  \"two\",\n]"),
+			want: []string{`t.toml:5: train.seeds[1] must be an integer (got string "two")`},
+		},
+		{
+			name: "wrong type scalar for array",
+			src:  withMethod("[model]\narchs = \"cnn\""),
+			want: []string{`t.toml:3: model.archs must be an array of strings (got string "cnn")`},
+		},
+		{
+			name: "wrong type table for scalar",
+			src:  withMethod("[data.dataset]\nx = 1"),
+			want: []string{`t.toml:2: data.dataset must be a string (got a table)`},
+		},
+		{
+			name: "method as plain table",
+			src:  "name = \"t\"\n[method]\nname = \"m\"\n",
+			want: []string{`t.toml:2: method must be an array of tables (got a table)`},
+		},
+		{
+			name: "params not a table",
+			src:  "name = \"t\"\n[[method]]\nname = \"m\"\nplugin = \"sam\"\nparams = 3\n",
+			want: []string{`t.toml:5: method[0].params must be a table (got integer 3)`},
+		},
+		{
+			name: "boolean as string",
+			src:  withMethod("[data]\nnormalize = \"yes\""),
+			want: []string{`t.toml:3: data.normalize must be a boolean (got string "yes")`},
+		},
+		{
+			name: "datetime",
+			src:  withMethod("[data]\ndir = 2024-01-01"),
+			want: []string{`t.toml:3: data.dir must be a string (got a datetime)`},
+		},
+		{
+			name: "several problems sorted by line",
+			src:  withMethod("[train]\nfoo = 1\nepochs = \"x\"\n[eval]\nbar = 2"),
+			want: []string{"t.toml:3: unknown key \"train.foo\"", "\nt.toml:4: train.epochs must be", "\nt.toml:6: unknown key \"eval.bar\""},
+		},
+		{
+			name: "syntax error with position",
+			src:  "name = \"t\"\n[train]\nepochs = = 3\n",
+			want: []string{"t.toml:3: ", "epochs = = 3", "^"},
+		},
+		{
+			name: "exact duplicate key",
+			src:  "name = \"t\"\nname = \"u\"\n",
+			want: []string{"t.toml:2: ", "already been defined"},
+		},
+		{
+			name: "quoted key",
+			src:  withMethod("[train]\n\"batch size\" = 3"),
+			want: []string{`t.toml:3: unknown key "train.\"batch size\""`},
+		},
+		{
+			name: "dotted key",
+			src:  withMethod("train.optimizer.lrr = 0.1"),
+			want: []string{`t.toml:2: unknown key "train.optimizer.lrr"; did you mean "lr"?`},
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Parse([]byte(tc.src), "t.toml")
+			if err == nil {
+				t.Fatalf("Parse succeeded, want error containing %q", tc.want)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error\n%s\ndoes not contain\n%s", err, w)
+				}
+			}
+		})
+	}
+}
+
+func TestParseSyntaxErrorUnwraps(t *testing.T) {
+	_, err := Parse([]byte("a = [1,\n"), "t.toml")
+	var pe toml.ParseError
+	if !errors.As(err, &pe) {
+		t.Fatalf("error %v does not wrap toml.ParseError", err)
+	}
+	var e *Error
+	if !errors.As(err, &e) || e.Line == 0 || e.File != "t.toml" {
+		t.Fatalf("error %#v has no file/line", err)
+	}
+}
+
+func TestParseErrorListUnwraps(t *testing.T) {
+	_, err := Parse([]byte(withMethod("[train]\nfoo = 1")), "t.toml")
+	var list ErrorList
+	if !errors.As(err, &list) || len(list) != 1 {
+		t.Fatalf("error %v is not a one-element ErrorList", err)
+	}
+	var e *Error
+	if !errors.As(err, &e) || e.Line != 3 || e.Key != "train.foo" {
+		t.Fatalf("errors.As gives %#v, want line 3 key train.foo", e)
+	}
+}
+
+func TestParseDefaults(t *testing.T) {
+	e, err := Parse([]byte("name = \"q\"\n[[method]]\nname = \"SGD\"\nplugin = \"sgd\"\n"), "q.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Default()
+	want.Name = "q"
+	want.File = "q.toml"
+	want.Notes = e.Notes
+	want.Methods = e.Methods
+	want.lines = e.lines
+	want.defined = e.defined
+	if !reflect.DeepEqual(e, want) {
+		t.Errorf("Parse of a minimal file\n got %+v\nwant %+v", e, want)
+	}
+	if len(e.Notes) != 1 || !strings.Contains(e.Notes[0], "test-halves") {
+		t.Errorf("Notes = %q, want a note about the temperature fallback", e.Notes)
+	}
+	if err := Validate(e, testArchs()); err != nil {
+		t.Errorf("defaults do not validate: %v", err)
+	}
+	if got := e.RunsPath(); got != filepath.Join("results", "q", "runs.jsonl") {
+		t.Errorf("RunsPath = %q", got)
+	}
+}
+
+func TestParseResolvedDefaults(t *testing.T) {
+	tests := []struct {
+		name        string
+		body        string
+		augment     []string
+		temperature string
+	}{
+		{"digits", "", []string{}, TemperatureTestHalves},
+		{"cifar augments", "[data]\ndataset = \"cifar10\"\ndir = \"d\"", []string{"crop", "flip"}, TemperatureTestHalves},
+		{"cifar explicit no augment", "[data]\ndataset = \"cifar100\"\ndir = \"d\"\naugment = []", []string{}, TemperatureTestHalves},
+		{"validation split", "[data]\nvalidation = 0.1", []string{}, TemperatureValidation},
+		{"explicit none", "[data]\nvalidation = 0.1\n[eval]\ntemperature = \"none\"", []string{}, TemperatureNone},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			e, err := Parse([]byte(withMethod(tc.body)), "t.toml")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(e.Data.Augment, tc.augment) {
+				t.Errorf("augment = %q, want %q", e.Data.Augment, tc.augment)
+			}
+			if e.Eval.Temperature != tc.temperature {
+				t.Errorf("temperature = %q, want %q", e.Eval.Temperature, tc.temperature)
+			}
+		})
+	}
+}
+
+func TestParseOverridesDefaults(t *testing.T) {
+	src := `name = "full"
+results_dir = "out"
+[data]
+dataset = "csv"
+path = "x.csv"
+classes = 3
+[model]
+archs = ["mlp*2"]
+[train]
+seeds = [7, 8, 9]
+[train.optimizer]
+name = "adam"
+betas = [0.8, 0.99]
+lr = 1
+[[method]]
+name = "A"
+path = "bin/a"
+`
+	e, err := Parse([]byte(src), "f.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e.ResultsDir != "out" || e.Data.Dataset != "csv" || e.Data.Classes != 3 ||
+		!reflect.DeepEqual(e.Train.Seeds, []int64{7, 8, 9}) ||
+		!reflect.DeepEqual(e.Train.Optimizer.Betas, []float64{0.8, 0.99}) ||
+		e.Train.Optimizer.LR != 1 || e.Train.Optimizer.Eps != 1e-8 ||
+		!reflect.DeepEqual(e.Model.Archs, []string{"mlp*2"}) {
+		t.Errorf("decoded %+v", e)
+	}
+	// Decoding must not have written through to a shared default slice.
+	if d := Default(); !reflect.DeepEqual(d.Train.Seeds, []int64{1}) || !reflect.DeepEqual(d.Train.Optimizer.Betas, []float64{0.9, 0.999}) {
+		t.Errorf("defaults changed: %+v", d.Train)
+	}
+}
+
+func TestParseMethodParamsAndLines(t *testing.T) {
+	src := `name = "p"
+
+[[method]]
+name = "SGD"
+plugin = "sgd"
+
+[[method]]
+name = "SAM"
+plugin = "sam"
+[method.params]
+rho = 0.05
+adaptive = true
+"odd key" = "x"
+n = 3
+
+[[method]]
+name = "inline"
+path = "bin/x"
+params = { a = 1, b = [1, 2] }
+`
+	e, err := Parse([]byte(src), "p.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(e.Methods) != 3 {
+		t.Fatalf("got %d methods", len(e.Methods))
+	}
+	sgd, sam, inl := e.Methods[0], e.Methods[1], e.Methods[2]
+	if sgd.Line != 3 || sam.Line != 7 || inl.Line != 16 {
+		t.Errorf("method lines = %d, %d, %d; want 3, 7, 16", sgd.Line, sam.Line, inl.Line)
+	}
+	if sgd.Params == nil || len(sgd.Params) != 0 {
+		t.Errorf("SGD params = %#v, want empty non-nil map", sgd.Params)
+	}
+	wantParams := map[string]any{"rho": 0.05, "adaptive": true, "odd key": "x", "n": int64(3)}
+	if !reflect.DeepEqual(sam.Params, wantParams) {
+		t.Errorf("SAM params = %#v, want %#v", sam.Params, wantParams)
+	}
+	wantLines := map[string]int{"rho": 11, "adaptive": 12, "odd key": 13, "n": 14}
+	if !reflect.DeepEqual(sam.ParamLines, wantLines) {
+		t.Errorf("SAM param lines = %v, want %v", sam.ParamLines, wantLines)
+	}
+	if inl.ParamLines["a"] != 19 || inl.ParamLines["b"] != 19 {
+		t.Errorf("inline param lines = %v", inl.ParamLines)
+	}
+	if sam.File != "p.toml" {
+		t.Errorf("File = %q", sam.File)
+	}
+	for key, line := range map[string]int{"name": 1, "method[1].params.rho": 11, "method[2].path": 18, "method[0]": 3} {
+		if got := e.Line(key); got != line {
+			t.Errorf("Line(%q) = %d, want %d", key, got, line)
+		}
+	}
+}
+
+func TestLoad(t *testing.T) {
+	e, err := Load(filepath.Join("testdata", "quickstart.toml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e.File != filepath.Join("testdata", "quickstart.toml") || e.Name != "quickstart" {
+		t.Errorf("File, Name = %q, %q", e.File, e.Name)
+	}
+	if err := Validate(e, testArchs()); err != nil {
+		t.Error(err)
+	}
+	if _, err := Load(filepath.Join("testdata", "missing.toml")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("Load(missing) = %v, want ErrNotExist", err)
+	}
+}
+
+// TestTestdata parses every testdata/valid-*.toml and testdata/invalid-*.toml
+// file; the first line of an invalid file is "# want: <substring>".
+func TestTestdata(t *testing.T) {
+	files, err := filepath.Glob(filepath.Join("testdata", "*.toml"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no testdata: %v", err)
+	}
+	for _, f := range files {
+		t.Run(filepath.Base(f), func(t *testing.T) {
+			data, err := os.ReadFile(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			e, err := Parse(data, filepath.Base(f))
+			if err == nil {
+				err = Validate(e, testArchs())
+			}
+			first, _, _ := strings.Cut(string(data), "\n")
+			want, invalid := strings.CutPrefix(first, "# want: ")
+			switch {
+			case invalid && err == nil:
+				t.Errorf("no error, want %q", want)
+			case invalid && !strings.Contains(err.Error(), want):
+				t.Errorf("error\n%v\ndoes not contain %q", err, want)
+			case !invalid && err != nil:
+				t.Errorf("unexpected error: %v", err)
+			}
+		})
+	}
+}
+
+// TestDocsExamples checks that every complete example in
+// docs/EXPERIMENTS.md (a toml block with a name and a [[method]]) parses and
+// validates.
+func TestDocsExamples(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join("..", "..", "docs", "EXPERIMENTS.md"))
+	if err != nil {
+		t.Skipf("docs not found: %v", err)
+	}
+	blocks := regexp.MustCompile("(?s)```toml\n(.*?)```").FindAllStringSubmatch(string(data), -1)
+	n := 0
+	for _, b := range blocks {
+		if !strings.Contains(b[1], "[[method]]") {
+			continue
+		}
+		n++
+		e, err := Parse([]byte(b[1]), "EXPERIMENTS.md example")
+		if err == nil {
+			err = Validate(e, testArchs())
+		}
+		if err != nil {
+			t.Errorf("docs example %d: %v\n%s", n, err, b[1])
+		}
+	}
+	if n < 2 {
+		t.Errorf("found %d complete examples in the docs, want ≥ 2", n)
+	}
+}
+
+// TestParseSyntaxErrorOutOfRangePosition covers inputs for which toml
+// v1.6.0 reports a position past the input, on which its
+// ErrorWithPosition panics (BurntSushi/toml#498, #517).
+func TestParseSyntaxErrorOutOfRangePosition(t *testing.T) {
+	tests := []string{"\"\\", "a = \"\\", "\"\r\n\"", "\"\n", "name = \"x\"\nb = \"\\"}
+	for _, src := range tests {
+		t.Run(src, func(t *testing.T) {
+			_, err := Parse([]byte(src), "t.toml")
+			var e *Error
+			if !errors.As(err, &e) {
+				t.Fatalf("Parse(%q) = %v, want *Error", src, err)
+			}
+			if n := strings.Count(src, "\n") + 1; e.Line > n {
+				t.Errorf("line %d is past the end of a %d-line input", e.Line, n)
+			}
+		})
+	}
+}

@@ -1,0 +1,486 @@
+package experiment
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+	"unicode"
+)
+
+// Validate checks every value of exp: ranges, enums and consistency
+// between keys and sections. knownArchs lists the architecture names the
+// model package can build; arch names in model.archs must be among them
+// (with a did-you-mean suggestion otherwise). If knownArchs is empty, arch
+// specs are only checked for syntax.
+//
+// Keys that apply only to another choice than the one made (train.optimizer
+// .betas with sgd, train.schedule.milestones with cosine, data.dir with
+// uci-digits, [model.variational_opts] without variational = true, …) are
+// errors when they are written in the file with a value other than their
+// default; the values of keys that do not apply are not checked otherwise.
+//
+// All problems are returned together as an ErrorList sorted by line; each
+// names the key and cites its line when exp came from Parse or Load.
+func Validate(exp *Experiment, knownArchs []string) error {
+	if exp == nil {
+		return fmt.Errorf("experiment: nil experiment")
+	}
+	v := &validator{errs: errs{file: exp.File}, e: exp}
+	v.top()
+	v.data()
+	v.model(knownArchs)
+	v.train()
+	v.eval()
+	v.methods()
+	return v.err()
+}
+
+type validator struct {
+	errs
+	e *Experiment
+}
+
+// fail records a problem about key, citing the key's line.
+func (v *validator) fail(key, format string, args ...any) {
+	v.add(v.e.Line(key), key, "%s %s", key, fmt.Sprintf(format, args...))
+}
+
+// notFor reports key as not applicable when it is written in the file
+// with a value other than its default (so that a template listing every
+// key with its default stays valid).
+func (v *validator) notFor(key string, isDefault bool, why string) {
+	if v.e.has(key) && !isDefault {
+		v.fail(key, "applies only %s", why)
+	}
+}
+
+func (v *validator) top() {
+	e := v.e
+	switch {
+	case e.Name == "":
+		v.fail("name", "is required")
+	case !isSafeName(e.Name):
+		v.fail("name", "must be a single directory name of letters, digits, '.', '_' and '-' (got %q)", e.Name)
+	}
+	if strings.TrimSpace(e.ResultsDir) == "" {
+		v.fail("results_dir", "must not be empty (got %q)", e.ResultsDir)
+	}
+}
+
+// isSafeName reports whether s is usable as one path element everywhere.
+func isSafeName(s string) bool {
+	return isArchName(s) && s != "." && s != ".."
+}
+
+func (v *validator) data() {
+	d := &v.e.Data
+	def := Default()
+	cifar := d.Dataset == DatasetCIFAR10 || d.Dataset == DatasetCIFAR100
+	v.enum("data.dataset", d.Dataset, DatasetUCIDigits, DatasetCIFAR10, DatasetCIFAR100, DatasetCSV, DatasetSynthetic)
+
+	if cifar {
+		v.nonBlank("data.dir", d.Dir, "data.dataset", "is required for dataset "+strconv.Quote(d.Dataset))
+	} else {
+		v.notFor("data.dir", d.Dir == def.Data.Dir, "to dataset cifar10 or cifar100 (use data.path for csv)")
+	}
+	if d.Dataset == DatasetCSV {
+		v.nonBlank("data.path", d.Path, "data.dataset", "is required for dataset \"csv\"")
+		if d.Classes < 0 || d.Classes == 1 {
+			v.fail("data.classes", "must be 0 (infer) or ≥ 2 (got %d)", d.Classes)
+		}
+	} else {
+		v.notFor("data.path", d.Path == def.Data.Path, "to dataset csv")
+		v.notFor("data.classes", d.Classes == def.Data.Classes, "to dataset csv (synthetic data uses data.synthetic.classes)")
+	}
+	if d.Dataset == DatasetUCIDigits || d.Dataset == DatasetCSV {
+		v.floatIn("data.test_fraction", d.TestFraction, 0, 1, false, false)
+	} else {
+		v.notFor("data.test_fraction", d.TestFraction == def.Data.TestFraction, "to datasets uci-digits and csv (CIFAR has a fixed test set; synthetic data uses data.synthetic.test)")
+	}
+	v.floatIn("data.validation", d.Validation, 0, 1, true, false)
+
+	seen := map[string]bool{}
+	for i, a := range d.Augment {
+		key := fmt.Sprintf("data.augment[%d]", i)
+		switch {
+		case a != "crop" && a != "flip":
+			v.add(v.line(key, "data.augment"), key, "data.augment: unknown augmentation %q (allowed: crop, flip)%s", a, suggestionIfClose(a, []string{"crop", "flip"}))
+		case seen[a]:
+			v.add(v.line(key, "data.augment"), key, "data.augment lists %q twice", a)
+		}
+		seen[a] = true
+	}
+	vectors := d.Dataset == DatasetCSV || (d.Dataset == DatasetSynthetic && d.Synthetic.Features > 0)
+	if vectors && len(d.Augment) > 0 {
+		v.fail("data.augment", "must be empty for vector inputs (dataset %q)", d.Dataset)
+	}
+
+	synthUsed := d.Dataset == DatasetSynthetic || d.OOD == DatasetSynthetic
+	if d.OOD != "" {
+		v.enum("data.ood", d.OOD, DatasetCIFAR10, DatasetCIFAR100, DatasetSynthetic)
+		images := cifar || (d.Dataset == DatasetSynthetic && d.Synthetic.Features == 0)
+		switch {
+		case d.OOD == d.Dataset:
+			v.fail("data.ood", "must differ from data.dataset (both %q)", d.OOD)
+		case !images:
+			v.fail("data.ood", "needs 3×32×32 inputs: dataset cifar10, cifar100 or synthetic with features = 0 (dataset is %q)", d.Dataset)
+		}
+	}
+	if d.OOD == DatasetCIFAR10 || d.OOD == DatasetCIFAR100 {
+		v.nonBlank("data.ood_dir", d.OODDir, "data.ood", "is required for ood "+strconv.Quote(d.OOD))
+	} else {
+		v.notFor("data.ood_dir", d.OODDir == def.Data.OODDir, "when data.ood is cifar10 or cifar100")
+	}
+	if !synthUsed {
+		v.notFor("data.synthetic", d.Synthetic == def.Data.Synthetic, "when data.dataset or data.ood is \"synthetic\"")
+		return
+	}
+	s := d.Synthetic
+	v.intMin("data.synthetic.train", s.Train, 1)
+	v.intMin("data.synthetic.test", s.Test, 1)
+	v.intMin("data.synthetic.classes", s.Classes, 2)
+	v.intMin("data.synthetic.features", s.Features, 0)
+	if d.OOD == DatasetSynthetic && s.Features > 0 {
+		v.fail("data.synthetic.features", "must be 0 (images) when synthetic data is the OOD set (got %d)", s.Features)
+	}
+}
+
+func (v *validator) model(knownArchs []string) {
+	m := &v.e.Model
+	def := Default()
+	if len(m.Archs) == 0 {
+		v.fail("model.archs", "must list at least one arch spec")
+	}
+	first := map[string]string{}
+	for i, spec := range m.Archs {
+		key := fmt.Sprintf("model.archs[%d]", i)
+		line := v.line(key, "model.archs")
+		canon, members, err := ParseArch(spec)
+		if err != nil {
+			v.add(line, key, "%s: %v", key, err)
+			continue
+		}
+		if prev, dup := first[canon]; dup {
+			v.add(line, key, "%s: arch spec %q is the same as %q", key, spec, prev)
+			continue
+		}
+		first[canon] = spec
+		if len(knownArchs) == 0 {
+			continue
+		}
+		bad := map[string]bool{}
+		for _, a := range members {
+			if bad[a] || slices.Contains(knownArchs, a) {
+				continue
+			}
+			bad[a] = true
+			v.add(line, key, "%s: unknown arch %q%s", key, a, suggestion(a, knownArchs, "archs"))
+		}
+	}
+	if s := m.InitFrom; s != "" && strings.TrimSpace(s) == "" {
+		v.fail("model.init_from", "must not be blank (use \"\" for random initialisation)")
+	}
+	if !m.Variational {
+		v.notFor("model.variational_opts", m.VariationalOpts == def.Model.VariationalOpts, "when model.variational = true")
+		return
+	}
+	o := m.VariationalOpts
+	v.floatIn("model.variational_opts.prior_sigma", o.PriorSigma, 0, math.Inf(1), false, false)
+	v.floatIn("model.variational_opts.rho_init", o.RhoInit, math.Inf(-1), math.Inf(1), false, false)
+	v.enum("model.variational_opts.kl", o.KL, KLqp, KLpq)
+	v.floatIn("model.variational_opts.beta", o.Beta, 0, math.Inf(1), false, false)
+	v.intMin("model.variational_opts.mc_samples", o.MCSamples, 1)
+}
+
+func (v *validator) train() {
+	t := &v.e.Train
+	v.intMin("train.epochs", t.Epochs, 1)
+	v.intMin("train.batch_size", t.BatchSize, 1)
+	v.intMin("train.eval_batch_size", t.EvalBatchSize, 1)
+	if len(t.Seeds) == 0 {
+		v.fail("train.seeds", "must list at least one seed")
+	}
+	seen := map[int64]bool{}
+	for i, s := range t.Seeds {
+		key := fmt.Sprintf("train.seeds[%d]", i)
+		switch {
+		case s < 0:
+			v.add(v.line(key, "train.seeds"), key, "%s must be ≥ 0 (got %d)", key, s)
+		case seen[s]:
+			v.add(v.line(key, "train.seeds"), key, "train.seeds lists %d twice", s)
+		}
+		seen[s] = true
+	}
+	v.floatIn("train.label_smoothing", t.LabelSmoothing, 0, 1, true, false)
+	v.intMin("train.max_steps", t.MaxSteps, 0)
+	if !validDevice(t.Device) {
+		v.fail("train.device", "must be auto, cpu, cuda or cuda:N with N ≥ 0 (got %q)", t.Device)
+	}
+	v.intMin("train.threads", t.Threads, 0)
+
+	o := &t.Optimizer
+	def := Default()
+	v.enum("train.optimizer.name", o.Name, OptimizerSGD, OptimizerAdam)
+	v.floatIn("train.optimizer.lr", o.LR, 0, math.Inf(1), false, false)
+	v.floatIn("train.optimizer.weight_decay", o.WeightDecay, 0, math.Inf(1), true, false)
+	switch o.Name {
+	case OptimizerSGD:
+		v.floatIn("train.optimizer.momentum", o.Momentum, 0, 1, true, false)
+		if o.Nesterov && !(o.Momentum > 0) {
+			v.fail("train.optimizer.nesterov", "needs train.optimizer.momentum > 0 (got %s)", formatFloat(o.Momentum))
+		}
+		v.notFor("train.optimizer.betas", slices.Equal(o.Betas, def.Train.Optimizer.Betas), "to optimizer adam")
+		v.notFor("train.optimizer.eps", o.Eps == def.Train.Optimizer.Eps, "to optimizer adam")
+	case OptimizerAdam:
+		if len(o.Betas) != 2 {
+			v.fail("train.optimizer.betas", "must have 2 elements (got %d)", len(o.Betas))
+		}
+		for i, b := range o.Betas {
+			key := fmt.Sprintf("train.optimizer.betas[%d]", i)
+			if !(b >= 0 && b < 1) {
+				v.add(v.line(key, "train.optimizer.betas"), key, "%s must be in [0, 1) (got %s)", key, formatFloat(b))
+			}
+		}
+		v.floatIn("train.optimizer.eps", o.Eps, 0, math.Inf(1), false, false)
+		v.notFor("train.optimizer.momentum", o.Momentum == def.Train.Optimizer.Momentum, "to optimizer sgd")
+		v.notFor("train.optimizer.nesterov", o.Nesterov == def.Train.Optimizer.Nesterov, "to optimizer sgd")
+	}
+	v.schedule()
+}
+
+func (v *validator) schedule() {
+	t := &v.e.Train
+	s := &t.Schedule
+	v.enum("train.schedule.kind", s.Kind, ScheduleConstant, ScheduleStep, ScheduleCosine, SchedulePlateau, ScheduleCyclic)
+	v.intMin("train.schedule.warmup_epochs", s.WarmupEpochs, 0)
+	if t.Epochs > 0 && s.WarmupEpochs >= t.Epochs {
+		v.fail("train.schedule.warmup_epochs", "must be < train.epochs = %d (got %d)", t.Epochs, s.WarmupEpochs)
+	}
+	def := Default().Train.Schedule
+	uses := func(key string, isDefault bool, kinds ...string) bool {
+		if slices.Contains(kinds, s.Kind) {
+			return true
+		}
+		v.notFor("train.schedule."+key, isDefault, "to schedule kind "+strings.Join(kinds, " and "))
+		return false
+	}
+	if uses("milestones", slices.Equal(s.Milestones, def.Milestones), ScheduleStep) {
+		v.milestones(s.Milestones, t.Epochs)
+	}
+	if uses("gamma", s.Gamma == def.Gamma, ScheduleStep) {
+		v.floatIn("train.schedule.gamma", s.Gamma, 0, 1, false, true)
+	}
+	if uses("patience", s.Patience == def.Patience, SchedulePlateau) {
+		v.intMin("train.schedule.patience", s.Patience, 1)
+	}
+	if uses("factor", s.Factor == def.Factor, SchedulePlateau) {
+		v.floatIn("train.schedule.factor", s.Factor, 0, 1, false, false)
+	}
+	if uses("min_lr", s.MinLR == def.MinLR, ScheduleCosine, SchedulePlateau) {
+		v.floatIn("train.schedule.min_lr", s.MinLR, 0, math.Inf(1), true, false)
+		if lr := t.Optimizer.LR; s.MinLR >= lr && lr > 0 {
+			v.fail("train.schedule.min_lr", "must be < train.optimizer.lr = %s (got %s)", formatFloat(lr), formatFloat(s.MinLR))
+		}
+	}
+	if uses("cycle_epochs", s.CycleEpochs == def.CycleEpochs, ScheduleCyclic) {
+		v.intMin("train.schedule.cycle_epochs", s.CycleEpochs, 1)
+		if t.Epochs > 0 && s.CycleEpochs > t.Epochs {
+			v.fail("train.schedule.cycle_epochs", "must be ≤ train.epochs = %d (got %d)", t.Epochs, s.CycleEpochs)
+		}
+	}
+	lrMin := uses("lr_min", s.LRMin == def.LRMin, ScheduleCyclic)
+	if uses("lr_max", s.LRMax == def.LRMax, ScheduleCyclic) && lrMin {
+		v.floatIn("train.schedule.lr_min", s.LRMin, 0, math.Inf(1), false, false)
+		v.floatIn("train.schedule.lr_max", s.LRMax, 0, math.Inf(1), false, false)
+		if s.LRMax <= s.LRMin {
+			v.fail("train.schedule.lr_max", "must be > train.schedule.lr_min = %s (got %s)", formatFloat(s.LRMin), formatFloat(s.LRMax))
+		}
+	}
+}
+
+// milestones checks step milestones: all fractions in (0, 1) or all whole
+// epoch numbers in [1, epochs], strictly increasing.
+func (v *validator) milestones(ms []float64, epochs int) {
+	const key = "train.schedule.milestones"
+	if len(ms) == 0 {
+		v.fail(key, "must list at least one milestone for schedule kind step")
+		return
+	}
+	fractions, whole := 0, 0
+	for i, m := range ms {
+		ek := fmt.Sprintf("%s[%d]", key, i)
+		line := v.line(ek, key)
+		switch {
+		case !(m > 0) || math.IsInf(m, 1):
+			v.add(line, ek, "%s must be > 0 (got %s)", ek, formatFloat(m))
+			continue
+		case m < 1:
+			fractions++
+		case m != math.Trunc(m):
+			v.add(line, ek, "%s must be a whole epoch number when ≥ 1 (got %s)", ek, formatFloat(m))
+			continue
+		case epochs > 0 && m > float64(epochs):
+			v.add(line, ek, "%s must be ≤ train.epochs = %d (got %s)", ek, epochs, formatFloat(m))
+			continue
+		default:
+			whole++
+		}
+		if i > 0 && !(m > ms[i-1]) {
+			v.add(line, ek, "%s must be strictly increasing (%s after %s)", key, formatFloat(m), formatFloat(ms[i-1]))
+		}
+	}
+	if fractions > 0 && whole > 0 {
+		v.fail(key, "mixes fractions of train.epochs (< 1) with epoch numbers (≥ 1); use one form")
+	}
+}
+
+func (v *validator) eval() {
+	ev := &v.e.Eval
+	v.enum("eval.temperature", ev.Temperature, TemperatureValidation, TemperatureTestHalves, TemperatureNone)
+	if ev.Temperature == TemperatureValidation && !(v.e.Data.Validation > 0) {
+		v.fail("eval.temperature", "= \"validation\" needs data.validation > 0 (got %s); use \"test-halves\" or hold out a validation split",
+			formatFloat(v.e.Data.Validation))
+	}
+	v.intMin("eval.aac_steps", ev.AACSteps, 2)
+	v.intMin("eval.mc_samples", ev.MCSamples, 1)
+	v.intMin("eval.every_epochs", ev.EveryEpochs, 0)
+}
+
+func (v *validator) methods() {
+	if len(v.e.Methods) == 0 {
+		v.add(0, "method", "at least one [[method]] table is required")
+		return
+	}
+	first := map[string]int{}
+	for i, m := range v.e.Methods {
+		base := fmt.Sprintf("method[%d]", i)
+		at := func(k string) int {
+			if l := v.e.Line(base + "." + k); l > 0 {
+				return l
+			}
+			return m.Line
+		}
+		switch {
+		case m.Name == "":
+			v.add(at("name"), base+".name", "%s.name is required", base)
+		case !validMethodName(m.Name):
+			v.add(at("name"), base+".name", "%s.name %q must not contain '/', '=', control characters or surrounding blanks", base, m.Name)
+		}
+		if m.Name != "" {
+			lower := strings.ToLower(m.Name)
+			if j, dup := first[lower]; dup {
+				v.add(at("name"), base+".name", "%s.name %q is already used by method[%d] (line %d); names must be unique, ignoring case",
+					base, m.Name, j, v.e.Methods[j].Line)
+			} else {
+				first[lower] = i
+			}
+		}
+		switch {
+		case m.Plugin != "" && m.Path != "":
+			v.add(at("path"), base+".path", "%s: set exactly one of plugin and path (both are set)", base)
+		case m.Plugin == "" && m.Path == "":
+			v.add(m.Line, base, "%s (%q): set exactly one of plugin (a built-in name) and path (a plugin binary)", base, m.Name)
+		case m.Plugin != "" && !isSafeName(m.Plugin):
+			v.add(at("plugin"), base+".plugin", "%s.plugin %q must be a plugin name of letters, digits, '.', '_' and '-' (use path for a binary)", base, m.Plugin)
+		case m.Plugin == "" && strings.TrimSpace(m.Path) == "":
+			v.add(at("path"), base+".path", "%s.path must not be blank", base)
+		}
+	}
+}
+
+func validMethodName(s string) bool {
+	if strings.TrimSpace(s) != s {
+		return false
+	}
+	for _, r := range s {
+		if r == '/' || r == '=' || unicode.IsControl(r) {
+			return false
+		}
+	}
+	return true
+}
+
+// validDevice reports whether s is auto, cpu, cuda or cuda:N.
+func validDevice(s string) bool {
+	switch s {
+	case "auto", "cpu", "cuda":
+		return true
+	}
+	n, ok := strings.CutPrefix(s, "cuda:")
+	if !ok || n == "" || len(n) > 9 || (len(n) > 1 && n[0] == '0') {
+		return false
+	}
+	for i := 0; i < len(n); i++ {
+		if n[i] < '0' || n[i] > '9' {
+			return false
+		}
+	}
+	return true
+}
+
+// line returns the line of key, falling back to the line of parent (for
+// array elements built in code or not found by the scanner).
+func (v *validator) line(key, parent string) int {
+	if l := v.e.Line(key); l > 0 {
+		return l
+	}
+	return v.e.Line(parent)
+}
+
+func (v *validator) enum(key, got string, allowed ...string) {
+	if slices.Contains(allowed, got) {
+		return
+	}
+	v.fail(key, "must be one of %s (got %q)%s", strings.Join(allowed, ", "), got, suggestionIfClose(got, allowed))
+}
+
+// nonBlank requires got (the value of key) to be non-blank because of the
+// value of the key named by cause, whose line is cited if key is absent.
+func (v *validator) nonBlank(key, got, cause, msg string) {
+	if strings.TrimSpace(got) == "" {
+		v.add(v.line(key, cause), key, "%s %s", key, msg)
+	}
+}
+
+func (v *validator) intMin(key string, got, lo int) {
+	if got >= lo {
+		return
+	}
+	if lo == 1 {
+		v.fail(key, "must be > 0 (got %d)", got)
+		return
+	}
+	v.fail(key, "must be ≥ %d (got %d)", lo, got)
+}
+
+// floatIn checks that x lies in the interval from lo to hi, closed at
+// either end as asked; an infinite bound means unbounded (and excludes
+// infinities). NaN always fails.
+func (v *validator) floatIn(key string, x, lo, hi float64, loClosed, hiClosed bool) {
+	okLo := x > lo || (loClosed && x == lo)
+	okHi := x < hi || (hiClosed && x == hi)
+	if okLo && okHi && !math.IsInf(x, 0) {
+		return
+	}
+	var want string
+	switch {
+	case math.IsInf(lo, -1) && math.IsInf(hi, 1):
+		want = "a finite number"
+	case math.IsInf(hi, 1):
+		want = map[bool]string{true: "≥ ", false: "> "}[loClosed] + formatFloat(lo)
+	default:
+		want = "in " + map[bool]string{true: "[", false: "("}[loClosed] + formatFloat(lo) + ", " +
+			formatFloat(hi) + map[bool]string{true: "]", false: ")"}[hiClosed]
+	}
+	v.fail(key, "must be %s (got %s)", want, formatFloat(x))
+}
+
+// suggestionIfClose returns "; did you mean "x"?" or "".
+func suggestionIfClose(name string, candidates []string) string {
+	if best, ok := closest(name, candidates); ok && name != "" {
+		return fmt.Sprintf("; did you mean %q?", best)
+	}
+	return ""
+}

@@ -1,0 +1,191 @@
+package experiment
+
+import (
+	"errors"
+	"strings"
+	"testing"
+)
+
+func TestValidate(t *testing.T) {
+	tests := []struct {
+		name string
+		body string   // placed from line 2 of a file with a name and one method
+		want []string // substrings of the error; empty means valid
+	}{
+		{name: "defaults"},
+		{name: "batch size", body: "[train]\nbatch_size = -1", want: []string{"t.toml:3: train.batch_size must be > 0 (got -1)"}},
+		{name: "epochs zero", body: "[train]\nepochs = 0", want: []string{"t.toml:3: train.epochs must be > 0 (got 0)"}},
+		{name: "bad dataset enum", body: "[data]\ndataset = \"cifar-10\"", want: []string{
+			`t.toml:3: data.dataset must be one of uci-digits, cifar10, cifar100, csv, synthetic (got "cifar-10"); did you mean "cifar10"?`}},
+		{name: "cifar needs dir", body: "[data]\ndataset = \"cifar10\"", want: []string{"t.toml:3: data.dir is required for dataset \"cifar10\""}},
+		{name: "cifar ok", body: "[data]\ndataset = \"cifar100\"\ndir = \"data/c\"\nood = \"cifar10\"\nood_dir = \"data/c10\""},
+		{name: "dir not for digits", body: "[data]\ndir = \"x\"", want: []string{"t.toml:3: data.dir applies only to dataset cifar10 or cifar100"}},
+		{name: "default-valued inapplicable keys are fine", body: "[data]\ndir = \"\"\npath = \"\"\nclasses = 0\n[train.optimizer]\nbetas = [0.9, 0.999]\n[train.schedule]\nmilestones = [0.3, 0.6, 0.8]"},
+		{name: "csv needs path", body: "[data]\ndataset = \"csv\"", want: []string{"t.toml:3: data.path is required for dataset \"csv\""}},
+		{name: "csv classes one", body: "[data]\ndataset = \"csv\"\npath = \"a.csv\"\nclasses = 1", want: []string{"t.toml:5: data.classes must be 0 (infer) or ≥ 2 (got 1)"}},
+		{name: "csv no augment", body: "[data]\ndataset = \"csv\"\npath = \"a.csv\"\naugment = [\"flip\"]", want: []string{"t.toml:5: data.augment must be empty for vector inputs"}},
+		{name: "test fraction range", body: "[data]\ntest_fraction = 1.0", want: []string{"t.toml:3: data.test_fraction must be in (0, 1) (got 1)"}},
+		{name: "test fraction not for cifar", body: "[data]\ndataset = \"cifar10\"\ndir = \"d\"\ntest_fraction = 0.5", want: []string{"t.toml:5: data.test_fraction applies only to datasets uci-digits and csv"}},
+		{name: "validation nan", body: "[data]\nvalidation = nan", want: []string{"t.toml:3: data.validation must be in [0, 1) (got nan)"}},
+		{name: "augment unknown", body: "[data]\naugment = [\"crop\", \"flipp\", \"crop\"]", want: []string{
+			`t.toml:3: data.augment: unknown augmentation "flipp" (allowed: crop, flip); did you mean "flip"?`,
+			`t.toml:3: data.augment lists "crop" twice`}},
+		{name: "ood same as dataset", body: "[data]\ndataset = \"cifar10\"\ndir = \"d\"\nood = \"cifar10\"\nood_dir = \"d\"", want: []string{"t.toml:5: data.ood must differ from data.dataset"}},
+		{name: "ood needs images", body: "[data]\nood = \"synthetic\"", want: []string{"t.toml:3: data.ood needs 3×32×32 inputs"}},
+		{name: "ood unknown", body: "[data]\nood = \"svhn\"", want: []string{"t.toml:3: data.ood must be one of cifar10, cifar100, synthetic (got \"svhn\")"}},
+		{name: "ood dir", body: "[data]\ndataset = \"synthetic\"\nood = \"cifar10\"", want: []string{"t.toml:4: data.ood_dir is required for ood \"cifar10\""}},
+		{name: "synthetic", body: "[data]\ndataset = \"synthetic\"\n[data.synthetic]\ntrain = 0\nclasses = 1", want: []string{
+			"t.toml:5: data.synthetic.train must be > 0 (got 0)", "t.toml:6: data.synthetic.classes must be ≥ 2 (got 1)"}},
+		{name: "synthetic table not used", body: "[data.synthetic]\ntrain = 10", want: []string{"t.toml:2: data.synthetic applies only when data.dataset or data.ood is \"synthetic\""}},
+		{name: "synthetic vectors no augment", body: "[data]\ndataset = \"synthetic\"\naugment = [\"crop\"]\n[data.synthetic]\nfeatures = 16", want: []string{"t.toml:4: data.augment must be empty for vector inputs"}},
+		{name: "synthetic ood must be images", body: "[data]\ndataset = \"cifar10\"\ndir = \"d\"\nood = \"synthetic\"\n[data.synthetic]\nfeatures = 5", want: []string{"t.toml:7: data.synthetic.features must be 0 (images)"}},
+		{name: "archs empty", body: "[model]\narchs = []", want: []string{"t.toml:3: model.archs must list at least one arch spec"}},
+		{name: "arch unknown", body: "[model]\narchs = [\"resnet18+mobilnet\"]", want: []string{
+			`t.toml:3: model.archs[0]: unknown arch "mobilnet"; did you mean "mobilenet"?`}},
+		{name: "arch bad spec", body: "[model]\narchs = [\"cnn*0\"]", want: []string{`t.toml:3: model.archs[0]: arch spec "cnn*0": member count "0" must be an integer ≥ 1`}},
+		{name: "arch duplicate after normalising", body: "[model]\narchs = [\n\"cnn*2\",\n\"cnn * 2\",\n]", want: []string{`t.toml:5: model.archs[1]: arch spec "cnn * 2" is the same as "cnn*2"`}},
+		{name: "variational opts without variational", body: "[model.variational_opts]\nbeta = 0.5", want: []string{"t.toml:2: model.variational_opts applies only when model.variational = true"}},
+		{name: "variational opts", body: "[model]\nvariational = true\n[model.variational_opts]\nkl = \"kl\"\nprior_sigma = 0.0\nmc_samples = 0", want: []string{
+			`t.toml:5: model.variational_opts.kl must be one of qp, pq (got "kl")`,
+			"t.toml:6: model.variational_opts.prior_sigma must be > 0 (got 0)",
+			"t.toml:7: model.variational_opts.mc_samples must be > 0 (got 0)"}},
+		{name: "seeds", body: "[train]\nseeds = [1, 2, 1, -3]", want: []string{"t.toml:3: train.seeds lists 1 twice", "t.toml:3: train.seeds[3] must be ≥ 0 (got -3)"}},
+		{name: "seeds empty", body: "[train]\nseeds = []", want: []string{"t.toml:3: train.seeds must list at least one seed"}},
+		{name: "device ok", body: "[train]\ndevice = \"cuda:12\""},
+		{name: "device bad", body: "[train]\ndevice = \"cuda:01\"", want: []string{`t.toml:3: train.device must be auto, cpu, cuda or cuda:N with N ≥ 0 (got "cuda:01")`}},
+		{name: "device gpu", body: "[train]\ndevice = \"gpu\"", want: []string{"train.device must be"}},
+		{name: "label smoothing", body: "[train]\nlabel_smoothing = 1", want: []string{"t.toml:3: train.label_smoothing must be in [0, 1) (got 1)"}},
+		{name: "threads", body: "[train]\nthreads = -2\nmax_steps = -1", want: []string{"t.toml:3: train.threads must be ≥ 0 (got -2)", "t.toml:4: train.max_steps must be ≥ 0 (got -1)"}},
+		{name: "optimizer name", body: "[train.optimizer]\nname = \"adamw\"", want: []string{`t.toml:3: train.optimizer.name must be one of sgd, adam (got "adamw"); did you mean "adam"?`}},
+		{name: "lr inf", body: "[train.optimizer]\nlr = inf", want: []string{"t.toml:3: train.optimizer.lr must be > 0 (got inf)"}},
+		{name: "momentum", body: "[train.optimizer]\nmomentum = 1.0", want: []string{"t.toml:3: train.optimizer.momentum must be in [0, 1) (got 1)"}},
+		{name: "nesterov needs momentum", body: "[train.optimizer]\nmomentum = 0.0\nnesterov = true", want: []string{"t.toml:4: train.optimizer.nesterov needs train.optimizer.momentum > 0"}},
+		{name: "betas for sgd", body: "[train.optimizer]\nbetas = [0.5, 0.9]", want: []string{"t.toml:3: train.optimizer.betas applies only to optimizer adam"}},
+		{name: "momentum for adam", body: "[train.optimizer]\nname = \"adam\"\nlr = 1e-3\nmomentum = 0.5", want: []string{"t.toml:5: train.optimizer.momentum applies only to optimizer sgd"}},
+		{name: "adam betas", body: "[train.optimizer]\nname = \"adam\"\nbetas = [0.9, 1.5, 0.1]\neps = 0", want: []string{
+			"t.toml:4: train.optimizer.betas must have 2 elements (got 3)",
+			"t.toml:4: train.optimizer.betas[1] must be in [0, 1) (got 1.5)",
+			"t.toml:5: train.optimizer.eps must be > 0 (got 0)"}},
+		{name: "schedule kind", body: "[train.schedule]\nkind = \"cosin\"", want: []string{`t.toml:3: train.schedule.kind must be one of constant, step, cosine, plateau, cyclic (got "cosin"); did you mean "cosine"?`}},
+		{name: "milestones for cosine", body: "[train.schedule]\nkind = \"cosine\"\nmilestones = [0.5]", want: []string{"t.toml:4: train.schedule.milestones applies only to schedule kind step"}},
+		{name: "milestones fractions", body: "[train.schedule]\nkind = \"step\"\nmilestones = [0.5, 0.75]"},
+		{name: "milestones epochs", body: "[train]\nepochs = 20\n[train.schedule]\nkind = \"step\"\nmilestones = [10, 15]"},
+		{name: "milestones mixed", body: "[train.schedule]\nkind = \"step\"\nmilestones = [0.5, 8]", want: []string{"t.toml:4: train.schedule.milestones mixes fractions"}},
+		{name: "milestones not increasing", body: "[train.schedule]\nkind = \"step\"\nmilestones = [0.5, 0.5]", want: []string{"t.toml:4: train.schedule.milestones must be strictly increasing (0.5 after 0.5)"}},
+		{name: "milestones beyond epochs", body: "[train.schedule]\nkind = \"step\"\nmilestones = [5, 11]", want: []string{"t.toml:4: train.schedule.milestones[1] must be ≤ train.epochs = 10 (got 11)"}},
+		{name: "milestones fractional epoch", body: "[train.schedule]\nkind = \"step\"\nmilestones = [2.5]", want: []string{"t.toml:4: train.schedule.milestones[0] must be a whole epoch number when ≥ 1 (got 2.5)"}},
+		{name: "milestones empty", body: "[train.schedule]\nkind = \"step\"\nmilestones = []", want: []string{"t.toml:4: train.schedule.milestones must list at least one milestone"}},
+		{name: "gamma", body: "[train.schedule]\nkind = \"step\"\ngamma = 0", want: []string{"t.toml:4: train.schedule.gamma must be in (0, 1] (got 0)"}},
+		{name: "warmup", body: "[train.schedule]\nwarmup_epochs = 10", want: []string{"t.toml:3: train.schedule.warmup_epochs must be < train.epochs = 10 (got 10)"}},
+		{name: "plateau", body: "[train.schedule]\nkind = \"plateau\"\npatience = 0\nfactor = 1\nmin_lr = 0.2", want: []string{
+			"t.toml:4: train.schedule.patience must be > 0 (got 0)",
+			"t.toml:5: train.schedule.factor must be in (0, 1) (got 1)",
+			"t.toml:6: train.schedule.min_lr must be < train.optimizer.lr = 0.1 (got 0.2)"}},
+		{name: "cyclic", body: "[train.schedule]\nkind = \"cyclic\"\ncycle_epochs = 11\nlr_max = 0.01\nlr_min = 0.01", want: []string{
+			"t.toml:4: train.schedule.cycle_epochs must be ≤ train.epochs = 10 (got 11)",
+			"t.toml:5: train.schedule.lr_max must be > train.schedule.lr_min = 0.01 (got 0.01)"}},
+		{name: "cyclic keys with constant", body: "[train.schedule]\nlr_max = 0.5", want: []string{"t.toml:3: train.schedule.lr_max applies only to schedule kind cyclic"}},
+		{name: "temperature needs validation", body: "[eval]\ntemperature = \"validation\"", want: []string{
+			`t.toml:3: eval.temperature = "validation" needs data.validation > 0 (got 0)`}},
+		{name: "temperature enum", body: "[eval]\ntemperature = \"test_halves\"", want: []string{`did you mean "test-halves"?`}},
+		{name: "eval ranges", body: "[eval]\naac_steps = 1\nmc_samples = 0\nevery_epochs = -1", want: []string{
+			"t.toml:3: eval.aac_steps must be ≥ 2 (got 1)", "t.toml:4: eval.mc_samples must be > 0 (got 0)", "t.toml:5: eval.every_epochs must be ≥ 0 (got -1)"}},
+		{name: "results dir", body: "results_dir = \"  \"", want: []string{`t.toml:2: results_dir must not be empty (got "  ")`}},
+		{name: "init_from blank", body: "[model]\ninit_from = \" \"", want: []string{"t.toml:3: model.init_from must not be blank"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			e, err := Parse([]byte(withMethod(tc.body)), "t.toml")
+			if err != nil {
+				t.Fatalf("Parse: %v", err)
+			}
+			err = Validate(e, testArchs())
+			if len(tc.want) == 0 {
+				if err != nil {
+					t.Fatalf("unexpected error:\n%v", err)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatalf("no error, want %q", tc.want)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error\n%v\ndoes not contain\n%s", err, w)
+				}
+			}
+		})
+	}
+}
+
+func TestValidateTopAndMethods(t *testing.T) {
+	tests := []struct {
+		name string
+		src  string
+		want []string
+	}{
+		{"missing name", "[[method]]\nname = \"m\"\nplugin = \"sgd\"\n", []string{"t.toml: name is required"}},
+		{"bad name", "name = \"a/b\"\n[[method]]\nname = \"m\"\nplugin = \"sgd\"\n", []string{"t.toml:1: name must be a single directory name"}},
+		{"dot name", "name = \"..\"\n[[method]]\nname = \"m\"\nplugin = \"sgd\"\n", []string{"t.toml:1: name must be a single directory name"}},
+		{"no method", "name = \"x\"\n", []string{"t.toml: at least one [[method]] table is required"}},
+		{"method without name", "name = \"x\"\n[[method]]\nplugin = \"sgd\"\n", []string{"t.toml:2: method[0].name is required"}},
+		{"duplicate method names", "name = \"x\"\n[[method]]\nname = \"SAM\"\nplugin = \"sam\"\n[[method]]\nname = \"sam\"\nplugin = \"sam\"\n",
+			[]string{`t.toml:6: method[1].name "sam" is already used by method[0] (line 2)`}},
+		{"plugin and path", "name = \"x\"\n[[method]]\nname = \"m\"\nplugin = \"sam\"\npath = \"bin/sam\"\n", []string{"t.toml:5: method[0]: set exactly one of plugin and path (both are set)"}},
+		{"neither plugin nor path", "name = \"x\"\n[[method]]\nname = \"m\"\n", []string{`t.toml:2: method[0] ("m"): set exactly one of plugin`}},
+		{"plugin with slash", "name = \"x\"\n[[method]]\nname = \"m\"\nplugin = \"bin/sam\"\n", []string{`t.toml:4: method[0].plugin "bin/sam" must be a plugin name`}},
+		{"name with equals", "name = \"x\"\n[[method]]\nname = \"a=b\"\nplugin = \"sam\"\n", []string{`t.toml:3: method[0].name "a=b" must not contain`}},
+		{"path ok", "name = \"x\"\n[[method]]\nname = \"Deep ensemble (5)\"\npath = \"/opt/plugins/de\"\n", nil},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			e, err := Parse([]byte(tc.src), "t.toml")
+			if err != nil {
+				t.Fatalf("Parse: %v", err)
+			}
+			err = Validate(e, testArchs())
+			if tc.want == nil {
+				if err != nil {
+					t.Fatalf("unexpected error: %v", err)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatalf("no error, want %q", tc.want)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error\n%v\ndoes not contain\n%s", err, w)
+				}
+			}
+		})
+	}
+}
+
+func TestValidateInCode(t *testing.T) {
+	// An Experiment built in code has no lines: messages omit them.
+	e := Default()
+	e.File = "code"
+	e.Name = "x"
+	e.Methods = []Method{{Name: "m", Plugin: "sgd"}}
+	e.Train.BatchSize = 0
+	e.Model.Archs = []string{"resnet50"}
+	err := Validate(e, testArchs())
+	var list ErrorList
+	if !errors.As(err, &list) || len(list) != 2 {
+		t.Fatalf("got %v, want two problems", err)
+	}
+	for _, want := range []string{"code: train.batch_size must be > 0 (got 0)", `code: model.archs[0]: unknown arch "resnet50"`} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error\n%v\ndoes not contain %q", err, want)
+		}
+	}
+	// Without a known-arch list only the syntax is checked.
+	e.Train.BatchSize = 1
+	if err := Validate(e, nil); err != nil {
+		t.Errorf("Validate without known archs: %v", err)
+	}
+	if err := Validate(nil, nil); err == nil {
+		t.Error("Validate(nil) succeeded")
+	}
+}

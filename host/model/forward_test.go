@@ -1,0 +1,73 @@
+package model
+
+import (
+	"context"
+	"math"
+	"testing"
+
+	"github.com/optlab/optlab/host/tensor"
+)
+
+// forwardSide is the input height and width TestForwardBackward uses: every
+// architecture ends in adaptive pooling, and 16×16 keeps the test cheap
+// (PyramidNet needs a multiple of 4, DenseNet at least 8).
+const forwardSide = 16
+
+// forwardSideOf overrides forwardSide. EfficientNet-B0 downsamples 16×: at
+// 16×16 its last stages see 1×1 maps, where BatchNorm over a batch of two
+// outputs ±1 whatever the input, so the gradient reaching the layers below
+// is rounding noise divided by a tiny σ (norms of 1e9 in PyTorch too).
+var forwardSideOf = map[string]int64{"efficientnet-b0": 32}
+
+// TestForwardBackward runs a forward and backward pass on a tiny batch for
+// every architecture and checks the loss and the gradient are finite and the
+// gradient is non-zero.
+func TestForwardBackward(t *testing.T) {
+	w := tensor.NewWorker(0)
+	defer w.Close()
+	zoo := Builtin()
+	for _, arch := range zoo.Names() {
+		t.Run(arch, func(t *testing.T) {
+			if testing.Short() && arch != "cnn" && arch != "mlp" && arch != "resnet10" {
+				t.Skip("large model in -short mode")
+			}
+			err := w.Do(context.Background(), func() error {
+				s := tensor.NewScope()
+				defer s.Close()
+				tensor.ManualSeed(1)
+				side := int64(forwardSide)
+				if v, ok := forwardSideOf[arch]; ok {
+					side = v
+				}
+				m, err := zoo.New(arch, 10, []int64{3, side, side})
+				if err != nil {
+					return err
+				}
+				flat := s.Zeros([]int64{m.Numel}, tensor.Float32, tensor.CPU)
+				buf := s.Zeros([]int64{m.BufNumel + 1}, tensor.Float32, tensor.CPU)
+				m.InitParams(s, flat)
+				m.InitBuffers(s, buf)
+				leaf := s.RequiresGrad(flat)
+				x := s.Randn([]int64{2, 3, side, side}, tensor.Float32, tensor.CPU)
+				y := s.FromInt64([]int64{3, 7}, []int64{2}, tensor.CPU)
+				logits := m.Forward(s, leaf, buf, x, true, 0.1)
+				loss := s.CrossEntropy(logits, y, 0)
+				g := s.Gradient(loss, leaf)
+				v := s.Scalars(loss, s.Norm(g))
+				if err := s.Err(); err != nil {
+					return err
+				}
+				if sh := g.Shape(); len(sh) != 1 || sh[0] != m.Numel {
+					t.Errorf("gradient shape %v, want [%d]", sh, m.Numel)
+				}
+				if math.IsNaN(v[0]) || math.IsInf(v[0], 0) || !(v[1] > 0) || math.IsInf(v[1], 0) {
+					t.Errorf("loss %v, gradient norm %v", v[0], v[1])
+				}
+				return nil
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}

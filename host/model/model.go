@@ -1,0 +1,261 @@
+// Package model defines optlab's architectures over flat parameter vectors.
+//
+// A Model is a description: the list of its parameter tensors (PyTorch-style
+// names, shapes, initializers), its BatchNorm buffers, and a forward
+// function. The parameters of one member live in ONE flat contiguous vector
+// (and its buffers in another); Forward takes any vector with that layout and
+// cuts per-layer views out of it, so whole-vector operations are a handful of
+// kernels and a gradient "at another point" is a gradient with respect to
+// another vector.
+package model
+
+import (
+	"fmt"
+	"math"
+	"sort"
+	"strings"
+
+	"github.com/optlab/optlab/host/tensor"
+)
+
+// InitKind selects how a parameter is initialized.
+type InitKind int
+
+// Initializers.
+const (
+	Zeros InitKind = iota
+	Ones
+	KaimingNormalFanIn  // N(0, 2/fan_in): convs, as the reference code does
+	KaimingNormalFanOut // N(0, 2/fan_out): MobileNet/EfficientNet convs (torchvision)
+	TorchDefault        // PyTorch's Linear/Conv default: U(±1/√fan_in) (weights and biases)
+	Normal              // N(0, Std²)
+)
+
+// Init is a parameter initializer.
+type Init struct {
+	Kind  InitKind
+	Std   float64 // Normal
+	FanIn int64   // TorchDefault for biases: fan-in of the layer
+}
+
+// Param describes one trainable tensor.
+type Param struct {
+	Name  string
+	Shape []int64
+	Kind  string // weight | bias | bn
+	Init  Init
+}
+
+// Numel is the number of elements.
+func (p Param) Numel() int64 { return numel(p.Shape) }
+
+// Buffer describes one non-trainable tensor (BatchNorm running statistics).
+type Buffer struct {
+	Name  string
+	Shape []int64
+	Fill  float64
+}
+
+func numel(shape []int64) int64 {
+	n := int64(1)
+	for _, d := range shape {
+		n *= d
+	}
+	return n
+}
+
+// Net is an architecture's forward pass over views of the parameters.
+type Net interface {
+	Forward(f *Fwd, x tensor.T) tensor.T
+}
+
+// Fwd carries one forward pass: its scope, the parameter and buffer views,
+// and the BatchNorm mode.
+type Fwd struct {
+	S *tensor.Scope
+	P []tensor.T
+	B []tensor.T
+	// Train selects batch statistics in BatchNorm; running statistics are
+	// updated with BNMomentum (0 freezes them).
+	Train      bool
+	BNMomentum float64
+}
+
+// Model is an architecture with its parameter layout.
+type Model struct {
+	Arch       string
+	Classes    int
+	InShape    []int64 // per-sample input shape (C,H,W) or (F)
+	Params     []Param
+	Buffers    []Buffer
+	Offsets    []int64 // of each parameter in the flat vector
+	BufOffsets []int64
+	Numel      int64 // total parameters
+	BufNumel   int64
+	net        Net
+}
+
+// Builder collects an architecture's parameters while its layers are made.
+type Builder struct {
+	params  []Param
+	buffers []Buffer
+	names   map[string]bool
+	err     error
+}
+
+// NewBuilder starts an empty layout.
+func NewBuilder() *Builder { return &Builder{names: map[string]bool{}} }
+
+// Param registers a parameter and returns its index.
+func (b *Builder) Param(name string, shape []int64, kind string, init Init) int {
+	if b.names[name] && b.err == nil {
+		b.err = fmt.Errorf("duplicate parameter name %q", name)
+	}
+	b.names[name] = true
+	b.params = append(b.params, Param{Name: name, Shape: shape, Kind: kind, Init: init})
+	return len(b.params) - 1
+}
+
+// Buffer registers a buffer and returns its index.
+func (b *Builder) Buffer(name string, shape []int64, fill float64) int {
+	if b.names[name] && b.err == nil {
+		b.err = fmt.Errorf("duplicate buffer name %q", name)
+	}
+	b.names[name] = true
+	b.buffers = append(b.buffers, Buffer{Name: name, Shape: shape, Fill: fill})
+	return len(b.buffers) - 1
+}
+
+// Build finishes the layout.
+func (b *Builder) Build(arch string, classes int, in []int64, net Net) (*Model, error) {
+	if b.err != nil {
+		return nil, fmt.Errorf("%s: %w", arch, b.err)
+	}
+	m := &Model{Arch: arch, Classes: classes, InShape: in, Params: b.params, Buffers: b.buffers, net: net}
+	for _, p := range m.Params {
+		m.Offsets = append(m.Offsets, m.Numel)
+		m.Numel += p.Numel()
+	}
+	for _, q := range m.Buffers {
+		m.BufOffsets = append(m.BufOffsets, m.BufNumel)
+		m.BufNumel += numel(q.Shape)
+	}
+	return m, nil
+}
+
+// Forward computes logits for input x with the parameters taken from the flat
+// vector params and BatchNorm buffers from the flat vector buf (either may be
+// a leaf that requires gradients). Views and intermediates belong to s.
+func (m *Model) Forward(s *tensor.Scope, params, buf tensor.T, x tensor.T, train bool, bnMomentum float64) tensor.T {
+	f := &Fwd{S: s, Train: train, BNMomentum: bnMomentum}
+	f.P = views(s, params, m.Offsets, func(i int) []int64 { return m.Params[i].Shape })
+	if len(m.Buffers) > 0 {
+		f.B = views(s, buf, m.BufOffsets, func(i int) []int64 { return m.Buffers[i].Shape })
+	}
+	if s.Err() != nil {
+		return tensor.T{}
+	}
+	return m.net.Forward(f, x)
+}
+
+func views(s *tensor.Scope, flat tensor.T, offsets []int64, shape func(int) []int64) []tensor.T {
+	out := make([]tensor.T, len(offsets))
+	for i, off := range offsets {
+		sh := shape(i)
+		out[i] = s.View(s.Narrow(flat, 0, off, numel(sh)), sh...)
+	}
+	return out
+}
+
+// InitParams fills a caller-owned flat vector with the model's initial values,
+// drawing from torch's global generator (seed it first).
+func (m *Model) InitParams(s *tensor.Scope, flat tensor.T) {
+	for i, p := range m.Params {
+		v := s.Narrow(flat, 0, m.Offsets[i], p.Numel())
+		fanIn, fanOut := fans(p.Shape)
+		switch p.Init.Kind {
+		case Zeros:
+			s.Fill(v, 0)
+		case Ones:
+			s.Fill(v, 1)
+		case KaimingNormalFanIn:
+			s.NormalInPlace(v, 0, math.Sqrt(2/float64(fanIn)))
+		case KaimingNormalFanOut:
+			s.NormalInPlace(v, 0, math.Sqrt(2/float64(fanOut)))
+		case TorchDefault:
+			fi := fanIn
+			if p.Init.FanIn > 0 {
+				fi = p.Init.FanIn
+			}
+			bound := 1 / math.Sqrt(float64(fi))
+			s.UniformInPlace(v, -bound, bound)
+		case Normal:
+			s.NormalInPlace(v, 0, p.Init.Std)
+		}
+	}
+}
+
+// InitBuffers fills a caller-owned flat buffer vector (running mean 0, var 1).
+func (m *Model) InitBuffers(s *tensor.Scope, flat tensor.T) {
+	for i, q := range m.Buffers {
+		s.Fill(s.Narrow(flat, 0, m.BufOffsets[i], numel(q.Shape)), q.Fill)
+	}
+}
+
+// fans returns PyTorch's fan-in and fan-out of a weight shape.
+func fans(shape []int64) (int64, int64) {
+	if len(shape) < 2 {
+		return shape[0], shape[0]
+	}
+	rf := int64(1)
+	for _, d := range shape[2:] {
+		rf *= d
+	}
+	return shape[1] * rf, shape[0] * rf
+}
+
+// Constructor builds an architecture for a number of classes and an input
+// shape.
+type Constructor func(classes int, in []int64) (*Model, error)
+
+// Zoo is the registry of architectures by name.
+type Zoo map[string]Constructor
+
+// Names returns the registered names, sorted.
+func (z Zoo) Names() []string {
+	out := make([]string, 0, len(z))
+	for k := range z {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// New builds the named architecture.
+func (z Zoo) New(arch string, classes int, in []int64) (*Model, error) {
+	c, ok := z[arch]
+	if !ok {
+		return nil, fmt.Errorf("unknown model %q (known: %s)", arch, strings.Join(z.Names(), ", "))
+	}
+	return c(classes, in)
+}
+
+// Builtin returns the built-in architectures.
+func Builtin() Zoo {
+	return Zoo{
+		"mlp":          NewMLP,
+		"cnn":          NewCNN,
+		"resnet10":     func(c int, in []int64) (*Model, error) { return NewResNet("resnet10", []int{1, 1, 1, 1}, c, in) },
+		"resnet18":     func(c int, in []int64) (*Model, error) { return NewResNet("resnet18", []int{2, 2, 2, 2}, c, in) },
+		"wrn28-10":     func(c int, in []int64) (*Model, error) { return NewWRN("wrn28-10", 28, 10, false, c, in) },
+		"wrn28-10-ref": func(c int, in []int64) (*Model, error) { return NewWRN("wrn28-10-ref", 28, 10, true, c, in) },
+		"pyramidnet101": func(c int, in []int64) (*Model, error) {
+			return NewPyramidNet("pyramidnet101", 101, 64, c, in)
+		},
+		"densenet121": func(c int, in []int64) (*Model, error) {
+			return NewDenseNet("densenet121", []int{6, 12, 24, 16}, 32, 0.5, c, in)
+		},
+		"mobilenet":       func(c int, in []int64) (*Model, error) { return NewMobileNetV2("mobilenet", c, in) },
+		"efficientnet-b0": func(c int, in []int64) (*Model, error) { return NewEfficientNetB0("efficientnet-b0", c, in) },
+	}
+}

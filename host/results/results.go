@@ -1,0 +1,373 @@
+// Package results reads and writes the results file of optlab experiments:
+// one JSON object per finished run, appended to
+// results/<experiment>/runs.jsonl.
+//
+// Appends are atomic: the whole new file is written to a temporary file in
+// the same directory, synced and renamed over the old one, so a reader (or a
+// crash) never observes a half-written line. Appends from several processes
+// to the same file are not serialised; give each shard its own file and
+// combine them with Merge.
+package results
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"math"
+	"os"
+	"path/filepath"
+	"sort"
+	"time"
+)
+
+// Run status values.
+const (
+	// StatusOK marks a run that finished and was evaluated.
+	StatusOK = "ok"
+	// StatusFailed marks a run that stopped with an error.
+	StatusFailed = "failed"
+)
+
+// FileName is the conventional name of a results file inside
+// results/<experiment>/.
+const FileName = "runs.jsonl"
+
+// Record is one finished run.
+type Record struct {
+	// Experiment names the experiment (the TOML file's experiment name).
+	Experiment string `json:"experiment"`
+	// Key identifies the run; unique per (experiment, method, models,
+	// dataset, seed).
+	Key string `json:"key"`
+	// Method is the row label from the TOML.
+	Method string `json:"method"`
+	// Plugin is the optimizer plugin's name.
+	Plugin string `json:"plugin"`
+	// PluginVersion is the optimizer plugin's version.
+	PluginVersion string `json:"plugin_version"`
+	// Config holds the method hyperparameters and training settings that
+	// define the run. It must not contain the seed or anything else that
+	// varies between the replicates pooled into one table cell.
+	Config map[string]any `json:"config"`
+	// ConfigHash is HashConfig(Config); Append fills it when empty.
+	ConfigHash string `json:"config_hash"`
+	// Dataset names the dataset, e.g. "cifar10".
+	Dataset string `json:"dataset"`
+	// Arch names the architecture: "resnet18", or "resnet18+mobilenet" for
+	// a multi-member run.
+	Arch string `json:"arch"`
+	// Seed is the run's random seed.
+	Seed int64 `json:"seed"`
+	// Epochs is the number of epochs trained.
+	Epochs int `json:"epochs"`
+	// Steps is the number of optimizer steps taken.
+	Steps int64 `json:"steps"`
+	// Status is StatusOK or StatusFailed.
+	Status string `json:"status"`
+	// Error is the failure message of a failed run.
+	Error string `json:"error,omitempty"`
+	// Metrics holds the evaluation metrics (acc, nll, ..., test_loss,
+	// train_loss). Only finite values are stored: Append moves the names of
+	// NaN and ±Inf entries to Undefined, because JSON cannot carry them.
+	Metrics map[string]float64 `json:"metrics"`
+	// Undefined lists, sorted, the metrics whose value was NaN or ±Inf when
+	// the record was appended.
+	Undefined []string `json:"undefined,omitempty"`
+	// WallSeconds is the run's total wall-clock time.
+	WallSeconds float64 `json:"wall_seconds"`
+	// SecondsPerEpoch is the mean training time per epoch; zero means not
+	// measured.
+	SecondsPerEpoch float64 `json:"seconds_per_epoch"`
+	// Device describes the accelerator.
+	Device string `json:"device"`
+	// Libtorch is the libtorch version.
+	Libtorch string `json:"libtorch"`
+	// GitCommit is the commit of the optlab checkout.
+	GitCommit string `json:"git_commit"`
+	// Host is the machine's host name.
+	Host string `json:"host"`
+	// Finished is when the run ended; Append sets it to the current time
+	// when zero.
+	Finished time.Time `json:"finished"`
+}
+
+// Path returns the conventional results file of an experiment below root:
+// root/<experiment>/runs.jsonl.
+func Path(root, experiment string) string {
+	return filepath.Join(root, experiment, FileName)
+}
+
+// validate checks the fields every record must have.
+func (r *Record) validate() error {
+	switch {
+	case r.Experiment == "":
+		return errors.New("record has no experiment")
+	case r.Key == "":
+		return errors.New("record has no key")
+	case r.Method == "":
+		return fmt.Errorf("record %q has no method", r.Key)
+	case r.Status != StatusOK && r.Status != StatusFailed:
+		return fmt.Errorf("record %q has status %q, want %q or %q", r.Key, r.Status, StatusOK, StatusFailed)
+	}
+	return nil
+}
+
+// prepare returns a copy of rec ready to be written: hash filled and
+// checked, non-finite metrics moved to Undefined, Finished set.
+func prepare(rec Record, now time.Time) (Record, error) {
+	if err := rec.validate(); err != nil {
+		return Record{}, err
+	}
+	h := HashConfig(rec.Config)
+	switch rec.ConfigHash {
+	case "":
+		rec.ConfigHash = h
+	case h:
+	default:
+		return Record{}, fmt.Errorf("record %q: config hash %q does not match its config (%q)", rec.Key, rec.ConfigHash, h)
+	}
+	if rec.Metrics != nil {
+		clean := make(map[string]float64, len(rec.Metrics))
+		undef := append([]string(nil), rec.Undefined...)
+		for k, v := range rec.Metrics {
+			if math.IsNaN(v) || math.IsInf(v, 0) {
+				undef = append(undef, k)
+				continue
+			}
+			clean[k] = v
+		}
+		sort.Strings(undef)
+		undef = compactStrings(undef)
+		rec.Metrics = clean
+		if len(undef) > 0 {
+			rec.Undefined = undef
+		}
+	}
+	if rec.Finished.IsZero() {
+		rec.Finished = now
+	}
+	return rec, nil
+}
+
+// compactStrings removes adjacent duplicates from a sorted slice.
+func compactStrings(s []string) []string {
+	out := s[:0]
+	for i, v := range s {
+		if i == 0 || v != s[i-1] {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+// Marshal returns the JSON line (without newline) Append would write for
+// rec. HTML characters (<, >, &) are not escaped.
+func Marshal(rec Record) ([]byte, error) {
+	r, err := prepare(rec, time.Now().UTC())
+	if err != nil {
+		return nil, err
+	}
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(r); err != nil {
+		return nil, fmt.Errorf("encode record %q: %w", r.Key, err)
+	}
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
+}
+
+// Append adds rec as one line to the JSONL file at path, creating the file
+// and its directories when missing. The file is replaced atomically: the old
+// contents plus the new line are written to a temporary file in the same
+// directory, synced, and renamed over path, so path always holds complete
+// lines. Before writing, Append fills an empty ConfigHash (and rejects one
+// that does not match Config), moves NaN/±Inf metrics to Undefined and sets
+// a zero Finished to the current UTC time.
+func Append(path string, rec Record) error {
+	line, err := Marshal(rec)
+	if err != nil {
+		return fmt.Errorf("append to %s: %w", path, err)
+	}
+	dir := filepath.Dir(path)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("append to %s: %w", path, err)
+	}
+	old, err := os.ReadFile(path)
+	mode := fs.FileMode(0o644)
+	switch {
+	case err == nil:
+		if st, serr := os.Stat(path); serr == nil {
+			mode = st.Mode().Perm()
+		}
+	case errors.Is(err, fs.ErrNotExist):
+		old = nil
+	default:
+		return fmt.Errorf("append to %s: %w", path, err)
+	}
+	var buf bytes.Buffer
+	buf.Grow(len(old) + len(line) + 2)
+	buf.Write(old)
+	if len(old) > 0 && old[len(old)-1] != '\n' {
+		buf.WriteByte('\n')
+	}
+	buf.Write(line)
+	buf.WriteByte('\n')
+	if err := writeAtomic(path, buf.Bytes(), mode); err != nil {
+		return fmt.Errorf("append to %s: %w", path, err)
+	}
+	return nil
+}
+
+// writeAtomic replaces path with data via a synced temporary file in the
+// same directory and a rename.
+func writeAtomic(path string, data []byte, mode fs.FileMode) (err error) {
+	dir := filepath.Dir(path)
+	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
+	if err != nil {
+		return err
+	}
+	name := tmp.Name()
+	defer func() {
+		if err != nil {
+			_ = tmp.Close()
+			_ = os.Remove(name)
+		}
+	}()
+	if _, err = tmp.Write(data); err != nil {
+		return err
+	}
+	if err = tmp.Chmod(mode); err != nil {
+		return err
+	}
+	if err = tmp.Sync(); err != nil {
+		return err
+	}
+	if err = tmp.Close(); err != nil {
+		return err
+	}
+	if err = os.Rename(name, path); err != nil {
+		return err
+	}
+	// Sync the directory so the rename itself is durable; not every
+	// platform supports it, so failures are ignored.
+	if d, derr := os.Open(dir); derr == nil {
+		_ = d.Sync()
+		_ = d.Close()
+	}
+	return nil
+}
+
+// Read parses the JSONL files at paths, in order, and returns their records
+// in file order. Blank lines are skipped; a line that is not a valid record
+// yields an error naming the file and line number.
+func Read(paths ...string) ([]Record, error) {
+	var out []Record
+	for _, p := range paths {
+		recs, err := readFile(p)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, recs...)
+	}
+	return out, nil
+}
+
+// readFile parses one JSONL file.
+func readFile(path string) ([]Record, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("read results: %w", err)
+	}
+	defer f.Close()
+	var out []Record
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 0, 64*1024), 64*1024*1024)
+	for n := 1; sc.Scan(); n++ {
+		line := bytes.TrimSpace(sc.Bytes())
+		if len(line) == 0 {
+			continue
+		}
+		var r Record
+		if err := json.Unmarshal(line, &r); err != nil {
+			return nil, fmt.Errorf("%s:%d: %w", path, n, err)
+		}
+		if err := r.validate(); err != nil {
+			return nil, fmt.Errorf("%s:%d: %w", path, n, err)
+		}
+		out = append(out, r)
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("read %s: %w", path, err)
+	}
+	return out, nil
+}
+
+// Finished returns the keys of the runs recorded in path with status "ok",
+// so that a resumed experiment can skip them. A missing file yields an
+// empty map and no error.
+func Finished(path string) (map[string]bool, error) {
+	done := make(map[string]bool)
+	recs, err := Read(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return done, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	for _, r := range recs {
+		if r.Status == StatusOK {
+			done[r.Key] = true
+		}
+	}
+	return done, nil
+}
+
+// Merge combines records from one or more files. Records with the same
+// (Experiment, Key) collapse into one: the one with the latest Finished time
+// wins, and among equal times the later one in recs. The result keeps the
+// order of each key's first appearance.
+//
+// Merge refuses, with an error naming both runs, to combine runs of the
+// same Method within the same experiment, dataset and arch whose
+// ConfigHash differs: they would be pooled into one table cell although
+// they are different configurations. A record with an empty ConfigHash is
+// compared by HashConfig(Config).
+func Merge(recs []Record) ([]Record, error) {
+	type id struct{ exp, key string }
+	index := make(map[id]int)
+	var out []Record
+	for _, r := range recs {
+		k := id{r.Experiment, r.Key}
+		i, seen := index[k]
+		if !seen {
+			index[k] = len(out)
+			out = append(out, r)
+			continue
+		}
+		if !r.Finished.Before(out[i].Finished) {
+			out[i] = r
+		}
+	}
+	type cell struct{ exp, dataset, arch, method string }
+	first := make(map[cell]int)
+	for i := range out {
+		r := &out[i]
+		if r.ConfigHash == "" {
+			r.ConfigHash = HashConfig(r.Config)
+		}
+		c := cell{r.Experiment, r.Dataset, r.Arch, r.Method}
+		j, seen := first[c]
+		if !seen {
+			first[c] = i
+			continue
+		}
+		if o := out[j]; o.ConfigHash != r.ConfigHash {
+			return nil, fmt.Errorf("merge: method %q (experiment %q, dataset %q, arch %q) mixes configurations: run %q has config hash %s but run %q has %s",
+				r.Method, r.Experiment, r.Dataset, r.Arch, o.Key, o.ConfigHash, r.Key, r.ConfigHash)
+		}
+	}
+	return out, nil
+}

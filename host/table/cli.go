@@ -1,0 +1,76 @@
+package table
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/optlab/optlab/host/results"
+)
+
+// usage is the CLI synopsis.
+const usage = `usage: table FILE.jsonl [FILE2.jsonl ...] [--by dataset,arch] [--metrics acc,nll,ece] [--format markdown|csv|latex] [--time]
+
+Renders mean ± std over seeds per method from results files. Several files
+are merged (duplicates collapse; mixed configurations are refused). Flags
+may come before or after the files.
+`
+
+// Run implements the "table" command. args are the arguments after the
+// command name: results files and flags, in any order (a "--" ends the
+// flags). The table is written to w; -h prints the usage to w.
+func Run(w io.Writer, args []string) error {
+	fs := flag.NewFlagSet("table", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	by := fs.String("by", fieldDataset, "comma-separated column grouping fields: dataset, arch, or none")
+	metricList := fs.String("metrics", "", "comma-separated metric keys (default: acc,nll,ece as present; all for csv)")
+	format := fs.String("format", string(Markdown), "output format: markdown, csv or latex")
+	timeTable := fs.Bool("time", false, "render the training-time table (seconds per epoch per method × arch)")
+
+	var files []string
+	for {
+		err := fs.Parse(args)
+		if errors.Is(err, flag.ErrHelp) {
+			_, werr := io.WriteString(w, usage)
+			return werr
+		}
+		if err != nil {
+			return fmt.Errorf("table: %w", err)
+		}
+		rest := fs.Args()
+		if len(rest) == 0 {
+			break
+		}
+		if consumed := len(args) - len(rest); consumed > 0 && args[consumed-1] == "--" {
+			files = append(files, rest...)
+			break
+		}
+		files = append(files, rest[0])
+		args = rest[1:]
+	}
+	if len(files) == 0 {
+		return errors.New("table: no results files given\n" + usage)
+	}
+	opts := Options{By: splitList(*by), Metrics: splitList(*metricList), Format: Format(*format)}
+	recs, err := results.Read(files...)
+	if err != nil {
+		return fmt.Errorf("table: %w", err)
+	}
+	if *timeTable {
+		return RenderTime(w, recs, opts)
+	}
+	return Render(w, recs, opts)
+}
+
+// splitList splits a comma-separated flag value, dropping empty items.
+func splitList(s string) []string {
+	var out []string
+	for _, f := range strings.Split(s, ",") {
+		if f = strings.TrimSpace(f); f != "" {
+			out = append(out, f)
+		}
+	}
+	return out
+}

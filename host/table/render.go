@@ -1,0 +1,284 @@
+package table
+
+import (
+	"bufio"
+	"encoding/csv"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+
+	"github.com/olekukonko/tablewriter"
+	"github.com/olekukonko/tablewriter/renderer"
+	"github.com/olekukonko/tablewriter/tw"
+)
+
+// missing is the text of an empty cell.
+const missing = "–"
+
+// fieldTitle is the header of a leading row column.
+func fieldTitle(f string) string {
+	if f == fieldArch {
+		return "Arch"
+	}
+	return "Dataset"
+}
+
+// escapeMarkdown escapes the table-cell separator.
+func escapeMarkdown(s string) string {
+	return strings.ReplaceAll(s, "|", `\|`)
+}
+
+// nSuffix returns the " (n=k)" suffix shown when seed counts differ.
+func (g *grid) nSuffix(s stat, latex bool) string {
+	if !g.mixedN || s.n == 0 {
+		return ""
+	}
+	if latex {
+		return fmt.Sprintf(" ($n{=}%d$)", s.n)
+	}
+	return fmt.Sprintf(" (n=%d)", s.n)
+}
+
+// writeMarkdown renders g with tablewriter's Markdown renderer.
+func writeMarkdown(w io.Writer, g *grid) error {
+	if len(g.rows) == 0 {
+		return writeEmpty(w, g, "No successful runs.")
+	}
+	var header []string
+	var align []tw.Align
+	for _, f := range g.rowFields {
+		header = append(header, fieldTitle(f))
+		align = append(align, tw.AlignLeft)
+	}
+	header = append(header, "Method")
+	align = append(align, tw.AlignLeft)
+	for gi := range g.groups {
+		gl := g.groupLabel(gi)
+		for _, m := range g.metrics {
+			sp := metricSpec(m)
+			h := strings.TrimSpace(strings.Join([]string{gl, sp.label, sp.arrow()}, " "))
+			header = append(header, escapeMarkdown(strings.Join(strings.Fields(h), " ")))
+			align = append(align, tw.AlignRight)
+		}
+	}
+	t := tablewriter.NewTable(w,
+		tablewriter.WithRenderer(renderer.NewMarkdown()),
+		tablewriter.WithHeaderAutoFormat(tw.Off),
+		tablewriter.WithHeaderAutoWrap(tw.WrapNone),
+		tablewriter.WithRowAutoWrap(tw.WrapNone),
+		tablewriter.WithHeaderAlignmentConfig(tw.CellAlignment{PerColumn: align}),
+		tablewriter.WithRowAlignmentConfig(tw.CellAlignment{PerColumn: align}),
+	)
+	t.Header(header)
+	best := g.best()
+	for ri, r := range g.rows {
+		var cells []string
+		for i, f := range g.rowFields {
+			cells = append(cells, escapeMarkdown(displayValue(f, r.fields[i])))
+		}
+		cells = append(cells, escapeMarkdown(r.method))
+		for gi := range g.groups {
+			for mi, m := range g.metrics {
+				s := g.cells[ri][gi][mi]
+				text := cellText(s, metricSpec(m), "±")
+				switch {
+				case text == "":
+					text = missing
+				case best[ri][gi][mi]:
+					text = "**" + text + "**"
+				}
+				cells = append(cells, text+g.nSuffix(s, false))
+			}
+		}
+		if err := t.Append(cells); err != nil {
+			return fmt.Errorf("markdown row %d: %w", ri, err)
+		}
+	}
+	if err := t.Render(); err != nil {
+		return fmt.Errorf("markdown: %w", err)
+	}
+	for _, n := range g.notes() {
+		if _, err := fmt.Fprintf(w, "\n%s\n", escapeMarkdown(n)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// writeEmpty writes a table without rows: a message and the notes.
+func writeEmpty(w io.Writer, g *grid, msg string) error {
+	if _, err := fmt.Fprintln(w, msg); err != nil {
+		return err
+	}
+	for _, n := range g.notes() {
+		if _, err := fmt.Fprintf(w, "\n%s\n", n); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// escapeLaTeX escapes LaTeX special characters in text.
+func escapeLaTeX(s string) string {
+	var b strings.Builder
+	for _, r := range s {
+		switch r {
+		case '\\':
+			b.WriteString(`\textbackslash{}`)
+		case '&', '%', '$', '#', '_', '{', '}':
+			b.WriteByte('\\')
+			b.WriteRune(r)
+		case '~':
+			b.WriteString(`\textasciitilde{}`)
+		case '^':
+			b.WriteString(`\textasciicircum{}`)
+		case '<':
+			b.WriteString(`\textless{}`)
+		case '>':
+			b.WriteString(`\textgreater{}`)
+		case '|':
+			b.WriteString(`\textbar{}`)
+		case '±':
+			b.WriteString(`$\pm$`)
+		default:
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
+}
+
+// latexArrow returns the header arrow in math mode.
+func latexArrow(sp spec) string {
+	switch sp.dir {
+	case up:
+		return ` $\uparrow$`
+	case down:
+		return ` $\downarrow$`
+	}
+	return ""
+}
+
+// writeLaTeX renders g as a booktabs tabular. Leading row fields are
+// printed only where they change, with a \midrule between their groups.
+func writeLaTeX(w io.Writer, g *grid) error {
+	bw := bufio.NewWriter(w)
+	p := func(format string, a ...any) { fmt.Fprintf(bw, format, a...) }
+	lead := len(g.rowFields) + 1
+	if len(g.rows) == 0 {
+		p("%% No successful runs.\n")
+		for _, n := range g.notes() {
+			p("%% %s\n", escapeLaTeX(n))
+		}
+		return bw.Flush()
+	}
+	nm := len(g.metrics)
+	p("%% Requires \\usepackage{booktabs}.\n")
+	p("\\begin{tabular}{%s%s}\n", strings.Repeat("l", lead), strings.Repeat("c", nm*len(g.groups)))
+	p("\\toprule\n")
+	if len(g.groupFields) > 0 {
+		cols := make([]string, 0, len(g.groups)+1)
+		cols = append(cols, strings.Repeat(" &", lead-1))
+		var rules []string
+		for gi := range g.groups {
+			start := lead + gi*nm + 1
+			cols = append(cols, fmt.Sprintf(`\multicolumn{%d}{c}{%s}`, nm, escapeLaTeX(g.groupLabel(gi))))
+			rules = append(rules, fmt.Sprintf(`\cmidrule(lr){%d-%d}`, start, start+nm-1))
+		}
+		p("%s \\\\\n", strings.TrimSpace(strings.Join(cols, " & ")))
+		p("%s\n", strings.Join(rules, " "))
+	}
+	var head []string
+	for _, f := range g.rowFields {
+		head = append(head, fieldTitle(f))
+	}
+	head = append(head, "Method")
+	for range g.groups {
+		for _, m := range g.metrics {
+			sp := metricSpec(m)
+			head = append(head, escapeLaTeX(sp.label)+latexArrow(sp))
+		}
+	}
+	p("%s \\\\\n\\midrule\n", strings.Join(head, " & "))
+	best := g.best()
+	var prev []string
+	for ri, r := range g.rows {
+		var cells []string
+		changed := prev == nil
+		for i, f := range g.rowFields {
+			if prev != nil && r.fields[i] != prev[i] {
+				changed = true
+			}
+			if changed {
+				cells = append(cells, escapeLaTeX(displayValue(f, r.fields[i])))
+			} else {
+				cells = append(cells, "")
+			}
+		}
+		if changed && prev != nil && len(g.rowFields) > 0 {
+			p("\\midrule\n")
+		}
+		prev = r.fields
+		cells = append(cells, escapeLaTeX(r.method))
+		for gi := range g.groups {
+			for mi, m := range g.metrics {
+				s := g.cells[ri][gi][mi]
+				text := cellText(s, metricSpec(m), `$\pm$`)
+				switch {
+				case text == "":
+					text = "--"
+				case best[ri][gi][mi]:
+					text = `\textbf{` + text + `}`
+				}
+				cells = append(cells, text+g.nSuffix(s, true))
+			}
+		}
+		p("%s \\\\\n", strings.Join(cells, " & "))
+	}
+	p("\\bottomrule\n\\end{tabular}\n")
+	for _, n := range g.notes() {
+		p("%% %s\n", escapeLaTeX(n))
+	}
+	return bw.Flush()
+}
+
+// writeCSV renders g as tidy rows. Values are as stored (accuracy as a
+// fraction), in full precision; std is empty when n < 2.
+func writeCSV(w io.Writer, g *grid) error {
+	cw := csv.NewWriter(w)
+	if err := cw.Write([]string{"method", "dataset", "arch", "metric", "mean", "std", "n"}); err != nil {
+		return err
+	}
+	di := indexOf(g.groupFields, fieldDataset)
+	ai := indexOf(g.groupFields, fieldArch)
+	for ri, r := range g.rows {
+		for gi, gv := range g.groups {
+			for mi, m := range g.metrics {
+				s := g.cells[ri][gi][mi]
+				if s.n == 0 {
+					continue
+				}
+				std := ""
+				if s.n > 1 {
+					std = strconv.FormatFloat(s.std, 'g', -1, 64)
+				}
+				rec := []string{r.method, gv[di], gv[ai], m, strconv.FormatFloat(s.mean, 'g', -1, 64), std, strconv.Itoa(s.n)}
+				if err := cw.Write(rec); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	cw.Flush()
+	return cw.Error()
+}
+
+// indexOf returns the index of v in s, or −1.
+func indexOf(s []string, v string) int {
+	for i, x := range s {
+		if x == v {
+			return i
+		}
+	}
+	return -1
+}

@@ -1,0 +1,529 @@
+// Package table renders result tables from run records: mean ± sample
+// standard deviation over seeds for each method (rows) and each group of
+// runs (columns: dataset × metric or arch × metric, as in the paper's
+// tables), in Markdown, LaTeX (booktabs) or tidy CSV.
+//
+// Only records with status "ok" are counted; failed runs are reported in a
+// footnote. Records are first combined with results.Merge, so duplicates
+// collapse and mixed configurations under one method name are refused.
+package table
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"slices"
+	"strings"
+
+	"github.com/optlab/optlab/host/results"
+)
+
+// Format is an output format.
+type Format string
+
+// Output formats.
+const (
+	// Markdown renders a GitHub-flavoured Markdown table (the default).
+	Markdown Format = "markdown"
+	// LaTeX renders a booktabs tabular.
+	LaTeX Format = "latex"
+	// CSV renders tidy rows: method, dataset, arch, metric, mean, std, n.
+	CSV Format = "csv"
+)
+
+// Grouping fields accepted in Options.By.
+const (
+	fieldDataset = "dataset"
+	fieldArch    = "arch"
+	// byNone in Options.By disables column grouping.
+	byNone = "none"
+)
+
+// Options configures Render.
+type Options struct {
+	// By lists the fields whose values group the columns: "dataset",
+	// "arch", or both (their combinations form the groups). Empty means
+	// {"dataset"}; {"none"} means no grouping. The other field becomes a
+	// leading row column when it takes more than one value. CSV ignores By
+	// and always has both fields.
+	By []string
+	// Metrics lists the metric keys to show, in order. Empty means acc,
+	// nll and ece, those of them present in some run (or every present
+	// metric when none of the three is), for Markdown and LaTeX; and every
+	// present metric for CSV.
+	Metrics []string
+	// Format is the output format; empty means Markdown.
+	Format Format
+}
+
+// stat summarises one cell's values.
+type stat struct {
+	mean, std float64
+	n         int
+}
+
+// summarize returns the mean and sample standard deviation (n−1) of vs;
+// std is NaN when n < 2.
+func summarize(vs []float64) stat {
+	s := stat{n: len(vs), mean: math.NaN(), std: math.NaN()}
+	if s.n == 0 {
+		return s
+	}
+	sum := 0.0
+	for _, v := range vs {
+		sum += v
+	}
+	s.mean = sum / float64(s.n)
+	if s.n > 1 {
+		ss := 0.0
+		for _, v := range vs {
+			d := v - s.mean
+			ss += d * d
+		}
+		s.std = math.Sqrt(ss / float64(s.n-1))
+	}
+	return s
+}
+
+// row is one table row: the row-field values and the method.
+type row struct {
+	fields []string
+	method string
+}
+
+// grid is a table before formatting.
+type grid struct {
+	rowFields   []string   // leading row columns (dataset and/or arch)
+	groupFields []string   // fields grouping the columns
+	rows        []row      // in display order
+	groups      [][]string // group field values, in first-appearance order
+	metrics     []string
+	// cells[r][g][m] is the stat of row r, group g, metric m.
+	cells     [][][]stat
+	failed    []failure
+	uniformN  int  // the common n of all non-empty cells, or 0
+	mixedN    bool // whether non-empty cells have different n
+	anyValues bool
+}
+
+// failure counts failed runs of one row/group.
+type failure struct {
+	label string
+	count int
+}
+
+// fieldValue returns a record's value of a grouping field.
+func fieldValue(r *results.Record, field string) string {
+	if field == fieldArch {
+		return r.Arch
+	}
+	return r.Dataset
+}
+
+// metricValue returns a record's value of a metric key and whether it has
+// one. seconds_per_epoch and wall_seconds come from the Record fields (a
+// zero means not measured) unless Metrics has them.
+func metricValue(r *results.Record, key string) (float64, bool) {
+	if v, ok := r.Metrics[key]; ok {
+		return v, !math.IsNaN(v) && !math.IsInf(v, 0)
+	}
+	switch key {
+	case secondsPerEpoch:
+		return r.SecondsPerEpoch, r.SecondsPerEpoch > 0
+	case wallSeconds:
+		return r.WallSeconds, r.WallSeconds > 0
+	}
+	return 0, false
+}
+
+// presentMetrics returns every metric key some record has, canonically
+// ordered; withTime adds the time fields.
+func presentMetrics(recs []results.Record, withTime bool) []string {
+	seen := map[string]bool{}
+	var keys []string
+	add := func(k string) {
+		if !seen[k] {
+			seen[k] = true
+			keys = append(keys, k)
+		}
+	}
+	for i := range recs {
+		for k := range recs[i].Metrics {
+			if _, ok := metricValue(&recs[i], k); ok {
+				add(k)
+			}
+		}
+		if withTime {
+			for _, k := range []string{secondsPerEpoch, wallSeconds} {
+				if _, ok := metricValue(&recs[i], k); ok {
+					add(k)
+				}
+			}
+		}
+	}
+	return sortMetrics(keys)
+}
+
+// chooseMetrics applies the Metrics default.
+func chooseMetrics(ok []results.Record, opts Options, format Format) []string {
+	if len(opts.Metrics) > 0 {
+		return opts.Metrics
+	}
+	present := presentMetrics(ok, format == CSV)
+	if format == CSV {
+		return present
+	}
+	var out []string
+	for _, k := range []string{"acc", "nll", "ece"} {
+		if slices.Contains(present, k) {
+			out = append(out, k)
+		}
+	}
+	if len(out) == 0 {
+		return present
+	}
+	return out
+}
+
+// normalize validates opts and fills defaults.
+func normalize(opts Options) (Options, error) {
+	if opts.Format == "" {
+		opts.Format = Markdown
+	}
+	switch opts.Format {
+	case Markdown, LaTeX, CSV:
+	default:
+		return opts, fmt.Errorf("unknown format %q (want markdown, latex or csv)", opts.Format)
+	}
+	if len(opts.By) == 0 {
+		opts.By = []string{fieldDataset}
+	}
+	var by []string
+	for _, f := range opts.By {
+		switch f {
+		case fieldDataset, fieldArch:
+			if slices.Contains(by, f) {
+				return opts, fmt.Errorf("grouping field %q given twice", f)
+			}
+			by = append(by, f)
+		case byNone:
+			if len(opts.By) > 1 {
+				return opts, errors.New(`grouping "none" cannot be combined with other fields`)
+			}
+		default:
+			return opts, fmt.Errorf("unknown grouping field %q (want dataset, arch or none)", f)
+		}
+	}
+	opts.By = by
+	for _, m := range opts.Metrics {
+		if m == "" {
+			return opts, errors.New("empty metric name")
+		}
+	}
+	return opts, nil
+}
+
+// build merges recs and lays out the grid.
+func build(recs []results.Record, opts Options) (*grid, error) {
+	merged, err := results.Merge(recs)
+	if err != nil {
+		return nil, err
+	}
+	var ok, failed []results.Record
+	for _, r := range merged {
+		if r.Status == results.StatusOK {
+			ok = append(ok, r)
+		} else {
+			failed = append(failed, r)
+		}
+	}
+	g := &grid{groupFields: opts.By}
+	g.metrics = chooseMetrics(ok, opts, opts.Format)
+
+	// Fields not used for columns become row columns when they vary.
+	for _, f := range []string{fieldDataset, fieldArch} {
+		if slices.Contains(opts.By, f) {
+			continue
+		}
+		vals := map[string]bool{}
+		for i := range ok {
+			vals[fieldValue(&ok[i], f)] = true
+		}
+		if len(vals) > 1 {
+			g.rowFields = append(g.rowFields, f)
+		}
+	}
+
+	values := func(r *results.Record, fields []string) []string {
+		out := make([]string, len(fields))
+		for i, f := range fields {
+			out[i] = fieldValue(r, f)
+		}
+		return out
+	}
+	join := func(vs []string) string { return strings.Join(vs, "\x00") }
+
+	methodOrder := map[string]int{}
+	rowFieldOrder := map[string]int{}
+	groupIndex := map[string]int{}
+	rowIndex := map[string]int{}
+	type cellAcc struct {
+		vals map[string][]float64
+		hash string
+		key  string
+	}
+	var acc [][]*cellAcc // [row][group], grown as needed
+	for i := range ok {
+		r := &ok[i]
+		if _, seen := methodOrder[r.Method]; !seen {
+			methodOrder[r.Method] = len(methodOrder)
+		}
+		rf := values(r, g.rowFields)
+		if _, seen := rowFieldOrder[join(rf)]; !seen {
+			rowFieldOrder[join(rf)] = len(rowFieldOrder)
+		}
+		rk := join(append(slices.Clone(rf), r.Method))
+		ri, seen := rowIndex[rk]
+		if !seen {
+			ri = len(g.rows)
+			rowIndex[rk] = ri
+			g.rows = append(g.rows, row{fields: rf, method: r.Method})
+			acc = append(acc, nil)
+		}
+		gv := values(r, g.groupFields)
+		gi, seen := groupIndex[join(gv)]
+		if !seen {
+			gi = len(g.groups)
+			groupIndex[join(gv)] = gi
+			g.groups = append(g.groups, gv)
+		}
+		for len(acc[ri]) <= gi {
+			acc[ri] = append(acc[ri], nil)
+		}
+		c := acc[ri][gi]
+		if c == nil {
+			c = &cellAcc{vals: map[string][]float64{}, hash: r.ConfigHash, key: r.Key}
+			acc[ri][gi] = c
+		}
+		if c.hash != r.ConfigHash {
+			return nil, fmt.Errorf("table cell %q %s pools runs with different configurations: %q (config hash %s) and %q (config hash %s)",
+				r.Method, g.describe(gv, rf), c.key, c.hash, r.Key, r.ConfigHash)
+		}
+		for _, m := range g.metrics {
+			if v, has := metricValue(r, m); has {
+				c.vals[m] = append(c.vals[m], v)
+			}
+		}
+	}
+
+	// Order rows by their row-field values' first appearance, then by the
+	// method's first appearance.
+	perm := make([]int, len(g.rows))
+	for i := range perm {
+		perm[i] = i
+	}
+	slices.SortStableFunc(perm, func(a, b int) int {
+		ra, rb := g.rows[a], g.rows[b]
+		if d := rowFieldOrder[join(ra.fields)] - rowFieldOrder[join(rb.fields)]; d != 0 {
+			return d
+		}
+		return methodOrder[ra.method] - methodOrder[rb.method]
+	})
+	rows := make([]row, len(perm))
+	g.cells = make([][][]stat, len(perm))
+	ns := map[int]bool{}
+	for i, p := range perm {
+		rows[i] = g.rows[p]
+		g.cells[i] = make([][]stat, len(g.groups))
+		for gi := range g.groups {
+			g.cells[i][gi] = make([]stat, len(g.metrics))
+			var c *cellAcc
+			if gi < len(acc[p]) {
+				c = acc[p][gi]
+			}
+			for mi, m := range g.metrics {
+				if c == nil {
+					g.cells[i][gi][mi] = summarize(nil)
+					continue
+				}
+				s := summarize(c.vals[m])
+				g.cells[i][gi][mi] = s
+				if s.n > 0 {
+					ns[s.n] = true
+					g.anyValues = true
+				}
+			}
+		}
+	}
+	g.rows = rows
+	g.mixedN = len(ns) > 1
+	if len(ns) == 1 {
+		for n := range ns {
+			g.uniformN = n
+		}
+	}
+
+	// Failed runs, counted per row and group in first-appearance order.
+	fi := map[string]int{}
+	for i := range failed {
+		r := &failed[i]
+		label := r.Method + " / " + g.describe(values(r, g.groupFields), values(r, g.rowFields))
+		label = strings.TrimSuffix(label, " / ")
+		if j, seen := fi[label]; seen {
+			g.failed[j].count++
+			continue
+		}
+		fi[label] = len(g.failed)
+		g.failed = append(g.failed, failure{label: label, count: 1})
+	}
+	return g, nil
+}
+
+// describe names a cell's group and row-field values for messages.
+func (g *grid) describe(groupVals, rowVals []string) string {
+	var parts []string
+	for i, f := range g.rowFields {
+		parts = append(parts, displayValue(f, rowVals[i]))
+	}
+	for i, f := range g.groupFields {
+		parts = append(parts, displayValue(f, groupVals[i]))
+	}
+	return strings.Join(parts, " / ")
+}
+
+// groupLabel returns the display label of group gi.
+func (g *grid) groupLabel(gi int) string {
+	parts := make([]string, len(g.groupFields))
+	for i, f := range g.groupFields {
+		parts[i] = displayValue(f, g.groups[gi][i])
+	}
+	return strings.Join(parts, " ")
+}
+
+// best returns, for each (group, metric) column, which rows to bold: the
+// rows whose displayed mean equals the best displayed mean, when the
+// metric has a direction, at least two rows have a value and not all of
+// them display the same mean.
+func (g *grid) best() [][][]bool {
+	out := make([][][]bool, len(g.rows))
+	for ri := range out {
+		out[ri] = make([][]bool, len(g.groups))
+		for gi := range out[ri] {
+			out[ri][gi] = make([]bool, len(g.metrics))
+		}
+	}
+	for gi := range g.groups {
+		for mi, m := range g.metrics {
+			sp := metricSpec(m)
+			if sp.dir == neutral {
+				continue
+			}
+			bestV, worstV, count := math.NaN(), math.NaN(), 0
+			for ri := range g.rows {
+				s := g.cells[ri][gi][mi]
+				if s.n == 0 {
+					continue
+				}
+				count++
+				v := sp.rounded(s.mean)
+				if math.IsNaN(bestV) || (sp.dir == up && v > bestV) || (sp.dir == down && v < bestV) {
+					bestV = v
+				}
+				if math.IsNaN(worstV) || (sp.dir == up && v < worstV) || (sp.dir == down && v > worstV) {
+					worstV = v
+				}
+			}
+			if count < 2 || bestV == worstV {
+				continue
+			}
+			for ri := range g.rows {
+				s := g.cells[ri][gi][mi]
+				out[ri][gi][mi] = s.n > 0 && sp.rounded(s.mean) == bestV
+			}
+		}
+	}
+	return out
+}
+
+// notes returns the footnote sentences as plain text.
+func (g *grid) notes() []string {
+	var out []string
+	if g.anyValues {
+		switch {
+		case g.mixedN:
+			out = append(out, "Mean ± sample standard deviation over seeds; n per cell as shown.")
+		case g.uniformN == 1:
+			out = append(out, "Single seed per cell.")
+		default:
+			out = append(out, fmt.Sprintf("Mean ± sample standard deviation over %d seeds.", g.uniformN))
+		}
+		if slices.ContainsFunc(g.metrics, func(m string) bool { return metricSpec(m).scale == 100 }) {
+			out[len(out)-1] += " ACC in %."
+		}
+		out = append(out, "Best per column in bold.")
+	}
+	if len(g.failed) > 0 {
+		total := 0
+		parts := make([]string, len(g.failed))
+		for i, f := range g.failed {
+			total += f.count
+			parts[i] = fmt.Sprintf("%s: %d", f.label, f.count)
+		}
+		run := "runs"
+		if total == 1 {
+			run = "run"
+		}
+		out = append(out, fmt.Sprintf("Excluded %d failed %s (%s).", total, run, strings.Join(parts, "; ")))
+	}
+	return out
+}
+
+// cellText formats a cell's mean ± std, or "" when empty.
+func cellText(s stat, sp spec, pm string) string {
+	if s.n == 0 {
+		return ""
+	}
+	t := sp.format(s.mean)
+	if s.n > 1 {
+		t += " " + pm + " " + sp.format(s.std)
+	}
+	return t
+}
+
+// Render writes the table of recs in opts.Format.
+func Render(w io.Writer, recs []results.Record, opts Options) error {
+	opts, err := normalize(opts)
+	if err != nil {
+		return fmt.Errorf("table: %w", err)
+	}
+	if opts.Format == CSV {
+		opts.By = []string{fieldDataset, fieldArch}
+	}
+	g, err := build(recs, opts)
+	if err != nil {
+		return fmt.Errorf("table: %w", err)
+	}
+	switch opts.Format {
+	case CSV:
+		err = writeCSV(w, g)
+	case LaTeX:
+		err = writeLaTeX(w, g)
+	default:
+		err = writeMarkdown(w, g)
+	}
+	if err != nil {
+		return fmt.Errorf("table: %w", err)
+	}
+	return nil
+}
+
+// RenderTime writes the training-time table (like the paper's Table 5):
+// seconds per epoch, mean ± std over seeds, for each method (rows) and
+// arch (columns). opts.Format selects the format; By and Metrics are
+// ignored.
+func RenderTime(w io.Writer, recs []results.Record, opts Options) error {
+	opts.By = []string{fieldArch}
+	opts.Metrics = []string{secondsPerEpoch}
+	return Render(w, recs, opts)
+}

@@ -1,0 +1,214 @@
+package table
+
+import (
+	"bytes"
+	"math"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/optlab/optlab/host/results"
+)
+
+func okRec(method, ds, arch string, seed int64, cfg map[string]any, m map[string]float64) results.Record {
+	return results.Record{
+		Experiment: "e", Key: method + "/" + ds + "/" + arch + "/" + string(rune('0'+seed)), Method: method,
+		Config: cfg, ConfigHash: results.HashConfig(cfg), Dataset: ds, Arch: arch, Seed: seed,
+		Status: results.StatusOK, Metrics: m, Finished: time.Date(2025, 1, 1, 0, 0, int(seed), 0, time.UTC),
+	}
+}
+
+func TestSummarize(t *testing.T) {
+	tests := []struct {
+		in        []float64
+		mean, std float64
+	}{
+		{nil, math.NaN(), math.NaN()},
+		{[]float64{2}, 2, math.NaN()},
+		{[]float64{1, 2, 3}, 2, 1},
+		{[]float64{2, 4, 4, 4, 5, 5, 7, 9}, 5, math.Sqrt(32.0 / 7)},
+	}
+	for _, tc := range tests {
+		s := summarize(tc.in)
+		same := func(a, b float64) bool { return (math.IsNaN(a) && math.IsNaN(b)) || math.Abs(a-b) < 1e-12 }
+		if s.n != len(tc.in) || !same(s.mean, tc.mean) || !same(s.std, tc.std) {
+			t.Errorf("summarize(%v) = %+v, want mean %v std %v", tc.in, s, tc.mean, tc.std)
+		}
+	}
+}
+
+func TestMetricSpec(t *testing.T) {
+	tests := []struct {
+		key, label, arrow, formatted string
+		v                            float64
+	}{
+		{"acc", "ACC", "↑", "96.59", 0.96587},
+		{"nll", "NLL", "↓", "0.1431", 0.14314},
+		{"ece", "ECE", "↓", "0.0134", 0.0134},
+		{"aac", "AAC", "↓", "0.0000", -1e-17},
+		{"auroc", "AUROC", "↑", "0.9468", 0.9468},
+		{"auroc_ood", "AUROC-OOD", "↑", "0.9000", 0.9},
+		{"cal_nll", "cal NLL", "↓", "0.1200", 0.12},
+		{"cal_aac", "cal AAC", "↓", "0.0500", 0.05},
+		{"temperature", "T", "", "1.234", 1.2341},
+		{"test_loss", "test loss", "↓", "0.5000", 0.5},
+		{"seconds_per_epoch", "s/epoch", "↓", "96.0", 96},
+		{"train_acc", "train ACC", "↑", "99.00", 0.99},
+		{"epoch_time", "epoch time", "↓", "3.5", 3.5},
+		{"kl", "kl", "", "0.0010", 0.001},
+	}
+	for _, tc := range tests {
+		sp := metricSpec(tc.key)
+		if sp.label != tc.label || sp.arrow() != tc.arrow || sp.format(tc.v) != tc.formatted {
+			t.Errorf("%s: label %q arrow %q format %q; want %q %q %q", tc.key, sp.label, sp.arrow(), sp.format(tc.v), tc.label, tc.arrow, tc.formatted)
+		}
+	}
+}
+
+func TestEscape(t *testing.T) {
+	if got := escapeMarkdown("a|b||c"); got != `a\|b\|\|c` {
+		t.Errorf("escapeMarkdown = %q", got)
+	}
+	if got, want := escapeLaTeX(`a_b & 50% $x$ #1 {y} ~ ^ \ <|> ±`), `a\_b \& 50\% \$x\$ \#1 \{y\} \textasciitilde{} \textasciicircum{} \textbackslash{} \textless{}\textbar{}\textgreater{} $\pm$`; got != want {
+		t.Errorf("escapeLaTeX = %q, want %q", got, want)
+	}
+}
+
+func TestDisplayValue(t *testing.T) {
+	for in, want := range map[string]string{"cifar10": "CIFAR-10", "CIFAR_100": "CIFAR-100", "tiny-imagenet": "TinyImageNet", "stl10": "stl10"} {
+		if got := displayValue(fieldDataset, in); got != want {
+			t.Errorf("displayValue(%q) = %q, want %q", in, got, want)
+		}
+	}
+	if got := displayValue(fieldArch, "cifar10"); got != "cifar10" {
+		t.Errorf("archs are shown as stored, got %q", got)
+	}
+}
+
+func TestRenderBoldAndMissing(t *testing.T) {
+	cfg := map[string]any{"x": 1}
+	recs := []results.Record{
+		okRec("A", "cifar10", "r18", 1, cfg, map[string]float64{"acc": 0.90, "nll": 0.5, "temperature": 1.5}),
+		okRec("B", "cifar10", "r18", 1, cfg, map[string]float64{"acc": 0.95, "nll": 0.4, "temperature": 1.1}),
+		okRec("C", "cifar10", "r18", 1, cfg, map[string]float64{"acc": 0.95}),
+	}
+	var buf bytes.Buffer
+	if err := Render(&buf, recs, Options{Metrics: []string{"acc", "nll", "temperature", "auroc"}}); err != nil {
+		t.Fatal(err)
+	}
+	out := strings.Join(strings.Fields(buf.String()), " ") // ignore padding
+	for _, want := range []string{
+		"| A | 90.00 | 0.5000 | 1.500 | – |",
+		"| B | **95.00** | **0.4000** | 1.100 | – |",
+		"| C | **95.00** | – | – | – |",
+		"Single seed per cell. ACC in %.",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "failed") {
+		t.Errorf("no failures, but a failure note:\n%s", out)
+	}
+}
+
+func TestRenderDefaultsAndOnlyFailed(t *testing.T) {
+	cfg := map[string]any{"x": 1}
+	// No acc/nll/ece: every present metric is shown.
+	recs := []results.Record{okRec("A", "cifar10", "r18", 1, cfg, map[string]float64{"train_loss": 0.1, "auroc": 0.9})}
+	var buf bytes.Buffer
+	if err := Render(&buf, recs, Options{}); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(buf.String(), "CIFAR-10 AUROC ↑ | CIFAR-10 train loss ↓") {
+		t.Errorf("fallback metrics wrong:\n%s", buf.String())
+	}
+	failed := recs[0]
+	failed.Status = results.StatusFailed
+	for _, f := range []Format{Markdown, LaTeX, CSV} {
+		buf.Reset()
+		if err := Render(&buf, []results.Record{failed}, Options{Format: f}); err != nil {
+			t.Fatal(err)
+		}
+		if f != CSV && !strings.Contains(buf.String(), "Excluded 1 failed run (A / CIFAR-10: 1).") {
+			t.Errorf("%s: failure note missing:\n%s", f, buf.String())
+		}
+		if f == CSV && buf.String() != "method,dataset,arch,metric,mean,std,n\n" {
+			t.Errorf("csv of failed-only records: %q", buf.String())
+		}
+	}
+}
+
+func TestRenderErrors(t *testing.T) {
+	a := okRec("SAM", "cifar10", "r18", 1, map[string]any{"rho": 0.05}, map[string]float64{"acc": 0.9})
+	b := okRec("SAM", "cifar10", "r18", 2, map[string]any{"rho": 0.1}, map[string]float64{"acc": 0.9})
+	otherExp := b
+	otherExp.Experiment = "e2"
+	tests := []struct {
+		name string
+		recs []results.Record
+		opts Options
+		want string
+	}{
+		{"mixed config", []results.Record{a, b}, Options{}, "mixes configurations"},
+		{"mixed config across experiments", []results.Record{a, otherExp}, Options{}, "pools runs with different configurations"},
+		{"bad format", []results.Record{a}, Options{Format: "html"}, "unknown format"},
+		{"bad by", []results.Record{a}, Options{By: []string{"seed"}}, "unknown grouping field"},
+		{"by twice", []results.Record{a}, Options{By: []string{"arch", "arch"}}, "twice"},
+		{"none with others", []results.Record{a}, Options{By: []string{"none", "arch"}}, "cannot be combined"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			err := Render(&bytes.Buffer{}, tc.recs, tc.opts)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("err = %v, want containing %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestRunCLI(t *testing.T) {
+	dir := t.TempDir()
+	mixed := filepath.Join(dir, "mixed.jsonl")
+	for _, r := range []results.Record{
+		okRec("SAM", "cifar10", "r18", 1, map[string]any{"rho": 0.05}, map[string]float64{"acc": 0.9}),
+		okRec("SAM", "cifar10", "r18", 2, map[string]any{"rho": 0.1}, map[string]float64{"acc": 0.9}),
+	} {
+		if err := results.Append(mixed, r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tests := []struct {
+		name string
+		args []string
+		want string // error substring, or output substring when ok
+		ok   bool
+	}{
+		{"no files", []string{"--format", "csv"}, "no results files", false},
+		{"unknown flag", []string{"testdata/specials.jsonl", "--colour"}, "flag provided but not defined", false},
+		{"missing value", []string{"testdata/specials.jsonl", "--by"}, "flag needs an argument", false},
+		{"missing file", []string{filepath.Join(dir, "nope.jsonl")}, "no such file", false},
+		{"mixed configs refused", []string{mixed}, `run "SAM/cifar10/r18/1" has config hash`, false},
+		{"bad format", []string{"testdata/specials.jsonl", "--format=html"}, "unknown format", false},
+		{"help", []string{"-h"}, "usage: table FILE.jsonl", true},
+		{"flags between files", []string{"testdata/specials.jsonl", "--format", "csv", "testdata/specials_shard.jsonl", "--metrics", "acc"},
+			"OT_MDR & K=2 (50%),cifar10,resnet18,acc,0.9659,0.0007000000000000339,3", true},
+		{"file after --", []string{"--format=csv", "--", "testdata/specials.jsonl"}, "OT_MDR & K=2 (50%),cifar10,resnet18,ece", true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var buf bytes.Buffer
+			err := Run(&buf, tc.args)
+			if tc.ok {
+				if err != nil || !strings.Contains(buf.String(), tc.want) {
+					t.Fatalf("err %v, output:\n%s\nwant containing %q", err, buf.String(), tc.want)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("err = %v, want containing %q", err, tc.want)
+			}
+		})
+	}
+}

@@ -1,0 +1,26 @@
+package tensor
+
+// libtch exports these C functions, but gotch has no Go wrappers for them.
+
+// #include <stdint.h>
+// void at_manual_seed(int64_t);
+// int at_get_num_threads();
+// void at_set_num_threads(int);
+// int at_grad_set_enabled(int);
+import "C"
+
+func cManualSeed(seed int64) { C.at_manual_seed(C.int64_t(seed)) }
+
+func cSetNumThreads(n int) { C.at_set_num_threads(C.int(n)) }
+
+func cGetNumThreads() int { return int(C.at_get_num_threads()) }
+
+// cGradSetEnabled calls libtch directly: gotch's wrapper reads the C int
+// result as a Go int (8 bytes) and so returns garbage.
+func cGradSetEnabled(on bool) int {
+	b := 0
+	if on {
+		b = 1
+	}
+	return int(C.at_grad_set_enabled(C.int(b)))
+}

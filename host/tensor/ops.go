@@ -1,0 +1,356 @@
+package tensor
+
+import (
+	"fmt"
+
+	"github.com/sugarme/gotch/ts"
+)
+
+// ---- elementwise and reductions (out of place: results belong to the scope) ----
+
+func (s *Scope) unary(name string, t T, f func(*ts.Tensor) (*ts.Tensor, error)) T {
+	if !s.check(t) {
+		return T{}
+	}
+	return s.op(name, func() (*ts.Tensor, error) { return f(t.t) })
+}
+
+func (s *Scope) binary(name string, a, b T, f func(a, b *ts.Tensor) (*ts.Tensor, error)) T {
+	if !s.check(a, b) {
+		return T{}
+	}
+	return s.op(name, func() (*ts.Tensor, error) { return f(a.t, b.t) })
+}
+
+// Add returns a + b (broadcasting).
+func (s *Scope) Add(a, b T) T {
+	return s.binary("add", a, b, func(a, b *ts.Tensor) (*ts.Tensor, error) { return a.Add(b, false) })
+}
+
+// Sub returns a − b.
+func (s *Scope) Sub(a, b T) T {
+	return s.binary("sub", a, b, func(a, b *ts.Tensor) (*ts.Tensor, error) { return a.Sub(b, false) })
+}
+
+// Mul returns a ⊙ b.
+func (s *Scope) Mul(a, b T) T {
+	return s.binary("mul", a, b, func(a, b *ts.Tensor) (*ts.Tensor, error) { return a.Mul(b, false) })
+}
+
+// Div returns a ⊘ b.
+func (s *Scope) Div(a, b T) T {
+	return s.binary("div", a, b, func(a, b *ts.Tensor) (*ts.Tensor, error) { return a.Div(b, false) })
+}
+
+// Maximum returns the elementwise maximum.
+func (s *Scope) Maximum(a, b T) T {
+	return s.binary("maximum", a, b, func(a, b *ts.Tensor) (*ts.Tensor, error) { return a.Maximum(b, false) })
+}
+
+// Minimum returns the elementwise minimum.
+func (s *Scope) Minimum(a, b T) T {
+	return s.binary("minimum", a, b, func(a, b *ts.Tensor) (*ts.Tensor, error) { return a.Minimum(b, false) })
+}
+
+// Scale returns α·t.
+func (s *Scope) Scale(t T, alpha float64) T {
+	return s.unary("mul_scalar", t, func(t *ts.Tensor) (*ts.Tensor, error) {
+		sc := ts.FloatScalar(alpha)
+		defer sc.MustDrop()
+		return t.MulScalar(sc, false)
+	})
+}
+
+// AddScalar returns t + v.
+func (s *Scope) AddScalar(t T, v float64) T {
+	return s.unary("add_scalar", t, func(t *ts.Tensor) (*ts.Tensor, error) {
+		sc := ts.FloatScalar(v)
+		defer sc.MustDrop()
+		return t.AddScalar(sc, false)
+	})
+}
+
+// EqScalar returns the boolean mask t == v.
+func (s *Scope) EqScalar(t T, v float64) T {
+	return s.unary("eq", t, func(t *ts.Tensor) (*ts.Tensor, error) {
+		sc := ts.FloatScalar(v)
+		defer sc.MustDrop()
+		return t.Eq(sc, false)
+	})
+}
+
+// Eq returns the mask a == b.
+func (s *Scope) Eq(a, b T) T {
+	return s.binary("eq", a, b, func(a, b *ts.Tensor) (*ts.Tensor, error) { return a.EqTensor(b, false) })
+}
+
+// Abs returns |t|.
+func (s *Scope) Abs(t T) T {
+	return s.unary("abs", t, func(t *ts.Tensor) (*ts.Tensor, error) { return t.Abs(false) })
+}
+
+// Sign returns sign(t).
+func (s *Scope) Sign(t T) T {
+	return s.unary("sign", t, func(t *ts.Tensor) (*ts.Tensor, error) { return t.Sign(false) })
+}
+
+// Sqrt returns √t.
+func (s *Scope) Sqrt(t T) T {
+	return s.unary("sqrt", t, func(t *ts.Tensor) (*ts.Tensor, error) { return t.Sqrt(false) })
+}
+
+// Square returns t².
+func (s *Scope) Square(t T) T {
+	return s.unary("square", t, func(t *ts.Tensor) (*ts.Tensor, error) { return t.Square(false) })
+}
+
+// Exp returns eᵗ.
+func (s *Scope) Exp(t T) T {
+	return s.unary("exp", t, func(t *ts.Tensor) (*ts.Tensor, error) { return t.Exp(false) })
+}
+
+// Log returns ln t.
+func (s *Scope) Log(t T) T {
+	return s.unary("log", t, func(t *ts.Tensor) (*ts.Tensor, error) { return t.Log(false) })
+}
+
+// Reciprocal returns 1/t.
+func (s *Scope) Reciprocal(t T) T {
+	return s.unary("reciprocal", t, func(t *ts.Tensor) (*ts.Tensor, error) { return t.Reciprocal(false) })
+}
+
+// Softplus returns log(1+eᵗ).
+func (s *Scope) Softplus(t T) T {
+	return s.unary("softplus", t, func(t *ts.Tensor) (*ts.Tensor, error) { return t.Softplus(false) })
+}
+
+// Relu returns max(t, 0).
+func (s *Scope) Relu(t T) T {
+	return s.unary("relu", t, func(t *ts.Tensor) (*ts.Tensor, error) { return t.Relu(false) })
+}
+
+// Relu6 returns min(max(t, 0), 6).
+func (s *Scope) Relu6(t T) T {
+	return s.unary("relu6", t, func(t *ts.Tensor) (*ts.Tensor, error) { return t.Relu6(false) })
+}
+
+// Silu returns t·σ(t) (swish).
+func (s *Scope) Silu(t T) T {
+	return s.unary("silu", t, func(t *ts.Tensor) (*ts.Tensor, error) { return t.Silu(false) })
+}
+
+// Sigmoid returns σ(t).
+func (s *Scope) Sigmoid(t T) T {
+	return s.unary("sigmoid", t, func(t *ts.Tensor) (*ts.Tensor, error) { return t.Sigmoid(false) })
+}
+
+// Where returns cond ? a : b.
+func (s *Scope) Where(cond, a, b T) T {
+	if !s.check(cond, a, b) {
+		return T{}
+	}
+	return s.op("where", func() (*ts.Tensor, error) { return a.t.WhereSelf(cond.t, b.t, false) })
+}
+
+// Sum returns the sum of all elements as a 0-d tensor (accumulated in dt).
+func (s *Scope) Sum(t T, dt DType) T {
+	return s.unary("sum", t, func(t *ts.Tensor) (*ts.Tensor, error) { return t.Sum(dt, false) })
+}
+
+// Mean returns the mean of all elements as a 0-d tensor.
+func (s *Scope) Mean(t T) T {
+	return s.unary("mean", t, func(t *ts.Tensor) (*ts.Tensor, error) { return t.Mean(t.DType(), false) })
+}
+
+// Dot returns Σ aᵢbᵢ over flat vectors, accumulated in float64.
+func (s *Scope) Dot(a, b T) T {
+	a64, b64 := a, b
+	if a.Valid() && a.t.DType() != Float64 {
+		a64, b64 = s.Cast(a, Float64), s.Cast(b, Float64)
+	}
+	return s.binary("dot", a64, b64, func(a, b *ts.Tensor) (*ts.Tensor, error) { return a.Dot(b, false) })
+}
+
+// Norm returns the global L2 norm of t as a 0-d float64 tensor.
+func (s *Scope) Norm(t T) T {
+	return s.Sqrt(s.Dot(t, t))
+}
+
+// Stack stacks same-shaped tensors along a new dim.
+func (s *Scope) Stack(dim int64, xs ...T) T {
+	if !s.check(xs...) {
+		return T{}
+	}
+	raw := make([]*ts.Tensor, len(xs))
+	for i, x := range xs {
+		raw[i] = x.t
+	}
+	return s.op("stack", func() (*ts.Tensor, error) { return ts.Stack(raw, dim) })
+}
+
+// ---- in place, on caller-owned tensors (kept tensors or views of them) ----
+
+// ScaleInPlace sets dst = α·dst.
+func (s *Scope) ScaleInPlace(dst T, alpha float64) {
+	if !s.check(dst) {
+		return
+	}
+	sc := ts.FloatScalar(alpha)
+	defer sc.MustDrop()
+	s.inplace("mul_", func() error { return dst.t.MulScalar_(sc) })
+}
+
+// AddScalarInPlace sets dst = dst + v.
+func (s *Scope) AddScalarInPlace(dst T, v float64) {
+	if !s.check(dst) {
+		return
+	}
+	sc := ts.FloatScalar(v)
+	defer sc.MustDrop()
+	s.inplace("add_", func() error { return dst.t.AddScalar_(sc) })
+}
+
+// AddInPlace sets dst = dst + x.
+func (s *Scope) AddInPlace(dst, x T) {
+	if !s.check(dst, x) {
+		return
+	}
+	s.inplace("add_", func() error { return dst.t.Add_(x.t) })
+}
+
+// Axpy sets dst = dst + α·x.
+func (s *Scope) Axpy(dst T, alpha float64, x T) {
+	switch alpha {
+	case 0:
+		return
+	case 1:
+		s.AddInPlace(dst, x)
+	default:
+		s.AddInPlace(dst, s.Scale(x, alpha))
+	}
+}
+
+// MulInPlace sets dst = dst ⊙ x.
+func (s *Scope) MulInPlace(dst, x T) {
+	if !s.check(dst, x) {
+		return
+	}
+	s.inplace("mul_", func() error { return dst.t.Mul_(x.t) })
+}
+
+// NormalInPlace fills a caller-owned tensor with N(mean, std²) draws from
+// torch's global generator.
+func (s *Scope) NormalInPlace(dst T, mean, std float64) {
+	if !s.check(dst) {
+		return
+	}
+	s.inplace("normal_", func() error { return dst.t.Normal_(mean, std) })
+}
+
+// UniformInPlace fills a caller-owned tensor with U(lo, hi) draws.
+func (s *Scope) UniformInPlace(dst T, lo, hi float64) {
+	if !s.check(dst) {
+		return
+	}
+	s.inplace("uniform_", func() error { return dst.t.Uniform_(lo, hi) })
+}
+
+// ---- neural-network ops ----
+
+// Conv2d is a 2-D convolution (bias may be the zero T).
+func (s *Scope) Conv2d(x, w, b T, stride, pad, groups int64) T {
+	if !s.check(x, w) {
+		return T{}
+	}
+	return s.op("conv2d", func() (*ts.Tensor, error) {
+		return ts.Conv2d(x.t, w.t, opt(b), []int64{stride, stride}, []int64{pad, pad}, []int64{1, 1}, groups)
+	})
+}
+
+// BatchNorm normalizes x (N,C,…) per channel. In training mode it uses batch
+// statistics and updates the running statistics in place with momentum
+// (momentum 0 leaves them unchanged); in eval mode it uses them.
+func (s *Scope) BatchNorm(x, w, b, runMean, runVar T, train bool, momentum, eps float64) T {
+	if !s.check(x) {
+		return T{}
+	}
+	return s.op("batch_norm", func() (*ts.Tensor, error) {
+		return ts.BatchNorm(x.t, opt(w), opt(b), opt(runMean), opt(runVar), train, momentum, eps, true)
+	})
+}
+
+// Linear returns x·wᵀ + b.
+func (s *Scope) Linear(x, w, b T) T {
+	if !s.check(x, w) {
+		return T{}
+	}
+	return s.op("linear", func() (*ts.Tensor, error) { return ts.Linear(x.t, w.t, opt(b)) })
+}
+
+// AdaptiveAvgPool2d pools to an out×out map.
+func (s *Scope) AdaptiveAvgPool2d(x T, out int64) T {
+	return s.unary("adaptive_avg_pool2d", x, func(x *ts.Tensor) (*ts.Tensor, error) {
+		return x.AdaptiveAvgPool2d([]int64{out, out}, false)
+	})
+}
+
+// AvgPool2d is average pooling with a square kernel.
+func (s *Scope) AvgPool2d(x T, k, stride, pad int64) T {
+	return s.unary("avg_pool2d", x, func(x *ts.Tensor) (*ts.Tensor, error) {
+		return x.AvgPool2d([]int64{k, k}, []int64{stride, stride}, []int64{pad, pad}, false, true, nil, false)
+	})
+}
+
+// MaxPool2d is max pooling with a square kernel.
+func (s *Scope) MaxPool2d(x T, k, stride, pad int64) T {
+	return s.unary("max_pool2d", x, func(x *ts.Tensor) (*ts.Tensor, error) {
+		return x.MaxPool2d([]int64{k, k}, []int64{stride, stride}, []int64{pad, pad}, []int64{1, 1}, false, false)
+	})
+}
+
+// LogSoftmax along dim.
+func (s *Scope) LogSoftmax(x T, dim int64) T {
+	return s.unary("log_softmax", x, func(x *ts.Tensor) (*ts.Tensor, error) { return x.LogSoftmax(dim, x.DType(), false) })
+}
+
+// Softmax along dim.
+func (s *Scope) Softmax(x T, dim int64) T {
+	return s.unary("softmax", x, func(x *ts.Tensor) (*ts.Tensor, error) { return x.Softmax(dim, x.DType(), false) })
+}
+
+// CrossEntropy returns the mean cross-entropy of logits (N,C) against int64
+// targets (N), with PyTorch's label smoothing (s/C spread on every class).
+func (s *Scope) CrossEntropy(logits, target T, smoothing float64) T {
+	if !s.check(logits, target) {
+		return T{}
+	}
+	return s.op("cross_entropy", func() (*ts.Tensor, error) {
+		return logits.t.CrossEntropyLoss(target.t, ts.None, 1, -100, smoothing, false)
+	})
+}
+
+// Argmax along dim.
+func (s *Scope) Argmax(x T, dim int64) T {
+	return s.unary("argmax", x, func(x *ts.Tensor) (*ts.Tensor, error) { return x.Argmax([]int64{dim}, false, false) })
+}
+
+// Scalars reads 0-d tensors into Go with one device synchronization.
+func (s *Scope) Scalars(xs ...T) []float64 {
+	if len(xs) == 0 || s.err != nil {
+		return nil
+	}
+	cast := make([]T, len(xs))
+	for i, x := range xs {
+		cast[i] = s.View(s.Cast(x, Float64), 1)
+	}
+	v := s.Float64s(s.Cat(0, cast...))
+	if s.err == nil && len(v) != len(xs) {
+		s.Fail(fmt.Errorf("scalars: read %d values for %d tensors", len(v), len(xs)))
+	}
+	return v
+}
+
+// Expand broadcasts t to shape without copying (−1 keeps a size).
+func (s *Scope) Expand(t T, shape ...int64) T {
+	return s.unary("expand", t, func(t *ts.Tensor) (*ts.Tensor, error) { return t.Expand(shape, false, false) })
+}

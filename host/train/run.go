@@ -1,0 +1,285 @@
+// Package train runs one training run of an experiment's grid: it builds the
+// members, hands the optimizer (in-process or plugin) an engine to drive,
+// feeds minibatches with the schedule's learning rate, evaluates the
+// optimizer's predictive with the metrics suite, and returns the result
+// record.
+package train
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"math/rand/v2"
+	"os"
+	"time"
+
+	"github.com/optlab/optlab/host/engine"
+	"github.com/optlab/optlab/host/experiment"
+	"github.com/optlab/optlab/host/metrics"
+	"github.com/optlab/optlab/host/model"
+	"github.com/optlab/optlab/host/results"
+	"github.com/optlab/optlab/host/tensor"
+	"github.com/optlab/optlab/sdk/optim"
+)
+
+// Runner runs the runs of one experiment on one device.
+type Runner struct {
+	W    *tensor.Worker
+	Dev  tensor.Device
+	Exp  *experiment.Experiment
+	Data *Data
+	Zoo  model.Zoo
+	// Progress receives progress output; nil discards it.
+	Progress io.Writer
+	// Terminal selects a redrawn progress line instead of periodic lines.
+	Terminal bool
+	// Meta fills the provenance fields of every record.
+	Meta Meta
+	// Smoke caps every run at a few steps (host run --smoke).
+	SmokeSteps int
+}
+
+// Meta is provenance recorded with every result.
+type Meta struct {
+	GitCommit, Host string
+}
+
+// Method is the optimizer of a run with what the record says about it.
+type Method struct {
+	Optimizer optim.Optimizer
+	Plugin    string
+	Version   string
+	// Params are the validated hyperparameters, defaults filled in.
+	Params map[string]any
+}
+
+// ErrNaN reports a diverged run.
+var ErrNaN = errors.New("loss is not finite")
+
+// Steps returns the number of optimizer steps per epoch and in total.
+func (r *Runner) Steps() (perEpoch, total int64) {
+	tr := r.Exp.Train
+	perEpoch = int64(r.Data.TrainSize / tr.BatchSize)
+	total = perEpoch * int64(tr.Epochs)
+	if tr.MaxSteps > 0 && int64(tr.MaxSteps) < total {
+		total = int64(tr.MaxSteps)
+	}
+	if r.SmokeSteps > 0 && int64(r.SmokeSteps) < total {
+		total = int64(r.SmokeSteps)
+	}
+	return perEpoch, total
+}
+
+// Record starts the result record of a run (without metrics).
+func (r *Runner) Record(run experiment.Run, m Method) results.Record {
+	cfg := map[string]any{}
+	for k, v := range m.Params {
+		cfg["params."+k] = v
+	}
+	tr := r.Exp.Train
+	cfg["train.epochs"] = int64(tr.Epochs)
+	cfg["train.batch_size"] = int64(tr.BatchSize)
+	cfg["train.optimizer"] = fmt.Sprintf("%s lr=%g mom=%g nesterov=%v wd=%g", tr.Optimizer.Name, tr.Optimizer.LR, tr.Optimizer.Momentum, tr.Optimizer.Nesterov, tr.Optimizer.WeightDecay)
+	cfg["train.schedule"] = tr.Schedule.Kind
+	cfg["train.label_smoothing"] = tr.LabelSmoothing
+	cfg["train.max_steps"] = int64(tr.MaxSteps)
+	cfg["data.augment"] = fmt.Sprint(r.Exp.Data.Augment)
+	cfg["plugin"] = m.Plugin
+	return results.Record{
+		Experiment: r.Exp.Name, Key: run.Key, Method: run.Method.Name, Plugin: m.Plugin, PluginVersion: m.Version,
+		Config: cfg, Dataset: r.Exp.Data.Dataset, Arch: run.Arch, Seed: run.Seed, Epochs: tr.Epochs,
+		Device: r.Dev.String(), Libtorch: tensor.LibtorchDescription(), GitCommit: r.Meta.GitCommit, Host: r.Meta.Host,
+	}
+}
+
+// Run trains one run and returns its record (Status ok). On failure it
+// returns the error; the caller records the failure.
+func (r *Runner) Run(ctx context.Context, run experiment.Run, m Method) (results.Record, error) {
+	rec := r.Record(run, m)
+	start := time.Now()
+	models := make([]*model.Model, len(run.Members))
+	for i, arch := range run.Members {
+		mod, err := r.Zoo.New(arch, r.Data.Classes, r.Data.Shape)
+		if err != nil {
+			return rec, err
+		}
+		models[i] = mod
+	}
+	tr := r.Exp.Train
+	o := tr.Optimizer
+	base := engine.BaseConfig{Name: o.Name, Momentum: o.Momentum, Nesterov: o.Nesterov, WeightDecay: o.WeightDecay, Eps: o.Eps}
+	if len(o.Betas) == 2 {
+		base.Beta1, base.Beta2 = o.Betas[0], o.Betas[1]
+	}
+	eng, err := engine.New(ctx, r.W, engine.Config{
+		Device: r.Dev, Seed: run.Seed, LabelSmoothing: tr.LabelSmoothing, Base: base,
+		TrainSize: int64(r.Data.TrainSize), BatchSize: int64(tr.BatchSize),
+	}, models)
+	if err != nil {
+		return rec, err
+	}
+	defer eng.Close()
+	perEpoch, total := r.Steps()
+	if perEpoch == 0 {
+		return rec, fmt.Errorf("the training set (%d samples) is smaller than one batch (%d)", r.Data.TrainSize, tr.BatchSize)
+	}
+	if err := m.Optimizer.Configure(ctx, eng, optim.Config{
+		Params: m.Params, Seed: run.Seed, TotalSteps: total, StepsPerEpoch: perEpoch, Members: len(models),
+	}); err != nil {
+		return rec, fmt.Errorf("configure: %w", err)
+	}
+	sched := NewSchedule(tr)
+	order := rand.New(rand.NewPCG(uint64(run.Seed), 1))
+	augRNG := rand.New(rand.NewPCG(uint64(run.Seed), 2))
+	prog := newProgress(r.Progress, r.Terminal, fmt.Sprintf("%s %s seed %d", run.Method.Name, run.Arch, run.Seed), total)
+	defer prog.done()
+	var step int64
+	var trainLoss, trainAcc float64
+	epochs := 0
+	for epoch := 0; step < total; epoch++ {
+		idx := make([]int64, r.Data.TrainSize)
+		for i := range idx {
+			idx[i] = int64(i)
+		}
+		if r.Exp.Data.Shuffle {
+			order.Shuffle(len(idx), func(i, j int) { idx[i], idx[j] = idx[j], idx[i] })
+		}
+		var sumLoss, sumAcc float64
+		var n int
+		for i := 0; i < int(perEpoch) && step < total; i++ {
+			if err := ctx.Err(); err != nil {
+				return rec, err
+			}
+			bs := int64(tr.BatchSize)
+			err := r.W.Do(ctx, func() error {
+				s := tensor.NewScope()
+				defer s.Close()
+				x, y := r.Data.Train.Batch(s, idx[int64(i)*bs:int64(i+1)*bs], r.Data.Augment, augRNG, r.Dev)
+				if err := s.Err(); err != nil {
+					return err
+				}
+				eng.SetBatch(s.Keep(x), s.Keep(y))
+				return nil
+			})
+			if err != nil {
+				return rec, fmt.Errorf("batch: %w", err)
+			}
+			lr := sched.LR(epoch, i, int(perEpoch))
+			eng.BeginStep(step, lr)
+			out, err := m.Optimizer.Step(ctx, eng, optim.StepInput{Step: step, Epoch: epoch, LR: lr})
+			if err != nil {
+				return rec, fmt.Errorf("step %d (epoch %d): %w", step, epoch+1, err)
+			}
+			loss := out.Metrics["loss"]
+			if math.IsNaN(loss) || math.IsInf(loss, 0) {
+				return rec, fmt.Errorf("step %d (epoch %d, lr %g): %w (%v); lower the learning rate or ρ", step, epoch+1, lr, ErrNaN, loss)
+			}
+			sumLoss += loss
+			sumAcc += out.Metrics["acc"]
+			n++
+			step++
+			prog.update(epoch+1, tr.Epochs, step, loss, out.Metrics["acc"])
+		}
+		epochs++
+		trainLoss, trainAcc = sumLoss/float64(n), sumAcc/float64(n)
+		if sched.NeedsMetric() {
+			set := r.Data.Val
+			if set == nil {
+				set = r.Data.Test
+			}
+			rep, err := r.evaluate(ctx, eng, m.Optimizer, set, run.Seed, metrics.CalNone)
+			if err != nil {
+				return rec, err
+			}
+			sched.Observe(rep.NLL)
+		}
+	}
+	wall := time.Since(start).Seconds()
+	rep, err := r.evaluate(ctx, eng, m.Optimizer, r.Data.Test, run.Seed, r.calibration())
+	if err != nil {
+		return rec, err
+	}
+	rec.Metrics = rep.Map()
+	rec.Metrics["train_loss"] = trainLoss
+	rec.Metrics["train_acc"] = trainAcc
+	rec.Metrics["test_loss"] = rep.NLL
+	rec.Steps = step
+	rec.Epochs = epochs
+	rec.WallSeconds = wall
+	rec.SecondsPerEpoch = wall / (float64(step) / float64(perEpoch))
+	rec.Status = results.StatusOK
+	return rec, nil
+}
+
+func (r *Runner) calibration() metrics.Calibration {
+	switch r.Exp.Eval.Temperature {
+	case "none":
+		return metrics.CalNone
+	case "validation":
+		return metrics.CalValidation
+	}
+	return metrics.CalCrossFit
+}
+
+// evaluate forms the optimizer's predictive on set and computes the metrics.
+func (r *Runner) evaluate(ctx context.Context, eng *engine.Engine, opt optim.Optimizer, set *engine.DeviceSet, seed int64, cal metrics.Calibration) (metrics.Report, error) {
+	pred := optim.Predictive{Kind: optim.Point}
+	if p, ok := opt.(optim.Predictor); ok {
+		var err error
+		if pred, err = p.Predictive(ctx); err != nil {
+			return metrics.Report{}, fmt.Errorf("predictive: %w", err)
+		}
+		if pred.Kind == optim.Samples && pred.N == 0 {
+			pred.N = r.Exp.Eval.MCSamples
+		}
+	}
+	bs := int64(r.Exp.Train.EvalBatchSize)
+	probs, err := eng.Predict(ctx, pred, set, bs, seed)
+	if err != nil {
+		return metrics.Report{}, fmt.Errorf("evaluation: %w", err)
+	}
+	labels, err := r.labels(ctx, set)
+	if err != nil {
+		return metrics.Report{}, err
+	}
+	opts := metrics.Options{AACSteps: r.Exp.Eval.AACSteps, Calibration: cal, Seed: uint64(seed)}
+	if cal == metrics.CalValidation && r.Data.Val != nil {
+		vp, err := eng.Predict(ctx, pred, r.Data.Val, bs, seed)
+		if err != nil {
+			return metrics.Report{}, fmt.Errorf("evaluation on validation data: %w", err)
+		}
+		vl, err := r.labels(ctx, r.Data.Val)
+		if err != nil {
+			return metrics.Report{}, err
+		}
+		opts.Validation = &metrics.Predictions{Probs: vp, Classes: set.Classes}
+		opts.ValidationLabels = vl
+	}
+	if r.Data.OOD != nil && set == r.Data.Test {
+		op, err := eng.Predict(ctx, pred, r.Data.OOD, bs, seed)
+		if err != nil {
+			return metrics.Report{}, fmt.Errorf("evaluation on OOD data: %w", err)
+		}
+		opts.OOD = &metrics.Predictions{Probs: op, Classes: set.Classes}
+	}
+	return metrics.Evaluate(metrics.Predictions{Probs: probs, Classes: set.Classes}, labels, opts)
+}
+
+func (r *Runner) labels(ctx context.Context, set *engine.DeviceSet) ([]int32, error) {
+	var out []int32
+	err := r.W.Do(ctx, func() error {
+		s := tensor.NewScope()
+		defer s.Close()
+		out = set.Labels(s)
+		return s.Err()
+	})
+	return out, err
+}
+
+// DefaultHost names this machine for records.
+func DefaultHost() string {
+	h, _ := os.Hostname()
+	return h
+}

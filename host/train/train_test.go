@@ -1,0 +1,117 @@
+package train
+
+import (
+	"context"
+	"math"
+	"testing"
+
+	"github.com/optlab/optlab/host/experiment"
+	"github.com/optlab/optlab/host/model"
+	"github.com/optlab/optlab/host/results"
+	"github.com/optlab/optlab/host/tensor"
+	"github.com/optlab/optlab/plugins/sam"
+	"github.com/optlab/optlab/plugins/sgd"
+	"github.com/optlab/optlab/sdk/hparams"
+	"github.com/optlab/optlab/sdk/optim"
+)
+
+const digitsTOML = `
+name = "test-digits"
+[data]
+dataset = "uci-digits"
+[model]
+archs = ["cnn"]
+[train]
+epochs = 3
+batch_size = 64
+seeds = [1]
+threads = 2
+[train.optimizer]
+name = "sgd"
+lr = 0.05
+momentum = 0.9
+weight_decay = 5e-4
+[train.schedule]
+kind = "cosine"
+[eval]
+temperature = "test-halves"
+[[method]]
+name = "SGD"
+plugin = "sgd"
+`
+
+func newRunner(t *testing.T, w *tensor.Worker, src string) (*Runner, *experiment.Experiment) {
+	t.Helper()
+	exp, err := experiment.Parse([]byte(src), "test.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := experiment.Validate(exp, model.Builtin().Names()); err != nil {
+		t.Fatal(err)
+	}
+	d, err := Upload(context.Background(), w, tensor.CPU, exp.Data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(d.Drop)
+	return &Runner{W: w, Dev: tensor.CPU, Exp: exp, Data: d, Zoo: model.Builtin()}, exp
+}
+
+func method(t *testing.T, opt optim.Optimizer, given map[string]any) Method {
+	t.Helper()
+	p, err := hparams.Resolve(opt.Info().Params, given)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return Method{Optimizer: opt, Plugin: opt.Info().Name, Params: p}
+}
+
+func runOnce(t *testing.T, r *Runner, exp *experiment.Experiment, opt optim.Optimizer, given map[string]any) results.Record {
+	t.Helper()
+	run := experiment.Grid(exp)[0]
+	rec, err := r.Run(context.Background(), run, method(t, opt, given))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rec
+}
+
+func TestSGDTrainsOnDigits(t *testing.T) {
+	w := tensor.NewWorker(2)
+	defer w.Close()
+	r, exp := newRunner(t, w, digitsTOML)
+	rec := runOnce(t, r, exp, sgd.New(), nil)
+	if rec.Status != results.StatusOK {
+		t.Fatalf("status %q", rec.Status)
+	}
+	if acc := rec.Metrics["acc"]; acc < 0.85 {
+		t.Errorf("test accuracy %.3f after 3 epochs, want ≥ 0.85", acc)
+	}
+	for _, k := range []string{"acc", "nll", "brier", "ece", "aac", "cal_nll", "train_loss"} {
+		if v, ok := rec.Metrics[k]; !ok || math.IsNaN(v) {
+			t.Errorf("metric %s missing or NaN: %v", k, v)
+		}
+	}
+	if rec.Steps != int64(3*(r.Data.TrainSize/64)) {
+		t.Errorf("steps %d", rec.Steps)
+	}
+}
+
+// Same seed on the CPU gives bitwise identical results, and SAM with ρ = 0
+// equals SGD bitwise on a model with BatchNorm.
+func TestReproducibleAndSAMZeroRho(t *testing.T) {
+	w := tensor.NewWorker(2)
+	defer w.Close()
+	r, exp := newRunner(t, w, digitsTOML)
+	a := runOnce(t, r, exp, sgd.New(), nil)
+	b := runOnce(t, r, exp, sgd.New(), nil)
+	c := runOnce(t, r, exp, sam.New(), map[string]any{"rho": 0.0})
+	for _, k := range []string{"acc", "nll", "brier", "train_loss"} {
+		if a.Metrics[k] != b.Metrics[k] {
+			t.Errorf("%s differs between two runs with the same seed: %v vs %v", k, a.Metrics[k], b.Metrics[k])
+		}
+		if a.Metrics[k] != c.Metrics[k] {
+			t.Errorf("%s: SAM(ρ=0) %v ≠ SGD %v", k, c.Metrics[k], a.Metrics[k])
+		}
+	}
+}

@@ -1,0 +1,318 @@
+package bsam_test
+
+import (
+	"context"
+	"math"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/optlab/optlab/plugins/bsam"
+	"github.com/optlab/optlab/sdk/optim"
+	"github.com/optlab/optlab/sdk/optimtest"
+)
+
+func newHost(t *testing.T, p optimtest.Problem, opts ...optimtest.HostOption) *optimtest.Host {
+	t.Helper()
+	h, err := optimtest.NewHost(p, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h
+}
+
+func run(t *testing.T, opt optim.Optimizer, h *optimtest.Host, steps int, opts ...optimtest.RunOption) []optim.StepOutput {
+	t.Helper()
+	outs, err := optimtest.Run(context.Background(), opt, h, steps, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return outs
+}
+
+func vec(t *testing.T, h *optimtest.Host, v optim.Vec) []float64 {
+	t.Helper()
+	d, err := h.Vec(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+// signs is a linear loss whose gradient is ±1 elementwise.
+func signs(n int) *optimtest.Linear {
+	c := make([]float64, n)
+	for i := range c {
+		c[i] = 1 - 2*float64(i%2)
+	}
+	return &optimtest.Linear{C: c}
+}
+
+func near(a, b, tol float64) bool { return math.Abs(a-b) <= tol*max(1, math.Abs(b)) }
+
+// §8.14: β2 = 1 freezes s at s_init.
+func TestBeta2OneFreezesS(t *testing.T) {
+	h := newHost(t, optimtest.NewMLP(optimtest.MLPConfig{Hidden: 4}), optimtest.WithBatchSize(32))
+	run(t, bsam.New(), h, 5, optimtest.WithLR(0.1), optimtest.WithHParams(map[string]any{"beta2": 1.0, "s_init": 3.0, "m": 4}))
+	for i, s := range vec(t, h, bsam.S) {
+		if s != 3 {
+			t.Fatalf("s[%d] = %v, want 3", i, s)
+		}
+	}
+}
+
+// §8.15: constant |g| = 1 and γ+δ = 2 give the fixed point s* = 4.
+func TestFixedPointOfS(t *testing.T) {
+	tests := []struct {
+		name   string
+		params map[string]any
+	}{
+		{"damping only", map[string]any{"damping": 2.0, "prior_prec": 0.0}},
+		{"damping plus prior", map[string]any{"damping": 1.5, "prior_prec": 0.5 * 1000}}, // δ = 500/1000
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := newHost(t, signs(6), optimtest.WithTrainSize(1000))
+			tt.params["beta2"], tt.params["m"] = 0.5, 2
+			run(t, bsam.New(), h, 80, optimtest.WithLR(0.01), optimtest.WithHParams(tt.params))
+			for i, s := range vec(t, h, bsam.S) {
+				if !near(s, 4, 1e-12) {
+					t.Errorf("s[%d] = %.17g, want 4", i, s)
+				}
+			}
+		})
+	}
+}
+
+// §8.16: ε = ρ g / s is not normalized: scaling the loss scales ε.
+func TestEpsilonNotNormalized(t *testing.T) {
+	const rho, sInit = 0.01, 2.0
+	eps := func(scale float64) []float64 {
+		c := signs(5).C
+		for i := range c {
+			c[i] *= scale * float64(i+1)
+		}
+		h := newHost(t, &optimtest.Linear{C: c}, optimtest.WithTrainSize(100))
+		run(t, bsam.New(), h, 1, optimtest.WithLR(0.1), optimtest.WithHParams(map[string]any{"rho": rho, "s_init": sInit, "m": 1}))
+		g := h.Grads()
+		if len(g) != 2 {
+			t.Fatalf("%d gradient evaluations, want 2", len(g))
+		}
+		// w = 0, so the second point is ε itself.
+		for i := range c {
+			if want := rho * c[i] / sInit; g[1].At[i] != want {
+				t.Errorf("scale %v: ε[%d] = %v, want ρg/s = %v", scale, i, g[1].At[i], want)
+			}
+		}
+		return g[1].At
+	}
+	e1, e3 := eps(1), eps(3)
+	for i := range e1 {
+		if !near(e3[i], 3*e1[i], 1e-15) {
+			t.Errorf("ε[%d]: %v after scaling the loss by 3, want %v", i, e3[i], 3*e1[i])
+		}
+	}
+}
+
+// §8.18: initial noise std √(1/(N s_init)) = 2.236e-3 for N = 50000·4.
+func TestInitialNoiseStd(t *testing.T) {
+	const n = 20000
+	h := newHost(t, signs(n), optimtest.WithTrainSize(50000))
+	opt := bsam.New()
+	run(t, opt, h, 1, optimtest.WithLR(0), optimtest.WithHParams(map[string]any{"dafactor": 4.0, "m": 1, "beta2": 1.0}))
+	want := math.Sqrt(1.0 / 200000)
+	if math.Abs(want-2.236e-3) > 1e-6 {
+		t.Fatalf("reference value %v", want)
+	}
+	for i, s := range vec(t, h, bsam.Std) {
+		if !near(s, want, 1e-15) {
+			t.Fatalf("std[%d] = %v, want %v", i, s, want)
+		}
+	}
+	// The noisy point θ_0 − w has that standard deviation.
+	noisy := h.Grads()[0].At
+	var v float64
+	for _, x := range noisy {
+		v += x * x
+	}
+	if got := math.Sqrt(v / n); math.Abs(got-want) > 0.03*want {
+		t.Errorf("empirical noise std %v, want %v", got, want)
+	}
+	p, err := opt.(optim.Predictor).Predictive(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(p, optim.Predictive{Kind: optim.Samples, Mean: optim.Params, Std: bsam.Std, N: 32}) {
+		t.Errorf("predictive %+v", p)
+	}
+}
+
+// §8.14: β1 = 0, ρ = 0, β2 = 1 (and negligible noise): w ← w − α(g + δw)/s_init.
+func TestGradientDescentLimit(t *testing.T) {
+	a := [][]float64{{2, 0.3}, {0.3, 1}}
+	q := &optimtest.Quadratic{A: a, B: []float64{0.5, -1}, X0: []float64{1, 2}}
+	const lr, sInit, prior, trainSize = 0.05, 2.0, 25.0, 1e12
+	h := newHost(t, q, optimtest.WithTrainSize(trainSize))
+	run(t, bsam.New(), h, 10, optimtest.WithLR(lr), optimtest.WithHParams(map[string]any{
+		"beta1": 0.0, "rho": 0.0, "beta2": 1.0, "s_init": sInit, "prior_prec": prior, "m": 2}))
+	w, g, delta := slices.Clone(q.X0), make([]float64, 2), prior/trainSize
+	for range 10 {
+		q.Loss(w, nil, g)
+		for i := range w {
+			w[i] -= lr * (g[i] + delta*w[i]) / sInit
+		}
+	}
+	for i, got := range h.Params(0) {
+		if !near(got, w[i], 1e-14) {
+			t.Errorf("w[%d] = %.17g, want %.17g", i, got, w[i])
+		}
+	}
+}
+
+// update_order: "code" divides by the old s, "paper" by the updated one.
+func TestUpdateOrder(t *testing.T) {
+	const lr, b1, b2, gamma, rho = 0.5, 0.9, 0.5, 0.1, 0.05
+	for _, order := range []string{"code", "paper"} {
+		h := newHost(t, signs(4), optimtest.WithTrainSize(1000))
+		run(t, bsam.New(), h, 1, optimtest.WithLR(lr), optimtest.WithHParams(map[string]any{
+			"update_order": order, "beta1": b1, "beta2": b2, "damping": gamma, "prior_prec": 0.0, "rho": rho}))
+		sNew := b2*1 + (1-b2)*(1+gamma)
+		s := 1.0
+		if order == "paper" {
+			s = sNew
+		}
+		for i, w := range h.Params(0) {
+			c := signs(4).C[i]
+			if want := -lr * (1 - b1) * c / s; !near(w, want, 1e-15) {
+				t.Errorf("%s: w[%d] = %v, want %v", order, i, w, want)
+			}
+		}
+		if s := vec(t, h, bsam.S); !near(s[0], sNew, 1e-15) {
+			t.Errorf("%s: s = %v, want %v", order, s[0], sNew)
+		}
+	}
+}
+
+// One Exec per step, m sub-batches in loader order, BN modes.
+func TestExecsAndBatches(t *testing.T) {
+	for _, freeze := range []bool{false, true} {
+		h := newHost(t, optimtest.NewMLP(optimtest.MLPConfig{}), optimtest.WithBatchSize(32))
+		run(t, bsam.New(), h, 3, optimtest.WithLR(0.1), optimtest.WithHParams(map[string]any{"m": 4, "freeze_bn_second": freeze}))
+		for s := range int64(3) {
+			if n := h.ExecCount(s); n != 1 {
+				t.Errorf("step %d: %d Exec calls", s, n)
+			}
+		}
+		st := h.Stats(0)
+		if freeze && (st.BNUpdate != 12 || st.BNFreeze != 12) || !freeze && st.BNUpdate != 24 || st.BaseSteps != 0 {
+			t.Errorf("freeze=%v: stats %+v", freeze, st)
+		}
+		batch, recs := h.Batch(), h.Grads()
+		last := recs[len(recs)-8:]
+		for j := range 4 {
+			part := batch[8*j : 8*(j+1)]
+			if !slices.Equal(last[2*j].Samples, part) || !slices.Equal(last[2*j+1].Samples, part) {
+				t.Errorf("sub-batch %d uses %v/%v, want %v", j, last[2*j].Samples, last[2*j+1].Samples, part)
+			}
+		}
+	}
+}
+
+// Checkpoint/resume: 3 steps + save + restore into a fresh optimizer and
+// host + 2 steps equals 5 uninterrupted steps bitwise.
+func TestStateRoundTrip(t *testing.T) {
+	ctx := context.Background()
+	prob := optimtest.NewMLP(optimtest.MLPConfig{Hidden: 4})
+	hp := optimtest.WithHParams(map[string]any{"m": 2, "rho": 0.05, "beta2": 0.9})
+	full := newHost(t, prob, optimtest.WithBatchSize(16))
+	run(t, bsam.New(), full, 5, optimtest.WithLR(0.1), hp)
+
+	a := newHost(t, prob, optimtest.WithBatchSize(16))
+	optA := bsam.New()
+	run(t, optA, a, 3, optimtest.WithLR(0.1), hp, optimtest.WithTotalSteps(5))
+	blob, vecs, err := optA.(optim.Stateful).SaveState(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(vecs, []optim.Vec{bsam.S, bsam.Momentum, bsam.Std}) {
+		t.Errorf("state vecs %v", vecs)
+	}
+	b := newHost(t, prob, optimtest.WithBatchSize(16), optimtest.WithParams(0, a.Params(0)))
+	optB := bsam.New()
+	r := optimtest.NewHarness(optB, b, optimtest.WithLR(0.1), hp, optimtest.WithStartStep(3))
+	if err := r.Configure(ctx, 5); err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range vecs {
+		if err := b.SetVec(v, vec(t, a, v)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := optB.(optim.Stateful).LoadState(ctx, blob); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Run(ctx, 2); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := b.Params(0), full.Params(0); !slices.Equal(got, want) {
+		t.Errorf("resumed w differs from uninterrupted run")
+	}
+	if !slices.Equal(vec(t, b, bsam.S), vec(t, full, bsam.S)) {
+		t.Errorf("resumed s differs")
+	}
+	if err := optB.(optim.Stateful).LoadState(ctx, []byte(`{"version":2}`)); err == nil {
+		t.Error("unknown state version accepted")
+	}
+}
+
+func TestTrainsAndPredicts(t *testing.T) {
+	ctx := context.Background()
+	h := newHost(t, optimtest.NewMLP(optimtest.MLPConfig{Hidden: 8, Samples: 128}), optimtest.WithBatchSize(32))
+	opt := bsam.New()
+	outs := run(t, opt, h, 200, optimtest.WithLR(0.5), optimtest.WithHParams(map[string]any{"m": 2, "rho": 0.01, "dafactor": 4.0}))
+	first, last := outs[0].Metrics, outs[len(outs)-1].Metrics
+	if !(last["loss"] < 0.7*first["loss"]) {
+		t.Errorf("did not train: first %v, last %v", first, last)
+	}
+	pred, err := opt.(optim.Predictor).Predictive(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := h.Evaluate(ctx, pred)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("train loss %.3f → %.3f; predictive %+v", first["loss"], last["loss"], e)
+	if e.Acc < 0.8 || e.NLL > 0.6 {
+		t.Errorf("predictive %+v", e)
+	}
+}
+
+func TestConfigErrors(t *testing.T) {
+	tests := []struct {
+		name   string
+		params map[string]any
+		opts   []optimtest.HostOption
+		want   string
+	}{
+		{"unknown", map[string]any{"lr": 0.1}, nil, "unknown"},
+		{"order", map[string]any{"update_order": "alg1"}, nil, "invalid"},
+		{"s_init", map[string]any{"s_init": 0.0}, nil, "invalid"},
+		{"members", nil, []optimtest.HostOption{optimtest.WithMembers(2)}, "one member"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := newHost(t, optimtest.NewMLP(optimtest.MLPConfig{}), tt.opts...)
+			_, err := optimtest.Run(context.Background(), bsam.New(), h, 1, optimtest.WithHParams(tt.params))
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("err = %v, want containing %q", err, tt.want)
+			}
+		})
+	}
+	// Data-free problem with no train size.
+	h := newHost(t, signs(2))
+	if _, err := optimtest.Run(context.Background(), bsam.New(), h, 1); err == nil || !strings.Contains(err.Error(), "train size") {
+		t.Errorf("err = %v", err)
+	}
+}

@@ -1,0 +1,9 @@
+// Command otmdr serves the otmdr optimizer as an optlab plugin.
+package main
+
+import (
+	"github.com/optlab/optlab/plugins/otmdr"
+	"github.com/optlab/optlab/sdk/serve"
+)
+
+func main() { serve.Serve(otmdr.New) }

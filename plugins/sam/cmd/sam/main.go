@@ -1,0 +1,9 @@
+// Command sam serves the sam optimizer as an optlab plugin.
+package main
+
+import (
+	"github.com/optlab/optlab/plugins/sam"
+	"github.com/optlab/optlab/sdk/serve"
+)
+
+func main() { serve.Serve(sam.New) }

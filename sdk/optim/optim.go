@@ -1,0 +1,161 @@
+// Package optim holds the plain Go types an optimizer author writes against:
+// the Host the optimizer drives, the Optimizer interface it implements, and
+// the Program of ops it sends. Nothing parameter-sized ever crosses this
+// interface: vectors stay on the host and are named by Vec handles.
+package optim
+
+import (
+	"context"
+	"math"
+)
+
+// ProtocolMajor is the go-plugin protocol version; a change breaks plugins.
+const ProtocolMajor = 1
+
+// ProtocolMinor is the in-band minor version carried by Info; hosts accept
+// plugins with a minor version up to their own.
+const ProtocolMinor = 0
+
+func nan() float64 { return math.NaN() }
+
+// Host is what an optimizer drives: it describes the parameter layout and
+// executes programs of ops on the device, returning only scalars.
+type Host interface {
+	// Layout describes the members' parameters (metadata only).
+	Layout(ctx context.Context) (Layout, error)
+	// Exec runs the program's ops in order and returns the scalars they emit.
+	Exec(ctx context.Context, p *Program) (Result, error)
+}
+
+// Tensor describes one parameter tensor inside a member's flat vector.
+type Tensor struct {
+	Name   string
+	Shape  []int64
+	Offset int64
+	// Kind is "weight", "bias", "bn" (BatchNorm affine) or "rho" (the
+	// softplus-σ parameter of a variational layer).
+	Kind string
+}
+
+// MemberLayout describes the parameters of one member.
+type MemberLayout struct {
+	Arch    string
+	Numel   int64
+	Tensors []Tensor
+}
+
+// Layout describes every member of a run.
+type Layout struct {
+	Members []MemberLayout
+	// TrainSize is the number of training samples (N in priors and KLs).
+	TrainSize int64
+	// BatchSize is the configured minibatch size.
+	BatchSize int64
+}
+
+// ParamType is the type of a hyperparameter.
+type ParamType string
+
+// Hyperparameter types.
+const (
+	Float  ParamType = "float"
+	Int    ParamType = "int"
+	Bool   ParamType = "bool"
+	String ParamType = "string"
+)
+
+// ParamSpec describes one hyperparameter: the host validates the
+// experiment's TOML against these before training.
+type ParamSpec struct {
+	Name    string
+	Type    ParamType
+	Default any
+	Doc     string
+}
+
+// Info describes a plugin.
+type Info struct {
+	Name          string
+	Version       string
+	ProtocolMinor int
+	// Capabilities lists optional features, e.g. "members", "state".
+	Capabilities []string
+	Params       []ParamSpec
+}
+
+// Config is what Configure receives.
+type Config struct {
+	// Params holds the validated hyperparameters by name (float64, int64,
+	// bool or string), defaults filled in.
+	Params map[string]any
+	// Seed is the run's seed; the optimizer derives its own randomness from it.
+	Seed int64
+	// TotalSteps is the number of Step calls the run will make.
+	TotalSteps int64
+	// StepsPerEpoch is the number of Step calls per epoch.
+	StepsPerEpoch int64
+	// Members is the number of members (models) in the run.
+	Members int
+}
+
+// StepInput describes one training step.
+type StepInput struct {
+	Step  int64 // 0-based global step
+	Epoch int   // 0-based epoch
+	// LR is the base learning rate the schedule gives for this step.
+	LR float64
+}
+
+// StepOutput carries the step's training metrics (e.g. "loss", "acc").
+type StepOutput struct {
+	Metrics map[string]float64
+}
+
+// PredictiveKind says how the host evaluates a run.
+type PredictiveKind int32
+
+// Predictive kinds.
+const (
+	// Point evaluates member 0's live parameters.
+	Point PredictiveKind = iota
+	// Members averages the probabilities of the listed vectors.
+	Members
+	// Samples averages probabilities over MC samples of a Gaussian
+	// (mean Mean, elementwise std in Std) or of the variational weights.
+	Samples
+)
+
+// Predictive tells the host how to form the predictive distribution.
+type Predictive struct {
+	Kind PredictiveKind
+	// Vecs are the parameter vectors to average over (Members kind); each
+	// belongs to the member whose layout it has. Weights default to uniform.
+	Vecs    []Vec
+	Weights []float64
+	// Mean and Std name vectors of a Gaussian (Samples kind); Std = 0 with
+	// Samples means the host's own variational weights.
+	Mean, Std Vec
+	N         int
+}
+
+// Optimizer is what a plugin implements. Step is called once per minibatch;
+// the optimizer sends programs to h and returns metrics.
+type Optimizer interface {
+	Info() Info
+	Configure(ctx context.Context, h Host, cfg Config) error
+	Step(ctx context.Context, h Host, in StepInput) (StepOutput, error)
+}
+
+// Predictor is implemented by optimizers whose predictive is not the point
+// estimate of member 0 (ensembles, posteriors).
+type Predictor interface {
+	Predictive(ctx context.Context) (Predictive, error)
+}
+
+// Stateful is implemented by optimizers that keep state across steps, so the
+// host can checkpoint it. Vecs lists the handles whose contents the host must
+// save with the checkpoint; Blob is the optimizer's own small state.
+type Stateful interface {
+	SaveState(ctx context.Context) (blob []byte, vecs []Vec, err error)
+	LoadState(ctx context.Context, blob []byte) error
+}

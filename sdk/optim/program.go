@@ -1,0 +1,293 @@
+package optim
+
+// Vec is a handle to a host-side vector laid out like one member's
+// trainable parameters. Plugins never see the vector's contents: they send
+// programs of ops naming handles, and the host returns scalars.
+//
+// Handles ≤ 0 are reserved by the host: ParamsOf(m) names the live
+// parameters of member m (so Params, handle 0, is member 0's). Handles > 0
+// are chosen by the plugin in Alloc, which lets one program allocate a vector
+// and use it without an extra round trip.
+type Vec int32
+
+// Params is the handle of member 0's live parameters.
+const Params Vec = 0
+
+// ParamsOf returns the handle of member m's live parameters.
+func ParamsOf(m int) Vec { return Vec(-m) }
+
+// Member returns the member index of a reserved parameter handle and
+// whether v is one.
+func (v Vec) Member() (int, bool) {
+	if v > 0 {
+		return 0, false
+	}
+	return int(-v), true
+}
+
+// UnaryKind selects an elementwise function for the Unary op.
+type UnaryKind int32
+
+// Elementwise functions of the Unary op.
+const (
+	Abs UnaryKind = iota + 1
+	Sign
+	Sqrt
+	Square
+	Softplus
+	Exp
+	Log
+	Reciprocal
+)
+
+// BinaryKind selects an elementwise function of two vectors for the Binary op.
+type BinaryKind int32
+
+// Elementwise functions of the Binary op.
+const (
+	Mul BinaryKind = iota + 1
+	Div
+	Add
+	Sub
+	Max
+	Min
+)
+
+// BNMode says what a gradient pass does to BatchNorm running statistics.
+type BNMode int32
+
+// BatchNorm modes of the Grad op. BNUpdate is the default (train mode,
+// running statistics updated); BNFreeze normalizes with batch statistics but
+// leaves the running statistics unchanged (PyTorch momentum 0).
+const (
+	BNUpdate BNMode = iota
+	BNFreeze
+)
+
+// Batch selects the samples of the current batch that a Grad op uses.
+// The zero value is the whole batch. With Of ≥ 2 the batch (permuted by the
+// host with Shuffle as seed when Shuffle ≠ 0, else in loader order) is cut
+// into Of equal contiguous parts and Part (0-based) is used; the remainder of
+// an uneven split is dropped from the last part. Two ops with the same
+// Shuffle see the same permutation, so {0,2,s} and {1,2,s} are complementary
+// random halves.
+type Batch struct {
+	Part    int32
+	Of      int32
+	Shuffle int64
+}
+
+// Op is one instruction of a Program. The concrete types below are the
+// whole, closed op set of protocol minor version 0.
+type Op interface{ isOp() }
+
+// Alloc makes a new zero-filled vector with the layout of member Member's
+// parameters under the plugin-chosen handle ID (> 0).
+type Alloc struct {
+	ID     Vec
+	Member int32
+}
+
+// Free releases a vector allocated with Alloc.
+type Free struct{ ID Vec }
+
+// Copy sets Dst = Src.
+type Copy struct{ Dst, Src Vec }
+
+// Fill sets every element of Dst to Value.
+type Fill struct {
+	Dst   Vec
+	Value float64
+}
+
+// Scale sets Dst = Alpha·Dst.
+type Scale struct {
+	Dst   Vec
+	Alpha float64
+}
+
+// AddConst sets Dst = Dst + Value elementwise.
+type AddConst struct {
+	Dst   Vec
+	Value float64
+}
+
+// Axpy sets Dst = Dst + Alpha·X.
+type Axpy struct {
+	Dst   Vec
+	Alpha float64
+	X     Vec
+}
+
+// Term is one coefficient·vector pair of a LinComb.
+type Term struct {
+	Coef float64
+	X    Vec
+}
+
+// LinComb sets Dst = Σ Coef_i·X_i. Dst may appear among the terms.
+type LinComb struct {
+	Dst   Vec
+	Terms []Term
+}
+
+// Unary sets Dst = f(Src) elementwise.
+type Unary struct {
+	Dst  Vec
+	Src  Vec
+	Kind UnaryKind
+}
+
+// Binary sets Dst = A ∘ B elementwise.
+type Binary struct {
+	Dst  Vec
+	A, B Vec
+	Kind BinaryKind
+}
+
+// RandN fills Dst with independent N(0, Std²) draws. Seed ≠ 0 gives a
+// reproducible draw independent of the host's stream; Seed = 0 draws from
+// the run's seeded host stream.
+type RandN struct {
+	Dst  Vec
+	Std  float64
+	Seed int64
+}
+
+// Dot emits the scalar Σ A_i·B_i (accumulated in float64 where the device
+// allows).
+type Dot struct{ A, B Vec }
+
+// Norm emits the global L2 norm of X over all parameters.
+type Norm struct{ X Vec }
+
+// Grad evaluates the loss of the member that owns At, with the parameters
+// taken from At, on the selected part of the current batch, and writes the
+// gradient into Out (Out = 0 writes none). It emits two scalars: the mean
+// loss and the accuracy of that pass.
+type Grad struct {
+	Out   Vec
+	At    Vec
+	Batch Batch
+	BN    BNMode
+}
+
+// BaseStep applies the experiment's base optimizer (SGD with momentum,
+// Nesterov and weight decay, or Adam) with its learning-rate schedule to the
+// live parameters Params (a reserved handle), using Grad as the gradient.
+// The base optimizer's state belongs to the member.
+type BaseStep struct {
+	Params Vec
+	Grad   Vec
+}
+
+// SetLR overrides the learning rate that BaseStep uses for member Member
+// during the rest of the current step.
+type SetLR struct {
+	Member int32
+	LR     float64
+}
+
+func (Alloc) isOp()    {}
+func (Free) isOp()     {}
+func (Copy) isOp()     {}
+func (Fill) isOp()     {}
+func (Scale) isOp()    {}
+func (AddConst) isOp() {}
+func (Axpy) isOp()     {}
+func (LinComb) isOp()  {}
+func (Unary) isOp()    {}
+func (Binary) isOp()   {}
+func (RandN) isOp()    {}
+func (Dot) isOp()      {}
+func (Norm) isOp()     {}
+func (Grad) isOp()     {}
+func (BaseStep) isOp() {}
+func (SetLR) isOp()    {}
+
+// Program is an ordered list of ops that the host executes on the device in
+// one call. Build one with Prog and the chaining methods.
+type Program struct {
+	Ops []Op
+}
+
+// Prog starts an empty program.
+func Prog() *Program { return &Program{} }
+
+func (p *Program) add(op Op) *Program { p.Ops = append(p.Ops, op); return p }
+
+// Alloc appends an Alloc op for member 0's layout.
+func (p *Program) Alloc(id Vec) *Program { return p.add(Alloc{ID: id}) }
+
+// AllocFor appends an Alloc op for member m's layout.
+func (p *Program) AllocFor(id Vec, m int) *Program { return p.add(Alloc{ID: id, Member: int32(m)}) }
+
+// Free appends a Free op.
+func (p *Program) Free(id Vec) *Program { return p.add(Free{ID: id}) }
+
+// Copy appends dst = src.
+func (p *Program) Copy(dst, src Vec) *Program { return p.add(Copy{Dst: dst, Src: src}) }
+
+// Fill appends dst = v.
+func (p *Program) Fill(dst Vec, v float64) *Program { return p.add(Fill{Dst: dst, Value: v}) }
+
+// Scale appends dst *= a.
+func (p *Program) Scale(dst Vec, a float64) *Program { return p.add(Scale{Dst: dst, Alpha: a}) }
+
+// AddConst appends dst += v.
+func (p *Program) AddConst(dst Vec, v float64) *Program { return p.add(AddConst{Dst: dst, Value: v}) }
+
+// Axpy appends dst += a·x.
+func (p *Program) Axpy(dst Vec, a float64, x Vec) *Program {
+	return p.add(Axpy{Dst: dst, Alpha: a, X: x})
+}
+
+// LinComb appends dst = Σ terms.
+func (p *Program) LinComb(dst Vec, terms ...Term) *Program {
+	return p.add(LinComb{Dst: dst, Terms: terms})
+}
+
+// Unary appends dst = f(src).
+func (p *Program) Unary(dst, src Vec, k UnaryKind) *Program {
+	return p.add(Unary{Dst: dst, Src: src, Kind: k})
+}
+
+// Binary appends dst = a ∘ b.
+func (p *Program) Binary(dst, a, b Vec, k BinaryKind) *Program {
+	return p.add(Binary{Dst: dst, A: a, B: b, Kind: k})
+}
+
+// RandN appends dst ~ N(0, std²).
+func (p *Program) RandN(dst Vec, std float64, seed int64) *Program {
+	return p.add(RandN{Dst: dst, Std: std, Seed: seed})
+}
+
+// Dot appends a Dot op (one scalar).
+func (p *Program) Dot(a, b Vec) *Program { return p.add(Dot{A: a, B: b}) }
+
+// Norm appends a Norm op (one scalar).
+func (p *Program) Norm(x Vec) *Program { return p.add(Norm{X: x}) }
+
+// Grad appends a Grad op (two scalars: loss, accuracy).
+func (p *Program) Grad(out, at Vec, b Batch, bn BNMode) *Program {
+	return p.add(Grad{Out: out, At: at, Batch: b, BN: bn})
+}
+
+// BaseStep appends a base-optimizer step of params with gradient g.
+func (p *Program) BaseStep(params, g Vec) *Program { return p.add(BaseStep{Params: params, Grad: g}) }
+
+// SetLR appends a learning-rate override for member m.
+func (p *Program) SetLR(m int, lr float64) *Program { return p.add(SetLR{Member: int32(m), LR: lr}) }
+
+// Result holds the scalars a program emitted, in op order.
+type Result struct {
+	Scalars []float64
+}
+
+// Scalar returns the i-th emitted scalar, or NaN when there is none.
+func (r Result) Scalar(i int) float64 {
+	if i < 0 || i >= len(r.Scalars) {
+		return nan()
+	}
+	return r.Scalars[i]
+}

@@ -1,0 +1,86 @@
+package optimtest_test
+
+import (
+	"context"
+	"fmt"
+	"math"
+
+	"github.com/optlab/optlab/sdk/hparams"
+	"github.com/optlab/optlab/sdk/optim"
+	"github.com/optlab/optlab/sdk/optimtest"
+)
+
+// Config holds GNSGD's hyperparameters.
+type Config struct {
+	Eta   float64 `hp:"eta" doc:"noise variance at step 0"`
+	Gamma float64 `hp:"gamma" doc:"annealing exponent: variance eta/(1+t)^gamma"`
+}
+
+func defaults() Config { return Config{Eta: 0.01, Gamma: 0.55} }
+
+// GNSGD is SGD with annealed Gaussian gradient noise (Neelakantan et al.,
+// 2015): the base step gets g + N(0, η/(1+t)^γ).
+type GNSGD struct{ cfg Config }
+
+// Handles are chosen by the plugin (> 0).
+const grad, noise optim.Vec = 1, 2
+
+// New returns the optimizer with its default hyperparameters.
+func New() optim.Optimizer { return &GNSGD{cfg: defaults()} }
+
+// Info describes the plugin; the schema comes from Config's tags.
+func (o *GNSGD) Info() optim.Info {
+	return optim.Info{Name: "gnsgd", Version: "0.1.0", ProtocolMinor: optim.ProtocolMinor,
+		Params: hparams.MustSpecs(defaults())}
+}
+
+// Configure decodes the hyperparameters and allocates two vectors.
+func (o *GNSGD) Configure(ctx context.Context, h optim.Host, cfg optim.Config) error {
+	o.cfg = defaults()
+	if err := hparams.Apply(&o.cfg, cfg.Params); err != nil {
+		return fmt.Errorf("gnsgd: %w", err)
+	}
+	if _, err := h.Exec(ctx, optim.Prog().Alloc(grad).Alloc(noise)); err != nil {
+		return fmt.Errorf("gnsgd: configure: %w", err)
+	}
+	return nil
+}
+
+// Step sends one program: gradient, noise, base step.
+func (o *GNSGD) Step(ctx context.Context, h optim.Host, in optim.StepInput) (optim.StepOutput, error) {
+	std := math.Sqrt(o.cfg.Eta / math.Pow(1+float64(in.Step), o.cfg.Gamma))
+	r, err := h.Exec(ctx, optim.Prog().
+		Grad(grad, optim.Params, optim.Batch{}, optim.BNUpdate). // emits loss, acc
+		RandN(noise, std, 0).                                    // seed 0: the run's host stream
+		Axpy(grad, 1, noise).
+		BaseStep(optim.Params, grad))
+	if err != nil {
+		return optim.StepOutput{}, fmt.Errorf("gnsgd: step: %w", err)
+	}
+	return optim.StepOutput{Metrics: map[string]float64{"loss": r.Scalar(0), "acc": r.Scalar(1)}}, nil
+}
+
+// Example_gradientNoise runs the GNSGD optimizer of this file (the worked
+// example of docs/PLUGINS.md) on the toy MLP host.
+func Example_gradientNoise() {
+	ctx := context.Background()
+	h, err := optimtest.NewHost(optimtest.NewMLP(optimtest.MLPConfig{Hidden: 8, Samples: 128}),
+		optimtest.WithBatchSize(32), optimtest.WithBase(optimtest.BaseOptimizer{Momentum: 0.9}))
+	if err != nil {
+		panic(err)
+	}
+	outs, err := optimtest.Run(ctx, New(), h, 60, optimtest.WithLR(0.1),
+		optimtest.WithHParams(map[string]any{"eta": 0.001}))
+	if err != nil {
+		panic(err)
+	}
+	first, last := outs[0].Metrics["loss"], outs[len(outs)-1].Metrics["loss"]
+	fmt.Println("loss decreased:", last < first/2)
+	fmt.Println("Exec calls in step 0:", h.ExecCount(0))
+	fmt.Println("eta rejected as string:", optimtest.NewHarness(New(), h,
+		optimtest.WithHParams(map[string]any{"eta": "big"})).Configure(ctx, 1) != nil)
+	// Output:
+	// loss decreased: true
+	// Exec calls in step 0: 1
+	// eta rejected as string: true
+}

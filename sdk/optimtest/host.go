@@ -1,0 +1,887 @@
+// Package optimtest is an exact float64 reference implementation of
+// optim.Host in pure Go, plus a harness that drives an optim.Optimizer
+// against it, so optimizer algorithms can be tested without libtorch or a
+// GPU.
+//
+// A Host holds M members that share one toy Problem (a quadratic, a linear
+// loss, or a small MLP on a seeded synthetic dataset with real minibatches).
+// It implements every op of optim.Program with the documented semantics,
+// records every executed program and every gradient evaluation for
+// assertions, and counts BatchNorm Update/Freeze passes per member (the toy
+// models have no BatchNorm, so the mode has no numeric effect).
+//
+// Typical use:
+//
+//	h, err := optimtest.NewHost(optimtest.NewMLP(optimtest.MLPConfig{Hidden: 8}),
+//		optimtest.WithBase(optimtest.BaseOptimizer{Momentum: 0.9}))
+//	outs, err := optimtest.Run(ctx, sam.New(), h, 10, optimtest.WithLR(0.1))
+//
+// Run only needs an optim.Optimizer, so the same test can drive an
+// optimizer served over the plugin transport.
+package optimtest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"sync"
+
+	"github.com/optlab/optlab/sdk/optim"
+)
+
+// BaseOptimizer configures what the BaseStep op does (PyTorch semantics).
+//
+// SGD: d = g + wd·θ; with momentum μ ≠ 0, buf = d on the member's first
+// step and buf = μ·buf + (1−dampening)·d afterwards, then d = d + μ·buf
+// (Nesterov) or d = buf; finally θ = θ − lr·d.
+//
+// Adam: g = g + wd·θ (coupled L2); m = β1·m + (1−β1)·g;
+// v = β2·v + (1−β2)·g²; θ = θ − lr/(1−β1ᵗ) · m / (√v/√(1−β2ᵗ) + eps).
+type BaseOptimizer struct {
+	// Adam selects Adam; otherwise SGD.
+	Adam        bool
+	Momentum    float64
+	Dampening   float64
+	Nesterov    bool
+	WeightDecay float64
+	// Beta1, Beta2, Eps are Adam's; zero values mean 0.9, 0.999, 1e-8.
+	Beta1, Beta2, Eps float64
+}
+
+// HostOption configures NewHost.
+type HostOption func(*hostConfig)
+
+type hostConfig struct {
+	members   int
+	seed      int64
+	batchSize int
+	trainSize int64
+	base      BaseOptimizer
+	init      map[int][]float64
+}
+
+// WithMembers sets the number of members (default 1).
+func WithMembers(n int) HostOption { return func(c *hostConfig) { c.members = n } }
+
+// WithSeed seeds the host: the data loader order, the members' initial
+// parameters, and the RandN stream used for Seed = 0 (default 1).
+func WithSeed(seed int64) HostOption { return func(c *hostConfig) { c.seed = seed } }
+
+// WithBatchSize sets the minibatch size. For problems with data the loader
+// drops the last incomplete batch of each epoch; the default is
+// min(32, Samples). For data-free problems it is only reported in Layout.
+func WithBatchSize(n int) HostOption { return func(c *hostConfig) { c.batchSize = n } }
+
+// WithTrainSize overrides Layout.TrainSize (e.g. to test a prior that
+// depends on N with a data-free loss). The loader is not affected.
+func WithTrainSize(n int64) HostOption { return func(c *hostConfig) { c.trainSize = n } }
+
+// WithBase sets the base optimizer used by BaseStep (default plain SGD).
+func WithBase(b BaseOptimizer) HostOption { return func(c *hostConfig) { c.base = b } }
+
+// WithParams sets member m's initial parameters instead of Problem.Init.
+func WithParams(m int, theta []float64) HostOption {
+	return func(c *hostConfig) { c.init[m] = slices.Clone(theta) }
+}
+
+// MemberStats counts what happened to one member.
+type MemberStats struct {
+	// BNUpdate and BNFreeze count Grad passes at the member's vectors by
+	// BatchNorm mode.
+	BNUpdate, BNFreeze int
+	// BaseSteps counts BaseStep ops applied to the member.
+	BaseSteps int
+}
+
+// ExecRecord is one Exec call as the host saw it.
+type ExecRecord struct {
+	// Step is the step of the last BeginStep, or -1 before the first one
+	// (e.g. programs sent from Configure).
+	Step int64
+	// Program is a deep copy of the program.
+	Program optim.Program
+	// Scalars are the emitted scalars (up to the failing op on error).
+	Scalars []float64
+	// Err is the error Exec returned, if any.
+	Err error
+}
+
+// GradRecord is one evaluation of a Grad op.
+type GradRecord struct {
+	Step   int64
+	Member int
+	// At is a copy of the point the gradient was taken at.
+	At []float64
+	// Grad is a copy of the gradient.
+	Grad []float64
+	// Samples are the training sample indices used (nil for data-free
+	// problems).
+	Samples   []int
+	BN        optim.BNMode
+	Loss, Acc float64
+}
+
+type member struct {
+	theta     []float64
+	lr        float64
+	lrSet     bool
+	buf, m, v []float64 // base optimizer state
+	t         int
+	stats     MemberStats
+}
+
+type vector struct {
+	data   []float64
+	member int
+}
+
+// Host is an exact float64 implementation of optim.Host. It is safe for
+// concurrent use.
+type Host struct {
+	mu        sync.Mutex
+	prob      Problem
+	base      BaseOptimizer
+	seed      int64
+	batchSize int
+	trainSize int64
+	members   []*member
+	vecs      map[optim.Vec]*vector
+	rng       *rand.Rand
+	step      int64
+	stepLR    float64
+	batch     []int
+	permEpoch int64
+	perm      []int
+	execs     []ExecRecord
+	grads     []GradRecord
+}
+
+var _ optim.Host = (*Host)(nil)
+
+// NewHost returns a host whose members all minimize p.
+func NewHost(p Problem, opts ...HostOption) (*Host, error) {
+	c := hostConfig{members: 1, seed: 1, init: map[int][]float64{}}
+	for _, o := range opts {
+		o(&c)
+	}
+	if p == nil || p.Numel() <= 0 {
+		return nil, errors.New("optimtest: problem with no parameters")
+	}
+	if c.members < 1 {
+		return nil, fmt.Errorf("optimtest: %d members", c.members)
+	}
+	if c.base.Beta1 == 0 {
+		c.base.Beta1 = 0.9
+	}
+	if c.base.Beta2 == 0 {
+		c.base.Beta2 = 0.999
+	}
+	if c.base.Eps == 0 {
+		c.base.Eps = 1e-8
+	}
+	n := p.Samples()
+	if c.batchSize == 0 && n > 0 {
+		c.batchSize = min(32, n)
+	}
+	if n > 0 && (c.batchSize < 1 || c.batchSize > n) {
+		return nil, fmt.Errorf("optimtest: batch size %d for %d samples", c.batchSize, n)
+	}
+	if c.trainSize == 0 {
+		c.trainSize = int64(n)
+	}
+	h := &Host{
+		prob: p, base: c.base, seed: c.seed, batchSize: c.batchSize, trainSize: c.trainSize,
+		vecs: map[optim.Vec]*vector{}, step: -1, permEpoch: -1,
+		rng: rand.New(rand.NewPCG(uint64(c.seed), 0x6f70746c6162)),
+	}
+	for m := range c.members {
+		theta := make([]float64, p.Numel())
+		if x0, ok := c.init[m]; ok {
+			if len(x0) != len(theta) {
+				return nil, fmt.Errorf("optimtest: WithParams(%d): %d values for %d parameters", m, len(x0), len(theta))
+			}
+			copy(theta, x0)
+		} else {
+			p.Init(mix(uint64(c.seed), uint64(m)), theta)
+		}
+		h.members = append(h.members, &member{theta: theta})
+	}
+	for m := range c.init {
+		if m < 0 || m >= c.members {
+			return nil, fmt.Errorf("optimtest: WithParams(%d) with %d members", m, c.members)
+		}
+	}
+	h.loadBatch(0)
+	return h, nil
+}
+
+// mix is splitmix64 of a combination of a and b.
+func mix(a, b uint64) uint64 {
+	z := a + 0x9e3779b97f4a7c15*(b+1)
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9
+	z = (z ^ (z >> 27)) * 0x94d049bb133111eb
+	return z ^ (z >> 31)
+}
+
+// StepsPerEpoch is the loader's number of batches per epoch (0 for
+// data-free problems).
+func (h *Host) StepsPerEpoch() int64 {
+	if n := h.prob.Samples(); n > 0 {
+		return int64(n / h.batchSize)
+	}
+	return 0
+}
+
+// loadBatch selects the minibatch of a step: epoch e uses a permutation of
+// the training set seeded by (seed, e), cut into batchSize pieces.
+func (h *Host) loadBatch(step int64) {
+	spe := h.StepsPerEpoch()
+	if spe == 0 {
+		h.batch = nil
+		return
+	}
+	epoch, k := step/spe, int(step%spe)
+	if epoch != h.permEpoch {
+		r := rand.New(rand.NewPCG(uint64(h.seed), mix(0xda7a, uint64(epoch))))
+		h.perm, h.permEpoch = r.Perm(h.prob.Samples()), epoch
+	}
+	h.batch = h.perm[k*h.batchSize : (k+1)*h.batchSize]
+}
+
+// BeginStep starts a training step: it selects the step's minibatch, sets
+// the schedule's learning rate in.LR for BaseStep and clears SetLR
+// overrides. The harness calls it before every Optimizer.Step, as the real
+// host does.
+func (h *Host) BeginStep(in optim.StepInput) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.step, h.stepLR = in.Step, in.LR
+	for _, m := range h.members {
+		m.lrSet = false
+	}
+	h.loadBatch(max(in.Step, 0))
+}
+
+// Layout implements optim.Host.
+func (h *Host) Layout(ctx context.Context) (optim.Layout, error) {
+	if err := ctx.Err(); err != nil {
+		return optim.Layout{}, fmt.Errorf("optimtest: layout: %w", err)
+	}
+	l := optim.Layout{TrainSize: h.trainSize, BatchSize: int64(h.batchSize)}
+	for range h.members {
+		l.Members = append(l.Members, optim.MemberLayout{
+			Arch: h.prob.Name(), Numel: int64(h.prob.Numel()), Tensors: h.prob.Tensors(),
+		})
+	}
+	return l, nil
+}
+
+// Exec implements optim.Host: it runs the ops in order and stops at the
+// first failing op, whose index the error names. Effects of the ops before
+// it remain. Every call is recorded (see Execs).
+func (h *Host) Exec(ctx context.Context, p *optim.Program) (optim.Result, error) {
+	if err := ctx.Err(); err != nil {
+		return optim.Result{}, fmt.Errorf("optimtest: exec: %w", err)
+	}
+	if p == nil {
+		p = &optim.Program{}
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	rec := ExecRecord{Step: h.step, Program: cloneProgram(p)}
+	var res optim.Result
+	var err error
+	for i, op := range p.Ops {
+		if err = h.apply(op, &res); err != nil {
+			err = fmt.Errorf("optimtest: op %d (%T): %w", i, op, err)
+			break
+		}
+	}
+	rec.Scalars, rec.Err = slices.Clone(res.Scalars), err
+	h.execs = append(h.execs, rec)
+	return res, err
+}
+
+func cloneProgram(p *optim.Program) optim.Program {
+	ops := make([]optim.Op, len(p.Ops))
+	for i, op := range p.Ops {
+		if lc, ok := op.(optim.LinComb); ok {
+			lc.Terms = slices.Clone(lc.Terms)
+			op = lc
+		}
+		ops[i] = op
+	}
+	return optim.Program{Ops: ops}
+}
+
+// lookup resolves a handle to its data and owning member.
+func (h *Host) lookup(v optim.Vec) ([]float64, int, error) {
+	if m, ok := v.Member(); ok {
+		if m >= len(h.members) {
+			return nil, 0, fmt.Errorf("handle %d: no member %d", v, m)
+		}
+		return h.members[m].theta, m, nil
+	}
+	x, ok := h.vecs[v]
+	if !ok {
+		return nil, 0, fmt.Errorf("handle %d is not allocated", v)
+	}
+	return x.data, x.member, nil
+}
+
+func (h *Host) get(v optim.Vec) ([]float64, error) {
+	d, _, err := h.lookup(v)
+	return d, err
+}
+
+// get2 resolves a destination and a source handle.
+func (h *Host) get2(dst, src optim.Vec) ([]float64, []float64, error) {
+	d, err := h.get(dst)
+	if err != nil {
+		return nil, nil, err
+	}
+	s, err := h.get(src)
+	return d, s, err
+}
+
+func (h *Host) apply(op optim.Op, res *optim.Result) error {
+	switch op := op.(type) {
+	case optim.Alloc:
+		if op.ID <= 0 {
+			return fmt.Errorf("alloc of reserved handle %d", op.ID)
+		}
+		if _, ok := h.vecs[op.ID]; ok {
+			return fmt.Errorf("handle %d is already allocated", op.ID)
+		}
+		if op.Member < 0 || int(op.Member) >= len(h.members) {
+			return fmt.Errorf("alloc for member %d of %d", op.Member, len(h.members))
+		}
+		h.vecs[op.ID] = &vector{data: make([]float64, h.prob.Numel()), member: int(op.Member)}
+	case optim.Free:
+		if _, ok := h.vecs[op.ID]; !ok || op.ID <= 0 {
+			return fmt.Errorf("free of handle %d, which is not allocated", op.ID)
+		}
+		delete(h.vecs, op.ID)
+	case optim.Copy:
+		d, s, err := h.get2(op.Dst, op.Src)
+		if err != nil {
+			return err
+		}
+		copy(d, s)
+	case optim.Fill:
+		d, err := h.get(op.Dst)
+		if err != nil {
+			return err
+		}
+		for i := range d {
+			d[i] = op.Value
+		}
+	case optim.Scale:
+		d, err := h.get(op.Dst)
+		if err != nil {
+			return err
+		}
+		for i := range d {
+			d[i] *= op.Alpha
+		}
+	case optim.AddConst:
+		d, err := h.get(op.Dst)
+		if err != nil {
+			return err
+		}
+		for i := range d {
+			d[i] += op.Value
+		}
+	case optim.Axpy:
+		d, x, err := h.get2(op.Dst, op.X)
+		if err != nil {
+			return err
+		}
+		for i := range d {
+			d[i] += op.Alpha * x[i]
+		}
+	case optim.LinComb:
+		return h.linComb(op)
+	case optim.Unary:
+		d, s, err := h.get2(op.Dst, op.Src)
+		if err != nil {
+			return err
+		}
+		f, err := unaryFunc(op.Kind)
+		if err != nil {
+			return err
+		}
+		for i := range d {
+			d[i] = f(s[i])
+		}
+	case optim.Binary:
+		d, err := h.get(op.Dst)
+		if err != nil {
+			return err
+		}
+		a, b, err := h.get2(op.A, op.B)
+		if err != nil {
+			return err
+		}
+		f, err := binaryFunc(op.Kind)
+		if err != nil {
+			return err
+		}
+		for i := range d {
+			d[i] = f(a[i], b[i])
+		}
+	case optim.RandN:
+		d, err := h.get(op.Dst)
+		if err != nil {
+			return err
+		}
+		r := h.rng
+		if op.Seed != 0 {
+			r = rand.New(rand.NewPCG(uint64(op.Seed), 0x72616e646e))
+		}
+		for i := range d {
+			d[i] = op.Std * r.NormFloat64()
+		}
+	case optim.Dot:
+		a, b, err := h.get2(op.A, op.B)
+		if err != nil {
+			return err
+		}
+		var s float64
+		for i := range a {
+			s += a[i] * b[i]
+		}
+		res.Scalars = append(res.Scalars, s)
+	case optim.Norm:
+		x, err := h.get(op.X)
+		if err != nil {
+			return err
+		}
+		var s float64
+		for _, v := range x {
+			s += v * v
+		}
+		res.Scalars = append(res.Scalars, math.Sqrt(s))
+	case optim.Grad:
+		return h.grad(op, res)
+	case optim.BaseStep:
+		return h.baseStep(op)
+	case optim.SetLR:
+		if op.Member < 0 || int(op.Member) >= len(h.members) {
+			return fmt.Errorf("set lr of member %d of %d", op.Member, len(h.members))
+		}
+		m := h.members[op.Member]
+		m.lr, m.lrSet = op.LR, true
+	default:
+		return fmt.Errorf("unknown op %T", op)
+	}
+	return nil
+}
+
+func (h *Host) linComb(op optim.LinComb) error {
+	d, err := h.get(op.Dst)
+	if err != nil {
+		return err
+	}
+	acc := make([]float64, len(d))
+	for k, t := range op.Terms {
+		x, err := h.get(t.X)
+		if err != nil {
+			return fmt.Errorf("term %d: %w", k, err)
+		}
+		for i := range acc {
+			if k == 0 {
+				acc[i] = t.Coef * x[i]
+			} else {
+				acc[i] += t.Coef * x[i]
+			}
+		}
+	}
+	copy(d, acc)
+	return nil
+}
+
+func unaryFunc(k optim.UnaryKind) (func(float64) float64, error) {
+	switch k {
+	case optim.Abs:
+		return math.Abs, nil
+	case optim.Sign:
+		return func(x float64) float64 {
+			switch {
+			case x > 0:
+				return 1
+			case x < 0:
+				return -1
+			}
+			return x // ±0 and NaN, as torch.sign
+		}, nil
+	case optim.Sqrt:
+		return math.Sqrt, nil
+	case optim.Square:
+		return func(x float64) float64 { return x * x }, nil
+	case optim.Softplus:
+		// Stable log(1+eˣ); torch's threshold-20 linearisation is not copied.
+		return func(x float64) float64 { return max(x, 0) + math.Log1p(math.Exp(-math.Abs(x))) }, nil
+	case optim.Exp:
+		return math.Exp, nil
+	case optim.Log:
+		return math.Log, nil
+	case optim.Reciprocal:
+		return func(x float64) float64 { return 1 / x }, nil
+	}
+	return nil, fmt.Errorf("unknown unary kind %d", k)
+}
+
+func binaryFunc(k optim.BinaryKind) (func(a, b float64) float64, error) {
+	switch k {
+	case optim.Mul:
+		return func(a, b float64) float64 { return a * b }, nil
+	case optim.Div:
+		return func(a, b float64) float64 { return a / b }, nil
+	case optim.Add:
+		return func(a, b float64) float64 { return a + b }, nil
+	case optim.Sub:
+		return func(a, b float64) float64 { return a - b }, nil
+	case optim.Max:
+		return math.Max, nil
+	case optim.Min:
+		return math.Min, nil
+	}
+	return nil, fmt.Errorf("unknown binary kind %d", k)
+}
+
+// samples returns the training samples a Batch selects from the current
+// minibatch (nil for data-free problems, after validating b).
+func (h *Host) samples(b optim.Batch) ([]int, error) {
+	of := max(b.Of, 1)
+	if b.Of < 0 || b.Part < 0 || b.Part >= of {
+		return nil, fmt.Errorf("batch part %d of %d", b.Part, b.Of)
+	}
+	if h.batch == nil {
+		return nil, nil
+	}
+	if of == 1 {
+		return slices.Clone(h.batch), nil
+	}
+	size := len(h.batch) / int(of)
+	if size == 0 {
+		return nil, fmt.Errorf("batch of %d samples cannot be cut into %d parts", len(h.batch), of)
+	}
+	order := slices.Clone(h.batch)
+	if b.Shuffle != 0 {
+		r := rand.New(rand.NewPCG(uint64(b.Shuffle), 0x73687566))
+		r.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
+	}
+	return order[int(b.Part)*size : int(b.Part+1)*size], nil
+}
+
+func (h *Host) grad(op optim.Grad, res *optim.Result) error {
+	at, owner, err := h.lookup(op.At)
+	if err != nil {
+		return err
+	}
+	var out []float64
+	if op.Out != 0 {
+		if out, err = h.get(op.Out); err != nil {
+			return err
+		}
+	}
+	s, err := h.samples(op.Batch)
+	if err != nil {
+		return err
+	}
+	st := &h.members[owner].stats
+	switch op.BN {
+	case optim.BNUpdate:
+		st.BNUpdate++
+	case optim.BNFreeze:
+		st.BNFreeze++
+	default:
+		return fmt.Errorf("unknown BN mode %d", op.BN)
+	}
+	g := make([]float64, len(at))
+	loss, acc := h.prob.Loss(at, s, g)
+	h.grads = append(h.grads, GradRecord{
+		Step: h.step, Member: owner, At: slices.Clone(at), Grad: slices.Clone(g),
+		Samples: s, BN: op.BN, Loss: loss, Acc: acc,
+	})
+	if out != nil {
+		copy(out, g)
+	}
+	res.Scalars = append(res.Scalars, loss, acc)
+	return nil
+}
+
+func (h *Host) baseStep(op optim.BaseStep) error {
+	mi, ok := op.Params.Member()
+	if !ok || mi >= len(h.members) {
+		return fmt.Errorf("base step on %d, which is not a member's live parameters", op.Params)
+	}
+	gv, err := h.get(op.Grad)
+	if err != nil {
+		return err
+	}
+	m := h.members[mi]
+	lr := h.stepLR
+	if m.lrSet {
+		lr = m.lr
+	}
+	b, theta := h.base, m.theta
+	d := make([]float64, len(theta))
+	for i := range d {
+		d[i] = gv[i] + b.WeightDecay*theta[i]
+	}
+	m.stats.BaseSteps++
+	if b.Adam {
+		if m.m == nil {
+			m.m, m.v = make([]float64, len(theta)), make([]float64, len(theta))
+		}
+		m.t++
+		bc1 := 1 - math.Pow(b.Beta1, float64(m.t))
+		bc2 := math.Sqrt(1 - math.Pow(b.Beta2, float64(m.t)))
+		for i := range theta {
+			m.m[i] = b.Beta1*m.m[i] + (1-b.Beta1)*d[i]
+			m.v[i] = b.Beta2*m.v[i] + (1-b.Beta2)*d[i]*d[i]
+			theta[i] -= lr / bc1 * m.m[i] / (math.Sqrt(m.v[i])/bc2 + b.Eps)
+		}
+		return nil
+	}
+	if b.Momentum != 0 {
+		if m.buf == nil {
+			m.buf = slices.Clone(d)
+		} else {
+			for i := range d {
+				m.buf[i] = b.Momentum*m.buf[i] + (1-b.Dampening)*d[i]
+			}
+		}
+		for i := range d {
+			if b.Nesterov {
+				d[i] += b.Momentum * m.buf[i]
+			} else {
+				d[i] = m.buf[i]
+			}
+		}
+	}
+	for i := range theta {
+		theta[i] -= lr * d[i]
+	}
+	return nil
+}
+
+// Members is the number of members.
+func (h *Host) Members() int { return len(h.members) }
+
+// Problem returns the host's problem.
+func (h *Host) Problem() Problem { return h.prob }
+
+// Params returns a copy of member m's live parameters (nil if there is no
+// member m).
+func (h *Host) Params(m int) []float64 {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if m < 0 || m >= len(h.members) {
+		return nil
+	}
+	return slices.Clone(h.members[m].theta)
+}
+
+// Vec returns a copy of the contents of handle v.
+func (h *Host) Vec(v optim.Vec) ([]float64, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	d, err := h.get(v)
+	if err != nil {
+		return nil, fmt.Errorf("optimtest: %w", err)
+	}
+	return slices.Clone(d), nil
+}
+
+// SetVec overwrites the contents of handle v (a live parameter handle or an
+// allocated one), as a host restoring a checkpoint does.
+func (h *Host) SetVec(v optim.Vec, data []float64) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	d, err := h.get(v)
+	if err != nil {
+		return fmt.Errorf("optimtest: %w", err)
+	}
+	if len(data) != len(d) {
+		return fmt.Errorf("optimtest: %d values for handle %d of %d", len(data), v, len(d))
+	}
+	copy(d, data)
+	return nil
+}
+
+// Handles returns the allocated handles in increasing order.
+func (h *Host) Handles() []optim.Vec {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	out := make([]optim.Vec, 0, len(h.vecs))
+	for v := range h.vecs {
+		out = append(out, v)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// Stats returns member m's counters.
+func (h *Host) Stats(m int) MemberStats {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if m < 0 || m >= len(h.members) {
+		return MemberStats{}
+	}
+	return h.members[m].stats
+}
+
+// LR returns the learning rate BaseStep would use for member m now (NaN if
+// there is no member m).
+func (h *Host) LR(m int) float64 {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if m < 0 || m >= len(h.members) {
+		return math.NaN()
+	}
+	if mm := h.members[m]; mm.lrSet {
+		return mm.lr
+	}
+	return h.stepLR
+}
+
+// Batch returns the current minibatch's sample indices (nil for data-free
+// problems).
+func (h *Host) Batch() []int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return slices.Clone(h.batch)
+}
+
+// Execs returns the recorded Exec calls in order. The records share memory
+// with the host's log: read them, do not modify them.
+func (h *Host) Execs() []ExecRecord {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return slices.Clone(h.execs)
+}
+
+// ExecCount returns the number of Exec calls recorded during step (-1 for
+// those before the first BeginStep).
+func (h *Host) ExecCount(step int64) int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	n := 0
+	for _, e := range h.execs {
+		if e.Step == step {
+			n++
+		}
+	}
+	return n
+}
+
+// Grads returns the recorded gradient evaluations in order. The records
+// share memory with the host's log: read them, do not modify them.
+func (h *Host) Grads() []GradRecord {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return slices.Clone(h.grads)
+}
+
+// Eval is the score of a predictive distribution on the test set.
+type Eval struct {
+	// NLL is the mean negative log of the averaged probability of the label.
+	NLL float64
+	// Acc is the accuracy of the averaged probabilities.
+	Acc float64
+}
+
+// Evaluate scores a predictive distribution on the problem's test set, as
+// the real host does after training: Point uses member 0's parameters,
+// Members averages the probabilities of the listed vectors, Samples
+// averages over N draws Mean + Std⊙ξ (drawn from a stream of their own, so
+// evaluation does not disturb training). The problem must be a Classifier.
+// Samples with Std = 0 (the host's variational weights) is unsupported.
+func (h *Host) Evaluate(ctx context.Context, p optim.Predictive) (Eval, error) {
+	if err := ctx.Err(); err != nil {
+		return Eval{}, fmt.Errorf("optimtest: evaluate: %w", err)
+	}
+	c, ok := h.prob.(Classifier)
+	if !ok {
+		return Eval{}, fmt.Errorf("optimtest: evaluate: problem %s is not a Classifier", h.prob.Name())
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var thetas [][]float64
+	var weights []float64
+	switch p.Kind {
+	case optim.Point:
+		thetas = [][]float64{h.members[0].theta}
+	case optim.Members:
+		for _, v := range p.Vecs {
+			d, err := h.get(v)
+			if err != nil {
+				return Eval{}, fmt.Errorf("optimtest: evaluate: %w", err)
+			}
+			thetas = append(thetas, d)
+		}
+		weights = p.Weights
+		if weights != nil && len(weights) != len(thetas) {
+			return Eval{}, fmt.Errorf("optimtest: evaluate: %d weights for %d vectors", len(weights), len(thetas))
+		}
+	case optim.Samples:
+		if p.Std == 0 {
+			return Eval{}, errors.New("optimtest: evaluate: variational weights (Std = 0) are not supported")
+		}
+		mean, std, err := h.get2(p.Mean, p.Std)
+		if err != nil {
+			return Eval{}, fmt.Errorf("optimtest: evaluate: %w", err)
+		}
+		r := rand.New(rand.NewPCG(uint64(h.seed), 0xe7a1))
+		for range p.N {
+			t := make([]float64, len(mean))
+			for i := range t {
+				t[i] = mean[i] + std[i]*r.NormFloat64()
+			}
+			thetas = append(thetas, t)
+		}
+	default:
+		return Eval{}, fmt.Errorf("optimtest: evaluate: unknown predictive kind %d", p.Kind)
+	}
+	if len(thetas) == 0 {
+		return Eval{}, errors.New("optimtest: evaluate: empty predictive")
+	}
+	labels := c.TestLabels()
+	avg, probs := newMatrix(len(labels), c.Classes()), newMatrix(len(labels), c.Classes())
+	for k, t := range thetas {
+		w := 1 / float64(len(thetas))
+		if weights != nil {
+			w = weights[k]
+		}
+		c.TestProbs(t, probs)
+		for i := range avg {
+			for j := range avg[i] {
+				avg[i][j] += w * probs[i][j]
+			}
+		}
+	}
+	var e Eval
+	for i, y := range labels {
+		e.NLL -= math.Log(avg[i][y])
+		if argmax(avg[i]) == y {
+			e.Acc++
+		}
+	}
+	e.NLL /= float64(len(labels))
+	e.Acc /= float64(len(labels))
+	return e, nil
+}
+
+func newMatrix(r, c int) [][]float64 {
+	m := make([][]float64, r)
+	for i := range m {
+		m[i] = make([]float64, c)
+	}
+	return m
+}

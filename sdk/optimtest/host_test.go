@@ -1,0 +1,496 @@
+package optimtest_test
+
+import (
+	"context"
+	"math"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/optlab/optlab/sdk/optim"
+	"github.com/optlab/optlab/sdk/optimtest"
+)
+
+func newHost(t *testing.T, p optimtest.Problem, opts ...optimtest.HostOption) *optimtest.Host {
+	t.Helper()
+	h, err := optimtest.NewHost(p, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h
+}
+
+func exec(t *testing.T, h *optimtest.Host, p *optim.Program) optim.Result {
+	t.Helper()
+	r, err := h.Exec(context.Background(), p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+func vec(t *testing.T, h *optimtest.Host, v optim.Vec) []float64 {
+	t.Helper()
+	d, err := h.Vec(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+// TestElementwiseOps runs each vector op on θ = x0 and a second vector
+// y = (0.5, -2, 4) and checks the result elementwise.
+func TestElementwiseOps(t *testing.T) {
+	x0 := []float64{1, -4, 0}
+	y := []float64{0.5, -2, 4}
+	const Y optim.Vec = 1
+	tests := []struct {
+		name string
+		prog *optim.Program
+		dst  optim.Vec
+		want []float64
+	}{
+		{"copy", optim.Prog().Copy(optim.Params, Y), optim.Params, y},
+		{"fill", optim.Prog().Fill(Y, 2.5), Y, []float64{2.5, 2.5, 2.5}},
+		{"scale", optim.Prog().Scale(optim.Params, -3), optim.Params, []float64{-3, 12, 0}},
+		{"addconst", optim.Prog().AddConst(Y, 1), Y, []float64{1.5, -1, 5}},
+		{"axpy", optim.Prog().Axpy(optim.Params, 2, Y), optim.Params, []float64{2, -8, 8}},
+		{"axpy self", optim.Prog().Axpy(Y, 1, Y), Y, []float64{1, -4, 8}},
+		{"lincomb", optim.Prog().LinComb(Y, optim.Term{Coef: 2, X: Y}, optim.Term{Coef: -1, X: optim.Params}), Y, []float64{0, 0, 8}},
+		{"lincomb empty", optim.Prog().LinComb(Y), Y, []float64{0, 0, 0}},
+		{"abs", optim.Prog().Unary(Y, optim.Params, optim.Abs), Y, []float64{1, 4, 0}},
+		{"sign", optim.Prog().Unary(Y, optim.Params, optim.Sign), Y, []float64{1, -1, 0}},
+		{"sqrt", optim.Prog().Unary(Y, Y, optim.Abs).Unary(Y, Y, optim.Sqrt), Y, []float64{math.Sqrt(0.5), math.Sqrt(2), 2}},
+		{"square", optim.Prog().Unary(Y, optim.Params, optim.Square), Y, []float64{1, 16, 0}},
+		{"softplus", optim.Prog().Unary(Y, optim.Params, optim.Softplus), Y, []float64{math.Log1p(math.E), math.Log1p(math.Exp(-4)), math.Ln2}},
+		{"exp", optim.Prog().Unary(Y, optim.Params, optim.Exp), Y, []float64{math.E, math.Exp(-4), 1}},
+		{"log", optim.Prog().Unary(Y, Y, optim.Abs).Unary(Y, Y, optim.Log), Y, []float64{math.Log(0.5), math.Ln2, math.Log(4)}},
+		{"reciprocal", optim.Prog().Unary(Y, Y, optim.Reciprocal), Y, []float64{2, -0.5, 0.25}},
+		{"mul", optim.Prog().Binary(Y, optim.Params, Y, optim.Mul), Y, []float64{0.5, 8, 0}},
+		{"div", optim.Prog().Binary(Y, optim.Params, Y, optim.Div), Y, []float64{2, 2, 0}},
+		{"add", optim.Prog().Binary(Y, optim.Params, Y, optim.Add), Y, []float64{1.5, -6, 4}},
+		{"sub", optim.Prog().Binary(Y, optim.Params, Y, optim.Sub), Y, []float64{0.5, -2, -4}},
+		{"max", optim.Prog().Binary(Y, optim.Params, Y, optim.Max), Y, []float64{1, -2, 4}},
+		{"min", optim.Prog().Binary(Y, optim.Params, Y, optim.Min), Y, []float64{0.5, -4, 0}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := newHost(t, &optimtest.Linear{C: make([]float64, 3), X0: x0})
+			exec(t, h, optim.Prog().Alloc(Y))
+			if err := h.SetVec(Y, y); err != nil {
+				t.Fatal(err)
+			}
+			exec(t, h, tt.prog)
+			got := vec(t, h, tt.dst)
+			for i := range got {
+				if math.Abs(got[i]-tt.want[i]) > 1e-15 {
+					t.Fatalf("got %v, want %v", got, tt.want)
+				}
+			}
+		})
+	}
+}
+
+func TestReductions(t *testing.T) {
+	h := newHost(t, &optimtest.Linear{C: []float64{1, 2, 3}, X0: []float64{3, 0, -4}})
+	r := exec(t, h, optim.Prog().Alloc(1).Fill(1, 2).Dot(optim.Params, 1).Norm(optim.Params).Grad(1, optim.Params, optim.Batch{}, optim.BNUpdate).Norm(1))
+	want := []float64{-2, 5, 3 - 12, math.NaN(), math.Sqrt(14)}
+	if len(r.Scalars) != len(want) {
+		t.Fatalf("scalars %v, want %v", r.Scalars, want)
+	}
+	for i, w := range want {
+		g := r.Scalar(i)
+		if g != w && !(math.IsNaN(g) && math.IsNaN(w)) {
+			t.Errorf("scalar %d = %v, want %v", i, g, w)
+		}
+	}
+	if !math.IsNaN(r.Scalar(len(want))) {
+		t.Error("scalar past the end is not NaN")
+	}
+}
+
+func TestHandleRules(t *testing.T) {
+	tests := []struct {
+		name string
+		prog *optim.Program
+		want string
+	}{
+		{"alloc reserved", optim.Prog().Alloc(0), "reserved"},
+		{"alloc negative", optim.Prog().Alloc(-1), "reserved"},
+		{"double alloc", optim.Prog().Alloc(1).Alloc(1), "already allocated"},
+		{"alloc bad member", optim.Prog().AllocFor(1, 2), "member 2"},
+		{"free unallocated", optim.Prog().Free(3), "not allocated"},
+		{"free params", optim.Prog().Free(optim.Params), "not allocated"},
+		{"use after free", optim.Prog().Alloc(1).Free(1).Fill(1, 0), "not allocated"},
+		{"missing member", optim.Prog().Copy(optim.ParamsOf(2), optim.Params), "no member 2"},
+		{"base step on allocated", optim.Prog().Alloc(1).BaseStep(1, 1), "live parameters"},
+		{"set lr bad member", optim.Prog().SetLR(5, 1), "member 5"},
+		{"bad unary", optim.Prog().Unary(0, 0, 99), "unary kind"},
+		{"bad binary", optim.Prog().Binary(0, 0, 0, 0), "binary kind"},
+		{"bad bn", optim.Prog().Grad(0, 0, optim.Batch{}, 7), "BN mode"},
+		{"part out of range", optim.Prog().Grad(0, 0, optim.Batch{Part: 2, Of: 2}, optim.BNUpdate), "part 2 of 2"},
+		{"negative of", optim.Prog().Grad(0, 0, optim.Batch{Of: -1}, optim.BNUpdate), "part 0 of -1"},
+		{"too many parts", optim.Prog().Grad(0, 0, optim.Batch{Of: 17}, optim.BNUpdate), "cannot be cut"},
+		{"unknown op", &optim.Program{Ops: []optim.Op{nil}}, "unknown op"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := newHost(t, optimtest.NewMLP(optimtest.MLPConfig{}), optimtest.WithMembers(2), optimtest.WithBatchSize(16))
+			_, err := h.Exec(context.Background(), tt.prog)
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("err = %v, want containing %q", err, tt.want)
+			}
+			if rec := h.Execs(); len(rec) != 1 || rec[0].Err == nil {
+				t.Errorf("failed exec not recorded: %+v", rec)
+			}
+		})
+	}
+}
+
+func TestAllocFreeReuse(t *testing.T) {
+	h := newHost(t, &optimtest.Linear{C: []float64{1, 1}}, optimtest.WithMembers(2))
+	exec(t, h, optim.Prog().Alloc(1).AllocFor(2, 1).Fill(1, 3).Free(1).Alloc(1))
+	if got := vec(t, h, 1); !slices.Equal(got, []float64{0, 0}) {
+		t.Errorf("re-allocated vector not zero: %v", got)
+	}
+	if got := h.Handles(); !slices.Equal(got, []optim.Vec{1, 2}) {
+		t.Errorf("handles %v", got)
+	}
+	// A Grad at a vector allocated for member 1 counts for member 1.
+	exec(t, h, optim.Prog().Grad(0, 2, optim.Batch{}, optim.BNFreeze).Grad(0, optim.ParamsOf(1), optim.Batch{}, optim.BNUpdate))
+	if s := h.Stats(1); s.BNFreeze != 1 || s.BNUpdate != 1 {
+		t.Errorf("member 1 stats %+v", s)
+	}
+	if s := h.Stats(0); s != (optimtest.MemberStats{}) {
+		t.Errorf("member 0 stats %+v", s)
+	}
+}
+
+func TestBatchSplit(t *testing.T) {
+	h := newHost(t, optimtest.NewMLP(optimtest.MLPConfig{Samples: 50}), optimtest.WithBatchSize(10))
+	h.BeginStep(optim.StepInput{Step: 2})
+	batch := h.Batch()
+	if len(batch) != 10 {
+		t.Fatalf("batch %v", batch)
+	}
+	samples := func(bs ...optim.Batch) [][]int {
+		p := optim.Prog()
+		for _, b := range bs {
+			p.Grad(0, optim.Params, b, optim.BNUpdate)
+		}
+		n := len(h.Grads())
+		exec(t, h, p)
+		var out [][]int
+		for _, g := range h.Grads()[n:] {
+			out = append(out, g.Samples)
+		}
+		return out
+	}
+	s := samples(optim.Batch{}, optim.Batch{Part: 0, Of: 2}, optim.Batch{Part: 1, Of: 2},
+		optim.Batch{Part: 0, Of: 2, Shuffle: 7}, optim.Batch{Part: 1, Of: 2, Shuffle: 7},
+		optim.Batch{Part: 0, Of: 2, Shuffle: 8}, optim.Batch{Part: 2, Of: 3})
+	if !slices.Equal(s[0], batch) {
+		t.Errorf("whole batch %v, want %v", s[0], batch)
+	}
+	if !slices.Equal(s[1], batch[:5]) || !slices.Equal(s[2], batch[5:]) {
+		t.Errorf("loader-order halves %v %v of %v", s[1], s[2], batch)
+	}
+	union := slices.Sorted(slices.Values(append(slices.Clone(s[3]), s[4]...)))
+	if !slices.Equal(union, slices.Sorted(slices.Values(batch))) {
+		t.Errorf("shuffled halves %v %v are not complementary", s[3], s[4])
+	}
+	if slices.Equal(s[3], s[1]) || slices.Equal(s[3], s[5]) {
+		t.Errorf("shuffle did not permute: %v %v %v", s[1], s[3], s[5])
+	}
+	if !slices.Equal(s[6], batch[6:9]) {
+		t.Errorf("uneven last part %v, want %v (remainder dropped)", s[6], batch[6:9])
+	}
+	// The same Shuffle gives the same permutation in a later program.
+	if again := samples(optim.Batch{Part: 0, Of: 2, Shuffle: 7}); !slices.Equal(again[0], s[3]) {
+		t.Errorf("same shuffle, different part: %v vs %v", again[0], s[3])
+	}
+	// The loss of a part is the mean over its samples.
+	g := h.Grads()
+	l0, l1, lw := g[1].Loss, g[2].Loss, g[0].Loss
+	if math.Abs((l0+l1)/2-lw) > 1e-14 {
+		t.Errorf("half losses %v %v do not average to %v", l0, l1, lw)
+	}
+}
+
+func TestLoaderEpochs(t *testing.T) {
+	h := newHost(t, optimtest.NewMLP(optimtest.MLPConfig{Samples: 25}), optimtest.WithBatchSize(10))
+	if h.StepsPerEpoch() != 2 {
+		t.Fatalf("steps per epoch %d, want 2 (drop last)", h.StepsPerEpoch())
+	}
+	var epoch0, epoch1 []int
+	for s := range int64(4) {
+		h.BeginStep(optim.StepInput{Step: s})
+		if s < 2 {
+			epoch0 = append(epoch0, h.Batch()...)
+		} else {
+			epoch1 = append(epoch1, h.Batch()...)
+		}
+	}
+	seen := map[int]bool{}
+	for _, i := range epoch0 {
+		if seen[i] {
+			t.Fatalf("sample %d twice in one epoch", i)
+		}
+		seen[i] = true
+	}
+	if slices.Equal(epoch0, epoch1) {
+		t.Error("epochs share the same order")
+	}
+	h2 := newHost(t, optimtest.NewMLP(optimtest.MLPConfig{Samples: 25}), optimtest.WithBatchSize(10))
+	h2.BeginStep(optim.StepInput{Step: 3})
+	h.BeginStep(optim.StepInput{Step: 3})
+	if !slices.Equal(h.Batch(), h2.Batch()) {
+		t.Error("loader is not a function of (seed, step)")
+	}
+}
+
+func TestRandN(t *testing.T) {
+	n := 20000
+	h := newHost(t, &optimtest.Linear{C: make([]float64, n)})
+	exec(t, h, optim.Prog().Alloc(1).Alloc(2).Alloc(3).Alloc(4).
+		RandN(1, 3, 42).RandN(2, 3, 42).RandN(3, 3, 0).RandN(4, 3, 0))
+	a, b, c, d := vec(t, h, 1), vec(t, h, 2), vec(t, h, 3), vec(t, h, 4)
+	if !slices.Equal(a, b) {
+		t.Error("same seed, different draws")
+	}
+	if slices.Equal(c, d) || slices.Equal(a, c) {
+		t.Error("host stream repeats")
+	}
+	var m, v float64
+	for _, x := range a {
+		m += x
+		v += x * x
+	}
+	m /= float64(n)
+	v = v/float64(n) - m*m
+	if math.Abs(m) > 0.1 || math.Abs(math.Sqrt(v)-3) > 0.1 {
+		t.Errorf("mean %v std %v, want 0, 3", m, math.Sqrt(v))
+	}
+	// Seed = 0 draws are reproducible from the host seed.
+	h2 := newHost(t, &optimtest.Linear{C: make([]float64, n)})
+	exec(t, h2, optim.Prog().Alloc(3).RandN(3, 3, 0))
+	if !slices.Equal(vec(t, h2, 3), c) {
+		t.Error("host stream not reproducible from the host seed")
+	}
+}
+
+// sgdRef is an independent PyTorch-SGD reference step.
+func sgdRef(theta, g, buf []float64, first bool, lr, mu, wd float64, nesterov bool) {
+	for i := range theta {
+		d := g[i] + wd*theta[i]
+		if mu != 0 {
+			if first {
+				buf[i] = d
+			} else {
+				buf[i] = mu*buf[i] + d
+			}
+			if nesterov {
+				d += mu * buf[i]
+			} else {
+				d = buf[i]
+			}
+		}
+		theta[i] -= lr * d
+	}
+}
+
+func TestBaseStepSGD(t *testing.T) {
+	q := &optimtest.Quadratic{A: [][]float64{{2, 0.5}, {0.5, 1}}, B: []float64{1, -1}, X0: []float64{0.3, -0.8}}
+	tests := []struct {
+		name     string
+		mu, wd   float64
+		nesterov bool
+	}{
+		{"plain", 0, 0, false},
+		{"momentum", 0.9, 0, false},
+		{"momentum wd", 0.9, 5e-4, false},
+		{"nesterov wd", 0.9, 1e-2, true},
+		{"wd only", 0, 0.1, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := newHost(t, q, optimtest.WithBase(optimtest.BaseOptimizer{Momentum: tt.mu, WeightDecay: tt.wd, Nesterov: tt.nesterov}))
+			theta, buf, g := slices.Clone(q.X0), make([]float64, 2), make([]float64, 2)
+			exec(t, h, optim.Prog().Alloc(1))
+			for s := range int64(5) {
+				lr := 0.1 / float64(s+1)
+				h.BeginStep(optim.StepInput{Step: s, LR: lr})
+				exec(t, h, optim.Prog().Grad(1, optim.Params, optim.Batch{}, optim.BNUpdate).BaseStep(optim.Params, 1))
+				q.Loss(theta, nil, g)
+				sgdRef(theta, g, buf, s == 0, lr, tt.mu, tt.wd, tt.nesterov)
+				if got := h.Params(0); !slices.Equal(got, theta) {
+					t.Fatalf("step %d: host %v, reference %v", s, got, theta)
+				}
+			}
+			if h.Stats(0).BaseSteps != 5 {
+				t.Errorf("base steps %d", h.Stats(0).BaseSteps)
+			}
+		})
+	}
+}
+
+func TestBaseStepAdam(t *testing.T) {
+	q := &optimtest.Quadratic{A: [][]float64{{2, 0}, {0, 1}}, X0: []float64{1, -2}}
+	const lr, b1, b2, eps, wd = 0.01, 0.9, 0.999, 1e-8, 0.1
+	h := newHost(t, q, optimtest.WithBase(optimtest.BaseOptimizer{Adam: true, WeightDecay: wd}))
+	theta, m, v, g := slices.Clone(q.X0), make([]float64, 2), make([]float64, 2), make([]float64, 2)
+	exec(t, h, optim.Prog().Alloc(1))
+	for s := range 4 {
+		h.BeginStep(optim.StepInput{Step: int64(s), LR: lr})
+		exec(t, h, optim.Prog().Grad(1, optim.Params, optim.Batch{}, optim.BNUpdate).BaseStep(optim.Params, 1))
+		q.Loss(theta, nil, g)
+		for i := range theta {
+			d := g[i] + wd*theta[i]
+			m[i] = b1*m[i] + (1-b1)*d
+			v[i] = b2*v[i] + (1-b2)*d*d
+			mh := m[i] / (1 - math.Pow(b1, float64(s+1)))
+			vh := v[i] / (1 - math.Pow(b2, float64(s+1)))
+			theta[i] -= lr * mh / (math.Sqrt(vh) + eps)
+		}
+		got := h.Params(0)
+		for i := range got {
+			if math.Abs(got[i]-theta[i]) > 1e-12 {
+				t.Fatalf("step %d: host %v, reference %v", s, got, theta)
+			}
+		}
+	}
+	// The very first Adam step moves every coordinate by ≈ lr.
+	if d := math.Abs(h.Params(0)[0] - q.X0[0]); d > 4*lr+1e-9 {
+		t.Errorf("moved %v in 4 steps", d)
+	}
+}
+
+func TestSetLR(t *testing.T) {
+	h := newHost(t, &optimtest.Linear{C: []float64{1}}, optimtest.WithMembers(2))
+	h.BeginStep(optim.StepInput{Step: 0, LR: 0.5})
+	exec(t, h, optim.Prog().SetLR(1, 2).Alloc(1).Fill(1, 1).BaseStep(optim.Params, 1).BaseStep(optim.ParamsOf(1), 1))
+	if p0, p1 := h.Params(0)[0], h.Params(1)[0]; p0 != -0.5 || p1 != -2 {
+		t.Errorf("params %v %v, want -0.5 (schedule) and -2 (override)", p0, p1)
+	}
+	if h.LR(1) != 2 {
+		t.Errorf("LR(1) = %v", h.LR(1))
+	}
+	h.BeginStep(optim.StepInput{Step: 1, LR: 0.25})
+	if h.LR(1) != 0.25 {
+		t.Errorf("override survived the step: %v", h.LR(1))
+	}
+}
+
+func TestRecords(t *testing.T) {
+	h := newHost(t, &optimtest.Linear{C: []float64{1, 2}})
+	exec(t, h, optim.Prog().Alloc(1))
+	h.BeginStep(optim.StepInput{Step: 0})
+	terms := []optim.Term{{Coef: 1, X: 1}}
+	p := optim.Prog().LinComb(1, terms...).Grad(1, optim.Params, optim.Batch{}, optim.BNUpdate)
+	exec(t, h, p)
+	exec(t, h, optim.Prog().Norm(1))
+	terms[0].Coef = 99 // mutating the caller's program must not change the record
+	p.Ops[0] = optim.Fill{}
+	if h.ExecCount(-1) != 1 || h.ExecCount(0) != 2 || h.ExecCount(1) != 0 {
+		t.Errorf("exec counts %d %d %d", h.ExecCount(-1), h.ExecCount(0), h.ExecCount(1))
+	}
+	rec := h.Execs()
+	lc, ok := rec[1].Program.Ops[0].(optim.LinComb)
+	if !ok || lc.Terms[0].Coef != 1 {
+		t.Errorf("recorded program was aliased: %#v", rec[1].Program.Ops[0])
+	}
+	if !slices.Equal(rec[2].Scalars, []float64{math.Sqrt(5)}) {
+		t.Errorf("recorded scalars %v", rec[2].Scalars)
+	}
+	g := h.Grads()
+	if len(g) != 1 || g[0].Step != 0 || g[0].Member != 0 || !slices.Equal(g[0].Grad, []float64{1, 2}) || g[0].Loss != 0 {
+		t.Errorf("grad record %+v", g)
+	}
+}
+
+func TestExecCanceled(t *testing.T) {
+	h := newHost(t, &optimtest.Linear{C: []float64{1}})
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := h.Exec(ctx, optim.Prog().Fill(0, 1)); err == nil {
+		t.Error("canceled context accepted")
+	}
+	if _, err := h.Layout(ctx); err == nil {
+		t.Error("canceled context accepted by Layout")
+	}
+}
+
+func TestNewHostErrors(t *testing.T) {
+	lin := &optimtest.Linear{C: []float64{1, 2}}
+	tests := []struct {
+		name string
+		p    optimtest.Problem
+		opts []optimtest.HostOption
+	}{
+		{"no params", &optimtest.Linear{}, nil},
+		{"zero members", lin, []optimtest.HostOption{optimtest.WithMembers(0)}},
+		{"params length", lin, []optimtest.HostOption{optimtest.WithParams(0, []float64{1})}},
+		{"params member", lin, []optimtest.HostOption{optimtest.WithParams(3, []float64{1, 2})}},
+		{"batch too big", optimtest.NewMLP(optimtest.MLPConfig{Samples: 10}), []optimtest.HostOption{optimtest.WithBatchSize(11)}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if _, err := optimtest.NewHost(tt.p, tt.opts...); err == nil {
+				t.Error("accepted")
+			}
+		})
+	}
+}
+
+func TestLayout(t *testing.T) {
+	m := optimtest.NewMLP(optimtest.MLPConfig{Hidden: 3, Samples: 40})
+	h := newHost(t, m, optimtest.WithMembers(3), optimtest.WithBatchSize(8), optimtest.WithTrainSize(1000))
+	l, err := h.Layout(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(l.Members) != 3 || l.TrainSize != 1000 || l.BatchSize != 8 || l.Members[2].Numel != int64(m.Numel()) {
+		t.Errorf("layout %+v", l)
+	}
+	// Members start from different seeded initialisations.
+	if slices.Equal(h.Params(0), h.Params(1)) {
+		t.Error("members share their initialisation")
+	}
+}
+
+func TestEvaluate(t *testing.T) {
+	ctx := context.Background()
+	m := optimtest.NewMLP(optimtest.MLPConfig{})
+	h := newHost(t, m, optimtest.WithMembers(2), optimtest.WithParams(0, make([]float64, m.Numel())))
+	e, err := h.Evaluate(ctx, optim.Predictive{Kind: optim.Point})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if math.Abs(e.NLL-math.Log(3)) > 1e-14 {
+		t.Errorf("uniform NLL %v, want log 3", e.NLL)
+	}
+	// Two identical members equal one member.
+	one, err := h.Evaluate(ctx, optim.Predictive{Kind: optim.Members, Vecs: []optim.Vec{optim.ParamsOf(1)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	two, err := h.Evaluate(ctx, optim.Predictive{Kind: optim.Members, Vecs: []optim.Vec{optim.ParamsOf(1), optim.ParamsOf(1)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if math.Abs(one.NLL-two.NLL) > 1e-14 || one.Acc != two.Acc {
+		t.Errorf("ensemble of identical members %+v ≠ single %+v", two, one)
+	}
+	// Zero std samples equal the mean.
+	exec(t, h, optim.Prog().Alloc(1))
+	s, err := h.Evaluate(ctx, optim.Predictive{Kind: optim.Samples, Mean: optim.ParamsOf(1), Std: 1, N: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if math.Abs(s.NLL-one.NLL) > 1e-14 {
+		t.Errorf("zero-std samples %+v ≠ mean %+v", s, one)
+	}
+	if _, err := h.Evaluate(ctx, optim.Predictive{Kind: optim.Samples, Mean: 0, Std: 0, N: 4}); err == nil {
+		t.Error("variational predictive accepted")
+	}
+}

@@ -1,0 +1,347 @@
+// Package serve turns an optim.Optimizer into an optlab optimizer plugin:
+// a separate process that the host launches with hashicorp/go-plugin and
+// talks to over gRPC. A plugin's main is one line:
+//
+//	func main() { serve.Serve(sam.New) }
+//
+// Serve owns the process: it never writes to stdout itself (stdout carries
+// the go-plugin handshake, so a plugin must not print to it before Serve
+// either), raises the gRPC message limits to wire.MaxMessageSize, recovers
+// panics in the optimizer's methods (the error names the panic; the stack
+// goes to the plugin's stderr log, which the host keeps for crash reports),
+// dials the host's Host service once per Configure and keeps that connection,
+// and exits when its host process dies, so no plugin outlives its host.
+package serve
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"runtime/debug"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/go-plugin"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+
+	pb "github.com/optlab/optlab/internal/pluginpb"
+	"github.com/optlab/optlab/internal/wire"
+	"github.com/optlab/optlab/sdk/optim"
+)
+
+// ParentPollInterval is how often a served plugin checks that its host
+// process is still alive.
+const ParentPollInterval = 500 * time.Millisecond
+
+// Serve serves the optimizer that newOpt returns as a plugin and returns
+// when the host closes the plugin. newOpt is called once, as serving
+// starts: one plugin process serves one optimizer instance.
+//
+// Run by hand (without the host's handshake cookie), the binary says that
+// it is a plugin and exits with status 1. If the host process dies, the
+// plugin removes its socket directory and exits with status 3 within about
+// ParentPollInterval.
+func Serve(newOpt func() optim.Optimizer) {
+	// go-plugin points os.Stderr at a pipe once serving; keep the real one
+	// so that logs (panic stacks included) reach the host's stderr reader.
+	logger := hclog.New(&hclog.LoggerOptions{
+		Level:      hclog.Info,
+		Output:     os.Stderr,
+		JSONFormat: true,
+	})
+	go watchParent(logger, os.Getppid(), ParentPollInterval, os.Exit)
+	plugin.Serve(&plugin.ServeConfig{
+		HandshakeConfig:  wire.Handshake(),
+		VersionedPlugins: map[int]plugin.PluginSet{optim.ProtocolMajor: pluginSet(newOpt, logger)},
+		GRPCServer:       NewGRPCServer,
+		Logger:           logger,
+	})
+}
+
+// watchParent calls exit(3) once the parent process is no longer ppid: the
+// host died (even by SIGKILL) and the plugin was reparented.
+func watchParent(logger hclog.Logger, ppid int, every time.Duration, exit func(int)) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for range t.C {
+		if now := os.Getppid(); now != ppid {
+			// The dead host cannot remove the socket directory it made
+			// for this plugin (go-plugin passes it in
+			// PLUGIN_UNIX_SOCKET_DIR). Do it before logging: with nobody
+			// reading stderr, the write may end the process (SIGPIPE).
+			if dir := os.Getenv(plugin.EnvUnixSocketDir); dir != "" {
+				_ = os.RemoveAll(dir)
+			}
+			logger.Error("host process died; plugin exiting", "host_pid", ppid, "new_parent", now)
+			exit(3)
+			return
+		}
+	}
+}
+
+// ServeInProcess serves the optimizer inside the calling process in
+// go-plugin's test mode (no handshake cookie, no stdio redirection, no
+// parent watch) until ctx is cancelled. It returns the ReattachConfig that a
+// host passes as host/plugin LaunchSpec.Reattach to connect to it, and a
+// channel closed when serving has stopped. Use it for tests and debuggers.
+func ServeInProcess(ctx context.Context, newOpt func() optim.Optimizer) (*plugin.ReattachConfig, <-chan struct{}, error) {
+	logger := hclog.New(&hclog.LoggerOptions{Level: hclog.Warn, Output: os.Stderr})
+	reattach := make(chan *plugin.ReattachConfig, 1)
+	closed := make(chan struct{})
+	go plugin.Serve(&plugin.ServeConfig{
+		HandshakeConfig:  wire.Handshake(),
+		VersionedPlugins: map[int]plugin.PluginSet{optim.ProtocolMajor: pluginSet(newOpt, logger)},
+		GRPCServer:       NewGRPCServer,
+		Logger:           logger,
+		Test:             &plugin.ServeTestConfig{Context: ctx, ReattachConfigCh: reattach, CloseCh: closed},
+	})
+	select {
+	case rc := <-reattach:
+		return rc, closed, nil
+	case <-closed:
+		return nil, nil, errors.New("serve: in-process plugin server stopped before it was ready")
+	case <-ctx.Done():
+		return nil, nil, fmt.Errorf("serve: in-process plugin: %w", ctx.Err())
+	}
+}
+
+// NewGRPCServer is the plugin's gRPC server factory: grpc.NewServer with
+// opts plus receive and send limits of wire.MaxMessageSize (grpc-go's
+// default receive limit is 4 MiB).
+func NewGRPCServer(opts []grpc.ServerOption) *grpc.Server {
+	opts = append(opts,
+		grpc.MaxRecvMsgSize(wire.MaxMessageSize),
+		grpc.MaxSendMsgSize(wire.MaxMessageSize))
+	return grpc.NewServer(opts...)
+}
+
+// PluginMap returns the go-plugin plugin set that serves the optimizer
+// newOpt returns, for a caller that runs plugin.Serve itself (with
+// ServeConfig.GRPCServer set to NewGRPCServer) or wires the plugin in
+// process with plugin.TestPluginGRPCConn. Panics are logged to os.Stderr as
+// it is when the server starts. The set's plugin implements only the plugin
+// side; dispensing it on the host side is an error.
+func PluginMap(newOpt func() optim.Optimizer) map[string]plugin.Plugin {
+	return pluginSet(newOpt, nil)
+}
+
+func pluginSet(newOpt func() optim.Optimizer, logger hclog.Logger) plugin.PluginSet {
+	return plugin.PluginSet{wire.PluginName: &optimizerPlugin{newOpt: newOpt, logger: logger}}
+}
+
+// optimizerPlugin is the plugin side of the go-plugin Plugin.
+type optimizerPlugin struct {
+	plugin.NetRPCUnsupportedPlugin
+	newOpt func() optim.Optimizer
+	logger hclog.Logger
+}
+
+// GRPCServer registers the Optimizer service backed by a new optimizer.
+func (p *optimizerPlugin) GRPCServer(broker *plugin.GRPCBroker, s *grpc.Server) (err error) {
+	logger := p.logger
+	if logger == nil {
+		logger = hclog.New(&hclog.LoggerOptions{Level: hclog.Info, Output: os.Stderr, JSONFormat: true})
+	}
+	srv := &server{broker: broker, log: logger}
+	if err := srv.guard("constructor", func() error {
+		srv.opt = p.newOpt()
+		if srv.opt == nil {
+			return errors.New("constructor returned a nil optimizer")
+		}
+		return nil
+	}); err != nil {
+		return fmt.Errorf("serve: %w", err)
+	}
+	pb.RegisterOptimizerServer(s, srv)
+	return nil
+}
+
+// GRPCClient is not used: the host side lives in host/plugin.
+func (p *optimizerPlugin) GRPCClient(context.Context, *plugin.GRPCBroker, *grpc.ClientConn) (any, error) {
+	return nil, errors.New("serve: the plugin side cannot be dispensed as a client; use host/plugin")
+}
+
+// server implements pb.OptimizerServer over an optim.Optimizer.
+type server struct {
+	pb.UnimplementedOptimizerServer
+	opt    optim.Optimizer
+	broker *plugin.GRPCBroker
+	log    hclog.Logger
+
+	mu   sync.Mutex
+	host *hostClient // set by Configure; nil before
+}
+
+// guard runs fn, turning a panic into an Internal error and logging the
+// panic with its stack to the plugin's stderr.
+func (s *server) guard(method string, fn func() error) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			s.log.Error("recovered panic in optimizer", "method", method, "panic", fmt.Sprint(r), "stack", string(debug.Stack()))
+			err = &wire.Error{Code: codes.Internal, Op: -1, Msg: fmt.Sprintf("panic in %s: %v", method, r)}
+		}
+	}()
+	return fn()
+}
+
+func (s *server) currentHost() (*hostClient, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.host == nil {
+		return nil, &wire.Error{Code: codes.FailedPrecondition, Op: -1, Msg: "optimizer used before Configure"}
+	}
+	return s.host, nil
+}
+
+// Info implements pb.OptimizerServer.
+func (s *server) Info(context.Context, *pb.InfoRequest) (*pb.InfoResponse, error) {
+	resp := &pb.InfoResponse{}
+	err := s.guard("Info", func() error {
+		info, err := wire.InfoToProto(s.opt.Info())
+		if err != nil {
+			return &wire.Error{Code: codes.Internal, Op: -1, Msg: fmt.Sprintf("invalid Info: %v", err)}
+		}
+		resp.Info = info
+		_, resp.Predictor = s.opt.(optim.Predictor)
+		_, resp.Stateful = s.opt.(optim.Stateful)
+		return nil
+	})
+	if err != nil {
+		return nil, wire.ToStatus(err)
+	}
+	return resp, nil
+}
+
+// Configure implements pb.OptimizerServer: it dials the host's broker ID
+// once, keeps the connection (closing the one of an earlier Configure) and
+// calls the optimizer's Configure with it.
+func (s *server) Configure(ctx context.Context, req *pb.ConfigureRequest) (*pb.ConfigureResponse, error) {
+	cfg, err := wire.ConfigFromProto(req.GetConfig())
+	if err != nil {
+		return nil, wire.ToStatus(fmt.Errorf("config: %w", err))
+	}
+	conn, err := s.broker.Dial(req.GetHostBrokerId())
+	if err != nil {
+		return nil, wire.ToStatus(&wire.Error{
+			Code: codes.Unavailable, Op: -1,
+			Msg: fmt.Sprintf("dial host broker ID %d: %v", req.GetHostBrokerId(), err),
+		})
+	}
+	h := &hostClient{conn: conn, c: pb.NewHostClient(conn)}
+	s.mu.Lock()
+	old := s.host
+	s.host = h
+	s.mu.Unlock()
+	if old != nil {
+		_ = old.conn.Close()
+	}
+	if err := s.guard("Configure", func() error { return s.opt.Configure(ctx, h, cfg) }); err != nil {
+		return nil, wire.ToStatus(err)
+	}
+	return &pb.ConfigureResponse{}, nil
+}
+
+// Step implements pb.OptimizerServer.
+func (s *server) Step(ctx context.Context, req *pb.StepRequest) (*pb.StepResponse, error) {
+	h, err := s.currentHost()
+	if err != nil {
+		return nil, wire.ToStatus(err)
+	}
+	var out optim.StepOutput
+	err = s.guard("Step", func() (err error) {
+		out, err = s.opt.Step(ctx, h, wire.StepInputFromProto(req.GetInput()))
+		return err
+	})
+	if err != nil {
+		return nil, wire.ToStatus(err)
+	}
+	return &pb.StepResponse{Output: wire.StepOutputToProto(out)}, nil
+}
+
+// Predictive implements pb.OptimizerServer; an optimizer that is not an
+// optim.Predictor answers Unimplemented.
+func (s *server) Predictive(ctx context.Context, _ *pb.PredictiveRequest) (*pb.PredictiveResponse, error) {
+	p, ok := s.opt.(optim.Predictor)
+	if !ok {
+		return nil, wire.ToStatus(&wire.Error{Code: codes.Unimplemented, Op: -1, Msg: "optimizer does not implement optim.Predictor"})
+	}
+	var pred optim.Predictive
+	err := s.guard("Predictive", func() (err error) {
+		pred, err = p.Predictive(ctx)
+		return err
+	})
+	if err != nil {
+		return nil, wire.ToStatus(err)
+	}
+	return &pb.PredictiveResponse{Predictive: wire.PredictiveToProto(pred)}, nil
+}
+
+// SaveState implements pb.OptimizerServer; an optimizer that is not an
+// optim.Stateful answers Unimplemented.
+func (s *server) SaveState(ctx context.Context, _ *pb.SaveStateRequest) (*pb.SaveStateResponse, error) {
+	st, ok := s.opt.(optim.Stateful)
+	if !ok {
+		return nil, wire.ToStatus(&wire.Error{Code: codes.Unimplemented, Op: -1, Msg: "optimizer does not implement optim.Stateful"})
+	}
+	var (
+		blob []byte
+		vecs []optim.Vec
+	)
+	err := s.guard("SaveState", func() (err error) {
+		blob, vecs, err = st.SaveState(ctx)
+		return err
+	})
+	if err != nil {
+		return nil, wire.ToStatus(err)
+	}
+	return wire.SaveStateToProto(blob, vecs), nil
+}
+
+// LoadState implements pb.OptimizerServer; an optimizer that is not an
+// optim.Stateful answers Unimplemented.
+func (s *server) LoadState(ctx context.Context, req *pb.LoadStateRequest) (*pb.LoadStateResponse, error) {
+	st, ok := s.opt.(optim.Stateful)
+	if !ok {
+		return nil, wire.ToStatus(&wire.Error{Code: codes.Unimplemented, Op: -1, Msg: "optimizer does not implement optim.Stateful"})
+	}
+	if err := s.guard("LoadState", func() error { return st.LoadState(ctx, req.GetBlob()) }); err != nil {
+		return nil, wire.ToStatus(err)
+	}
+	return &pb.LoadStateResponse{}, nil
+}
+
+// hostClient is the optim.Host a plugin's optimizer drives: the Host
+// service of the host, over the one broker connection of this instance.
+// Calls pass the caller's ctx, so the host sees the deadline of the Step
+// (or other call) that the optimizer is serving.
+type hostClient struct {
+	conn *grpc.ClientConn
+	c    pb.HostClient
+}
+
+// Layout implements optim.Host.
+func (h *hostClient) Layout(ctx context.Context) (optim.Layout, error) {
+	resp, err := h.c.Layout(ctx, &pb.LayoutRequest{})
+	if err != nil {
+		return optim.Layout{}, wire.FromStatus(err)
+	}
+	return wire.LayoutFromProto(resp.GetLayout()), nil
+}
+
+// Exec implements optim.Host. Errors keep the host's gRPC code and failing
+// op index (as a *wire.Error); errors.Is works for context.DeadlineExceeded,
+// context.Canceled and errors.ErrUnsupported (an op the host does not know).
+func (h *hostClient) Exec(ctx context.Context, p *optim.Program) (optim.Result, error) {
+	prog, err := wire.ProgramToProto(p)
+	if err != nil {
+		return optim.Result{}, err
+	}
+	resp, err := h.c.Exec(ctx, &pb.ExecRequest{Program: prog})
+	if err != nil {
+		return optim.Result{}, wire.FromStatus(err)
+	}
+	return wire.ResultFromProto(resp.GetResult()), nil
+}

@@ -1,0 +1,3 @@
+module github.com/optlab/optlab/tools/gotchprep
+
+go 1.24
