@@ -37,6 +37,7 @@ type Member struct {
 	Buf    tensor.T // flat BatchNorm buffers (owned; one element when none)
 	base   baseState
 	lr     float64 // learning rate for BaseStep in the current step
+	x, y   tensor.T // the member's current batch (owned)
 }
 
 type vec struct {
@@ -50,7 +51,6 @@ type Engine struct {
 	cfg     Config
 	members []*Member
 	vecs    map[optim.Vec]*vec
-	x, y    tensor.T // current batch (owned)
 	perms   map[int64][]int64
 	rng     *rand.Rand // host stream for RandN with seed 0
 	step    int64
@@ -111,8 +111,12 @@ func (e *Engine) Close() {
 			v.t.Drop()
 		}
 		e.vecs = map[optim.Vec]*vec{}
-		e.x.Drop()
-		e.y.Drop()
+		for i, m := range e.members {
+			if !sharedBatch(e.members[i+1:], -1, m.x) {
+				m.x.Drop()
+				m.y.Drop()
+			}
+		}
 		return nil
 	})
 }
@@ -140,12 +144,26 @@ func (e *Engine) BeginStep(step int64, lr float64) {
 	clear(e.perms)
 }
 
-// SetBatch makes (x, y) the current batch; the engine takes ownership and
-// drops the previous one. Call on the worker.
-func (e *Engine) SetBatch(x, y tensor.T) {
-	e.x.Drop()
-	e.y.Drop()
-	e.x, e.y = x, y
+// SetBatch makes (x, y) member m's current batch; the engine takes
+// ownership and drops the previous one. Members may share one batch (pass
+// the same tensors) or each have their own data order. Call on the worker.
+func (e *Engine) SetBatch(m int, x, y tensor.T) {
+	mem := e.members[m]
+	if mem.x.Valid() && !sharedBatch(e.members, m, mem.x) {
+		mem.x.Drop()
+		mem.y.Drop()
+	}
+	mem.x, mem.y = x, y
+}
+
+// sharedBatch tells whether another member still uses tensor x.
+func sharedBatch(ms []*Member, m int, x tensor.T) bool {
+	for i, o := range ms {
+		if i != m && o.x.Same(x) {
+			return true
+		}
+	}
+	return false
 }
 
 // Stats returns the number of Exec calls and ops executed so far.
@@ -417,20 +435,20 @@ func (e *Engine) binary(s *tensor.Scope, o optim.Binary) error {
 }
 
 // selectBatch returns the samples of the current batch that b selects.
-func (e *Engine) selectBatch(s *tensor.Scope, b optim.Batch) (tensor.T, tensor.T, error) {
-	if !e.x.Valid() {
+func (e *Engine) selectBatch(s *tensor.Scope, mem *Member, b optim.Batch) (tensor.T, tensor.T, error) {
+	if !mem.x.Valid() {
 		return tensor.T{}, tensor.T{}, errors.New("grad: no current batch")
 	}
 	if b.Of <= 1 {
-		return e.x, e.y, nil
+		return mem.x, mem.y, nil
 	}
-	n := e.y.Shape()[0]
+	n := mem.y.Shape()[0]
 	size := n / int64(b.Of)
 	if b.Part < 0 || b.Part >= b.Of || size == 0 {
 		return tensor.T{}, tensor.T{}, fmt.Errorf("grad: part %d of %d of a batch of %d", b.Part, b.Of, n)
 	}
 	if b.Shuffle == 0 {
-		return s.Narrow(e.x, 0, int64(b.Part)*size, size), s.Narrow(e.y, 0, int64(b.Part)*size, size), nil
+		return s.Narrow(mem.x, 0, int64(b.Part)*size, size), s.Narrow(mem.y, 0, int64(b.Part)*size, size), nil
 	}
 	perm, ok := e.perms[b.Shuffle]
 	if !ok || int64(len(perm)) != n {
@@ -438,7 +456,7 @@ func (e *Engine) selectBatch(s *tensor.Scope, b optim.Batch) (tensor.T, tensor.T
 		e.perms[b.Shuffle] = perm
 	}
 	idx := s.FromInt64(perm[int64(b.Part)*size:int64(b.Part+1)*size], []int64{size}, e.cfg.Device)
-	return s.IndexSelect(e.x, 0, idx), s.IndexSelect(e.y, 0, idx), nil
+	return s.IndexSelect(mem.x, 0, idx), s.IndexSelect(mem.y, 0, idx), nil
 }
 
 // Permutation is the host's seeded permutation of 0..n−1 used for sub-batch
@@ -460,7 +478,7 @@ func (e *Engine) grad(s *tensor.Scope, o optim.Grad) ([]tensor.T, error) {
 		return nil, err
 	}
 	mem := e.members[m]
-	x, y, err := e.selectBatch(s, o.Batch)
+	x, y, err := e.selectBatch(s, mem, o.Batch)
 	if err != nil {
 		return nil, err
 	}

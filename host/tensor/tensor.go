@@ -27,6 +27,9 @@ func (t *T) Drop() {
 	}
 }
 
+// Same tells whether t and u are the same handle.
+func (t T) Same(u T) bool { return t.t != nil && t.t == u.t }
+
 // Shape returns the tensor's sizes.
 func (t T) Shape() []int64 {
 	if t.t == nil {

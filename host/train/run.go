@@ -131,7 +131,18 @@ func (r *Runner) Run(ctx context.Context, run experiment.Run, m Method) (results
 		return rec, fmt.Errorf("configure: %w", err)
 	}
 	sched := NewSchedule(tr)
-	order := rand.New(rand.NewPCG(uint64(run.Seed), 1))
+	// One data order for all members, or one per member when the optimizer
+	// asks for it (deep ensembles).
+	orders := 1
+	for _, c := range m.Optimizer.Info().Capabilities {
+		if c == optim.CapMemberDataOrder {
+			orders = len(models)
+		}
+	}
+	rngs := make([]*rand.Rand, orders)
+	for k := range rngs {
+		rngs[k] = rand.New(rand.NewPCG(uint64(run.Seed), uint64(1+2*k)))
+	}
 	augRNG := rand.New(rand.NewPCG(uint64(run.Seed), 2))
 	prog := newProgress(r.Progress, r.Terminal, fmt.Sprintf("%s %s seed %d", run.Method.Name, run.Arch, run.Seed), total)
 	defer prog.done()
@@ -139,12 +150,15 @@ func (r *Runner) Run(ctx context.Context, run experiment.Run, m Method) (results
 	var trainLoss, trainAcc float64
 	epochs := 0
 	for epoch := 0; step < total; epoch++ {
-		idx := make([]int64, r.Data.TrainSize)
-		for i := range idx {
-			idx[i] = int64(i)
-		}
-		if r.Exp.Data.Shuffle {
-			order.Shuffle(len(idx), func(i, j int) { idx[i], idx[j] = idx[j], idx[i] })
+		idx := make([][]int64, orders)
+		for k := range idx {
+			idx[k] = make([]int64, r.Data.TrainSize)
+			for i := range idx[k] {
+				idx[k][i] = int64(i)
+			}
+			if r.Exp.Data.Shuffle {
+				rngs[k].Shuffle(len(idx[k]), func(i, j int) { idx[k][i], idx[k][j] = idx[k][j], idx[k][i] })
+			}
 		}
 		var sumLoss, sumAcc float64
 		var n int
@@ -156,11 +170,20 @@ func (r *Runner) Run(ctx context.Context, run experiment.Run, m Method) (results
 			err := r.W.Do(ctx, func() error {
 				s := tensor.NewScope()
 				defer s.Close()
-				x, y := r.Data.Train.Batch(s, idx[int64(i)*bs:int64(i+1)*bs], r.Data.Augment, augRNG, r.Dev)
-				if err := s.Err(); err != nil {
-					return err
+				for k := range idx {
+					x, y := r.Data.Train.Batch(s, idx[k][int64(i)*bs:int64(i+1)*bs], r.Data.Augment, augRNG, r.Dev)
+					if err := s.Err(); err != nil {
+						return err
+					}
+					x, y = s.Keep(x), s.Keep(y)
+					if orders == 1 {
+						for mi := range models {
+							eng.SetBatch(mi, x, y)
+						}
+					} else {
+						eng.SetBatch(k, x, y)
+					}
 				}
-				eng.SetBatch(s.Keep(x), s.Keep(y))
 				return nil
 			})
 			if err != nil {

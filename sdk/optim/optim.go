@@ -114,6 +114,11 @@ type StepOutput struct {
 // PredictiveKind says how the host evaluates a run.
 type PredictiveKind int32
 
+// CapMemberDataOrder is the capability by which an optimizer asks the host
+// to give every member its own data order (deep ensembles); without it all
+// members see the same minibatch.
+const CapMemberDataOrder = "member-data-order"
+
 // Predictive kinds.
 const (
 	// Point evaluates member 0's live parameters.
