@@ -36,7 +36,7 @@ type Member struct {
 	Params tensor.T // flat trainable parameters (owned)
 	Buf    tensor.T // flat BatchNorm buffers (owned; one element when none)
 	base   baseState
-	lr     float64 // learning rate for BaseStep in the current step
+	lr     float64  // learning rate for BaseStep in the current step
 	x, y   tensor.T // the member's current batch (owned)
 }
 
