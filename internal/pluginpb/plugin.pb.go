@@ -1439,10 +1439,12 @@ func (x *Tensor) GetKind() string {
 
 // MemberLayout mirrors optim.MemberLayout.
 type MemberLayout struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Arch          string                 `protobuf:"bytes,1,opt,name=arch,proto3" json:"arch,omitempty"`
-	Numel         int64                  `protobuf:"varint,2,opt,name=numel,proto3" json:"numel,omitempty"`
-	Tensors       []*Tensor              `protobuf:"bytes,3,rep,name=tensors,proto3" json:"tensors,omitempty"`
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Arch    string                 `protobuf:"bytes,1,opt,name=arch,proto3" json:"arch,omitempty"`
+	Numel   int64                  `protobuf:"varint,2,opt,name=numel,proto3" json:"numel,omitempty"`
+	Tensors []*Tensor              `protobuf:"bytes,3,rep,name=tensors,proto3" json:"tensors,omitempty"`
+	// Since minor 1: the member has a variational posterior (ρ handle).
+	Variational   bool `protobuf:"varint,4,opt,name=variational,proto3" json:"variational,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1496,6 +1498,13 @@ func (x *MemberLayout) GetTensors() []*Tensor {
 		return x.Tensors
 	}
 	return nil
+}
+
+func (x *MemberLayout) GetVariational() bool {
+	if x != nil {
+		return x.Variational
+	}
+	return false
 }
 
 // Layout mirrors optim.Layout.
@@ -2468,11 +2477,14 @@ func (x *NormOp) GetX() int32 {
 
 // GradOp mirrors optim.Grad.
 type GradOp struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Out           int32                  `protobuf:"zigzag32,1,opt,name=out,proto3" json:"out,omitempty"`
-	At            int32                  `protobuf:"zigzag32,2,opt,name=at,proto3" json:"at,omitempty"`
-	Batch         *Batch                 `protobuf:"bytes,3,opt,name=batch,proto3" json:"batch,omitempty"`
-	Bn            BNMode                 `protobuf:"varint,4,opt,name=bn,proto3,enum=optlab.plugin.v1.BNMode" json:"bn,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Out   int32                  `protobuf:"zigzag32,1,opt,name=out,proto3" json:"out,omitempty"`
+	At    int32                  `protobuf:"zigzag32,2,opt,name=at,proto3" json:"at,omitempty"`
+	Batch *Batch                 `protobuf:"bytes,3,opt,name=batch,proto3" json:"batch,omitempty"`
+	Bn    BNMode                 `protobuf:"varint,4,opt,name=bn,proto3,enum=optlab.plugin.v1.BNMode" json:"bn,omitempty"`
+	// Since minor 1: weight noise and ρ-gradient output of variational members.
+	Eps           int32 `protobuf:"zigzag32,5,opt,name=eps,proto3" json:"eps,omitempty"`
+	OutRho        int32 `protobuf:"zigzag32,6,opt,name=out_rho,json=outRho,proto3" json:"out_rho,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2533,6 +2545,20 @@ func (x *GradOp) GetBn() BNMode {
 		return x.Bn
 	}
 	return BNMode_BN_MODE_UPDATE
+}
+
+func (x *GradOp) GetEps() int32 {
+	if x != nil {
+		return x.Eps
+	}
+	return 0
+}
+
+func (x *GradOp) GetOutRho() int32 {
+	if x != nil {
+		return x.OutRho
+	}
+	return 0
 }
 
 // BaseStepOp mirrors optim.BaseStep.
@@ -3255,11 +3281,12 @@ const file_optlab_plugin_v1_plugin_proto_rawDesc = "" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
 	"\x05shape\x18\x02 \x03(\x03R\x05shape\x12\x16\n" +
 	"\x06offset\x18\x03 \x01(\x03R\x06offset\x12\x12\n" +
-	"\x04kind\x18\x04 \x01(\tR\x04kind\"l\n" +
+	"\x04kind\x18\x04 \x01(\tR\x04kind\"\x8e\x01\n" +
 	"\fMemberLayout\x12\x12\n" +
 	"\x04arch\x18\x01 \x01(\tR\x04arch\x12\x14\n" +
 	"\x05numel\x18\x02 \x01(\x03R\x05numel\x122\n" +
-	"\atensors\x18\x03 \x03(\v2\x18.optlab.plugin.v1.TensorR\atensors\"\x80\x01\n" +
+	"\atensors\x18\x03 \x03(\v2\x18.optlab.plugin.v1.TensorR\atensors\x12 \n" +
+	"\vvariational\x18\x04 \x01(\bR\vvariational\"\x80\x01\n" +
 	"\x06Layout\x128\n" +
 	"\amembers\x18\x01 \x03(\v2\x1e.optlab.plugin.v1.MemberLayoutR\amembers\x12\x1d\n" +
 	"\n" +
@@ -3318,12 +3345,14 @@ const file_optlab_plugin_v1_plugin_proto_rawDesc = "" +
 	"\x01a\x18\x01 \x01(\x11R\x01a\x12\f\n" +
 	"\x01b\x18\x02 \x01(\x11R\x01b\"\x16\n" +
 	"\x06NormOp\x12\f\n" +
-	"\x01x\x18\x01 \x01(\x11R\x01x\"\x83\x01\n" +
+	"\x01x\x18\x01 \x01(\x11R\x01x\"\xae\x01\n" +
 	"\x06GradOp\x12\x10\n" +
 	"\x03out\x18\x01 \x01(\x11R\x03out\x12\x0e\n" +
 	"\x02at\x18\x02 \x01(\x11R\x02at\x12-\n" +
 	"\x05batch\x18\x03 \x01(\v2\x17.optlab.plugin.v1.BatchR\x05batch\x12(\n" +
-	"\x02bn\x18\x04 \x01(\x0e2\x18.optlab.plugin.v1.BNModeR\x02bn\"8\n" +
+	"\x02bn\x18\x04 \x01(\x0e2\x18.optlab.plugin.v1.BNModeR\x02bn\x12\x10\n" +
+	"\x03eps\x18\x05 \x01(\x11R\x03eps\x12\x17\n" +
+	"\aout_rho\x18\x06 \x01(\x11R\x06outRho\"8\n" +
 	"\n" +
 	"BaseStepOp\x12\x16\n" +
 	"\x06params\x18\x01 \x01(\x11R\x06params\x12\x12\n" +

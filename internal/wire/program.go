@@ -62,7 +62,7 @@ func opToProto(i int, op optim.Op) (*pb.Op, error) {
 		return &pb.Op{Kind: &pb.Op_Norm{Norm: &pb.NormOp{X: v(o.X)}}}, nil
 	case optim.Grad:
 		b := &pb.Batch{Part: o.Batch.Part, Of: o.Batch.Of, Shuffle: o.Batch.Shuffle}
-		return &pb.Op{Kind: &pb.Op_Grad{Grad: &pb.GradOp{Out: v(o.Out), At: v(o.At), Batch: b, Bn: pb.BNMode(o.BN)}}}, nil
+		return &pb.Op{Kind: &pb.Op_Grad{Grad: &pb.GradOp{Out: v(o.Out), At: v(o.At), Batch: b, Bn: pb.BNMode(o.BN), Eps: v(o.Eps), OutRho: v(o.OutRho)}}}, nil
 	case optim.BaseStep:
 		return &pb.Op{Kind: &pb.Op_BaseStep{BaseStep: &pb.BaseStepOp{Params: v(o.Params), Grad: v(o.Grad)}}}, nil
 	case optim.SetLR:
@@ -201,7 +201,9 @@ func opFromProto(i int, op *pb.Op) (optim.Op, error) {
 			Out:   v(o.GetOut()),
 			At:    v(o.GetAt()),
 			Batch: optim.Batch{Part: b.GetPart(), Of: b.GetOf(), Shuffle: b.GetShuffle()},
-			BN:    bn,
+			BN:     bn,
+			Eps:    v(o.GetEps()),
+			OutRho: v(o.GetOutRho()),
 		}, nil
 	case *pb.Op_BaseStep:
 		o := k.BaseStep

@@ -351,7 +351,7 @@ func LayoutToProto(l optim.Layout) *pb.Layout {
 		out.Members = make([]*pb.MemberLayout, len(l.Members))
 	}
 	for i, m := range l.Members {
-		pm := &pb.MemberLayout{Arch: m.Arch, Numel: m.Numel}
+		pm := &pb.MemberLayout{Arch: m.Arch, Numel: m.Numel, Variational: m.Variational}
 		if m.Tensors != nil {
 			pm.Tensors = make([]*pb.Tensor, len(m.Tensors))
 		}
@@ -370,7 +370,7 @@ func LayoutFromProto(l *pb.Layout) optim.Layout {
 		out.Members = make([]optim.MemberLayout, len(l.GetMembers()))
 	}
 	for i, m := range l.GetMembers() {
-		om := optim.MemberLayout{Arch: m.GetArch(), Numel: m.GetNumel()}
+		om := optim.MemberLayout{Arch: m.GetArch(), Numel: m.GetNumel(), Variational: m.GetVariational()}
 		if m.GetTensors() != nil {
 			om.Tensors = make([]optim.Tensor, len(m.GetTensors()))
 		}

@@ -35,6 +35,7 @@ func allOps() []optim.Op {
 		optim.Dot{A: 4, B: optim.ParamsOf(1)},
 		optim.Norm{X: 4},
 		optim.Grad{Out: 4, At: 9, Batch: optim.Batch{Part: 1, Of: 2, Shuffle: 99}, BN: optim.BNFreeze},
+		optim.Grad{Out: 4, At: 0, Eps: 7, OutRho: 8},
 		optim.BaseStep{Params: optim.ParamsOf(1), Grad: 4},
 		optim.SetLR{Member: 3, LR: 0.05},
 	}

@@ -14,7 +14,7 @@ const ProtocolMajor = 1
 
 // ProtocolMinor is the in-band minor version carried by Info; hosts accept
 // plugins with a minor version up to their own.
-const ProtocolMinor = 0
+const ProtocolMinor = 1
 
 func nan() float64 { return math.NaN() }
 
@@ -42,6 +42,8 @@ type MemberLayout struct {
 	Arch    string
 	Numel   int64
 	Tensors []Tensor
+	// Variational members have a ρ vector, RhoOf(m), beside their means.
+	Variational bool
 }
 
 // Layout describes every member of a run.

@@ -16,13 +16,29 @@ const Params Vec = 0
 // ParamsOf returns the handle of member m's live parameters.
 func ParamsOf(m int) Vec { return Vec(-m) }
 
+// rhoBase starts the reserved range of ρ handles.
+const rhoBase = -(1 << 24)
+
+// RhoOf returns the handle of variational member m's ρ vector (σ =
+// softplus(ρ) elementwise; the live parameters ParamsOf(m) are the means μ).
+// Since protocol minor 1.
+func RhoOf(m int) Vec { return Vec(rhoBase - m) }
+
 // Member returns the member index of a reserved parameter handle and
 // whether v is one.
 func (v Vec) Member() (int, bool) {
-	if v > 0 {
+	if v > 0 || v <= rhoBase {
 		return 0, false
 	}
 	return int(-v), true
+}
+
+// Rho returns the member index of a reserved ρ handle and whether v is one.
+func (v Vec) Rho() (int, bool) {
+	if v > rhoBase {
+		return 0, false
+	}
+	return int(rhoBase - v), true
 }
 
 // UnaryKind selects an elementwise function for the Unary op.
@@ -163,13 +179,24 @@ type Norm struct{ X Vec }
 
 // Grad evaluates the loss of the member that owns At, with the parameters
 // taken from At, on the selected part of the current batch, and writes the
-// gradient into Out (Out = 0 writes none). It emits two scalars: the mean
-// loss and the accuracy of that pass.
+// gradient into Out (Out = 0 writes none: the live parameters are never a
+// gradient target). It emits two scalars: the mean loss and the accuracy of
+// that pass.
+//
+// For a variational member (Layout says so) At holds the means μ; the pass
+// uses the weights W = μ + softplus(ρ) ⊙ κ with the member's live ρ and the
+// standard-normal noise vector κ in Eps (Eps = 0: a fresh draw for this
+// pass), so passes that share Eps see the same weight sample. The loss is
+// then the mean NLL plus the KL term of the run's variational settings, and
+// OutRho (≠ 0) receives the gradient with respect to ρ. Eps and OutRho are
+// protocol minor 1.
 type Grad struct {
-	Out   Vec
-	At    Vec
-	Batch Batch
-	BN    BNMode
+	Out    Vec
+	At     Vec
+	Batch  Batch
+	BN     BNMode
+	Eps    Vec
+	OutRho Vec
 }
 
 // BaseStep applies the experiment's base optimizer (SGD with momentum,
@@ -271,6 +298,12 @@ func (p *Program) Norm(x Vec) *Program { return p.add(Norm{X: x}) }
 // Grad appends a Grad op (two scalars: loss, accuracy).
 func (p *Program) Grad(out, at Vec, b Batch, bn BNMode) *Program {
 	return p.add(Grad{Out: out, At: at, Batch: b, BN: bn})
+}
+
+// VarGrad appends a Grad op of a variational member with weight noise eps
+// and ρ-gradient output outRho (two scalars: loss, accuracy).
+func (p *Program) VarGrad(out, outRho, at, eps Vec, b Batch, bn BNMode) *Program {
+	return p.add(Grad{Out: out, At: at, Batch: b, BN: bn, Eps: eps, OutRho: outRho})
 }
 
 // BaseStep appends a base-optimizer step of params with gradient g.

@@ -1,0 +1,99 @@
+// Command faultplugin is an optlab plugin for the end-to-end tests of the
+// host command: plain SGD (one gradient and the host's base step per
+// member) that misbehaves at a chosen step, picked by its hyperparameters:
+//
+//	crash_at = k   write a line to stderr and exit with status 3 at step k
+//	hang_at = k    sleep for an hour at step k, ignoring the call's deadline
+//	nan_at = k     report a NaN loss at step k
+//	fail_at = k    return an error from Step at step k
+//
+// A negative value (the default) turns a fault off. Steps count from 0 and
+// restart with every run.
+package main
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"os"
+	"time"
+
+	"github.com/optlab/optlab/sdk/hparams"
+	"github.com/optlab/optlab/sdk/optim"
+	"github.com/optlab/optlab/sdk/serve"
+)
+
+// config holds the fault switches; see the package comment.
+type config struct {
+	CrashAt int `hp:"crash_at" doc:"exit with status 3 at this step (-1: never)"`
+	HangAt  int `hp:"hang_at" doc:"sleep for an hour at this step (-1: never)"`
+	NaNAt   int `hp:"nan_at" doc:"report a NaN loss at this step (-1: never)"`
+	FailAt  int `hp:"fail_at" doc:"return an error from Step at this step (-1: never)"`
+}
+
+func defaults() config { return config{CrashAt: -1, HangAt: -1, NaNAt: -1, FailAt: -1} }
+
+// faulty is the optimizer.
+type faulty struct {
+	cfg     config
+	members int
+}
+
+func grad(m int) optim.Vec { return optim.Vec(1 + m) }
+
+// Info implements optim.Optimizer.
+func (o *faulty) Info() optim.Info {
+	return optim.Info{Name: "faulty", Version: "0.0.1", ProtocolMinor: optim.ProtocolMinor,
+		Capabilities: []string{"members"}, Params: hparams.MustSpecs(defaults())}
+}
+
+// Configure implements optim.Optimizer.
+func (o *faulty) Configure(ctx context.Context, h optim.Host, cfg optim.Config) error {
+	o.cfg = defaults()
+	if err := hparams.Apply(&o.cfg, cfg.Params); err != nil {
+		return fmt.Errorf("faulty: %w", err)
+	}
+	o.members = max(cfg.Members, 1)
+	p := optim.Prog()
+	for m := range o.members {
+		p.AllocFor(grad(m), m)
+	}
+	if _, err := h.Exec(ctx, p); err != nil {
+		return fmt.Errorf("faulty: configure: %w", err)
+	}
+	return nil
+}
+
+// Step implements optim.Optimizer.
+func (o *faulty) Step(ctx context.Context, h optim.Host, in optim.StepInput) (optim.StepOutput, error) {
+	k := int(in.Step)
+	switch k {
+	case o.cfg.CrashAt:
+		fmt.Fprintf(os.Stderr, "faulty: simulated crash at step %d\n", k)
+		os.Exit(3)
+	case o.cfg.HangAt:
+		fmt.Fprintf(os.Stderr, "faulty: hanging at step %d\n", k)
+		time.Sleep(time.Hour)
+	case o.cfg.FailAt:
+		return optim.StepOutput{}, fmt.Errorf("faulty: simulated failure at step %d", k)
+	}
+	p := optim.Prog()
+	for m := range o.members {
+		p.Grad(grad(m), optim.ParamsOf(m), optim.Batch{}, optim.BNUpdate).BaseStep(optim.ParamsOf(m), grad(m))
+	}
+	r, err := h.Exec(ctx, p)
+	if err != nil {
+		return optim.StepOutput{}, fmt.Errorf("faulty: step: %w", err)
+	}
+	var loss, acc float64
+	for m := range o.members {
+		loss += r.Scalar(2*m) / float64(o.members)
+		acc += r.Scalar(2*m+1) / float64(o.members)
+	}
+	if k == o.cfg.NaNAt {
+		loss = math.NaN()
+	}
+	return optim.StepOutput{Metrics: map[string]float64{"loss": loss, "acc": acc}}, nil
+}
+
+func main() { serve.Serve(func() optim.Optimizer { return &faulty{} }) }
