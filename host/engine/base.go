@@ -36,19 +36,25 @@ func (b *baseState) drop() {
 }
 
 func (e *Engine) baseStep(s *tensor.Scope, o optim.BaseStep) error {
-	mi, ok := o.Params.Member()
-	if !ok || mi >= len(e.members) {
-		return fmt.Errorf("base_step: handle %d is not a member's live parameters", o.Params)
+	p, mi, err := e.get(o.Params)
+	if err != nil {
+		return fmt.Errorf("base_step: %w", err)
 	}
 	mem := e.members[mi]
-	p := mem.Params
+	st := &mem.base
+	c := e.cfg.Base
+	if _, isRho := o.Params.Rho(); isRho {
+		// ρ has its own state and no weight decay.
+		st = &mem.vi.base
+		c.WeightDecay = 0
+	} else if _, ok := o.Params.Member(); !ok {
+		return fmt.Errorf("base_step: handle %d is not a member's live parameters or ρ", o.Params)
+	}
 	_, g, err := e.same(o.Params, o.Grad)
 	if err != nil {
 		return err
 	}
 	lr := mem.lr
-	c := e.cfg.Base
-	st := &mem.base
 	d := g
 	if c.WeightDecay != 0 {
 		d = s.Add(g, s.Scale(p, c.WeightDecay))

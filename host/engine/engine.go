@@ -25,9 +25,11 @@ type Config struct {
 	Seed           int64
 	LabelSmoothing float64
 	BNMomentum     float64 // PyTorch's BatchNorm momentum; 0.1 when zero
-	Base           BaseConfig
-	TrainSize      int64
-	BatchSize      int64
+	// Variational, when set, makes every member a Gaussian posterior.
+	Variational *Variational
+	Base        BaseConfig
+	TrainSize   int64
+	BatchSize   int64
 }
 
 // Member is one model of a run with its flat vectors on the device.
@@ -38,6 +40,7 @@ type Member struct {
 	base   baseState
 	lr     float64  // learning rate for BaseStep in the current step
 	x, y   tensor.T // the member's current batch (owned)
+	vi     *variational
 }
 
 type vec struct {
@@ -74,11 +77,16 @@ func New(ctx context.Context, w *tensor.Worker, cfg Config, models []*model.Mode
 			b := s.Zeros([]int64{max(m.BufNumel, 1)}, tensor.Float32, cfg.Device)
 			m.InitParams(s, p)
 			m.InitBuffers(s, b)
+			mem := &Member{Model: m}
+			if cfg.Variational != nil {
+				e.initVariational(s, mem)
+			}
 			if err := s.Err(); err != nil {
 				s.Close()
 				return fmt.Errorf("initializing member %d (%s): %w", i, m.Arch, err)
 			}
-			e.members = append(e.members, &Member{Model: m, Params: s.Keep(p), Buf: s.Keep(b)})
+			mem.Params, mem.Buf = s.Keep(p), s.Keep(b)
+			e.members = append(e.members, mem)
 			s.Close()
 		}
 		return nil
@@ -106,6 +114,9 @@ func (e *Engine) Close() {
 			m.Params.Drop()
 			m.Buf.Drop()
 			m.base.drop()
+			if m.vi != nil {
+				m.vi.drop()
+			}
 		}
 		for _, v := range e.vecs {
 			v.t.Drop()
@@ -125,7 +136,7 @@ func (e *Engine) Close() {
 func (e *Engine) Layout(context.Context) (optim.Layout, error) {
 	l := optim.Layout{TrainSize: e.cfg.TrainSize, BatchSize: e.cfg.BatchSize}
 	for _, m := range e.members {
-		ml := optim.MemberLayout{Arch: m.Model.Arch, Numel: m.Model.Numel}
+		ml := optim.MemberLayout{Arch: m.Model.Arch, Numel: m.Model.Numel, Variational: m.vi != nil}
 		for i, p := range m.Model.Params {
 			ml.Tensors = append(ml.Tensors, optim.Tensor{Name: p.Name, Shape: p.Shape, Offset: m.Model.Offsets[i], Kind: p.Kind})
 		}
@@ -220,6 +231,12 @@ func (e *Engine) exec(p *optim.Program) (optim.Result, error) {
 
 // get resolves a handle to its tensor and member.
 func (e *Engine) get(h optim.Vec) (tensor.T, int, error) {
+	if m, ok := h.Rho(); ok {
+		if m >= len(e.members) || e.members[m].vi == nil {
+			return tensor.T{}, 0, fmt.Errorf("handle %d: member %d has no ρ (the model is not variational)", h, m)
+		}
+		return e.members[m].vi.rho, m, nil
+	}
 	if m, ok := h.Member(); ok {
 		if m >= len(e.members) {
 			return tensor.T{}, 0, fmt.Errorf("handle %d: no member %d (run has %d)", h, m, len(e.members))
@@ -485,6 +502,12 @@ func (e *Engine) grad(s *tensor.Scope, o optim.Grad) ([]tensor.T, error) {
 	mom := e.cfg.BNMomentum
 	if o.BN == optim.BNFreeze {
 		mom = 0
+	}
+	if mem.vi != nil {
+		return e.varGrad(s, o, mem, at, x, y, mom)
+	}
+	if o.Eps != 0 || o.OutRho != 0 {
+		return nil, fmt.Errorf("grad: eps/out_rho given for member %d, which is not variational", m)
 	}
 	leaf := s.RequiresGrad(at)
 	logits := mem.Model.Forward(s, leaf, mem.Buf, x, true, mom)

@@ -85,8 +85,18 @@ func (e *Engine) predictBatch(pred optim.Predictive, set *DeviceSet, start, n, s
 			add(probs(t, m), w)
 		}
 	case optim.Samples:
+		if pred.N <= 0 {
+			return nil, fmt.Errorf("predictive: %d samples", pred.N)
+		}
 		if pred.Std == 0 {
-			return nil, errors.New("predictive: sampling the host's variational weights is not available in this build")
+			mem := e.members[0]
+			if mem.vi == nil {
+				return nil, errors.New("predictive: samples of the variational weights asked for, but the model is not variational (set model.variational = true)")
+			}
+			for j := 0; j < pred.N; j++ {
+				add(probs(e.sampleWeights(s, mem, seed*7919+int64(j)+1), 0), 1/float64(pred.N))
+			}
+			break
 		}
 		mean, m, err := e.get(pred.Mean)
 		if err != nil {
@@ -95,9 +105,6 @@ func (e *Engine) predictBatch(pred optim.Predictive, set *DeviceSet, start, n, s
 		_, std, err := e.same(pred.Mean, pred.Std)
 		if err != nil {
 			return nil, fmt.Errorf("predictive std: %w", err)
-		}
-		if pred.N <= 0 {
-			return nil, fmt.Errorf("predictive: %d samples", pred.N)
 		}
 		for j := 0; j < pred.N; j++ {
 			tensor.ManualSeed(seed*7919 + int64(j) + 1)

@@ -192,7 +192,11 @@ type VariationalOpts struct {
 	// KL (default "qp") is the KL direction: "qp" for KL(q‖p), "pq" for
 	// KL(p‖q).
 	KL string `toml:"kl"`
-	// Beta (default 1.0) scales the KL term (> 0).
+	// KLReduction (default "sum") is how the per-weight KL terms are
+	// reduced: "sum" (the ELBO), or "layers": the sum divided by the number
+	// of variational layers + 1, as the OT-MDR reference code does.
+	KLReduction string `toml:"kl_reduction"`
+	// Beta (default 1.0) scales the KL term (≥ 0).
 	Beta float64 `toml:"beta"`
 	// MCSamples (default 30) is the number of weight samples averaged by
 	// the variational model's predictive at evaluation (≥ 1).
@@ -367,7 +371,7 @@ func Default() *Experiment {
 		Model: Model{
 			Archs: []string{"cnn"},
 			VariationalOpts: VariationalOpts{
-				PriorSigma: 0.1, RhoInit: -5.0, KL: KLqp, Beta: 1.0, MCSamples: 30,
+				PriorSigma: 0.1, RhoInit: -5.0, KL: KLqp, KLReduction: "sum", Beta: 1.0, MCSamples: 30,
 			},
 		},
 		Train: Train{

@@ -190,7 +190,8 @@ func (v *validator) model(knownArchs []string) {
 	v.floatIn("model.variational_opts.prior_sigma", o.PriorSigma, 0, math.Inf(1), false, false)
 	v.floatIn("model.variational_opts.rho_init", o.RhoInit, math.Inf(-1), math.Inf(1), false, false)
 	v.enum("model.variational_opts.kl", o.KL, KLqp, KLpq)
-	v.floatIn("model.variational_opts.beta", o.Beta, 0, math.Inf(1), false, false)
+	v.enum("model.variational_opts.kl_reduction", o.KLReduction, "sum", "layers")
+	v.floatIn("model.variational_opts.beta", o.Beta, 0, math.Inf(1), true, false)
 	v.intMin("model.variational_opts.mc_samples", o.MCSamples, 1)
 }
 

@@ -467,18 +467,4 @@ func (s *Scope) RequiresGrad(t T) T {
 }
 
 // Gradient returns ∂loss/∂leaf for a scalar loss without touching .grad.
-func (s *Scope) Gradient(loss, leaf T) T {
-	if !s.check(loss, leaf) {
-		return T{}
-	}
-	return s.op("backward", func() (*ts.Tensor, error) {
-		if !loss.t.MustRequiresGrad() {
-			return nil, fmt.Errorf("the loss does not depend on the parameters (is grad mode off?)")
-		}
-		g, err := ts.RunBackward([]*ts.Tensor{loss.t}, []*ts.Tensor{leaf.t}, false, false)
-		if err != nil {
-			return nil, err
-		}
-		return g[0], nil
-	})
-}
+func (s *Scope) Gradient(loss, leaf T) T { return s.Gradients(loss, leaf)[0] }

@@ -113,10 +113,16 @@ func (r *Runner) Run(ctx context.Context, run experiment.Run, m Method) (results
 	if len(o.Betas) == 2 {
 		base.Beta1, base.Beta2 = o.Betas[0], o.Betas[1]
 	}
-	eng, err := engine.New(ctx, r.W, engine.Config{
+	ecfg := engine.Config{
 		Device: r.Dev, Seed: run.Seed, LabelSmoothing: tr.LabelSmoothing, Base: base,
 		TrainSize: int64(r.Data.TrainSize), BatchSize: int64(tr.BatchSize),
-	}, models)
+	}
+	if mo := r.Exp.Model; mo.Variational {
+		v := mo.VariationalOpts
+		ecfg.Variational = &engine.Variational{PriorSigma: v.PriorSigma, RhoInit: v.RhoInit, RhoInitStd: 0.1,
+			KL: v.KL, KLReduction: v.KLReduction, Beta: v.Beta}
+	}
+	eng, err := engine.New(ctx, r.W, ecfg, models)
 	if err != nil {
 		return rec, err
 	}
@@ -256,6 +262,9 @@ func (r *Runner) evaluate(ctx context.Context, eng *engine.Engine, opt optim.Opt
 		}
 		if pred.Kind == optim.Samples && pred.N == 0 {
 			pred.N = r.Exp.Eval.MCSamples
+			if pred.Std == 0 && r.Exp.Model.Variational {
+				pred.N = r.Exp.Model.VariationalOpts.MCSamples
+			}
 		}
 	}
 	bs := int64(r.Exp.Train.EvalBatchSize)

@@ -1,0 +1,88 @@
+package train
+
+import (
+	"context"
+	"math"
+	"strings"
+	"testing"
+
+	"github.com/optlab/optlab/host/tensor"
+	"github.com/optlab/optlab/plugins/sgd"
+	"github.com/optlab/optlab/sdk/optim"
+)
+
+// bbb is a minimal Bayes-by-backprop optimizer for host tests: one weight
+// sample per step, shared by two passes so the test can check that passes
+// sharing Eps see the same weights.
+type bbb struct {
+	twoPass  bool
+	mismatch int
+}
+
+func (b *bbb) Info() optim.Info {
+	return optim.Info{Name: "bbb", ProtocolMinor: optim.ProtocolMinor}
+}
+
+const (
+	gMu  optim.Vec = 1
+	gRho optim.Vec = 2
+	kap  optim.Vec = 3
+)
+
+func (b *bbb) Configure(ctx context.Context, h optim.Host, _ optim.Config) error {
+	_, err := h.Exec(ctx, optim.Prog().Alloc(gMu).Alloc(gRho).Alloc(kap))
+	return err
+}
+
+func (b *bbb) Step(ctx context.Context, h optim.Host, in optim.StepInput) (optim.StepOutput, error) {
+	p := optim.Prog().RandN(kap, 1, in.Step+1).VarGrad(gMu, gRho, optim.Params, kap, optim.Batch{}, optim.BNUpdate)
+	if b.twoPass {
+		p.VarGrad(0, 0, optim.Params, kap, optim.Batch{}, optim.BNFreeze)
+	}
+	r, err := h.Exec(ctx, p.BaseStep(optim.Params, gMu).BaseStep(optim.RhoOf(0), gRho))
+	if err != nil {
+		return optim.StepOutput{}, err
+	}
+	if b.twoPass && r.Scalar(0) != r.Scalar(2) {
+		b.mismatch++
+	}
+	return optim.StepOutput{Metrics: map[string]float64{"loss": r.Scalar(0), "acc": r.Scalar(1)}}, nil
+}
+
+func (b *bbb) Predictive(context.Context) (optim.Predictive, error) {
+	return optim.Predictive{Kind: optim.Samples}, nil
+}
+
+func variationalTOML(extra string) string {
+	return strings.Replace(digitsTOML, "[train]", "variational = true\n"+extra+"\n[train]", 1)
+}
+
+func TestVariationalTrainsAndSharesNoise(t *testing.T) {
+	w := tensor.NewWorker(2)
+	defer w.Close()
+	r, exp := newRunner(t, w, variationalTOML(""))
+	opt := &bbb{twoPass: true}
+	rec := runOnce(t, r, exp, opt, nil)
+	if opt.mismatch != 0 {
+		t.Errorf("%d steps where two passes with the same Eps gave different losses", opt.mismatch)
+	}
+	if acc := rec.Metrics["acc"]; acc < 0.8 {
+		t.Errorf("variational CNN test accuracy %.3f after 3 epochs, want ≥ 0.8", acc)
+	}
+}
+
+// With σ → 0 (ρ = −30) and β = 0 a variational step is the deterministic
+// step: the runs agree up to rounding.
+func TestVariationalZeroSigmaIsDeterministic(t *testing.T) {
+	w := tensor.NewWorker(2)
+	defer w.Close()
+	r, exp := newRunner(t, w, variationalTOML("[model.variational_opts]\nrho_init = -30.0\nbeta = 0.0"))
+	v := runOnce(t, r, exp, &bbb{}, nil)
+	rd, expd := newRunner(t, w, digitsTOML)
+	d := runOnce(t, rd, expd, sgd.New(), nil)
+	for _, k := range []string{"acc", "nll", "train_loss"} {
+		if math.Abs(v.Metrics[k]-d.Metrics[k]) > 1e-3*math.Max(1, math.Abs(d.Metrics[k])) {
+			t.Errorf("%s: variational(σ→0) %v, deterministic %v", k, v.Metrics[k], d.Metrics[k])
+		}
+	}
+}
