@@ -3,7 +3,7 @@
 # none is found), gotch prepared for it, the host and the plugins.
 
 GO      ?= go
-PLUGINS := $(notdir $(wildcard plugins/*/cmd/*))
+PLUGIN_DIRS := $(wildcard plugins/*/cmd/*)
 BIN     := bin
 EXPERIMENT ?= experiments/quickstart.toml
 
@@ -20,7 +20,7 @@ build: gotch plugins
 
 plugins: gotch
 	@mkdir -p $(BIN)/plugins
-	@for p in $(PLUGINS); do $(GO) build -o $(BIN)/plugins/$$p ./plugins/$$p/cmd/$$p || exit 1; done
+	@for d in $(PLUGIN_DIRS); do $(GO) build -o $(BIN)/plugins/$$(basename $$d) ./$$d || exit 1; done
 
 demo: build
 	$(BIN)/host run $(EXPERIMENT)

@@ -4,22 +4,30 @@
 Every architecture here has exactly the parameter and buffer names, shapes
 and order of its Go counterpart, so a state dict written by optlab (one
 tensor per name, e.g. a safetensors file) loads with
-``model.load_state_dict(..., strict=True)``; BatchNorm's num_batches_tracked
-is filled in by PyTorch when absent. Initialization follows optlab's
-InitParams in distribution (not in draws): convolutions Kaiming normal with
-the fan the Go code names, BatchNorm gamma=1 beta=0, linear layers PyTorch's
-default unless optlab zero-initializes them.
+``model.load_state_dict(..., strict=True)``; optlab's checkpoints carry a
+num_batches_tracked scalar per BatchNorm for that reason. Initialization
+follows optlab's InitParams in distribution (not in draws): convolutions
+Kaiming normal with the fan the Go code names, BatchNorm gamma=1 beta=0,
+linear layers PyTorch's default unless optlab zero-initializes them.
 
 Usage (Debian's PyTorch; the python3 on PATH may have no torch):
 
     /usr/bin/python3 bench/torch_models.py --count   # parameters, 10 and 100 classes
     /usr/bin/python3 bench/torch_models.py --check   # forward+backward of each arch
+    /usr/bin/python3 bench/torch_models.py --compare CKPT --arch resnet10 --io IO
+        # load an optlab checkpoint, run the eval-mode forward on the "input"
+        # tensor of the safetensors file IO and print the largest difference
+        # from its "logits" tensor (the host's logits)
 
-From Python: ``build(arch, classes=10, in_shape=(3, 32, 32))``.
+From Python: ``build(arch, classes=10, in_shape=(3, 32, 32))``,
+``read_safetensors(path)`` and ``load_optlab(model, path)`` (no safetensors
+package needed).
 """
 
 import argparse
+import json
 import math
+import struct
 import sys
 
 import torch
@@ -474,11 +482,83 @@ def build(arch, classes=10, in_shape=(3, 32, 32)):
     return ZOO[arch](classes, tuple(in_shape))
 
 
-def load_optlab(model, path):
-    """Loads an optlab safetensors file (needs the safetensors package)."""
-    from safetensors.torch import load_file  # pylint: disable=import-outside-toplevel
+SAFETENSORS_DTYPES = {
+    "F64": torch.float64,
+    "F32": torch.float32,
+    "F16": torch.float16,
+    "BF16": torch.bfloat16,
+    "I64": torch.int64,
+    "I32": torch.int32,
+    "I16": torch.int16,
+    "I8": torch.int8,
+    "U8": torch.uint8,
+    "BOOL": torch.bool,
+}
 
-    return model.load_state_dict(load_file(path), strict=True)
+
+def read_safetensors(path):
+    """Reads a safetensors file without the safetensors package.
+
+    Returns (tensors, metadata): a dict of name -> tensor (CPU, owning its
+    memory) and the header's "__metadata__" dict (empty when absent).
+    """
+    if sys.byteorder != "little":
+        raise RuntimeError("read_safetensors assumes a little-endian machine")
+    with open(path, "rb") as f:
+        data = f.read()
+    if len(data) < 8:
+        raise ValueError("%s: truncated (%d bytes)" % (path, len(data)))
+    (n,) = struct.unpack("<Q", data[:8])
+    if 8 + n > len(data):
+        raise ValueError("%s: header of %d bytes but the file has %d" % (path, n, len(data)))
+    header = json.loads(data[8:8 + n].decode("utf-8"))
+    meta = header.pop("__metadata__", None) or {}
+    body = memoryview(data)[8 + n:]
+    tensors = {}
+    for name, e in header.items():
+        dtype = SAFETENSORS_DTYPES.get(e["dtype"])
+        if dtype is None:
+            raise ValueError("%s: tensor %r has unsupported dtype %s" % (path, name, e["dtype"]))
+        begin, end = e["data_offsets"]
+        shape = e["shape"]
+        if end > len(body) or begin > end:
+            raise ValueError("%s: tensor %r: data_offsets [%d, %d] outside %d data bytes" % (path, name, begin, end, len(body)))
+        if math.prod(shape) == 0:
+            tensors[name] = torch.empty(shape, dtype=dtype)
+            continue
+        flat = torch.frombuffer(bytearray(body[begin:end]), dtype=dtype)
+        if flat.numel() != math.prod(shape):
+            raise ValueError("%s: tensor %r: %d bytes for shape %s" % (path, name, end - begin, shape))
+        tensors[name] = flat.reshape(shape)
+    return tensors, meta
+
+
+def load_optlab(model, path, prefix=""):
+    """Loads an optlab safetensors checkpoint into model (strict).
+
+    prefix selects one member of a checkpoint of several ("members.<m>.").
+    """
+    tensors, _ = read_safetensors(path)
+    if prefix:
+        tensors = {k[len(prefix):]: v for k, v in tensors.items() if k.startswith(prefix)}
+    return model.load_state_dict(tensors, strict=True)
+
+
+def compare(ckpt, arch, io_path, prefix=""):
+    """Eval-mode logits of the checkpoint on io_path's "input" vs its "logits".
+
+    Returns (max abs difference, max abs logit).
+    """
+    io, _ = read_safetensors(io_path)
+    x, want = io["input"].float(), io["logits"].double()
+    model = build(arch, want.shape[1], tuple(x.shape[1:]))
+    load_optlab(model, ckpt, prefix)
+    model.eval()
+    with torch.no_grad():
+        got = model(x).double()
+    if got.shape != want.shape:
+        raise ValueError("logits of shape %s, the host's are %s" % (tuple(got.shape), tuple(want.shape)))
+    return float((got - want).abs().max()), float(want.abs().max())
 
 
 def count(model):
@@ -490,11 +570,21 @@ def main(argv):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--count", action="store_true", help="print parameter counts for 10 and 100 classes")
     ap.add_argument("--check", action="store_true", help="forward+backward on 2x3x32x32 and 2x3x16x16")
+    ap.add_argument("--compare", metavar="CKPT", help="optlab checkpoint (safetensors) to compare with the host's logits")
+    ap.add_argument("--arch", help="architecture of the --compare checkpoint")
+    ap.add_argument("--io", metavar="FILE", help="safetensors file with the \"input\" batch and the host's \"logits\"")
+    ap.add_argument("--prefix", default="", help="names' prefix of one member in CKPT, e.g. members.0.")
     ap.add_argument("archs", nargs="*", help="architectures (default: all)")
     args = ap.parse_args(argv)
     archs = args.archs or list(ZOO)
+    if args.compare:
+        if not (args.arch and args.io):
+            ap.error("--compare needs --arch and --io")
+        diff, scale = compare(args.compare, args.arch, args.io, args.prefix)
+        print("max_abs_diff %.9g max_abs_logit %.9g" % (diff, scale))
+        return 0
     if not (args.count or args.check):
-        ap.error("nothing to do: give --count and/or --check")
+        ap.error("nothing to do: give --count, --check or --compare")
     if args.count:
         print("%-16s %14s %14s" % ("arch", "10 classes", "100 classes"))
         for arch in archs:

@@ -127,6 +127,11 @@ func (r *Runner) Run(ctx context.Context, run experiment.Run, m Method) (results
 		return rec, err
 	}
 	defer eng.Close()
+	if from := r.Exp.Model.InitFrom; from != "" {
+		if err := eng.LoadCheckpoint(ctx, from); err != nil {
+			return rec, fmt.Errorf("model.init_from: %w", err)
+		}
+	}
 	perEpoch, total := r.Steps()
 	if perEpoch == 0 {
 		return rec, fmt.Errorf("the training set (%d samples) is smaller than one batch (%d)", r.Data.TrainSize, tr.BatchSize)

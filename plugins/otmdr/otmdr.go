@@ -52,6 +52,11 @@
 // B² = B[-⌊b/2⌋:] drops the middle one). Step reports loss and acc of the
 // B¹ₖ passes at θ and loss_perturbed and acc_perturbed of the full-batch
 // passes at θ²ₖ, averaged over members and particles.
+//
+// NewWithHooks lets another optimizer reuse this step unchanged, adding ops
+// at its start and end, editing its Grad ops (e.g. their Eps and OutRho)
+// and extending its ascent norms: plugins/sgvb runs it on the means of a
+// variational member with the weight noise κ fixed for the iteration.
 package otmdr
 
 import (
@@ -59,6 +64,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 
 	"github.com/optlab/optlab/sdk/hparams"
@@ -162,16 +168,83 @@ func bnPasses(bn string) ([3]optim.BNMode, bool) {
 	return [3]optim.BNMode{}, false
 }
 
-// OTMDR is the optimizer. Create it with New.
+// OTMDR is the optimizer. Create it with New (or NewWithHooks).
 type OTMDR struct {
 	cfg     Config
 	bn      [3]optim.BNMode
 	members int
 	rng     *rand.PCG
+	hooks   Hooks
 }
 
 // New returns an OT-MDR optimizer with the default hyperparameters.
 func New() optim.Optimizer { return &OTMDR{cfg: defaults()} }
+
+// Passes of a particle, as Hooks name them.
+const (
+	PassB1   = 0 // g¹ on B¹ₖ at θ
+	PassB2   = 1 // g² on B²ₖ at θ¹
+	PassFull = 2 // Gₖ on B at θ²ₖ
+)
+
+// Hooks let another optimizer reuse OT-MDR's step (plugins/sgvb runs it on
+// the means μ of a variational member with the weight noise κ held fixed).
+// Nil fields change nothing. The wrapping optimizer's own vectors must use
+// handles above 4·members, which OT-MDR's occupy.
+type Hooks struct {
+	// Begin appends ops at the start of every step's first program. They
+	// must emit no scalars.
+	Begin func(p *optim.Program)
+	// Grad edits every Grad op before it is appended (e.g. sets Eps and
+	// OutRho): member m, particle k, pass PassB1, PassB2 or PassFull.
+	Grad func(m, k, pass int, g *optim.Grad)
+	// Norm returns, for passes PassB1 and PassB2, a vector that the pass
+	// fills (e.g. its OutRho) whose norm joins the ascent's denominator,
+	// √(‖g‖² + ‖v‖²); 0 for none.
+	Norm func(m, k, pass int) optim.Vec
+	// End appends ops to every step's last program after the last
+	// full-batch passes and before the base steps, while θ is unchanged.
+	// Scalars they emit follow OT-MDR's and are ignored by it.
+	End func(p *optim.Program)
+}
+
+// NewWithHooks returns an OT-MDR optimizer with the default
+// hyperparameters and the hooks, as the concrete type, for optimizers that
+// wrap it.
+func NewWithHooks(hk Hooks) *OTMDR { return &OTMDR{cfg: defaults(), hooks: hk} }
+
+// grad appends a Grad op of pass of particle k of member m, edited by the
+// Grad hook.
+func (o *OTMDR) grad(p *optim.Program, m, k, pass int, g optim.Grad) {
+	if o.hooks.Grad != nil {
+		o.hooks.Grad(m, k, pass, &g)
+	}
+	p.Ops = append(p.Ops, g)
+}
+
+// norm appends ‖x‖ and, if the Norm hook gives a vector, its norm.
+func (o *OTMDR) norm(p *optim.Program, m, k, pass int, x optim.Vec) {
+	p.Norm(x)
+	if v := o.extraNorm(m, k, pass); v != 0 {
+		p.Norm(v)
+	}
+}
+
+func (o *OTMDR) extraNorm(m, k, pass int) optim.Vec {
+	if o.hooks.Norm == nil {
+		return 0
+	}
+	return o.hooks.Norm(m, k, pass)
+}
+
+// readNorm reads the norm(s) that norm appended.
+func (o *OTMDR) readNorm(s *scalars, m, k, pass int) float64 {
+	n := s.next()
+	if o.extraNorm(m, k, pass) != 0 {
+		n = math.Hypot(n, s.next())
+	}
+	return n
+}
 
 // Info implements optim.Optimizer.
 func (o *OTMDR) Info() optim.Info {
@@ -273,7 +346,8 @@ func (o *OTMDR) noise(p *optim.Program, dst, tmp optim.Vec, seed int64) {
 // ascent1 appends, per member, g¹ = ∇L_B¹ₖ(θ) and ‖g¹‖ (loss, acc, norm).
 func (o *OTMDR) ascent1(p *optim.Program, d [][]draw, k int) *optim.Program {
 	for m := range o.members {
-		p.Grad(o.g1(m), optim.ParamsOf(m), o.half(0, d[m][k]), o.bn[0]).Norm(o.g1(m))
+		o.grad(p, m, k, PassB1, optim.Grad{Out: o.g1(m), At: optim.ParamsOf(m), Batch: o.half(0, d[m][k]), BN: o.bn[0]})
+		o.norm(p, m, k, PassB1, o.g1(m))
 	}
 	return p
 }
@@ -285,7 +359,8 @@ func (o *OTMDR) ascent2(p *optim.Program, d [][]draw, k int, n []float64) *optim
 		th, pert := optim.ParamsOf(m), o.pert(m)
 		p.LinComb(pert, optim.Term{Coef: 1, X: th}, optim.Term{Coef: o.cfg.Rho1 / (n[m] + 1e-12), X: o.g1(m)})
 		o.noise(p, pert, o.g2(m), d[m][k].noise1)
-		p.Grad(o.g2(m), pert, o.half(1, d[m][k]), o.bn[1]).Norm(o.g2(m))
+		o.grad(p, m, k, PassB2, optim.Grad{Out: o.g2(m), At: pert, Batch: o.half(1, d[m][k]), BN: o.bn[1]})
+		o.norm(p, m, k, PassB2, o.g2(m))
 	}
 	return p
 }
@@ -305,9 +380,10 @@ func (o *OTMDR) descent(p *optim.Program, d [][]draw, k int, n []float64) *optim
 		}
 		o.noise(p, pert, o.g1(m), d[m][k].noise2)
 		if k == 0 {
-			p.Grad(o.sum(m), pert, optim.Batch{}, o.bn[2])
+			o.grad(p, m, k, PassFull, optim.Grad{Out: o.sum(m), At: pert, BN: o.bn[2]})
 		} else {
-			p.Grad(o.g1(m), pert, optim.Batch{}, o.bn[2]).Axpy(o.sum(m), 1, o.g1(m))
+			o.grad(p, m, k, PassFull, optim.Grad{Out: o.g1(m), At: pert, BN: o.bn[2]})
+			p.Axpy(o.sum(m), 1, o.g1(m))
 		}
 	}
 	return p
@@ -347,6 +423,9 @@ func (o *OTMDR) Step(ctx context.Context, h optim.Host, _ optim.StepInput) (opti
 		}
 	}
 	p := optim.Prog()
+	if o.hooks.Begin != nil {
+		o.hooks.Begin(p)
+	}
 	for k := range o.cfg.Particles {
 		r, err := h.Exec(ctx, o.ascent1(p, d, k))
 		if err != nil {
@@ -357,7 +436,8 @@ func (o *OTMDR) Step(ctx context.Context, h optim.Host, _ optim.StepInput) (opti
 			full(s)
 		}
 		for m := range o.members {
-			mt.loss, mt.acc, n[m] = mt.loss+w*s.next(), mt.acc+w*s.next(), s.next()
+			mt.loss, mt.acc = mt.loss+w*s.next(), mt.acc+w*s.next()
+			n[m] = o.readNorm(s, m, k, PassB1)
 		}
 		if r, err = h.Exec(ctx, o.ascent2(optim.Prog(), d, k, n)); err != nil {
 			return optim.StepOutput{}, fmt.Errorf("otmdr: particle %d: second ascent: %w", k, err)
@@ -366,9 +446,12 @@ func (o *OTMDR) Step(ctx context.Context, h optim.Host, _ optim.StepInput) (opti
 		for m := range o.members {
 			s.next()
 			s.next()
-			n[m] = s.next()
+			n[m] = o.readNorm(s, m, k, PassB2)
 		}
 		p = o.descent(optim.Prog(), d, k, n)
+	}
+	if o.hooks.End != nil {
+		o.hooks.End(p)
 	}
 	r, err := h.Exec(ctx, o.baseStep(p))
 	if err != nil {

@@ -2,6 +2,7 @@ package otmdr_test
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"slices"
 	"strings"
@@ -626,5 +627,94 @@ func TestTrainsMLP(t *testing.T) {
 		if !(after.NLL < before.NLL/2) || after.Acc < 0.8 || math.IsNaN(outs[149].Metrics["loss_perturbed"]) {
 			t.Errorf("%v did not train: test %+v → %+v, last metrics %v", params, before, after, outs[149].Metrics)
 		}
+	}
+}
+
+// Hooks: Begin's ops open the step's first program, Grad sees every pass
+// in order (and its edits reach the host), Norm's vector joins the ascent
+// norm as √(‖g‖² + ‖v‖²), and End's ops come after the last full passes
+// and before the base steps, their scalars ignored.
+func TestHooks(t *testing.T) {
+	c, x0 := []float64{3, -1, 2, 0.5}, []float64{0.1, 0.2, -0.3, 0.4}
+	const extra optim.Vec = 100 // a vector of the wrapper's, all 2s
+	const rho1, rho2, members, k = 0.3, 0.5, 2, 2
+	type call struct{ m, k, pass int }
+	var calls []call
+	opt := otmdr.NewWithHooks(otmdr.Hooks{
+		Begin: func(p *optim.Program) { p.Fill(extra, 2) },
+		Grad: func(m, k, pass int, g *optim.Grad) {
+			calls = append(calls, call{m, k, pass})
+			g.BN = optim.BNFreeze
+		},
+		Norm: func(_, _, pass int) optim.Vec {
+			if pass == otmdr.PassB1 {
+				return extra
+			}
+			return 0
+		},
+		End: func(p *optim.Program) { p.Dot(extra, extra).Scale(extra, 0.5) },
+	})
+	h := newHost(t, &optimtest.Linear{C: c, X0: x0}, optimtest.WithMembers(members))
+	if _, err := h.Exec(context.Background(), optim.Prog().Alloc(extra)); err != nil {
+		t.Fatal(err)
+	}
+	outs := run(t, opt, h, 1, optimtest.WithLR(0.1),
+		hp(map[string]any{"rho1": rho1, "rho2": rho2, "noise_std": 0, "particles": k}))
+	var want []call
+	for kk := range k {
+		for pass := range 3 {
+			for m := range members {
+				want = append(want, call{m, kk, pass})
+			}
+		}
+	}
+	if !slices.Equal(calls, want) {
+		t.Errorf("Grad hook calls %v, want %v", calls, want)
+	}
+	if st := h.Stats(0); st.BNUpdate != 0 || st.BNFreeze != 3*k {
+		t.Errorf("the Grad hook's BN edit did not reach the host: %+v", st)
+	}
+	n1 := math.Hypot(norm(c), 2*math.Sqrt(float64(len(c))))
+	r := passes(h, 0, 0)
+	for i := range c {
+		w1 := x0[i] + rho1*c[i]/(n1+1e-12)
+		if w2 := w1 + rho2*c[i]/(norm(c)+1e-12); math.Abs(r[1].At[i]-w1) > 1e-15 || math.Abs(r[2].At[i]-w2) > 1e-15 {
+			t.Fatalf("θ¹[%d] = %v, θ²[%d] = %v; want %v, %v", i, r[1].At[i], i, r[2].At[i], w1, w2)
+		}
+	}
+	var step []optimtest.ExecRecord
+	for _, e := range h.Execs() {
+		if e.Step == 0 {
+			step = append(step, e)
+		}
+	}
+	if len(step) != 2*k+1 {
+		t.Fatalf("%d Exec calls", len(step))
+	}
+	if _, ok := step[0].Program.Ops[0].(optim.Fill); !ok {
+		t.Errorf("first op of the step: %T", step[0].Program.Ops[0])
+	}
+	last := step[len(step)-1].Program.Ops
+	kinds := make([]string, len(last))
+	for i, op := range last {
+		kinds[i] = fmt.Sprintf("%T", op)
+	}
+	if got := strings.Join(kinds, " "); !strings.HasPrefix(got, "optim.Axpy optim.Grad optim.Axpy optim.Axpy optim.Grad optim.Axpy optim.Dot optim.Scale ") ||
+		!strings.HasSuffix(got, "optim.BaseStep") {
+		t.Errorf("last program: %s", got)
+	}
+	if v, err := h.Vec(extra); err != nil || v[0] != 1 {
+		t.Errorf("End's ops did not run: %v, %v", v, err)
+	}
+	var lossP float64 // the mean loss of the full passes
+	for m := range members {
+		for j, rec := range passes(h, 0, m) {
+			if j%3 == 2 {
+				lossP += rec.Loss / (members * k)
+			}
+		}
+	}
+	if l := outs[0].Metrics["loss_perturbed"]; math.Abs(l-lossP) > 1e-15 {
+		t.Errorf("loss_perturbed %v, want %v: End's scalar disturbed OT-MDR's metrics", l, lossP)
 	}
 }

@@ -10,6 +10,12 @@
 // assertions, and counts BatchNorm Update/Freeze passes per member (the toy
 // models have no BatchNorm, so the mode has no numeric effect).
 //
+// Members made variational with WithVariational follow protocol minor 1:
+// their live parameters are the means μ of a mean-field Gaussian posterior
+// with σ = softplus(ρ) (handle optim.RhoOf(m)), a Grad pass evaluates the
+// problem at W = μ + σ⊙κ and adds β·KL/N to the loss, and the Samples
+// predictive with Std = 0 averages over draws of W (see WithVariational).
+//
 // Typical use:
 //
 //	h, err := optimtest.NewHost(optimtest.NewMLP(optimtest.MLPConfig{Hidden: 8}),
@@ -61,6 +67,7 @@ type hostConfig struct {
 	trainSize int64
 	base      BaseOptimizer
 	init      map[int][]float64
+	vari      map[int]variational
 }
 
 // WithMembers sets the number of members (default 1).
@@ -92,8 +99,11 @@ type MemberStats struct {
 	// BNUpdate and BNFreeze count Grad passes at the member's vectors by
 	// BatchNorm mode.
 	BNUpdate, BNFreeze int
-	// BaseSteps counts BaseStep ops applied to the member.
+	// BaseSteps counts BaseStep ops applied to the member's live
+	// parameters (the means μ of a variational member).
 	BaseSteps int
+	// RhoSteps counts BaseStep ops applied to a variational member's ρ.
+	RhoSteps int
 }
 
 // ExecRecord is one Exec call as the host saw it.
@@ -119,18 +129,42 @@ type GradRecord struct {
 	Grad []float64
 	// Samples are the training sample indices used (nil for data-free
 	// problems).
-	Samples   []int
-	BN        optim.BNMode
+	Samples []int
+	BN      optim.BNMode
+	// Loss is the pass's loss: the problem's mean loss, plus β·KL/N for a
+	// variational member.
 	Loss, Acc float64
+
+	// The fields below are set by passes of variational members only.
+
+	// Weights is the weight sample W = μ + σ⊙κ the problem was evaluated
+	// at (At holds the means μ; BatchNorm elements have W = μ).
+	Weights []float64
+	// Eps is the standard-normal noise κ of the pass.
+	Eps []float64
+	// Rho is the member's ρ during the pass.
+	Rho []float64
+	// GradRho is ∂Loss/∂ρ (zero on BatchNorm elements).
+	GradRho []float64
+	// KL is the summed KL term of the pass before the β/N factor.
+	KL float64
 }
 
 type member struct {
-	theta     []float64
-	lr        float64
-	lrSet     bool
-	buf, m, v []float64 // base optimizer state
+	theta  []float64
+	lr     float64
+	lrSet  bool
+	opt    baseState // base optimizer state of θ (μ)
+	stats  MemberStats
+	vari   *variational // nil for a deterministic member
+	rho    []float64    // ρ of a variational member
+	rhoOpt baseState    // base optimizer state of ρ
+}
+
+// baseState is the base optimizer's state for one vector.
+type baseState struct {
+	buf, m, v []float64
 	t         int
-	stats     MemberStats
 }
 
 type vector struct {
@@ -157,13 +191,16 @@ type Host struct {
 	perm      []int
 	execs     []ExecRecord
 	grads     []GradRecord
+	// det marks the elements that stay deterministic in variational
+	// members (tensors of Kind "bn").
+	det []bool
 }
 
 var _ optim.Host = (*Host)(nil)
 
 // NewHost returns a host whose members all minimize p.
 func NewHost(p Problem, opts ...HostOption) (*Host, error) {
-	c := hostConfig{members: 1, seed: 1, init: map[int][]float64{}}
+	c := hostConfig{members: 1, seed: 1, init: map[int][]float64{}, vari: map[int]variational{}}
 	for _, o := range opts {
 		o(&c)
 	}
@@ -213,6 +250,9 @@ func NewHost(p Problem, opts ...HostOption) (*Host, error) {
 		if m < 0 || m >= c.members {
 			return nil, fmt.Errorf("optimtest: WithParams(%d) with %d members", m, c.members)
 		}
+	}
+	if err := h.initVariational(c.vari); err != nil {
+		return nil, err
 	}
 	h.loadBatch(0)
 	return h, nil
@@ -271,9 +311,10 @@ func (h *Host) Layout(ctx context.Context) (optim.Layout, error) {
 		return optim.Layout{}, fmt.Errorf("optimtest: layout: %w", err)
 	}
 	l := optim.Layout{TrainSize: h.trainSize, BatchSize: int64(h.batchSize)}
-	for range h.members {
+	for _, m := range h.members {
 		l.Members = append(l.Members, optim.MemberLayout{
 			Arch: h.prob.Name(), Numel: int64(h.prob.Numel()), Tensors: h.prob.Tensors(),
+			Variational: m.vari != nil,
 		})
 	}
 	return l, nil
@@ -319,6 +360,15 @@ func cloneProgram(p *optim.Program) optim.Program {
 
 // lookup resolves a handle to its data and owning member.
 func (h *Host) lookup(v optim.Vec) ([]float64, int, error) {
+	if m, ok := v.Rho(); ok {
+		if m >= len(h.members) {
+			return nil, 0, fmt.Errorf("ρ handle %d: no member %d", v, m)
+		}
+		if h.members[m].vari == nil {
+			return nil, 0, fmt.Errorf("ρ handle %d: member %d is not variational", v, m)
+		}
+		return h.members[m].rho, m, nil
+	}
 	if m, ok := v.Member(); ok {
 		if m >= len(h.members) {
 			return nil, 0, fmt.Errorf("handle %d: no member %d", v, m)
@@ -579,13 +629,33 @@ func (h *Host) samples(b optim.Batch) ([]int, error) {
 }
 
 func (h *Host) grad(op optim.Grad, res *optim.Result) error {
+	if _, ok := op.At.Rho(); ok {
+		return fmt.Errorf("grad at ρ handle %d: At must hold parameters (a variational member's means μ)", op.At)
+	}
 	at, owner, err := h.lookup(op.At)
 	if err != nil {
 		return err
 	}
-	var out []float64
+	mem := h.members[owner]
+	var out, outRho, eps []float64
 	if op.Out != 0 {
 		if out, err = h.get(op.Out); err != nil {
+			return err
+		}
+	}
+	if mem.vari == nil && (op.Eps != 0 || op.OutRho != 0) {
+		return fmt.Errorf("grad with Eps %d and OutRho %d at member %d, which is not variational", op.Eps, op.OutRho, owner)
+	}
+	if op.Eps < 0 || op.OutRho < 0 {
+		return fmt.Errorf("grad with Eps %d and OutRho %d: want allocated vectors (> 0) or 0", op.Eps, op.OutRho)
+	}
+	if op.OutRho != 0 {
+		if outRho, err = h.get(op.OutRho); err != nil {
+			return err
+		}
+	}
+	if op.Eps != 0 {
+		if eps, err = h.get(op.Eps); err != nil {
 			return err
 		}
 	}
@@ -593,7 +663,7 @@ func (h *Host) grad(op optim.Grad, res *optim.Result) error {
 	if err != nil {
 		return err
 	}
-	st := &h.members[owner].stats
+	st := &mem.stats
 	switch op.BN {
 	case optim.BNUpdate:
 		st.BNUpdate++
@@ -603,72 +673,106 @@ func (h *Host) grad(op optim.Grad, res *optim.Result) error {
 		return fmt.Errorf("unknown BN mode %d", op.BN)
 	}
 	g := make([]float64, len(at))
-	loss, acc := h.prob.Loss(at, s, g)
-	h.grads = append(h.grads, GradRecord{
-		Step: h.step, Member: owner, At: slices.Clone(at), Grad: slices.Clone(g),
-		Samples: s, BN: op.BN, Loss: loss, Acc: acc,
-	})
+	rec := GradRecord{Step: h.step, Member: owner, At: slices.Clone(at), Samples: s, BN: op.BN}
+	if mem.vari == nil {
+		rec.Loss, rec.Acc = h.prob.Loss(at, s, g)
+	} else {
+		if eps == nil { // a fresh draw from the run's host stream
+			eps = make([]float64, len(at))
+			for i := range eps {
+				eps[i] = h.rng.NormFloat64()
+			}
+		}
+		rec.Eps, rec.Rho = slices.Clone(eps), slices.Clone(mem.rho)
+		rec.GradRho = make([]float64, len(at))
+		rec.Loss, rec.Acc, rec.KL, rec.Weights = h.varLoss(mem, at, eps, s, g, rec.GradRho)
+		if outRho != nil {
+			copy(outRho, rec.GradRho)
+		}
+	}
+	rec.Grad = slices.Clone(g)
+	h.grads = append(h.grads, rec)
 	if out != nil {
 		copy(out, g)
 	}
-	res.Scalars = append(res.Scalars, loss, acc)
+	res.Scalars = append(res.Scalars, rec.Loss, rec.Acc)
 	return nil
 }
 
 func (h *Host) baseStep(op optim.BaseStep) error {
-	mi, ok := op.Params.Member()
-	if !ok || mi >= len(h.members) {
-		return fmt.Errorf("base step on %d, which is not a member's live parameters", op.Params)
+	mi, isRho := op.Params.Rho()
+	if !isRho {
+		var ok bool
+		if mi, ok = op.Params.Member(); !ok {
+			return fmt.Errorf("base step on %d, which is not a member's live parameters or ρ", op.Params)
+		}
+	}
+	if mi >= len(h.members) {
+		return fmt.Errorf("base step on %d: no member %d", op.Params, mi)
+	}
+	m := h.members[mi]
+	if isRho && m.vari == nil {
+		return fmt.Errorf("base step on ρ handle %d: member %d is not variational", op.Params, mi)
 	}
 	gv, err := h.get(op.Grad)
 	if err != nil {
 		return err
 	}
-	m := h.members[mi]
 	lr := h.stepLR
 	if m.lrSet {
 		lr = m.lr
 	}
-	b, theta := h.base, m.theta
-	d := make([]float64, len(theta))
-	for i := range d {
-		d[i] = gv[i] + b.WeightDecay*theta[i]
-	}
-	m.stats.BaseSteps++
-	if b.Adam {
-		if m.m == nil {
-			m.m, m.v = make([]float64, len(theta)), make([]float64, len(theta))
-		}
-		m.t++
-		bc1 := 1 - math.Pow(b.Beta1, float64(m.t))
-		bc2 := math.Sqrt(1 - math.Pow(b.Beta2, float64(m.t)))
-		for i := range theta {
-			m.m[i] = b.Beta1*m.m[i] + (1-b.Beta1)*d[i]
-			m.v[i] = b.Beta2*m.v[i] + (1-b.Beta2)*d[i]*d[i]
-			theta[i] -= lr / bc1 * m.m[i] / (math.Sqrt(m.v[i])/bc2 + b.Eps)
-		}
+	if isRho { // ρ has its own state and no weight decay
+		m.stats.RhoSteps++
+		h.applyBase(m.rho, gv, &m.rhoOpt, lr, 0)
 		return nil
 	}
+	m.stats.BaseSteps++
+	h.applyBase(m.theta, gv, &m.opt, lr, h.base.WeightDecay)
+	return nil
+}
+
+// applyBase applies one step of the base optimizer to theta with gradient
+// gv, state st, learning rate lr and weight decay wd.
+func (h *Host) applyBase(theta, gv []float64, st *baseState, lr, wd float64) {
+	b := h.base
+	d := make([]float64, len(theta))
+	for i := range d {
+		d[i] = gv[i] + wd*theta[i]
+	}
+	if b.Adam {
+		if st.m == nil {
+			st.m, st.v = make([]float64, len(theta)), make([]float64, len(theta))
+		}
+		st.t++
+		bc1 := 1 - math.Pow(b.Beta1, float64(st.t))
+		bc2 := math.Sqrt(1 - math.Pow(b.Beta2, float64(st.t)))
+		for i := range theta {
+			st.m[i] = b.Beta1*st.m[i] + (1-b.Beta1)*d[i]
+			st.v[i] = b.Beta2*st.v[i] + (1-b.Beta2)*d[i]*d[i]
+			theta[i] -= lr / bc1 * st.m[i] / (math.Sqrt(st.v[i])/bc2 + b.Eps)
+		}
+		return
+	}
 	if b.Momentum != 0 {
-		if m.buf == nil {
-			m.buf = slices.Clone(d)
+		if st.buf == nil {
+			st.buf = slices.Clone(d)
 		} else {
 			for i := range d {
-				m.buf[i] = b.Momentum*m.buf[i] + (1-b.Dampening)*d[i]
+				st.buf[i] = b.Momentum*st.buf[i] + (1-b.Dampening)*d[i]
 			}
 		}
 		for i := range d {
 			if b.Nesterov {
-				d[i] += b.Momentum * m.buf[i]
+				d[i] += b.Momentum * st.buf[i]
 			} else {
-				d[i] = m.buf[i]
+				d[i] = st.buf[i]
 			}
 		}
 	}
 	for i := range theta {
 		theta[i] -= lr * d[i]
 	}
-	return nil
 }
 
 // Members is the number of members.
@@ -801,8 +905,11 @@ type Eval struct {
 // the real host does after training: Point uses member 0's parameters,
 // Members averages the probabilities of the listed vectors, Samples
 // averages over N draws Mean + Std⊙ξ (drawn from a stream of their own, so
-// evaluation does not disturb training). The problem must be a Classifier.
-// Samples with Std = 0 (the host's variational weights) is unsupported.
+// evaluation does not disturb training). Samples with Std = 0 averages the
+// probabilities of N draws of a variational member's weights W = μ + σ⊙ξ,
+// with μ the vector Mean (e.g. optim.Params) and σ = softplus(ρ) of the
+// member that owns it (BatchNorm elements stay at μ). The problem must be
+// a Classifier.
 func (h *Host) Evaluate(ctx context.Context, p optim.Predictive) (Eval, error) {
 	if err := ctx.Err(); err != nil {
 		return Eval{}, fmt.Errorf("optimtest: evaluate: %w", err)
@@ -820,6 +927,9 @@ func (h *Host) Evaluate(ctx context.Context, p optim.Predictive) (Eval, error) {
 		thetas = [][]float64{h.members[0].theta}
 	case optim.Members:
 		for _, v := range p.Vecs {
+			if _, ok := v.Rho(); ok {
+				return Eval{}, fmt.Errorf("optimtest: evaluate: ρ handle %d is not a parameter vector", v)
+			}
 			d, err := h.get(v)
 			if err != nil {
 				return Eval{}, fmt.Errorf("optimtest: evaluate: %w", err)
@@ -832,7 +942,11 @@ func (h *Host) Evaluate(ctx context.Context, p optim.Predictive) (Eval, error) {
 		}
 	case optim.Samples:
 		if p.Std == 0 {
-			return Eval{}, errors.New("optimtest: evaluate: variational weights (Std = 0) are not supported")
+			var err error
+			if thetas, err = h.variationalSamples(p.Mean, p.N); err != nil {
+				return Eval{}, fmt.Errorf("optimtest: evaluate: %w", err)
+			}
+			break
 		}
 		mean, std, err := h.get2(p.Mean, p.Std)
 		if err != nil {

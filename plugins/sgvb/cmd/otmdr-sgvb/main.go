@@ -1,0 +1,10 @@
+// Command otmdr-sgvb serves the otmdr-sgvb optimizer (OT-MDR on a
+// mean-field Gaussian BNN) as an optlab plugin.
+package main
+
+import (
+	"github.com/optlab/optlab/plugins/sgvb"
+	"github.com/optlab/optlab/sdk/serve"
+)
+
+func main() { serve.Serve(sgvb.NewOTMDR) }
