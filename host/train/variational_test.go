@@ -8,6 +8,7 @@ import (
 
 	"github.com/optlab/optlab/host/tensor"
 	"github.com/optlab/optlab/plugins/sgd"
+	"github.com/optlab/optlab/plugins/sgvb"
 	"github.com/optlab/optlab/sdk/optim"
 )
 
@@ -84,5 +85,23 @@ func TestVariationalZeroSigmaIsDeterministic(t *testing.T) {
 		if math.Abs(v.Metrics[k]-d.Metrics[k]) > 1e-3*math.Max(1, math.Abs(d.Metrics[k])) {
 			t.Errorf("%s: variational(σ→0) %v, deterministic %v", k, v.Metrics[k], d.Metrics[k])
 		}
+	}
+}
+
+// The SGVB and OT-MDR-SGVB plugins' algorithms run on the real engine.
+func TestSGVBPluginsOnEngine(t *testing.T) {
+	w := tensor.NewWorker(2)
+	defer w.Close()
+	for _, c := range []struct {
+		name string
+		opt  optim.Optimizer
+	}{{"sgvb", sgvb.New()}, {"otmdr-sgvb", sgvb.NewOTMDR()}} {
+		t.Run(c.name, func(t *testing.T) {
+			r, exp := newRunner(t, w, variationalTOML("[model.variational_opts]\nbeta = 0.1\nmc_samples = 4"))
+			rec := runOnce(t, r, exp, c.opt, map[string]any{"mc_samples": int64(4)})
+			if acc := rec.Metrics["acc"]; acc < 0.8 {
+				t.Errorf("%s: test accuracy %.3f after 3 epochs, want ≥ 0.8", c.name, acc)
+			}
+		})
 	}
 }
