@@ -160,6 +160,9 @@ func (e *Engine) BeginStep(step int64, lr float64) {
 // the same tensors) or each have their own data order. Call on the worker.
 func (e *Engine) SetBatch(m int, x, y tensor.T) {
 	mem := e.members[m]
+	if mem.x.Same(x) {
+		return
+	}
 	if mem.x.Valid() && !sharedBatch(e.members, m, mem.x) {
 		mem.x.Drop()
 		mem.y.Drop()

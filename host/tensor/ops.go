@@ -166,14 +166,18 @@ func (s *Scope) Mean(t T) T {
 func (s *Scope) Dot(a, b T) T {
 	a64, b64 := a, b
 	if a.Valid() && a.t.DType() != Float64 {
-		a64, b64 = s.Cast(a, Float64), s.Cast(b, Float64)
+		a64 = s.Cast(a, Float64)
+	}
+	if b.Valid() && b.t.DType() != Float64 {
+		b64 = s.Cast(b, Float64)
 	}
 	return s.binary("dot", a64, b64, func(a, b *ts.Tensor) (*ts.Tensor, error) { return a.Dot(b, false) })
 }
 
-// Norm returns the global L2 norm of t as a 0-d float64 tensor.
+// Norm returns the global L2 norm of t (any shape) as a 0-d float64 tensor.
 func (s *Scope) Norm(t T) T {
-	return s.Sqrt(s.Dot(t, t))
+	f := s.Flatten(t, 0, -1) // dot takes 1-D tensors only
+	return s.Sqrt(s.Dot(f, f))
 }
 
 // Stack stacks same-shaped tensors along a new dim.

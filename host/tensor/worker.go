@@ -57,6 +57,16 @@ var ErrClosed = errors.New("tensor worker closed")
 // finish even when ctx is cancelled meanwhile (torch calls cannot be
 // interrupted); a ctx cancelled before fn starts returns ctx.Err().
 func (w *Worker) Do(ctx context.Context, fn func() error) error {
+	// select picks at random among ready cases: an idle worker must not win
+	// over a ctx already cancelled or a worker already closed.
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	select {
+	case <-w.quit:
+		return ErrClosed
+	default:
+	}
 	done := make(chan error, 1)
 	job := func() {
 		defer func() {

@@ -1,0 +1,307 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/optlab/optlab/host/model"
+	"github.com/optlab/optlab/host/tensor"
+	"github.com/optlab/optlab/sdk/optim"
+)
+
+// TestGradFiniteDifference compares Grad's loss, accuracy and gradient with
+// a float64 forward pass and its central finite differences, at the live
+// parameters and at another vector.
+func TestGradFiniteDifference(t *testing.T) {
+	for _, eps := range []float64{0, 0.1} {
+		t.Run(fmt.Sprintf("smoothing %g", eps), func(t *testing.T) {
+			m := semTiny(t, []int64{4}, 6, 3)
+			e := semEngine(t, Config{Seed: 4, LabelSmoothing: eps}, m)
+			x, y := semData(8, 4, 3, 11)
+			semBatch(t, e, 0, x, y)
+			p := semRead(t, e, optim.Params)
+
+			// At the live parameters.
+			got := semExec(t, e, optim.Prog().Alloc(1).Fill(1, 9).Grad(1, optim.Params, optim.Batch{}, optim.BNUpdate))
+			loss, acc := semLoss(m, p, x, y, eps)
+			semCheckVec(t, "loss, acc", got, []float64{loss, acc}, 1e-6, 1e-6)
+			semCheckVec(t, "gradient", semRead(t, e, 1), semFDGrad(m, p, x, y, eps), 1e-6, 1e-4)
+
+			// At another vector: q = 0.5·θ + 0.3, Params untouched.
+			semExec(t, e, optim.Prog().Alloc(2).Copy(2, optim.Params).Scale(2, 0.5).AddConst(2, 0.3))
+			q := semRead(t, e, 2)
+			semCheckVec(t, "q", q, semMap(p, func(v float64) float64 { return 0.5*v + 0.3 }), 1e-7, 1e-7)
+			got = semExec(t, e, optim.Prog().Grad(1, 2, optim.Batch{}, optim.BNUpdate))
+			loss, acc = semLoss(m, q, x, y, eps)
+			semCheckVec(t, "loss, acc at q", got, []float64{loss, acc}, 1e-6, 1e-6)
+			semCheckVec(t, "gradient at q", semRead(t, e, 1), semFDGrad(m, q, x, y, eps), 1e-6, 1e-4)
+			if !slices.Equal(semRead(t, e, optim.Params), p) {
+				t.Error("Grad at another vector changed Params")
+			}
+			if qq := semRead(t, e, 2); !slices.Equal(qq, q) {
+				t.Error("Grad changed the vector it was evaluated at")
+			}
+
+			// Out = At: the gradient overwrites the point it was taken at.
+			semExec(t, e, optim.Prog().Grad(2, 2, optim.Batch{}, optim.BNUpdate))
+			semCheckVec(t, "gradient written over At", semRead(t, e, 2), semFDGrad(m, q, x, y, eps), 1e-6, 1e-4)
+
+			// Out = 0 writes nothing but still emits loss and accuracy.
+			semExec(t, e, optim.Prog().Fill(1, 7))
+			got = semExec(t, e, optim.Prog().Grad(0, optim.Params, optim.Batch{}, optim.BNUpdate).Norm(1))
+			loss, acc = semLoss(m, p, x, y, eps)
+			semCheckVec(t, "Out=0 scalars", got, []float64{loss, acc, 7 * math.Sqrt(float64(len(p)))}, 1e-6, 1e-6)
+			if !slices.Equal(semRead(t, e, optim.Params), p) {
+				t.Error("Grad with Out=0 changed Params")
+			}
+		})
+	}
+}
+
+// TestGradDirectionalMLP checks the built-in ReLU MLP's gradient along a
+// random direction against a central difference of the engine's own loss.
+func TestGradDirectionalMLP(t *testing.T) {
+	m, err := model.NewMLP(3, []int64{4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := semEngine(t, Config{Seed: 8}, m)
+	x, y := semData(8, 4, 3, 21)
+	semBatch(t, e, 0, x, y)
+	const h = 1e-2
+	semExec(t, e, optim.Prog().Alloc(1).Alloc(2).Alloc(3).RandN(2, 1, 5))
+	v := semRead(t, e, 2)
+	vn := math.Sqrt(semDot(v, v))
+	semExec(t, e, optim.Prog().Scale(2, 1/vn).Grad(1, optim.Params, optim.Batch{}, optim.BNUpdate))
+	g, v := semRead(t, e, 1), semRead(t, e, 2)
+	got := semExec(t, e, optim.Prog().
+		LinComb(3, optim.Term{Coef: 1, X: optim.Params}, optim.Term{Coef: h, X: 2}).Grad(0, 3, optim.Batch{}, optim.BNUpdate).
+		LinComb(3, optim.Term{Coef: 1, X: optim.Params}, optim.Term{Coef: -h, X: 2}).Grad(0, 3, optim.Batch{}, optim.BNUpdate))
+	fd := (got[0] - got[2]) / (2 * h)
+	dd := semDot(g, v)
+	if math.Abs(fd-dd) > 1e-3+0.02*math.Abs(dd) {
+		t.Errorf("directional derivative: gradient·v = %.6g, finite difference %.6g", dd, fd)
+	}
+}
+
+// TestGradBatchParts checks Batch{Part, Of, Shuffle} against the float64
+// loss on the samples each part should select.
+func TestGradBatchParts(t *testing.T) {
+	m := semTiny(t, []int64{3}, 4, 3)
+	e := semEngine(t, Config{Seed: 6}, m)
+	p := semRead(t, e, optim.Params)
+	x8, y8 := semData(8, 3, 3, 31)
+	x7, y7 := semData(7, 3, 3, 37)
+	pick := func(x [][]float64, y []int64, idx []int64) ([][]float64, []int64) {
+		var xs [][]float64
+		var ys []int64
+		for _, i := range idx {
+			xs, ys = append(xs, x[i]), append(ys, y[i])
+		}
+		return xs, ys
+	}
+	span := func(a, b int64) []int64 {
+		var out []int64
+		for i := a; i < b; i++ {
+			out = append(out, i)
+		}
+		return out
+	}
+	tests := []struct {
+		name string
+		x    [][]float64
+		y    []int64
+		b    optim.Batch
+		idx  []int64 // the samples the part must use
+	}{
+		{"whole", x8, y8, optim.Batch{}, span(0, 8)},
+		{"of 1", x8, y8, optim.Batch{Of: 1, Shuffle: 5}, span(0, 8)},
+		{"first half", x8, y8, optim.Batch{Part: 0, Of: 2}, span(0, 4)},
+		{"second half", x8, y8, optim.Batch{Part: 1, Of: 2}, span(4, 8)},
+		{"third quarter", x8, y8, optim.Batch{Part: 2, Of: 4}, span(4, 6)},
+		{"shuffled half 0", x8, y8, optim.Batch{Part: 0, Of: 2, Shuffle: 17}, Permutation(8, 17)[:4]},
+		{"shuffled half 1", x8, y8, optim.Batch{Part: 1, Of: 2, Shuffle: 17}, Permutation(8, 17)[4:]},
+		{"uneven first", x7, y7, optim.Batch{Part: 0, Of: 2}, span(0, 3)},
+		{"uneven last drops remainder", x7, y7, optim.Batch{Part: 1, Of: 2}, span(3, 6)},
+		{"uneven shuffled", x7, y7, optim.Batch{Part: 1, Of: 2, Shuffle: -3}, Permutation(7, -3)[3:6]},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			semBatch(t, e, 0, tc.x, tc.y)
+			e.BeginStep(0, 0.1)
+			got := semExec(t, e, optim.Prog().Alloc(1).Grad(1, optim.Params, tc.b, optim.BNUpdate).Free(1))
+			xs, ys := pick(tc.x, tc.y, tc.idx)
+			loss, acc := semLoss(m, p, xs, ys, 0)
+			semCheckVec(t, "loss, acc", got, []float64{loss, acc}, 1e-6, 1e-6)
+		})
+	}
+
+	// Halves partition the batch: their mean loss and gradient are the
+	// whole batch's, shuffled or not; equal Shuffle values agree.
+	semBatch(t, e, 0, x8, y8)
+	for _, shuffle := range []int64{0, 17, 99} {
+		e.BeginStep(1, 0.1)
+		prog := optim.Prog().Alloc(1).Alloc(2).Alloc(3).Alloc(4).
+			Grad(1, optim.Params, optim.Batch{}, optim.BNUpdate).
+			Grad(2, optim.Params, optim.Batch{Part: 0, Of: 2, Shuffle: shuffle}, optim.BNUpdate).
+			Grad(3, optim.Params, optim.Batch{Part: 1, Of: 2, Shuffle: shuffle}, optim.BNUpdate).
+			Grad(4, optim.Params, optim.Batch{Part: 0, Of: 2, Shuffle: shuffle}, optim.BNUpdate).
+			LinComb(2, optim.Term{Coef: 0.5, X: 2}, optim.Term{Coef: 0.5, X: 3})
+		got := semExec(t, e, prog)
+		if math.Abs((got[2]+got[4])/2-got[0]) > 1e-6 {
+			t.Errorf("shuffle %d: half losses %v and %v do not average to the whole %v", shuffle, got[2], got[4], got[0])
+		}
+		if got[6] != got[2] || got[7] != got[3] {
+			t.Errorf("shuffle %d: the same part twice gave %v then %v", shuffle, got[2:4], got[6:8])
+		}
+		semCheckVec(t, "mean of half gradients", semRead(t, e, 2), semRead(t, e, 1), 1e-7, 1e-5)
+		semExec(t, e, optim.Prog().Free(1).Free(2).Free(3).Free(4))
+	}
+	// Shuffle ≠ 0 really permutes, and a later step sees the same
+	// permutation for the same Shuffle.
+	e.BeginStep(2, 0.1)
+	a := semExec(t, e, optim.Prog().Grad(0, optim.Params, optim.Batch{Part: 0, Of: 2, Shuffle: 17}, optim.BNUpdate))
+	b := semExec(t, e, optim.Prog().Grad(0, optim.Params, optim.Batch{Part: 0, Of: 2}, optim.BNUpdate))
+	e.BeginStep(3, 0.1)
+	c := semExec(t, e, optim.Prog().Grad(0, optim.Params, optim.Batch{Part: 0, Of: 2, Shuffle: 17}, optim.BNUpdate))
+	if a[0] == b[0] {
+		t.Error("shuffled and contiguous halves have the same loss")
+	}
+	if a[0] != c[0] {
+		t.Error("the same Shuffle gave another half after BeginStep")
+	}
+
+	for _, b := range []optim.Batch{{Part: 2, Of: 2}, {Part: -1, Of: 2}, {Part: 0, Of: 9}} {
+		_, err := e.Exec(context.Background(), optim.Prog().Grad(0, optim.Params, b, optim.BNUpdate))
+		if err == nil || !strings.Contains(err.Error(), "part") {
+			t.Errorf("batch %+v of 8 samples: %v, want an error", b, err)
+		}
+	}
+}
+
+func TestPermutation(t *testing.T) {
+	for _, n := range []int64{1, 2, 7, 64} {
+		p := Permutation(n, 5)
+		s := slices.Clone(p)
+		slices.Sort(s)
+		for i, v := range s {
+			if v != int64(i) {
+				t.Fatalf("Permutation(%d, 5) = %v is not a permutation", n, p)
+			}
+		}
+		if !slices.Equal(p, Permutation(n, 5)) {
+			t.Errorf("Permutation(%d, 5) is not deterministic", n)
+		}
+	}
+	if slices.Equal(Permutation(64, 5), Permutation(64, 6)) {
+		t.Error("seeds 5 and 6 give the same permutation")
+	}
+}
+
+func TestGradNoBatch(t *testing.T) {
+	e := semEngine(t, Config{Seed: 1}, semTiny(t, []int64{4}, 5, 3))
+	_, err := e.Exec(context.Background(), optim.Prog().Grad(0, optim.Params, optim.Batch{}, optim.BNUpdate))
+	if err == nil || !strings.Contains(err.Error(), "no current batch") {
+		t.Fatalf("Grad without a batch: %v", err)
+	}
+}
+
+// TestGradPerMember checks that a Grad at another member's vector uses that
+// member's model and batch.
+func TestGradPerMember(t *testing.T) {
+	m0, m1 := semTiny(t, []int64{4}, 5, 3), semTiny(t, []int64{4}, 7, 3)
+	e := semEngine(t, Config{Seed: 12}, m0, m1)
+	x0, y0 := semData(6, 4, 3, 41)
+	x1, y1 := semData(4, 4, 3, 43)
+	semBatch(t, e, 0, x0, y0)
+	semBatch(t, e, 1, x1, y1)
+	p0, p1 := semRead(t, e, optim.Params), semRead(t, e, optim.ParamsOf(1))
+	got := semExec(t, e, optim.Prog().AllocFor(1, 1).Copy(1, optim.ParamsOf(1)).
+		Grad(0, optim.Params, optim.Batch{}, optim.BNUpdate).
+		Grad(0, optim.ParamsOf(1), optim.Batch{}, optim.BNUpdate).
+		Grad(1, 1, optim.Batch{}, optim.BNUpdate))
+	l0, a0 := semLoss(m0, p0, x0, y0, 0)
+	l1, a1 := semLoss(m1, p1, x1, y1, 0)
+	semCheckVec(t, "scalars", got, []float64{l0, a0, l1, a1, l1, a1}, 1e-6, 1e-6)
+	semCheckVec(t, "member 1 gradient", semRead(t, e, 1), semFDGrad(m1, p1, x1, y1, 0), 1e-6, 1e-4)
+}
+
+// TestGradBatchNorm uses the cnn (BatchNorm) model: BNFreeze leaves the
+// running statistics unchanged, BNUpdate moves them with the configured
+// momentum, and both normalize with batch statistics.
+func TestGradBatchNorm(t *testing.T) {
+	in := []int64{1, 4, 4}
+	const n = 6
+	xs := make([]float32, n*16)
+	for i := range xs {
+		xs[i] = float32(math.Sin(float64(3*i+1))) * 2
+	}
+	ys := []int64{0, 1, 2, 0, 1, 2}
+	mk := func(mom float64) (*Engine, *model.Model) {
+		m, err := model.NewCNN(3, in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		e := semEngine(t, Config{Seed: 3, BNMomentum: mom}, m)
+		semDo(t, e, func(s *tensor.Scope) error {
+			x := s.FromFloat32(xs, []int64{n, 1, 4, 4}, tensor.CPU)
+			y := s.FromInt64(ys, []int64{n}, tensor.CPU)
+			if err := s.Err(); err != nil {
+				return err
+			}
+			e.SetBatch(0, s.Keep(x), s.Keep(y))
+			return nil
+		})
+		return e, m
+	}
+	buf := func(e *Engine) []float64 {
+		var out []float64
+		semDo(t, e, func(s *tensor.Scope) error { out = s.Float64s(e.members[0].Buf); return nil })
+		return out
+	}
+	e, m := mk(0)
+	if len(m.Buffers) == 0 {
+		t.Fatal("cnn has no BatchNorm buffers")
+	}
+	b0 := buf(e)
+	prog := optim.Prog().Alloc(1).Alloc(2).
+		Grad(1, optim.Params, optim.Batch{}, optim.BNFreeze).
+		Grad(0, optim.Params, optim.Batch{Part: 1, Of: 2, Shuffle: 3}, optim.BNFreeze)
+	frozen := semExec(t, e, prog)
+	if !slices.Equal(buf(e), b0) {
+		t.Fatal("BNFreeze changed the running statistics")
+	}
+	updated := semExec(t, e, optim.Prog().Grad(2, optim.Params, optim.Batch{}, optim.BNUpdate))
+	b1 := buf(e)
+	if slices.Equal(b1, b0) {
+		t.Fatal("BNUpdate left the running statistics unchanged")
+	}
+	// Train mode normalizes with batch statistics either way.
+	semCheckVec(t, "loss, acc (update vs freeze)", updated, frozen[:2], 1e-6, 1e-6)
+	semCheckVec(t, "gradient (update vs freeze)", semRead(t, e, 2), semRead(t, e, 1), 1e-6, 1e-4)
+
+	// Momentum: from mean 0 and var 1, one update gives mean = μ·m̂ and
+	// var − 1 = μ·(v̂ − 1), so μ = 0.2 moves them twice as far as 0.1
+	// (the default).
+	e2, _ := mk(0.2)
+	semExec(t, e2, optim.Prog().Grad(0, optim.Params, optim.Batch{}, optim.BNUpdate))
+	b2 := buf(e2)
+	var moved int
+	for i := range b1 {
+		d1, d2 := b1[i]-b0[i], b2[i]-b0[i]
+		if d1 != 0 {
+			moved++
+		}
+		if math.Abs(d2-2*d1) > 1e-5*(1+math.Abs(d2)) {
+			t.Errorf("buffer %d moved by %v with momentum 0.2, %v with 0.1", i, d2, d1)
+			break
+		}
+	}
+	if moved < len(b1)/2 {
+		t.Errorf("only %d of %d buffer entries moved", moved, len(b1))
+	}
+}

@@ -1,0 +1,268 @@
+package engine
+
+import (
+	"context"
+	"math"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/optlab/optlab/host/data"
+	"github.com/optlab/optlab/host/model"
+	"github.com/optlab/optlab/host/tensor"
+	"github.com/optlab/optlab/sdk/optim"
+)
+
+// semFeatureSet is a float-feature set of n samples with F features,
+// normalized with per-feature Mean and Std.
+func semFeatureSet(n, f, classes int) *data.Set {
+	x, y := semData(n, f, classes, 77)
+	s := &data.Set{Name: "sem-features", Shape: []int{f}, Classes: classes}
+	for i := range x {
+		for _, v := range x[i] {
+			s.F = append(s.F, float32(v))
+		}
+		s.Y = append(s.Y, int32(y[i]))
+	}
+	for k := range f {
+		s.Mean = append(s.Mean, float32(0.1*float64(k)-0.2))
+		s.Std = append(s.Std, float32(0.5+0.25*float64(k)))
+	}
+	return s
+}
+
+// semInputs returns the normalized inputs of a feature set as the device
+// computes them (float32 arithmetic).
+func semInputs(s *data.Set) [][]float64 {
+	f := s.Shape[0]
+	out := make([][]float64, s.Len())
+	for i := range out {
+		out[i] = make([]float64, f)
+		for k := range f {
+			v := s.F[i*f+k]
+			if s.Mean != nil {
+				v = (v - s.Mean[k]) / s.Std[k]
+			}
+			out[i][k] = float64(v)
+		}
+	}
+	return out
+}
+
+// semProbs is the float64 predictive of semTiny at p, N×C row-major.
+func semProbs(m *model.Model, p []float64, x [][]float64) []float64 {
+	var out []float64
+	for _, row := range x {
+		out = append(out, semSoftmax(semLogits(m, p, row))...)
+	}
+	return out
+}
+
+func semUpload(t testing.TB, e *Engine, s *data.Set, normalize bool) *DeviceSet {
+	t.Helper()
+	ds, err := Upload(context.Background(), e.w, e.cfg.Device, s, normalize)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = e.w.Do(context.Background(), func() error { ds.Drop(); return nil }) })
+	return ds
+}
+
+func semPredict(t testing.TB, e *Engine, pred optim.Predictive, ds *DeviceSet, batch, seed int64) []float64 {
+	t.Helper()
+	p, err := e.Predict(context.Background(), pred, ds, batch, seed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func semRowsSumToOne(t testing.TB, what string, p []float64, n, c int) {
+	t.Helper()
+	if len(p) != n*c {
+		t.Errorf("%s: %d probabilities, want %d×%d", what, len(p), n, c)
+		return
+	}
+	for i := range n {
+		var s float64
+		for k := range c {
+			v := p[i*c+k]
+			if !(v >= 0 && v <= 1) {
+				t.Errorf("%s: row %d has probability %v", what, i, v)
+			}
+			s += v
+		}
+		if math.Abs(s-1) > 1e-5 {
+			t.Errorf("%s: row %d sums to %v", what, i, s)
+		}
+	}
+}
+
+func TestPredict(t *testing.T) {
+	const n, f, c = 10, 4, 3
+	set := semFeatureSet(n, f, c)
+	x := semInputs(set)
+	m0, m1, m2 := semTiny(t, []int64{f}, 5, c), semTiny(t, []int64{f}, 5, c), semTiny(t, []int64{f}, 7, c)
+	e := semEngine(t, Config{Seed: 13}, m0, m1, m2)
+	ds := semUpload(t, e, set, true)
+	p0, p2 := semRead(t, e, optim.Params), semRead(t, e, optim.ParamsOf(2))
+	semExec(t, e, optim.Prog().Alloc(1).Copy(1, optim.Params).Scale(1, -0.5).AddConst(1, 0.1).
+		Alloc(2).Alloc(3).Fill(3, 0.05))
+	q := semRead(t, e, 1)
+	point := semPredict(t, e, optim.Predictive{Kind: optim.Point}, ds, 0, 1)
+	semRowsSumToOne(t, "point", point, n, c)
+	ref0, refQ := semProbs(m0, p0, x), semProbs(m0, q, x)
+	semCheckVec(t, "point", point, ref0, 1e-6, 1e-5)
+
+	mix := func(w0, w1 float64, a, b []float64) []float64 {
+		out := make([]float64, len(a))
+		for i := range a {
+			out[i] = w0*a[i] + w1*b[i]
+		}
+		return out
+	}
+	tests := []struct {
+		name string
+		pred optim.Predictive
+		want []float64
+	}{
+		{"members weighted", optim.Predictive{Kind: optim.Members, Vecs: []optim.Vec{optim.Params, 1}, Weights: []float64{0.25, 0.75}}, mix(0.25, 0.75, ref0, refQ)},
+		{"members uniform", optim.Predictive{Kind: optim.Members, Vecs: []optim.Vec{optim.Params, 1}}, mix(0.5, 0.5, ref0, refQ)},
+		{"members one vector", optim.Predictive{Kind: optim.Members, Vecs: []optim.Vec{1}}, refQ},
+		{"members other architecture", optim.Predictive{Kind: optim.Members, Vecs: []optim.Vec{optim.ParamsOf(2)}}, semProbs(m2, p2, x)},
+		{"members across architectures", optim.Predictive{Kind: optim.Members, Vecs: []optim.Vec{optim.Params, optim.ParamsOf(2)}, Weights: []float64{0.6, 0.4}},
+			mix(0.6, 0.4, ref0, semProbs(m2, p2, x))},
+		{"samples with zero std", optim.Predictive{Kind: optim.Samples, Mean: optim.Params, Std: 2, N: 3}, ref0},
+		{"samples of another mean, zero std", optim.Predictive{Kind: optim.Samples, Mean: 1, Std: 2, N: 2}, refQ},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			for _, batch := range []int64{0, 3, 1} {
+				got := semPredict(t, e, tc.pred, ds, batch, 5)
+				semRowsSumToOne(t, tc.name, got, n, c)
+				semCheckVec(t, tc.name, got, tc.want, 1e-6, 1e-5)
+			}
+		})
+	}
+
+	// Two members with identical parameters predict like one.
+	semExec(t, e, optim.Prog().Copy(optim.ParamsOf(1), optim.Params))
+	both := semPredict(t, e, optim.Predictive{Kind: optim.Members, Vecs: []optim.Vec{optim.Params, optim.ParamsOf(1)}}, ds, 0, 1)
+	semCheckVec(t, "two identical members", both, point, 1e-7, 1e-6)
+
+	// Gaussian samples: valid distributions, fixed by the seed, independent
+	// of the batching, different from the mean's prediction.
+	gauss := optim.Predictive{Kind: optim.Samples, Mean: optim.Params, Std: 3, N: 4}
+	s1 := semPredict(t, e, gauss, ds, 0, 7)
+	semRowsSumToOne(t, "samples", s1, n, c)
+	if s2 := semPredict(t, e, gauss, ds, 0, 7); !slices.Equal(s1, s2) {
+		t.Error("samples with the same seed differ")
+	}
+	semCheckVec(t, "samples in batches of 3", semPredict(t, e, gauss, ds, 3, 7), s1, 1e-7, 1e-6)
+	if s3 := semPredict(t, e, gauss, ds, 0, 8); slices.Equal(s1, s3) {
+		t.Error("samples with seeds 7 and 8 are identical")
+	}
+	if slices.Equal(s1, point) {
+		t.Error("samples with std 0.05 equal the point prediction")
+	}
+
+	// Predict leaves parameters and grad mode alone.
+	if !slices.Equal(semRead(t, e, optim.Params), p0) {
+		t.Error("Predict changed Params")
+	}
+	xb, yb := semData(4, f, c, 3)
+	semBatch(t, e, 0, xb, yb)
+	semExec(t, e, optim.Prog().Grad(2, optim.Params, optim.Batch{}, optim.BNUpdate))
+}
+
+func TestPredictErrors(t *testing.T) {
+	set := semFeatureSet(5, 4, 3)
+	e := semEngine(t, Config{Seed: 13}, semTiny(t, []int64{4}, 5, 3), semTiny(t, []int64{4}, 6, 3))
+	ds := semUpload(t, e, set, true)
+	semExec(t, e, optim.Prog().Alloc(1).AllocFor(2, 1))
+	tests := []struct {
+		name    string
+		pred    optim.Predictive
+		errWith string
+	}{
+		{"members without vectors", optim.Predictive{Kind: optim.Members}, "no vectors"},
+		{"weights mismatch", optim.Predictive{Kind: optim.Members, Vecs: []optim.Vec{0, 1}, Weights: []float64{1}}, "1 weights for 2 vectors"},
+		{"unallocated vector", optim.Predictive{Kind: optim.Members, Vecs: []optim.Vec{42}}, "not allocated"},
+		{"no such member", optim.Predictive{Kind: optim.Members, Vecs: []optim.Vec{optim.ParamsOf(4)}}, "no member 4"},
+		{"no samples", optim.Predictive{Kind: optim.Samples, Mean: 0, Std: 1}, "0 samples"},
+		{"variational weights of a point model", optim.Predictive{Kind: optim.Samples, N: 2}, "not variational"},
+		{"std of another layout", optim.Predictive{Kind: optim.Samples, Mean: 0, Std: 2, N: 2}, "different layouts"},
+		{"unknown kind", optim.Predictive{Kind: 9}, "unknown kind 9"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := e.Predict(context.Background(), tc.pred, ds, 0, 1)
+			if err == nil || !strings.Contains(err.Error(), tc.errWith) {
+				t.Fatalf("Predict: %v, want an error containing %q", err, tc.errWith)
+			}
+		})
+	}
+	// A failed Predict leaves grad mode on.
+	xb, yb := semData(4, 4, 3, 3)
+	semBatch(t, e, 0, xb, yb)
+	semExec(t, e, optim.Prog().Grad(1, optim.Params, optim.Batch{}, optim.BNUpdate))
+}
+
+// TestPredictImagesEvalMode predicts raw 8-bit images: the inputs are
+// scaled and normalized like training batches, and BatchNorm uses running
+// statistics, so a sample's prediction does not depend on its batch.
+func TestPredictImagesEvalMode(t *testing.T) {
+	const n, c = 6, 3
+	set := &data.Set{Name: "sem-images", Shape: []int{2, 2, 2}, Classes: c,
+		Mean: []float32{0.4, 0.6}, Std: []float32{0.2, 0.3}}
+	for i := range n * 8 {
+		set.X = append(set.X, uint8((i*37+11)%256))
+	}
+	for i := range n {
+		set.Y = append(set.Y, int32(i%c))
+	}
+	m := semTiny(t, []int64{2, 2, 2}, 5, c)
+	e := semEngine(t, Config{Seed: 2}, m)
+	ds := semUpload(t, e, set, true)
+	x := make([][]float64, n)
+	for i := range x {
+		for k := range 8 {
+			ch := k / 4
+			v := float32(set.X[i*8+k]) * float32(1.0/255)
+			x[i] = append(x[i], float64((v-set.Mean[ch])/set.Std[ch]))
+		}
+	}
+	got := semPredict(t, e, optim.Predictive{Kind: optim.Point}, ds, 0, 1)
+	semCheckVec(t, "raw8 point", got, semProbs(m, semRead(t, e, optim.Params), x), 1e-6, 1e-5)
+
+	cnn, err := model.NewCNN(c, []int64{2, 4, 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	img := &data.Set{Name: "sem-cnn", Shape: []int{2, 4, 4}, Classes: c, Mean: []float32{0.5, 0.5}, Std: []float32{0.25, 0.25}}
+	for i := range n * 32 {
+		img.X = append(img.X, uint8((i*53+7)%256))
+	}
+	img.Y = set.Y
+	ec := semEngine(t, Config{Seed: 2}, cnn)
+	dc := semUpload(t, ec, img, true)
+	// Move the running statistics away from (0, 1) first.
+	tr, err := Upload(context.Background(), ec.w, ec.cfg.Device, img, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	semDo(t, ec, func(s *tensor.Scope) error {
+		x, y := tr.Batch(s, []int64{0, 1, 2, 3, 4, 5}, Augment{}, nil, ec.cfg.Device)
+		if err := s.Err(); err != nil {
+			return err
+		}
+		ec.SetBatch(0, s.Keep(x), s.Keep(y))
+		tr.Drop()
+		return nil
+	})
+	semExec(t, ec, optim.Prog().Grad(0, optim.Params, optim.Batch{}, optim.BNUpdate))
+	whole := semPredict(t, ec, optim.Predictive{Kind: optim.Point}, dc, 0, 1)
+	semRowsSumToOne(t, "cnn", whole, n, c)
+	semCheckVec(t, "cnn one sample at a time", semPredict(t, ec, optim.Predictive{Kind: optim.Point}, dc, 1, 1), whole, 1e-6, 1e-5)
+	semCheckVec(t, "cnn in batches of 4", semPredict(t, ec, optim.Predictive{Kind: optim.Point}, dc, 4, 1), whole, 1e-6, 1e-5)
+}
