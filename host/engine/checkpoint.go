@@ -268,8 +268,8 @@ func fillFromTensor(mm *stateMismatch, tensors map[string]checkpoint.Tensor, use
 // safetensors file at path (atomically). A single member is stored under
 // its bare PyTorch names; with several, member m's names are prefixed with
 // "members.<m>.". The metadata records the format ("pt"), the members'
-// architectures and the current step.
-func (e *Engine) SaveCheckpoint(ctx context.Context, path string) error {
+// architectures and the current step, plus any extra metadata given.
+func (e *Engine) SaveCheckpoint(ctx context.Context, path string, extra ...map[string]string) error {
 	var all []checkpoint.Tensor
 	archs := make([]string, len(e.members))
 	for m, mem := range e.members {
@@ -289,6 +289,11 @@ func (e *Engine) SaveCheckpoint(ctx context.Context, path string) error {
 		"optlab.archs":   strings.Join(archs, ","),
 		"optlab.members": strconv.Itoa(len(e.members)),
 		"optlab.step":    strconv.FormatInt(e.step, 10),
+	}
+	for _, x := range extra {
+		for k, v := range x {
+			meta[k] = v
+		}
 	}
 	return checkpoint.Write(path, all, meta)
 }

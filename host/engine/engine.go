@@ -55,6 +55,7 @@ type Engine struct {
 	members []*Member
 	vecs    map[optim.Vec]*vec
 	perms   map[int64][]int64
+	src     *rand.PCG  // state of rng, saved with the training state
 	rng     *rand.Rand // host stream for RandN with seed 0
 	step    int64
 	// counters for benchmarks and tests
@@ -68,7 +69,8 @@ func New(ctx context.Context, w *tensor.Worker, cfg Config, models []*model.Mode
 		cfg.BNMomentum = 0.1
 	}
 	e := &Engine{w: w, cfg: cfg, vecs: map[optim.Vec]*vec{}, perms: map[int64][]int64{},
-		rng: rand.New(rand.NewPCG(uint64(cfg.Seed), 0x6f70746c6162))}
+		src: rand.NewPCG(uint64(cfg.Seed), 0x6f70746c6162)}
+	e.rng = rand.New(e.src)
 	err := w.Do(ctx, func() error {
 		for i, m := range models {
 			s := tensor.NewScope()

@@ -13,6 +13,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/optlab/optlab/host/engine"
@@ -39,6 +40,14 @@ type Runner struct {
 	Meta Meta
 	// Smoke caps every run at a few steps (host run --smoke).
 	SmokeSteps int
+	// StateDir, when set, receives each run's training state at every
+	// epoch end (removed when the run finishes) so an interrupted run
+	// resumes from its last finished epoch, and ../checkpoints/ receives the
+	// final model of every run (PyTorch names).
+	StateDir string
+	// afterEpoch, when set (tests), runs after each epoch's state is saved;
+	// an error aborts the run as a crash would.
+	afterEpoch func(epoch int) error
 }
 
 // Meta is provenance recorded with every result.
@@ -151,16 +160,27 @@ func (r *Runner) Run(ctx context.Context, run experiment.Run, m Method) (results
 		}
 	}
 	rngs := make([]*rand.Rand, orders)
+	srcs := make([]*rand.PCG, orders)
 	for k := range rngs {
-		rngs[k] = rand.New(rand.NewPCG(uint64(run.Seed), uint64(1+2*k)))
+		srcs[k] = rand.NewPCG(uint64(run.Seed), uint64(1+2*k))
+		rngs[k] = rand.New(srcs[k])
 	}
-	augRNG := rand.New(rand.NewPCG(uint64(run.Seed), 2))
-	prog := newProgress(r.Progress, r.Terminal, fmt.Sprintf("%s %s seed %d", run.Method.Name, run.Arch, run.Seed), total)
+	augSrc := rand.NewPCG(uint64(run.Seed), 2)
+	augRNG := rand.New(augSrc)
+	statePath := r.StatePath(run)
+	ls, resumed, err := r.loadState(ctx, statePath, eng, m.Optimizer, srcs, augSrc, sched)
+	if err != nil {
+		return rec, err
+	}
+	if resumed && r.Progress != nil {
+		fmt.Fprintf(r.Progress, "%s: resuming after epoch %d (step %d) from %s\n", run.Key, ls.Epoch, ls.Step, statePath)
+	}
+	prog := newProgress(r.Progress, r.Terminal, fmt.Sprintf("%s %s seed %d", run.Method.Name, run.Arch, run.Seed), total-ls.Step)
 	defer prog.done()
-	var step int64
-	var trainLoss, trainAcc float64
-	epochs := 0
-	for epoch := 0; step < total; epoch++ {
+	step := ls.Step
+	trainLoss, trainAcc := ls.TrainLoss, ls.TrainAcc
+	epochs := ls.Epoch
+	for epoch := ls.Epoch; step < total; epoch++ {
 		idx := make([][]int64, orders)
 		for k := range idx {
 			idx[k] = make([]int64, r.Data.TrainSize)
@@ -214,7 +234,7 @@ func (r *Runner) Run(ctx context.Context, run experiment.Run, m Method) (results
 			sumAcc += out.Metrics["acc"]
 			n++
 			step++
-			prog.update(epoch+1, tr.Epochs, step, loss, out.Metrics["acc"])
+			prog.update(epoch+1, tr.Epochs, step-ls.Step, loss, out.Metrics["acc"])
 		}
 		epochs++
 		trainLoss, trainAcc = sumLoss/float64(n), sumAcc/float64(n)
@@ -229,8 +249,30 @@ func (r *Runner) Run(ctx context.Context, run experiment.Run, m Method) (results
 			}
 			sched.Observe(rep.NLL)
 		}
+		if statePath != "" && step < total {
+			ls := loopState{Epoch: epochs, Step: step, TrainLoss: trainLoss, TrainAcc: trainAcc, Elapsed: ls.Elapsed + time.Since(start).Seconds()}
+			if err := r.saveState(ctx, statePath, eng, m.Optimizer, ls, srcs, augSrc, sched); err != nil {
+				return rec, fmt.Errorf("saving the training state after epoch %d: %w", epochs, err)
+			}
+		}
+		if r.afterEpoch != nil {
+			if err := r.afterEpoch(epochs); err != nil {
+				return rec, err
+			}
+		}
 	}
-	wall := time.Since(start).Seconds()
+	wall := ls.Elapsed + time.Since(start).Seconds()
+	if p := r.ModelPath(run); p != "" {
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			return rec, err
+		}
+		if err := eng.SaveCheckpoint(ctx, p, map[string]string{"run_key": run.Key, "experiment": r.Exp.Name}); err != nil {
+			return rec, fmt.Errorf("saving the final model: %w", err)
+		}
+		if statePath != "" {
+			_ = os.Remove(statePath)
+		}
+	}
 	rep, err := r.evaluate(ctx, eng, m.Optimizer, r.Data.Test, run.Seed, r.calibration())
 	if err != nil {
 		return rec, err

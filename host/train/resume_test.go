@@ -1,0 +1,76 @@
+package train
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/optlab/optlab/host/experiment"
+	"github.com/optlab/optlab/host/tensor"
+	"github.com/optlab/optlab/plugins/otmdr"
+	"github.com/optlab/optlab/plugins/sam"
+	"github.com/optlab/optlab/sdk/optim"
+)
+
+// A run interrupted after an epoch resumes from its training state and ends
+// bitwise where an uninterrupted run ends, for optimizers with state on the
+// host (momentum) and in the plugin (OT-MDR's random stream).
+func TestResumeMidRun(t *testing.T) {
+	w := tensor.NewWorker(2)
+	defer w.Close()
+	cases := []struct {
+		name  string
+		newOp func() optim.Optimizer
+		given map[string]any
+	}{
+		{"sam", sam.New, map[string]any{"rho": 0.05}},
+		{"otmdr", otmdr.New, nil},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			r, exp := newRunner(t, w, digitsTOML)
+			run := experiment.Grid(exp)[0]
+			dir := t.TempDir()
+			r.StateDir = filepath.Join(dir, "full", "state")
+			full, err := r.Run(context.Background(), run, method(t, c.newOp(), c.given))
+			if err != nil {
+				t.Fatal(err)
+			}
+			r.StateDir = filepath.Join(dir, "cut", "state")
+			crash := errors.New("simulated crash")
+			r.afterEpoch = func(e int) error {
+				if e == 2 {
+					return crash
+				}
+				return nil
+			}
+			if _, err := r.Run(context.Background(), run, method(t, c.newOp(), c.given)); !errors.Is(err, crash) {
+				t.Fatalf("interrupted run: %v", err)
+			}
+			if _, err := os.Stat(r.StatePath(run)); err != nil {
+				t.Fatalf("no training state after the interruption: %v", err)
+			}
+			r.afterEpoch = nil
+			resumed, err := r.Run(context.Background(), run, method(t, c.newOp(), c.given))
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, k := range []string{"acc", "nll", "brier", "train_loss"} {
+				if full.Metrics[k] != resumed.Metrics[k] {
+					t.Errorf("%s: resumed %v, uninterrupted %v", k, resumed.Metrics[k], full.Metrics[k])
+				}
+			}
+			if resumed.Steps != full.Steps {
+				t.Errorf("steps: resumed %d, uninterrupted %d", resumed.Steps, full.Steps)
+			}
+			if _, err := os.Stat(r.StatePath(run)); !os.IsNotExist(err) {
+				t.Errorf("training state not removed after the run finished: %v", err)
+			}
+			if _, err := os.Stat(r.ModelPath(run)); err != nil {
+				t.Errorf("final model checkpoint: %v", err)
+			}
+		})
+	}
+}
