@@ -22,10 +22,11 @@ const usage = `usage: host <command> [arguments]
 commands:
   run EXPERIMENT.toml      train the experiment's grid and print its table
       [--smoke] [--shard i/n] [--plugins DIR] [--results DIR] [--device D] [-q]
+      [--step-timeout 10m]   a plugin whose step takes longer counts as hung: its run fails
   check EXPERIMENT.toml    validate data, models, plugins and hyperparameters; print the grid
       [--plugins DIR]
   table FILE.jsonl…        print result tables [--by dataset,arch] [--metrics …] [--format markdown|csv|latex] [--time]
-  data get NAME --dir D    download and verify cifar10 or cifar100
+  data get NAME --dir D    download and verify cifar10 or cifar100 [--url BASE] [--md5 HEX]
   plugins [--plugins DIR]  list installed optimizer plugins
   version                  print the libtorch this host uses
 `
@@ -45,7 +46,7 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	case "run":
 		err = runCmd(ctx, args[1:], stdout, stderr)
 	case "check":
-		err = checkCmd(ctx, args[1:], stdout)
+		err = checkCmd(ctx, args[1:], stdout, stderr)
 	case "table":
 		err = table.Run(stdout, args[1:])
 	case "data":
@@ -86,12 +87,21 @@ func DefaultPluginDir() string {
 }
 
 // parseInterleaved parses flags that may come before or after the
-// positional arguments.
-func parseInterleaved(fs *flag.FlagSet, args []string) ([]string, error) {
+// positional arguments. A bad flag is returned as an error, for Main to
+// print once; -h writes the flags' documentation to help and returns
+// flag.ErrHelp.
+func parseInterleaved(fs *flag.FlagSet, args []string, help io.Writer) ([]string, error) {
+	fs.SetOutput(io.Discard)
 	var pos []string
 	for {
 		if err := fs.Parse(args); err != nil {
-			return nil, err
+			if errors.Is(err, flag.ErrHelp) {
+				fmt.Fprintf(help, "flags of host %s:\n", fs.Name())
+				fs.SetOutput(help)
+				fs.PrintDefaults()
+				return nil, err
+			}
+			return nil, fmt.Errorf("%s: %w (`host %s -h` lists the flags)", fs.Name(), err, fs.Name())
 		}
 		rest := fs.Args()
 		if len(rest) == 0 {

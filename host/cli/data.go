@@ -18,14 +18,15 @@ func dataCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fs := flag.NewFlagSet("data get", flag.ContinueOnError)
 	dir := fs.String("dir", "data/cifar", "folder to put the dataset in")
 	base := fs.String("url", data.DefaultBaseURL, "base URL of the archives")
-	pos, err := parseInterleaved(fs, args[1:])
+	sum := fs.String("md5", "", "MD5 (hex) the archive must have, for a mirror with its own archive (default: the published one)")
+	pos, err := parseInterleaved(fs, args[1:], stdout)
 	if err != nil {
 		return err
 	}
 	if len(pos) != 1 {
 		return errors.New("usage: host data get cifar10|cifar100 --dir D")
 	}
-	where, err := data.Get(ctx, pos[0], *dir, data.GetOptions{BaseURL: *base, Progress: stderr})
+	where, err := data.Get(ctx, pos[0], *dir, data.GetOptions{BaseURL: *base, MD5: *sum, Progress: stderr})
 	if err != nil {
 		return err
 	}
@@ -36,7 +37,7 @@ func dataCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 func pluginsCmd(ctx context.Context, args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("plugins", flag.ContinueOnError)
 	dir := fs.String("plugins", DefaultPluginDir(), "plugin directory")
-	if _, err := parseInterleaved(fs, args); err != nil {
+	if _, err := parseInterleaved(fs, args, stdout); err != nil {
 		return err
 	}
 	list, err := plugin.List(ctx, *dir)

@@ -13,6 +13,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
+
 	"github.com/optlab/optlab/host/data"
 	"github.com/optlab/optlab/host/experiment"
 	"github.com/optlab/optlab/host/model"
@@ -39,19 +41,29 @@ type plan struct {
 	params    map[string]map[string]any // by method name
 	infos     map[string]optim.Info
 	pluginDir string
+	// stderr receives the plugins' output and log lines.
+	stderr io.Writer
+	// timeouts are the deadlines of the calls into the plugins (zero
+	// fields: plugin.DefaultTimeouts).
+	timeouts plugin.Timeouts
 }
 
-func launchSpec(m experiment.Method, dir string) plugin.LaunchSpec {
+// launchSpec says how to start the plugin of method m.
+func (p *plan) launchSpec(m experiment.Method) plugin.LaunchSpec {
 	name := m.Plugin
 	if name == "" {
 		name = filepath.Base(m.Path)
 	}
-	return plugin.LaunchSpec{Name: name, Path: m.Path, Dir: dir}
+	return plugin.LaunchSpec{
+		Name: name, Path: m.Path, Dir: p.pluginDir, Timeouts: p.timeouts, Output: p.stderr,
+		Logger: hclog.New(&hclog.LoggerOptions{Name: "optlab", Level: hclog.Warn, Output: p.stderr}),
+	}
 }
 
 // prepare loads and validates the experiment, asks every method's plugin for
-// its schema and validates the hyperparameters against it.
-func prepare(ctx context.Context, path, pluginDir string) (*plan, error) {
+// its schema and validates the hyperparameters against it. The plan's
+// plugins are started with timeouts and write their output to stderr.
+func prepare(ctx context.Context, path, pluginDir string, timeouts plugin.Timeouts, stderr io.Writer) (*plan, error) {
 	exp, err := experiment.Load(path)
 	if err != nil {
 		return nil, err
@@ -59,10 +71,11 @@ func prepare(ctx context.Context, path, pluginDir string) (*plan, error) {
 	if err := experiment.Validate(exp, model.Builtin().Names()); err != nil {
 		return nil, err
 	}
-	p := &plan{exp: exp, runs: experiment.Grid(exp), params: map[string]map[string]any{}, infos: map[string]optim.Info{}, pluginDir: pluginDir}
+	p := &plan{exp: exp, runs: experiment.Grid(exp), params: map[string]map[string]any{}, infos: map[string]optim.Info{},
+		pluginDir: pluginDir, stderr: stderr, timeouts: timeouts}
 	var errs []error
 	for _, m := range exp.Methods {
-		c, err := plugin.Launch(ctx, launchSpec(m, pluginDir))
+		c, err := plugin.Launch(ctx, p.launchSpec(m))
 		if err != nil {
 			errs = append(errs, fmt.Errorf("%s:%d: method %q: %w", exp.File, m.Line, m.Name, err))
 			continue
@@ -91,17 +104,17 @@ func prepare(ctx context.Context, path, pluginDir string) (*plan, error) {
 	return p, nil
 }
 
-func checkCmd(ctx context.Context, args []string, stdout io.Writer) error {
+func checkCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("check", flag.ContinueOnError)
 	dir := fs.String("plugins", DefaultPluginDir(), "plugin directory")
-	pos, err := parseInterleaved(fs, args)
+	pos, err := parseInterleaved(fs, args, stdout)
 	if err != nil {
 		return err
 	}
 	if len(pos) != 1 {
 		return errors.New("usage: host check EXPERIMENT.toml")
 	}
-	p, err := prepare(ctx, pos[0], *dir)
+	p, err := prepare(ctx, pos[0], *dir, plugin.Timeouts{}, stderr)
 	if err != nil {
 		return err
 	}
@@ -149,14 +162,18 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	resDir := fs.String("results", "", "results folder (default: the experiment's results_dir)")
 	device := fs.String("device", "", "override train.device: auto, cpu, cuda or cuda:N")
 	quiet := fs.Bool("q", false, "no progress output")
-	pos, err := parseInterleaved(fs, args)
+	stepTimeout := fs.Duration("step-timeout", plugin.DefaultTimeouts().Step, "how long one optimizer step may take before the plugin counts as hung")
+	pos, err := parseInterleaved(fs, args, stdout)
 	if err != nil {
 		return err
 	}
 	if len(pos) != 1 {
 		return errors.New("usage: host run [flags] EXPERIMENT.toml")
 	}
-	p, err := prepare(ctx, pos[0], *dir)
+	if *stepTimeout <= 0 {
+		return fmt.Errorf("--step-timeout %v: want a positive duration, e.g. 10m", *stepTimeout)
+	}
+	p, err := prepare(ctx, pos[0], *dir, plugin.Timeouts{Step: *stepTimeout}, stderr)
 	if err != nil {
 		return err
 	}
@@ -210,15 +227,23 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if *smoke {
 		r.SmokeSteps = smokeSteps
 	}
+	interrupted := func() error {
+		return fmt.Errorf("%v; finished runs are kept in %s (run the same command again to continue)", context.Cause(ctx), runsPath)
+	}
 	var failed int
 	for _, run := range runs {
 		if done[run.Key] {
 			fmt.Fprintf(stderr, "host: %s already finished in %s; skipping\n", run.Key, runsPath)
 			continue
 		}
-		rec, err := runOne(ctx, r, p, run)
 		if ctx.Err() != nil {
-			return fmt.Errorf("%s: %w (finished runs are kept in %s)", run.Key, context.Cause(ctx), runsPath)
+			return interrupted()
+		}
+		rec, err := runOne(ctx, r, p, run)
+		if err != nil && ctx.Err() != nil {
+			// Interrupted: not a failure of the method, and not recorded.
+			// A run that finished as the signal came (err == nil) is.
+			return fmt.Errorf("%s: %w", run.Key, interrupted())
 		}
 		if err != nil {
 			failed++
@@ -248,7 +273,7 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 // runOne launches the method's plugin for one run and trains.
 func runOne(ctx context.Context, r *train.Runner, p *plan, run experiment.Run) (results.Record, error) {
 	m := train.Method{Plugin: p.infos[run.Method.Name].Name, Version: p.infos[run.Method.Name].Version, Params: p.params[run.Method.Name]}
-	c, err := plugin.Launch(ctx, launchSpec(run.Method, p.pluginDir))
+	c, err := plugin.Launch(ctx, p.launchSpec(run.Method))
 	if err != nil {
 		return r.Record(run, m), err
 	}

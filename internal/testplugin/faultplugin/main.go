@@ -23,6 +23,9 @@ import (
 	"github.com/optlab/optlab/sdk/serve"
 )
 
+// rawStderr is file descriptor 2 itself (go-plugin replaces os.Stderr).
+var rawStderr = os.NewFile(2, "stderr")
+
 // config holds the fault switches; see the package comment.
 type config struct {
 	CrashAt int `hp:"crash_at" doc:"exit with status 3 at this step (-1: never)"`
@@ -69,10 +72,13 @@ func (o *faulty) Step(ctx context.Context, h optim.Host, in optim.StepInput) (op
 	k := int(in.Step)
 	switch k {
 	case o.cfg.CrashAt:
-		fmt.Fprintf(os.Stderr, "faulty: simulated crash at step %d\n", k)
+		// Straight to file descriptor 2, as a dying runtime or C library
+		// would: go-plugin forwards writes to os.Stderr asynchronously,
+		// and they would be lost with the process.
+		fmt.Fprintf(rawStderr, "faulty: simulated crash at step %d\n", k)
 		os.Exit(3)
 	case o.cfg.HangAt:
-		fmt.Fprintf(os.Stderr, "faulty: hanging at step %d\n", k)
+		fmt.Fprintf(rawStderr, "faulty: hanging at step %d\n", k)
 		time.Sleep(time.Hour)
 	case o.cfg.FailAt:
 		return optim.StepOutput{}, fmt.Errorf("faulty: simulated failure at step %d", k)

@@ -1,0 +1,226 @@
+package cli_test
+
+import (
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/optlab/optlab/host/results"
+)
+
+// TestRunEveryPlugin trains one run with each built-in plugin, through its
+// real binary, and checks the records and the printed table.
+func TestRunEveryPlugin(t *testing.T) {
+	methods := []struct {
+		m          method
+		plugin     string
+		wantParams map[string]any // hyperparameters the record must show
+	}{
+		{method{Name: "SGD", Plugin: "sgd"}, "sgd", nil},
+		{method{Name: "SAM", Plugin: "sam", Params: []string{"rho = 0.05"}}, "sam",
+			map[string]any{"params.rho": 0.05, "params.adaptive": false}},
+		{method{Name: "ASAM", Plugin: "sam", Params: []string{"rho = 0.5", "adaptive = true"}}, "sam",
+			map[string]any{"params.adaptive": true}},
+		{method{Name: "bSAM", Plugin: "bsam"}, "bsam", nil},
+		{method{Name: "OT-MDR paper", Plugin: "otmdr", Params: []string{`mode = "paper"`}}, "otmdr",
+			map[string]any{"params.mode": "paper"}},
+		{method{Name: "OT-MDR reference", Plugin: "otmdr", Params: []string{`mode = "reference"`}}, "otmdr",
+			map[string]any{"params.mode": "reference"}},
+	}
+	s := spec{Name: "every-plugin"}
+	for _, m := range methods {
+		s.Methods = append(s.Methods, m.m)
+	}
+	dir := t.TempDir()
+	exp := s.write(t, dir)
+	res := filepath.Join(dir, "results")
+
+	r := host(t, "run", "-q", "--plugins", pluginDir, "--results", res, exp)
+	if r.code != 0 {
+		t.Fatalf("host run: exit code %d", r.code)
+	}
+	if msgs := errorMessages(r.stderr); len(msgs) != 0 {
+		t.Errorf("unexpected messages: %q", msgs)
+	}
+	recs := readRecords(t, results.Path(res, s.Name))
+	if len(recs) != len(methods) {
+		t.Errorf("%d records, want %d", len(recs), len(methods))
+	}
+	for _, m := range methods {
+		t.Run(m.m.Name, func(t *testing.T) {
+			key := "method=" + m.m.Name + "/arch=mlp/seed=1"
+			rec, ok := recs[key]
+			if !ok {
+				t.Fatalf("no record of %s", key)
+			}
+			if rec.Status != results.StatusOK || rec.Error != "" {
+				t.Errorf("status %q, error %q; want ok", rec.Status, rec.Error)
+			}
+			if rec.Plugin != m.plugin {
+				t.Errorf("plugin %q, want %q", rec.Plugin, m.plugin)
+			}
+			if rec.Steps != 22 { // 1438 training samples / 64
+				t.Errorf("%d steps, want 22", rec.Steps)
+			}
+			if acc := rec.Metrics["acc"]; !(acc > 0.2 && acc <= 1) {
+				t.Errorf("accuracy %v after an epoch; want better than chance", acc)
+			}
+			for k, v := range m.wantParams {
+				if got := rec.Config[k]; got != v {
+					t.Errorf("config %s = %v, want %v", k, got, v)
+				}
+			}
+			if tableRow(r.stdout, m.m.Name) == "" {
+				t.Errorf("the table has no row %q:\n%s", m.m.Name, r.stdout)
+			}
+		})
+	}
+}
+
+// TestResume re-runs a finished experiment: every run is skipped, with a
+// message, and the table is the same.
+func TestResume(t *testing.T) {
+	dir := t.TempDir()
+	s := spec{Name: "resume", Seeds: "[1, 2]", Methods: []method{{Name: "SGD", Plugin: "sgd"}, {Name: "SAM", Plugin: "sam"}}}
+	exp := s.write(t, dir)
+	res := filepath.Join(dir, "results")
+	args := []string{"run", "-q", "--plugins", pluginDir, "--results", res, exp}
+
+	first := host(t, args...)
+	if first.code != 0 {
+		t.Fatalf("first run: exit code %d", first.code)
+	}
+	second := host(t, args...)
+	if second.code != 0 {
+		t.Fatalf("second run: exit code %d", second.code)
+	}
+	path := results.Path(res, s.Name)
+	for _, key := range []string{
+		"method=SGD/arch=mlp/seed=1", "method=SGD/arch=mlp/seed=2",
+		"method=SAM/arch=mlp/seed=1", "method=SAM/arch=mlp/seed=2",
+	} {
+		if want := "host: " + key + " already finished in " + path + "; skipping"; !strings.Contains(second.stderr, want) {
+			t.Errorf("second run does not say %q:\n%s", want, second.stderr)
+		}
+	}
+	if second.stdout != first.stdout {
+		t.Errorf("the tables differ:\nfirst:\n%s\nsecond:\n%s", first.stdout, second.stdout)
+	}
+	if recs, err := results.Read(path); err != nil || len(recs) != 4 {
+		t.Errorf("%s holds %d records (%v), want 4", path, len(recs), err)
+	}
+}
+
+// TestResumeRetriesFailed re-runs an experiment whose run failed: the
+// finished runs are skipped, the failed one is run again.
+func TestResumeRetriesFailed(t *testing.T) {
+	dir := t.TempDir()
+	res := filepath.Join(dir, "results")
+	s := spec{Name: "retry", Methods: []method{{Name: "SGD", Plugin: "sgd"}, {Name: "Flaky", Plugin: "faultplugin", Params: []string{"fail_at = 1"}}}}
+	exp := s.write(t, dir)
+	args := []string{"run", "-q", "--plugins", pluginDir, "--results", res, exp}
+	wantFailedRuns(t, host(t, args...), 1, 2, "faulty: simulated failure at step 1")
+
+	// The plugin is fixed: the same experiment without the fault.
+	s.Methods[1].Params = nil
+	s.write(t, dir)
+	r := host(t, args...)
+	if r.code != 0 {
+		t.Fatalf("exit code %d", r.code)
+	}
+	if !strings.Contains(r.stderr, "method=SGD/arch=mlp/seed=1 already finished") {
+		t.Errorf("the finished run was not skipped:\n%s", r.stderr)
+	}
+	if strings.Contains(r.stderr, "method=Flaky/arch=mlp/seed=1 already finished") {
+		t.Errorf("the failed run was skipped:\n%s", r.stderr)
+	}
+	if tableRow(r.stdout, "Flaky") == "" {
+		t.Errorf("no row of the retried run:\n%s", r.stdout)
+	}
+}
+
+// TestShards runs a grid in two shards and checks that the merged table
+// equals that of one unsharded run.
+func TestShards(t *testing.T) {
+	dir := t.TempDir()
+	s := spec{Name: "shards", Seeds: "[1, 2]", Methods: []method{{Name: "SGD", Plugin: "sgd"}, {Name: "SAM", Plugin: "sam"}}}
+	exp := s.write(t, dir)
+	run := func(res string, extra ...string) string {
+		t.Helper()
+		args := append([]string{"run", "-q", "--plugins", pluginDir, "--results", res}, extra...)
+		if r := host(t, append(args, exp)...); r.code != 0 {
+			t.Fatalf("host %s: exit code %d", strings.Join(args, " "), r.code)
+		}
+		return results.Path(res, s.Name)
+	}
+	whole := run(filepath.Join(dir, "whole"))
+	a := run(filepath.Join(dir, "a"), "--shard", "1/2")
+	b := run(filepath.Join(dir, "b"), "--shard", "2/2")
+
+	na, nb := len(readRecords(t, a)), len(readRecords(t, b))
+	if na != 2 || nb != 2 {
+		t.Errorf("shards hold %d and %d runs, want 2 and 2", na, nb)
+	}
+	merged := host(t, "table", a, b)
+	single := host(t, "table", whole)
+	if merged.code != 0 || single.code != 0 {
+		t.Fatalf("host table: exit codes %d and %d", merged.code, single.code)
+	}
+	if merged.stdout != single.stdout {
+		t.Errorf("merged shards:\n%s\nunsharded:\n%s", merged.stdout, single.stdout)
+	}
+	if !strings.Contains(single.stdout, "over 2 seeds") {
+		t.Errorf("the table does not pool the 2 seeds:\n%s", single.stdout)
+	}
+}
+
+// TestCheckValid checks a valid experiment: it prints the grid and "ok".
+func TestCheckValid(t *testing.T) {
+	r := host(t, "check", "--plugins", pluginDir, "testdata/valid.toml")
+	if r.code != 0 {
+		t.Fatalf("exit code %d", r.code)
+	}
+	for _, want := range []string{
+		"testdata/valid.toml: uci-digits — 1438 train / 359 test samples, 10 classes, input [1 8 8]",
+		"4 runs × 22 steps (22 per epoch × 1 epochs, batch 64)",
+		"method=SGD/arch=mlp/seed=1",
+		"method=SGD/arch=mlp/seed=2",
+		"method=SAM/arch=mlp/seed=1",
+		"method=SAM/arch=mlp/seed=2",
+		"plugin sgd 0.1.0",
+		"plugin sam ",
+	} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("stdout does not say %q:\n%s", want, r.stdout)
+		}
+	}
+	if !strings.HasSuffix(r.stdout, "\nok\n") {
+		t.Errorf("stdout does not end with ok:\n%s", r.stdout)
+	}
+}
+
+// TestHelp checks that -h documents a command's flags on stdout and exits 0.
+func TestHelp(t *testing.T) {
+	tests := []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"run", "-h"}, []string{"flags of host run:", "-step-timeout duration", "-shard string", "-smoke"}},
+		{[]string{"check", "-h"}, []string{"flags of host check:", "-plugins string"}},
+		{[]string{"data", "get", "-h"}, []string{"flags of host data get:", "-md5 string", "-url string"}},
+		{[]string{"help"}, []string{"usage: host <command>", "--step-timeout", "--md5 HEX"}},
+	}
+	for _, tt := range tests {
+		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
+			r := host(t, tt.args...)
+			if r.code != 0 || r.stderr != "" {
+				t.Errorf("exit code %d, stderr %q; want 0 and nothing", r.code, r.stderr)
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(r.stdout, w) {
+					t.Errorf("stdout does not say %q:\n%s", w, r.stdout)
+				}
+			}
+		})
+	}
+}

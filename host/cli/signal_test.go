@@ -1,0 +1,125 @@
+package cli_test
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/optlab/optlab/host/results"
+)
+
+// copyFile copies the executable src to dst.
+func copyFile(t *testing.T, src, dst string) {
+	t.Helper()
+	in, err := os.Open(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer in.Close()
+	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o755)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		t.Fatal(err)
+	}
+	if err := out.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestInterrupt sends SIGINT to a `host run` process during its second run:
+// the process exits non-zero saying that the finished runs are kept, the
+// first run is in runs.jsonl, and no plugin process is left running.
+func TestInterrupt(t *testing.T) {
+	dir := t.TempDir()
+	// A plugin folder of its own, so that /proc tells this host's plugins
+	// from any other.
+	plugins := filepath.Join(dir, "plugins")
+	if err := os.Mkdir(plugins, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{"sgd", "faultplugin"} {
+		copyFile(t, filepath.Join(pluginDir, p), filepath.Join(plugins, p))
+	}
+	// The second run hangs in its first step, so that it is surely in
+	// progress, with its plugin running, when the signal comes.
+	s := spec{Name: "interrupt", Methods: []method{
+		{Name: "SGD", Plugin: "sgd"},
+		{Name: "Stuck", Plugin: "faultplugin", Params: []string{"hang_at = 0"}},
+	}}
+	exp := s.write(t, dir)
+	res := filepath.Join(dir, "results")
+	path := results.Path(res, s.Name)
+
+	var stdout, stderr bytes.Buffer
+	cmd := exec.Command(hostBin, "run", "-q", "--plugins", plugins, "--results", res, exp)
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	// exited is closed when the process has exited, with waitErr set.
+	exited := make(chan struct{})
+	var waitErr error
+	go func() { waitErr = cmd.Wait(); close(exited) }()
+	defer func() {
+		select {
+		case <-exited:
+		default:
+			cmd.Process.Kill()
+			<-exited
+		}
+	}()
+
+	// Wait for the first run's record and the second run's plugin.
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		b, _ := os.ReadFile(path)
+		if bytes.Count(b, []byte("\n")) >= 1 && len(processesOf(plugins)) > 0 {
+			break
+		}
+		select {
+		case <-exited:
+			t.Fatalf("host exited early (%v):\n%s", waitErr, stderr.String())
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the first run did not finish, or the second did not start, in time")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err := cmd.Process.Signal(os.Interrupt); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-exited:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("host did not exit within 30s of SIGINT")
+	}
+	var exit *exec.ExitError
+	if !errors.As(waitErr, &exit) || exit.ExitCode() <= 0 {
+		t.Errorf("host exited with %v; want a non-zero exit code", waitErr)
+	}
+	out := stderr.String()
+	assertNoPanic(t, out)
+	want := "host: method=Stuck/arch=mlp/seed=1: interrupted by interrupt; finished runs are kept in " + path
+	if !strings.Contains(out, want) {
+		t.Errorf("stderr does not say %q:\n%s", want, out)
+	}
+	recs := readRecords(t, path)
+	if len(recs) != 1 {
+		t.Errorf("%d records, want the finished run only", len(recs))
+	}
+	if rec := recs["method=SGD/arch=mlp/seed=1"]; rec.Status != results.StatusOK {
+		t.Errorf("finished run: status %q (%s), want ok", rec.Status, rec.Error)
+	}
+	if left := waitNoProcesses(plugins, 5*time.Second); len(left) > 0 {
+		t.Errorf("plugin processes %v still running after the host exited", left)
+	}
+}
