@@ -26,6 +26,11 @@ commands:
   check EXPERIMENT.toml    validate data, models, plugins and hyperparameters; print the grid
       [--plugins DIR]
   table FILE.jsonl…        print result tables [--by dataset,arch] [--metrics …] [--format markdown|csv|latex] [--time]
+  landscape --checkpoint A.safetensors [--checkpoint B …] --experiment E.toml
+      [--steps 21] [--radius 1] [--2d] [--samples 2048] [--out DIR]
+                           loss along filter-normalized random directions, sharpness
+  plot results/<experiment> [--metric test_acc,train_loss] [--out FILE.png]
+                           training curves per method (mean ± std over seeds)
   data get NAME --dir D    download and verify cifar10 or cifar100 [--url BASE] [--md5 HEX]
   plugins [--plugins DIR]  list installed optimizer plugins
   version                  print the libtorch this host uses
@@ -49,6 +54,10 @@ func Main(args []string, stdout, stderr io.Writer) int {
 		err = checkCmd(ctx, args[1:], stdout, stderr)
 	case "table":
 		err = table.Run(stdout, args[1:])
+	case "landscape":
+		err = landscapeCmd(ctx, args[1:], stdout, stderr)
+	case "plot":
+		err = plotCmd(ctx, args[1:], stdout, stderr)
 	case "data":
 		err = dataCmd(ctx, args[1:], stdout, stderr)
 	case "plugins":

@@ -46,7 +46,7 @@ func TestConfigErrors(t *testing.T) {
 			`host: testdata/errors/unknown_param.toml:11: method "SAM": unknown parameter "rhoo"; did you mean "rho"?`,
 		}},
 		{"missing_cifar.toml", []string{
-			"host: data: cifar10: no CIFAR-10 binary files in testdata/no-such-cifar",
+			"host: testdata/errors/missing_cifar.toml: data: cifar10: no CIFAR-10 binary files in testdata/no-such-cifar",
 			"get them with `host data get cifar10 --dir testdata/no-such-cifar`",
 		}},
 	}
@@ -114,11 +114,11 @@ func TestTruncatedCIFAR(t *testing.T) {
 	exp := s.write(t, dir)
 	want := "cifar10: " + bad + " is truncated or corrupt: 10000 bytes is not a multiple of the 3073-byte record; record 3 at byte offset 9219 is incomplete"
 	t.Run("check", func(t *testing.T) {
-		wantError(t, host(t, "check", "--plugins", pluginDir, exp), "host: data: "+want)
+		wantError(t, host(t, "check", "--plugins", pluginDir, exp), "host: "+exp+": data: "+want)
 	})
 	t.Run("run", func(t *testing.T) {
 		res := filepath.Join(dir, "results")
-		wantError(t, host(t, "run", "-q", "--plugins", pluginDir, "--results", res, exp), "host: data: "+want)
+		wantError(t, host(t, "run", "-q", "--plugins", pluginDir, "--results", res, exp), "host: "+exp+": data: "+want)
 		if _, err := os.Stat(res); !errors.Is(err, fs.ErrNotExist) {
 			t.Errorf("results folder created (%v)", err)
 		}

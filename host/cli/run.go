@@ -120,7 +120,7 @@ func checkCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	sp, err := train.LoadSplit(p.exp.Data)
 	if err != nil {
-		return fmt.Errorf("data: %w", err)
+		return fmt.Errorf("%s: data: %w", pos[0], err)
 	}
 	shape := make([]int64, len(sp.Train.Shape))
 	for i, v := range sp.Train.Shape {
@@ -156,118 +156,168 @@ func checkCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 
 func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("run", flag.ContinueOnError)
-	dir := fs.String("plugins", DefaultPluginDir(), "plugin directory")
-	smoke := fs.Bool("smoke", false, "run every run for a few steps on generated data (results to a temporary folder unless --results)")
-	shard := fs.String("shard", "", "run only shard i of n of the grid (i/n, 1-based)")
-	resDir := fs.String("results", "", "results folder (default: the experiment's results_dir)")
-	device := fs.String("device", "", "override train.device: auto, cpu, cuda or cuda:N")
+	o := runOpts{}
+	fs.StringVar(&o.pluginDir, "plugins", DefaultPluginDir(), "plugin directory")
+	fs.BoolVar(&o.smoke, "smoke", false, "run every run for a few steps on generated data (results to a temporary folder unless --results)")
+	shard := fs.String("shard", "", "run only shard i of n of the grid (i/n, 1-based); results go to runs-<i>of<n>.jsonl")
+	fs.StringVar(&o.resDir, "results", "", "results folder (default: the experiment's results_dir)")
+	fs.StringVar(&o.device, "device", "", "override train.device: auto, cpu, cuda or cuda:N")
 	quiet := fs.Bool("q", false, "no progress output")
 	stepTimeout := fs.Duration("step-timeout", plugin.DefaultTimeouts().Step, "how long one optimizer step may take before the plugin counts as hung")
 	pos, err := parseInterleaved(fs, args, stdout)
 	if err != nil {
 		return err
 	}
-	if len(pos) != 1 {
-		return errors.New("usage: host run [flags] EXPERIMENT.toml")
+	if len(pos) == 0 {
+		return errors.New("usage: host run [flags] EXPERIMENT.toml [EXPERIMENT2.toml …]")
 	}
 	if *stepTimeout <= 0 {
 		return fmt.Errorf("--step-timeout %v: want a positive duration, e.g. 10m", *stepTimeout)
 	}
-	p, err := prepare(ctx, pos[0], *dir, plugin.Timeouts{Step: *stepTimeout}, stderr)
-	if err != nil {
+	o.timeouts = plugin.Timeouts{Step: *stepTimeout}
+	if *shard != "" {
+		if o.shardI, o.shardN, err = parseShard(*shard); err != nil {
+			return err
+		}
+	}
+	o.progress = stderr
+	if *quiet {
+		o.progress = nil
+	}
+	var files []string
+	var recs []results.Record
+	var failed, total int
+	for _, path := range pos {
+		res, err := runExperiment(ctx, path, o, stderr)
+		if err != nil {
+			return err
+		}
+		files = append(files, res.files...)
+		recs = append(recs, res.recs...)
+		failed += res.failed
+		total += res.runs
+	}
+	fmt.Fprintf(stdout, "\n%s\n\n", strings.Join(files, ", "))
+	if err := table.Render(stdout, recs, table.Options{}); err != nil {
 		return err
 	}
-	exp := p.exp
-	if *device != "" {
-		exp.Train.Device = *device
+	if failed > 0 {
+		return fmt.Errorf("%d of %d runs failed (see above and %s)", failed, total, strings.Join(files, ", "))
 	}
-	if *resDir != "" {
-		exp.ResultsDir = *resDir
+	return nil
+}
+
+// runOpts are host run's settings shared by its experiments.
+type runOpts struct {
+	pluginDir, resDir, device string
+	smoke                     bool
+	shardI, shardN            int
+	timeouts                  plugin.Timeouts
+	progress                  io.Writer
+}
+
+// runResult says what runExperiment did.
+type runResult struct {
+	files        []string // the experiment's results files
+	recs         []results.Record
+	runs, failed int
+}
+
+// runExperiment runs the unfinished runs of one experiment (of its shard).
+func runExperiment(ctx context.Context, path string, o runOpts, stderr io.Writer) (runResult, error) {
+	var res runResult
+	p, err := prepare(ctx, path, o.pluginDir, o.timeouts, stderr)
+	if err != nil {
+		return res, err
+	}
+	exp := p.exp
+	if o.device != "" {
+		exp.Train.Device = o.device
+	}
+	if o.resDir != "" {
+		exp.ResultsDir = o.resDir
 	}
 	runs := p.runs
-	if *shard != "" {
-		i, n, err := parseShard(*shard)
-		if err != nil {
-			return err
+	runsPath := results.Path(exp.ResultsDir, exp.Name)
+	if o.shardN > 0 {
+		if runs, err = experiment.Shard(runs, o.shardI, o.shardN); err != nil {
+			return res, err
 		}
-		if runs, err = experiment.Shard(runs, i, n); err != nil {
-			return err
-		}
+		runsPath = filepath.Join(filepath.Dir(runsPath), fmt.Sprintf("runs-%dof%d.jsonl", o.shardI, o.shardN))
 	}
-	if *smoke {
-		cleanup, err := smokeData(exp, *resDir == "")
+	if o.smoke {
+		cleanup, err := smokeData(exp, o.resDir == "")
 		if err != nil {
-			return err
+			return res, err
 		}
 		defer cleanup()
+		runsPath = filepath.Join(exp.ResultsDir, exp.Name, filepath.Base(runsPath))
 	}
+	res.runs = len(runs)
 	w := tensor.NewWorker(exp.Train.Threads)
 	defer w.Close()
 	var dev tensor.Device
 	if err := w.Do(ctx, func() (err error) { dev, err = tensor.ParseDevice(exp.Train.Device); return err }); err != nil {
-		return err
+		return res, err
 	}
-	fmt.Fprintf(stderr, "host: %s on %s (%d torch threads)\n", tensor.LibtorchDescription(), dev, threads(ctx, w))
+	fmt.Fprintf(stderr, "host: %s on %s (%d torch threads): %s\n", tensor.LibtorchDescription(), dev, threads(ctx, w), exp.Name)
 	d, err := train.Upload(ctx, w, dev, exp.Data)
 	if err != nil {
-		return fmt.Errorf("data: %w", err)
+		return res, fmt.Errorf("%s: data: %w", path, err)
 	}
 	defer d.Drop()
-	runsPath := results.Path(exp.ResultsDir, exp.Name)
-	done, err := results.Finished(runsPath)
-	if err != nil {
-		return err
+	// Runs finished in any results file of the experiment (unsharded or any
+	// shard) are not run again.
+	files, _ := filepath.Glob(filepath.Join(filepath.Dir(runsPath), "*.jsonl"))
+	done := map[string]bool{}
+	for _, f := range files {
+		fin, err := results.Finished(f)
+		if err != nil {
+			return res, err
+		}
+		for k := range fin {
+			done[k] = true
+		}
 	}
-	var progress io.Writer = stderr
-	if *quiet {
-		progress = nil
-	}
-	r := &train.Runner{W: w, Dev: dev, Exp: exp, Data: d, Zoo: model.Builtin(), Progress: progress,
+	r := &train.Runner{W: w, Dev: dev, Exp: exp, Data: d, Zoo: model.Builtin(), Progress: o.progress,
 		Terminal: isTerminal(stderr), Meta: train.Meta{GitCommit: gitCommit(), Host: train.DefaultHost()}}
-	if *smoke {
+	if o.smoke {
 		r.SmokeSteps = smokeSteps
+	}
+	if exp.Train.Checkpoint {
+		r.StateDir = filepath.Join(filepath.Dir(runsPath), "state")
 	}
 	interrupted := func() error {
 		return fmt.Errorf("%v; finished runs are kept in %s (run the same command again to continue)", context.Cause(ctx), runsPath)
 	}
-	var failed int
 	for _, run := range runs {
 		if done[run.Key] {
-			fmt.Fprintf(stderr, "host: %s already finished in %s; skipping\n", run.Key, runsPath)
+			fmt.Fprintf(stderr, "host: %s already finished in %s; skipping\n", run.Key, filepath.Dir(runsPath))
 			continue
 		}
 		if ctx.Err() != nil {
-			return interrupted()
+			return res, interrupted()
 		}
 		rec, err := runOne(ctx, r, p, run)
 		if err != nil && ctx.Err() != nil {
 			// Interrupted: not a failure of the method, and not recorded.
 			// A run that finished as the signal came (err == nil) is.
-			return fmt.Errorf("%s: %w", run.Key, interrupted())
+			return res, fmt.Errorf("%s: %w", run.Key, interrupted())
 		}
 		if err != nil {
-			failed++
+			res.failed++
 			fmt.Fprintf(stderr, "host: run %s failed: %v\n", run.Key, err)
 			rec.Status = results.StatusFailed
 			rec.Error = err.Error()
 			rec.Finished = time.Now().UTC()
 		}
 		if err := results.Append(runsPath, rec); err != nil {
-			return fmt.Errorf("saving result of %s: %w", run.Key, err)
+			return res, fmt.Errorf("saving result of %s: %w", run.Key, err)
 		}
 	}
-	recs, err := results.Read(runsPath)
-	if err != nil {
-		return err
-	}
-	fmt.Fprintf(stdout, "\n%s (%s)\n\n", exp.Name, runsPath)
-	if err := table.Render(stdout, recs, table.Options{}); err != nil {
-		return err
-	}
-	if failed > 0 {
-		return fmt.Errorf("%d of %d runs failed (see above and %s)", failed, len(runs), runsPath)
-	}
-	return nil
+	res.files, _ = filepath.Glob(filepath.Join(filepath.Dir(runsPath), "*.jsonl"))
+	res.recs, err = results.Read(res.files...)
+	return res, err
 }
 
 // runOne launches the method's plugin for one run and trains.

@@ -16,11 +16,18 @@
 //
 // bSAM does its own update and ignores the host's base optimizer (its
 // momentum and weight decay); lr is StepInput.LR, so the experiment's
-// schedule plays the role of α·lrfactor. One Exec per step. The predictive
-// is the Gaussian: test_mc samples of w + ξ ⊙ √(1/(N s)). bSAM trains a
-// single member (a mixture of Gaussians is not expressible as a
-// Predictive). The reported loss and accuracy are the means over the noisy
-// samples θ_j.
+// schedule plays the role of α·lrfactor. One Exec per step. The reported
+// loss and accuracy are the means over the noisy samples θ_j (and members).
+//
+// Members: with Config.Members = M > 1 every member m is its own bSAM run
+// with its own s, g_m and Std (handles ForMember(S, m), …) and its own noise
+// draws (member 0's are those of a one-member run, so member 0 of an
+// ensemble trains bitwise like a single model on the same batches), all in
+// the one Exec of the step. The predictive of one member is the Gaussian:
+// test_mc samples of w + ξ ⊙ √(1/(N s)). For M > 1 it is the average of the
+// members' probabilities at their means w_m (a Members predictive): the
+// mixture of the M Gaussians that a deep bSAM ensemble really is cannot be
+// expressed as one optim.Predictive.
 package bsam
 
 import (
@@ -54,7 +61,8 @@ func defaults() Config {
 		SInit: 1, M: 8, TestMC: 32, UpdateOrder: "code"}
 }
 
-// Vector handles (member 0). S, Momentum and Std are state; the rest scratch.
+// Vector handles of member 0. S, Momentum and Std are state; the rest
+// scratch. Member m's handles are ForMember(v, m).
 const (
 	S optim.Vec = iota + 1
 	Momentum
@@ -67,11 +75,19 @@ const (
 	hSum
 )
 
+// perMember is the number of handles each member uses.
+const perMember = int(hSum)
+
+// ForMember returns member m's handle of v, one of S, Momentum and Std (or
+// any of member 0's handles): v + m·9.
+func ForMember(v optim.Vec, m int) optim.Vec { return v + optim.Vec(m*perMember) }
+
 // BSAM is the optimizer. Create it with New.
 type BSAM struct {
 	cfg      Config
 	n, delta float64
 	seed     int64
+	members  int
 }
 
 // New returns a bSAM optimizer with the default hyperparameters.
@@ -80,21 +96,18 @@ func New() optim.Optimizer { return &BSAM{cfg: defaults()} }
 // Info implements optim.Optimizer.
 func (o *BSAM) Info() optim.Info {
 	return optim.Info{Name: "bsam", Version: "0.1.0", ProtocolMinor: optim.ProtocolMinor,
-		Capabilities: []string{"state", "predictive"}, Params: hparams.MustSpecs(defaults())}
+		Capabilities: []string{"members", "state", "predictive"}, Params: hparams.MustSpecs(defaults())}
 }
 
-// Configure implements optim.Optimizer: s = s_init, g_m = 0.
+// Configure implements optim.Optimizer: s = s_init, g_m = 0 for every member.
 func (o *BSAM) Configure(ctx context.Context, h optim.Host, cfg optim.Config) error {
-	o.cfg, o.seed = defaults(), cfg.Seed
+	o.cfg, o.seed, o.members = defaults(), cfg.Seed, max(cfg.Members, 1)
 	if err := hparams.Apply(&o.cfg, cfg.Params); err != nil {
 		return fmt.Errorf("bsam: %w", err)
 	}
 	c := o.cfg
 	if c.M < 1 || c.TestMC < 1 || c.SInit <= 0 || c.DAFactor <= 0 || (c.UpdateOrder != "code" && c.UpdateOrder != "paper") {
 		return fmt.Errorf("bsam: invalid hyperparameters %+v", c)
-	}
-	if cfg.Members > 1 {
-		return fmt.Errorf("bsam: trains one member, got %d", cfg.Members)
 	}
 	l, err := h.Layout(ctx)
 	if err != nil {
@@ -106,59 +119,77 @@ func (o *BSAM) Configure(ctx context.Context, h optim.Host, cfg optim.Config) er
 	o.n = float64(l.TrainSize) * c.DAFactor
 	o.delta = c.PriorPrec / o.n
 	p := optim.Prog()
-	for v := S; v <= hSum; v++ {
-		p.Alloc(v)
+	for m := range o.members {
+		for v := S; v <= hSum; v++ {
+			p.AllocFor(ForMember(v, m), m)
+		}
+		o.updateStd(p.Fill(ForMember(S, m), c.SInit), m)
 	}
-	if _, err := h.Exec(ctx, o.updateStd(p.Fill(S, c.SInit))); err != nil {
+	if _, err := h.Exec(ctx, p); err != nil {
 		return fmt.Errorf("bsam: configure: %w", err)
 	}
 	return nil
 }
 
-// updateStd appends Std = √(1/(N s)).
-func (o *BSAM) updateStd(p *optim.Program) *optim.Program {
-	return p.Unary(Std, S, optim.Reciprocal).Scale(Std, 1/o.n).Unary(Std, Std, optim.Sqrt)
+// updateStd appends member m's Std = √(1/(N s)).
+func (o *BSAM) updateStd(p *optim.Program, m int) *optim.Program {
+	s, std := ForMember(S, m), ForMember(Std, m)
+	return p.Unary(std, s, optim.Reciprocal).Scale(std, 1/o.n).Unary(std, std, optim.Sqrt)
 }
 
-// Step implements optim.Optimizer with one Exec.
+// Step implements optim.Optimizer with one Exec for all members.
 func (o *BSAM) Step(ctx context.Context, h optim.Host, in optim.StepInput) (optim.StepOutput, error) {
-	c, w, bn, inv := o.cfg, optim.Params, optim.BNUpdate, 1/float64(o.cfg.M)
-	if c.FreezeBNSecond {
-		bn = optim.BNFreeze
+	p := optim.Prog()
+	for m := range o.members {
+		o.member(p, m, in)
 	}
-	p := optim.Prog().Unary(sqrtS, S, optim.Sqrt).Fill(gSum, 0).Fill(hSum, 0)
-	for j := range c.M {
-		b := optim.Batch{Part: int32(j), Of: int32(c.M)}
-		p.RandN(point, 1, noiseSeed(o.seed, in.Step, j)).Binary(point, point, Std, optim.Mul).Axpy(point, 1, w).
-			Grad(grad, point, b, optim.BNUpdate).
-			Unary(tmp, grad, optim.Abs).Binary(tmp, tmp, sqrtS, optim.Mul).Axpy(hSum, inv, tmp).
-			Binary(tmp, grad, S, optim.Div).LinComb(point, optim.Term{Coef: 1, X: w}, optim.Term{Coef: c.Rho, X: tmp}).
-			Grad(grad, point, b, bn).Axpy(gSum, inv, grad)
-	}
-	p.LinComb(Momentum, optim.Term{Coef: c.Beta1, X: Momentum}, optim.Term{Coef: 1 - c.Beta1, X: gSum},
-		optim.Term{Coef: (1 - c.Beta1) * o.delta, X: w})
-	descend := func() { p.Binary(tmp, Momentum, S, optim.Div).Axpy(w, -in.LR, tmp) }
-	if c.UpdateOrder == "code" {
-		descend()
-	}
-	p.LinComb(S, optim.Term{Coef: c.Beta2, X: S}, optim.Term{Coef: 1 - c.Beta2, X: hSum}).
-		AddConst(S, (1-c.Beta2)*(c.Damping+o.delta))
-	if c.UpdateOrder == "paper" {
-		descend()
-	}
-	r, err := h.Exec(ctx, o.updateStd(p))
+	r, err := h.Exec(ctx, p)
 	if err != nil {
 		return optim.StepOutput{}, fmt.Errorf("bsam: step: %w", err)
 	}
 	var loss, acc float64
-	for j := range c.M { // scalars per j: loss, acc at θ_j, then at w+ε_j
-		loss, acc = loss+inv*r.Scalar(4*j), acc+inv*r.Scalar(4*j+1)
+	n := o.members * o.cfg.M
+	inv := 1 / float64(n)
+	for k := range n { // scalars per member and j: loss, acc at θ_j, then at w+ε_j
+		loss, acc = loss+inv*r.Scalar(4*k), acc+inv*r.Scalar(4*k+1)
 	}
 	return optim.StepOutput{Metrics: map[string]float64{"loss": loss, "acc": acc}}, nil
 }
 
-// noiseSeed derives a nonzero RandN seed for sub-batch j of a step
-// (splitmix64), so the draws depend only on the run seed and the step.
+// member appends member m's step to p.
+func (o *BSAM) member(p *optim.Program, m int, in optim.StepInput) {
+	c, w, bn, inv := o.cfg, optim.ParamsOf(m), optim.BNUpdate, 1/float64(o.cfg.M)
+	if c.FreezeBNSecond {
+		bn = optim.BNFreeze
+	}
+	v := func(x optim.Vec) optim.Vec { return ForMember(x, m) }
+	s, mom, std, pt, g, t, sq, gs, hs := v(S), v(Momentum), v(Std), v(point), v(grad), v(tmp), v(sqrtS), v(gSum), v(hSum)
+	p.Unary(sq, s, optim.Sqrt).Fill(gs, 0).Fill(hs, 0)
+	for j := range c.M {
+		b := optim.Batch{Part: int32(j), Of: int32(c.M)}
+		p.RandN(pt, 1, noiseSeed(o.seed, in.Step, m*c.M+j)).Binary(pt, pt, std, optim.Mul).Axpy(pt, 1, w).
+			Grad(g, pt, b, optim.BNUpdate).
+			Unary(t, g, optim.Abs).Binary(t, t, sq, optim.Mul).Axpy(hs, inv, t).
+			Binary(t, g, s, optim.Div).LinComb(pt, optim.Term{Coef: 1, X: w}, optim.Term{Coef: c.Rho, X: t}).
+			Grad(g, pt, b, bn).Axpy(gs, inv, g)
+	}
+	p.LinComb(mom, optim.Term{Coef: c.Beta1, X: mom}, optim.Term{Coef: 1 - c.Beta1, X: gs},
+		optim.Term{Coef: (1 - c.Beta1) * o.delta, X: w})
+	descend := func() { p.Binary(t, mom, s, optim.Div).Axpy(w, -in.LR, t) }
+	if c.UpdateOrder == "code" {
+		descend()
+	}
+	p.LinComb(s, optim.Term{Coef: c.Beta2, X: s}, optim.Term{Coef: 1 - c.Beta2, X: hs}).
+		AddConst(s, (1-c.Beta2)*(c.Damping+o.delta))
+	if c.UpdateOrder == "paper" {
+		descend()
+	}
+	o.updateStd(p, m)
+}
+
+// noiseSeed derives a nonzero RandN seed for draw j of a step (splitmix64),
+// so the draws depend only on the run seed and the step. Member m's
+// sub-batch j is draw m·M + j, so member 0 draws as a one-member run does.
 func noiseSeed(seed, step int64, j int) int64 {
 	z := uint64(seed) + 0x9e3779b97f4a7c15*uint64(step+1) + 0xd1b54a32d192ed03*uint64(j+1)
 	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9
@@ -166,8 +197,17 @@ func noiseSeed(seed, step int64, j int) int64 {
 	return int64((z^(z>>31))>>1) | 1
 }
 
-// Predictive implements optim.Predictor: test_mc samples of N(w, Std²).
+// Predictive implements optim.Predictor: test_mc samples of N(w, Std²) for
+// one member; for M > 1 the average of the members' probabilities at their
+// means (see the package documentation).
 func (o *BSAM) Predictive(context.Context) (optim.Predictive, error) {
+	if o.members > 1 {
+		vecs := make([]optim.Vec, o.members)
+		for m := range vecs {
+			vecs[m] = optim.ParamsOf(m)
+		}
+		return optim.Predictive{Kind: optim.Members, Vecs: vecs}, nil
+	}
 	return optim.Predictive{Kind: optim.Samples, Mean: optim.Params, Std: Std, N: o.cfg.TestMC}, nil
 }
 
@@ -176,16 +216,24 @@ type state struct {
 	Vecs    []optim.Vec `json:"vecs"`
 }
 
-func stateVecs() []optim.Vec { return []optim.Vec{S, Momentum, Std} }
+// stateVecs lists s, g_m and Std of every member.
+func (o *BSAM) stateVecs() []optim.Vec {
+	var vecs []optim.Vec
+	for m := range max(o.members, 1) {
+		vecs = append(vecs, ForMember(S, m), ForMember(Momentum, m), ForMember(Std, m))
+	}
+	return vecs
+}
 
-// SaveState implements optim.Stateful. The vectors are s, g_m and the
-// derived Std (saved too because LoadState has no Host to recompute it).
+// SaveState implements optim.Stateful. The vectors are every member's s,
+// g_m and the derived Std (saved too because LoadState has no Host to
+// recompute it).
 func (o *BSAM) SaveState(context.Context) ([]byte, []optim.Vec, error) {
-	b, err := json.Marshal(state{Version: 1, Vecs: stateVecs()})
+	b, err := json.Marshal(state{Version: 1, Vecs: o.stateVecs()})
 	if err != nil {
 		return nil, nil, fmt.Errorf("bsam: save state: %w", err)
 	}
-	return b, stateVecs(), nil
+	return b, o.stateVecs(), nil
 }
 
 // LoadState implements optim.Stateful. The host restores the vectors'
@@ -195,7 +243,7 @@ func (o *BSAM) LoadState(_ context.Context, blob []byte) error {
 	if err := json.Unmarshal(blob, &s); err != nil {
 		return fmt.Errorf("bsam: load state: %w", err)
 	}
-	if want := stateVecs(); s.Version != 1 || !slices.Equal(s.Vecs, want) {
+	if want := o.stateVecs(); s.Version != 1 || !slices.Equal(s.Vecs, want) {
 		return fmt.Errorf("bsam: load state: unsupported state %+v (want version 1, vecs %v)", s, want)
 	}
 	return nil

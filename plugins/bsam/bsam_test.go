@@ -299,7 +299,6 @@ func TestConfigErrors(t *testing.T) {
 		{"unknown", map[string]any{"lr": 0.1}, nil, "unknown"},
 		{"order", map[string]any{"update_order": "alg1"}, nil, "invalid"},
 		{"s_init", map[string]any{"s_init": 0.0}, nil, "invalid"},
-		{"members", nil, []optimtest.HostOption{optimtest.WithMembers(2)}, "one member"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -314,5 +313,65 @@ func TestConfigErrors(t *testing.T) {
 	h := newHost(t, signs(2))
 	if _, err := optimtest.Run(context.Background(), bsam.New(), h, 1); err == nil || !strings.Contains(err.Error(), "train size") {
 		t.Errorf("err = %v", err)
+	}
+}
+
+// Members: member 0 of an ensemble trains bitwise like a single model (same
+// batches, same draws), every member has its own s, g_m and noise, one Exec
+// serves all members, and the predictive averages the members' means.
+func TestMembers(t *testing.T) {
+	ctx := context.Background()
+	prob := optimtest.NewMLP(optimtest.MLPConfig{Hidden: 4, Samples: 64})
+	hp := optimtest.WithHParams(map[string]any{"m": 2, "rho": 0.05, "beta2": 0.9})
+	one := newHost(t, prob, optimtest.WithBatchSize(16))
+	run(t, bsam.New(), one, 4, optimtest.WithLR(0.1), hp)
+
+	// Every member starts where the single model did, so that only the
+	// noise can tell them apart.
+	const members = 3
+	x0 := newHost(t, prob, optimtest.WithBatchSize(16)).Params(0)
+	opts := []optimtest.HostOption{optimtest.WithBatchSize(16), optimtest.WithMembers(members)}
+	for m := range members {
+		opts = append(opts, optimtest.WithParams(m, x0))
+	}
+	ens := newHost(t, prob, opts...)
+	opt := bsam.New()
+	run(t, opt, ens, 4, optimtest.WithLR(0.1), hp)
+	if !slices.Equal(ens.Params(0), one.Params(0)) {
+		t.Error("member 0 of the ensemble differs from the single model")
+	}
+	if !slices.Equal(vec(t, ens, bsam.S), vec(t, one, bsam.S)) {
+		t.Error("member 0's s differs from the single model's")
+	}
+	for m := 1; m < members; m++ {
+		if slices.Equal(ens.Params(m), ens.Params(0)) {
+			t.Errorf("member %d equals member 0: the members share their noise", m)
+		}
+		if slices.Equal(vec(t, ens, bsam.ForMember(bsam.S, m)), vec(t, ens, bsam.S)) {
+			t.Errorf("member %d shares s with member 0", m)
+		}
+		if st := ens.Stats(m); st.BNUpdate != 4*2*2 {
+			t.Errorf("member %d: stats %+v", m, st)
+		}
+	}
+	for s := range int64(4) {
+		if n := ens.ExecCount(s); n != 1 {
+			t.Errorf("step %d: %d Exec calls", s, n)
+		}
+	}
+	pred, err := opt.(optim.Predictor).Predictive(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := optim.Predictive{Kind: optim.Members, Vecs: []optim.Vec{optim.ParamsOf(0), optim.ParamsOf(1), optim.ParamsOf(2)}}
+	if !reflect.DeepEqual(pred, want) {
+		t.Errorf("predictive %+v, want %+v", pred, want)
+	}
+	_, vecs, err := opt.(optim.Stateful).SaveState(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(vecs) != 3*members || vecs[3] != bsam.ForMember(bsam.S, 1) {
+		t.Errorf("state vecs %v", vecs)
 	}
 }

@@ -1,0 +1,273 @@
+package bench
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"testing"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/optlab/optlab/host/plugin"
+	"github.com/optlab/optlab/host/tensor"
+	"github.com/optlab/optlab/plugins/sam"
+	"github.com/optlab/optlab/plugins/sgd"
+	"github.com/optlab/optlab/sdk/optim"
+)
+
+// soakEnv turns on TestSoakRSS; soakPluginEnv adds its run through the sgd
+// plugin binary.
+// soakBatchEnv overrides its batch size (default 128). deviceEnv names the
+// device of every benchmark (default cpu).
+const (
+	soakEnv       = "OPTLAB_SOAK"
+	soakPluginEnv = "OPTLAB_SOAK_PLUGIN"
+	soakBatchEnv  = "OPTLAB_SOAK_BATCH"
+	deviceEnv     = "OPTLAB_BENCH_DEVICE"
+)
+
+var (
+	// pluginDir holds the plugin binaries (sam, sgd) that TestMain built
+	// from this checkout; empty when nothing here needs them.
+	pluginDir string
+	// worker runs every torch call of the package, with torch's intra-op
+	// thread count set to the number of cores.
+	worker *tensor.Worker
+	// device is where the models train: OPTLAB_BENCH_DEVICE, else the CPU.
+	device = tensor.CPU
+)
+
+func TestMain(m *testing.M) { os.Exit(runMain(m)) }
+
+func runMain(m *testing.M) int {
+	flag.Parse()
+	bench := flag.Lookup("test.bench")
+	if (bench != nil && bench.Value.String() != "") || os.Getenv(soakPluginEnv) != "" {
+		dir, err := os.MkdirTemp("", "optlab-bench-plugins")
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		defer os.RemoveAll(dir)
+		for _, name := range []string{"sam", "sgd"} {
+			cmd := exec.Command("go", "build", "-o", filepath.Join(dir, name), "github.com/optlab/optlab/plugins/"+name+"/cmd/"+name)
+			cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+			if err := cmd.Run(); err != nil {
+				fmt.Fprintf(os.Stderr, "building plugin %s: %v\n", name, err)
+				return 1
+			}
+		}
+		pluginDir = dir
+	}
+	worker = tensor.NewWorker(0)
+	defer worker.Close()
+	if spec := os.Getenv(deviceEnv); spec != "" {
+		d, err := Device(context.Background(), worker, spec)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "%s: %v\n", deviceEnv, err)
+			return 1
+		}
+		device = d
+	}
+	defer plugin.CleanupAll()
+	return m.Run()
+}
+
+// newRig makes a rig that the test closes.
+func newRig(tb testing.TB, arch string, batch int) *Rig {
+	tb.Helper()
+	r, err := NewRig(context.Background(), worker, device, arch, batch, 1)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(r.Close)
+	return r
+}
+
+// launch starts the named plugin binary built by TestMain.
+func launch(tb testing.TB, name string) *plugin.Client {
+	tb.Helper()
+	if pluginDir == "" {
+		tb.Fatal("plugins were not built (TestMain builds them for -bench and " + soakPluginEnv + ")")
+	}
+	c, err := plugin.Launch(context.Background(), plugin.LaunchSpec{
+		Path: filepath.Join(pluginDir, name),
+		// Warnings of go-plugin itself would interleave with benchmark lines.
+		Logger: hclog.New(&hclog.LoggerOptions{Name: "bench", Level: hclog.Error, Output: os.Stderr}),
+	})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// step runs one step and fails the benchmark on error or a non-finite loss.
+func step(tb testing.TB, r *Rig, opt optim.Optimizer) float64 {
+	tb.Helper()
+	loss, err := r.Step(context.Background(), opt)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if math.IsNaN(loss) || math.IsInf(loss, 0) {
+		tb.Fatalf("loss %v", loss)
+	}
+	return loss
+}
+
+// BenchmarkSGDStep times one SGD training step (the sgd optimizer
+// in-process: one program, Grad + BaseStep) through the engine on a fixed
+// synthetic batch of 128 CIFAR-shaped samples, with torch's thread count set
+// to the number of cores (on OPTLAB_BENCH_DEVICE, default cpu). ms/step is
+// the median step; ns/op the mean.
+// bench/compare.sh times the same step against PyTorch side by side.
+func BenchmarkSGDStep(b *testing.B) {
+	for _, arch := range []string{"cnn", "resnet18"} {
+		b.Run(arch+"/bs128", func(b *testing.B) {
+			r := newRig(b, arch, 128)
+			opt := sgd.New()
+			if err := r.Configure(context.Background(), opt, 1<<30); err != nil {
+				b.Fatal(err)
+			}
+			step(b, r, opt) // warm-up: allocations, oneDNN primitives
+			var t Timings
+			for b.Loop() {
+				_ = t.Time(func() error { step(b, r, opt); return nil })
+			}
+			b.ReportMetric(t.MedianMs(), "ms/step")
+		})
+	}
+}
+
+// BenchmarkSAMStep times SAM through the real plugin binary (bench's TestMain
+// builds plugins/sam/cmd/sam) against the same optimizer, sam.New(),
+// in-process: two engines with identical models, initial values and batch
+// (128 samples), on the same worker. Every iteration runs one step of each,
+// alternating which goes first, so both see the same machine load. Metrics:
+// plugin-ms/step and inproc-ms/step (medians), plugin/inproc (their ratio),
+// RPC/step (host→plugin calls plus plugin→host calls), exec/step
+// (plugin→host Exec calls) and B/step (protocol bytes both ways), which do not
+// depend on the model: compare mlp (0.8M parameters) with resnet18 (11.2M).
+func BenchmarkSAMStep(b *testing.B) {
+	for _, arch := range []string{"mlp", "cnn", "resnet18"} {
+		b.Run(arch+"/bs128", func(b *testing.B) {
+			ctx := context.Background()
+			viaPlugin, inProc := newRig(b, arch, 128), newRig(b, arch, 128)
+			c := launch(b, "sam")
+			popt, iopt := c.AsOptimizer(), sam.New()
+			for _, x := range []struct {
+				r   *Rig
+				opt optim.Optimizer
+			}{{viaPlugin, popt}, {inProc, iopt}} {
+				if err := x.r.Configure(ctx, x.opt, 1<<30); err != nil {
+					b.Fatal(err)
+				}
+				step(b, x.r, x.opt) // warm-up
+			}
+			var tp, ti Timings
+			var maxDiff float64
+			before := c.Stats()
+			for i := 0; b.Loop(); i++ {
+				var lp, li float64
+				pluginStep := func() error { lp = step(b, viaPlugin, popt); return nil }
+				inProcStep := func() error { li = step(b, inProc, iopt); return nil }
+				if i%2 == 0 {
+					_, _ = tp.Time(pluginStep), ti.Time(inProcStep)
+				} else {
+					_, _ = ti.Time(inProcStep), tp.Time(pluginStep)
+				}
+				maxDiff = max(maxDiff, math.Abs(lp-li))
+			}
+			after := c.Stats()
+			n := float64(len(tp))
+			b.ReportMetric(tp.MedianMs(), "plugin-ms/step")
+			b.ReportMetric(ti.MedianMs(), "inproc-ms/step")
+			b.ReportMetric(tp.MedianMs()/ti.MedianMs(), "plugin/inproc")
+			b.ReportMetric(float64(after.Calls-before.Calls+after.HostCalls-before.HostCalls)/n, "RPC/step")
+			b.ReportMetric(float64(after.HostCalls-before.HostCalls)/n, "exec/step")
+			b.ReportMetric(float64(after.Bytes-before.Bytes)/n, "B/step")
+			b.Logf("%s: %d parameters; largest |loss(plugin) − loss(in-process)| over %d steps: %g", arch, viaPlugin.Model.Numel, len(tp), maxDiff)
+		})
+	}
+}
+
+// soakCheckpoints are the steps after which TestSoakRSS reads VmRSS.
+var soakCheckpoints = []int{100, 500, 1000, 1500, 2000}
+
+// soakSlack is how much TestSoakRSS lets the resident set grow between the
+// step-500 checkpoint and the last one.
+const soakSlack = 32 << 20
+
+// TestSoakRSS trains cnn for 2,000 SGD steps of 128 fresh, augmented
+// synthetic samples each (the data path of host/train: index, crop, flip,
+// SetBatch dropping the previous batch) and reads the process's VmRSS at
+// steps 100, 500, 1000, 1500 and 2000. It fails when the resident set grows
+// by more than 32 MiB after step 500. It runs only with OPTLAB_SOAK=1 (a few
+// minutes on 2 cores); OPTLAB_SOAK_PLUGIN=1 adds the same run through the
+// sgd plugin binary, and OPTLAB_SOAK_BATCH=n trains on batches of n.
+func TestSoakRSS(t *testing.T) {
+	if os.Getenv(soakEnv) == "" {
+		t.Skip("set " + soakEnv + "=1 to run the 2,000-step memory soak")
+	}
+	t.Run("inprocess", func(t *testing.T) { soak(t, sgd.New()) })
+	t.Run("plugin", func(t *testing.T) {
+		if os.Getenv(soakPluginEnv) == "" {
+			t.Skip("set " + soakPluginEnv + "=1 to soak through the plugin binary too")
+		}
+		soak(t, launch(t, "sgd").AsOptimizer())
+	})
+}
+
+func soak(t *testing.T, opt optim.Optimizer) {
+	ctx := context.Background()
+	batch := 128
+	if v := os.Getenv(soakBatchEnv); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			t.Fatalf("%s=%q: want a positive batch size", soakBatchEnv, v)
+		}
+		batch = n
+	}
+	r := newRig(t, "cnn", batch)
+	t.Logf("cnn, batch %d, %s, %d torch threads", batch, device, runtime.NumCPU())
+	f, err := NewFeeder(ctx, worker, device, 10*r.Batch, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(f.Close)
+	last := soakCheckpoints[len(soakCheckpoints)-1]
+	if err := r.Configure(ctx, opt, int64(last)); err != nil {
+		t.Fatal(err)
+	}
+	rss := map[int]int64{}
+	for i := 1; i <= last; i++ {
+		if err := f.Feed(ctx, r); err != nil {
+			t.Fatal(err)
+		}
+		loss := step(t, r, opt)
+		for _, c := range soakCheckpoints {
+			if i != c {
+				continue
+			}
+			v, err := RSS()
+			if err != nil {
+				t.Fatal(err)
+			}
+			var ms runtime.MemStats
+			runtime.ReadMemStats(&ms)
+			rss[c] = v
+			t.Logf("step %5d: VmRSS %7.1f MiB  Go heap in use %6.1f MiB  loss %.4f", c, mib(v), mib(int64(ms.HeapInuse)), loss)
+		}
+	}
+	if g := rss[last] - rss[500]; g > soakSlack {
+		t.Errorf("VmRSS grew by %.1f MiB from step 500 to step %d (allowed %.0f MiB)", mib(g), last, mib(soakSlack))
+	}
+}
+
+func mib(b int64) float64 { return float64(b) / (1 << 20) }

@@ -1,0 +1,10 @@
+// Command ensembles serves the ensembles optimizer (deep, snapshot and FGE
+// ensembles) as an optlab plugin.
+package main
+
+import (
+	"github.com/optlab/optlab/plugins/ensembles"
+	"github.com/optlab/optlab/sdk/serve"
+)
+
+func main() { serve.Serve(ensembles.New) }
