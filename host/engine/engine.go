@@ -353,7 +353,18 @@ func (e *Engine) run(s *tensor.Scope, op optim.Op) ([]tensor.T, error) {
 		}
 		return []tensor.T{s.Norm(x)}, nil
 	case optim.Grad:
-		return e.grad(s, o)
+		// Forward and backward in their own scope, so the activations are
+		// freed as soon as the gradient is written.
+		fs := tensor.NewScope()
+		defer fs.Close()
+		out, err := e.grad(fs, o)
+		if err == nil {
+			err = fs.Err()
+		}
+		for i := range out {
+			out[i] = s.Adopt(fs.Keep(out[i]))
+		}
+		return out, err
 	case optim.BaseStep:
 		return nil, e.baseStep(s, o)
 	case optim.SetLR:

@@ -159,10 +159,17 @@ func (m *Model) Forward(s *tensor.Scope, params, buf tensor.T, x tensor.T, train
 }
 
 func views(s *tensor.Scope, flat tensor.T, offsets []int64, shape func(int) []int64) []tensor.T {
+	sizes := make([]int64, len(offsets))
+	for i := range offsets {
+		sizes[i] = numel(shape(i))
+	}
+	if total := flat.Numel(); len(offsets) > 0 && offsets[len(offsets)-1]+sizes[len(sizes)-1] < total {
+		sizes = append(sizes, total-offsets[len(offsets)-1]-sizes[len(sizes)-1]) // padding
+	}
+	parts := s.Split(flat, sizes)
 	out := make([]tensor.T, len(offsets))
-	for i, off := range offsets {
-		sh := shape(i)
-		out[i] = s.View(s.Narrow(flat, 0, off, numel(sh)), sh...)
+	for i := range offsets {
+		out[i] = s.View(parts[i], shape(i)...)
 	}
 	return out
 }

@@ -52,3 +52,31 @@ func (s *Scope) Gradients(loss T, leaves ...T) []T {
 	}
 	return out
 }
+
+// Split cuts t along dim 0 into consecutive views of the given sizes. Its
+// backward is one concatenation, where a narrow per view would allocate a
+// zero tensor of t's size for each. (gotch's SplitWithSizes never frees the
+// C array it receives; this one does.)
+func (s *Scope) Split(t T, sizes []int64) []T {
+	out := make([]T, len(sizes))
+	if !s.check(t) || len(sizes) == 0 {
+		return out
+	}
+	arr := lib.AtgSplitWithSizes(lib.Ctensor(t.t.Ctensor()), sizes, len(sizes), 0)
+	if err := ts.TorchErr(); err != nil {
+		s.Fail(fmt.Errorf("split: %w", err))
+		return out
+	}
+	defer C.free(unsafe.Pointer(arr))
+	cs := unsafe.Slice(arr, len(sizes)+1)
+	for i := range sizes {
+		if cs[i] == nil {
+			s.Fail(fmt.Errorf("split: %d pieces for %d sizes", i, len(sizes)))
+			return out
+		}
+		r := ts.New(cs[i])
+		s.owned = append(s.owned, r)
+		out[i] = T{r}
+	}
+	return out
+}

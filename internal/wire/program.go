@@ -198,9 +198,9 @@ func opFromProto(i int, op *pb.Op) (optim.Op, error) {
 		}
 		b := o.GetBatch()
 		return optim.Grad{
-			Out:   v(o.GetOut()),
-			At:    v(o.GetAt()),
-			Batch: optim.Batch{Part: b.GetPart(), Of: b.GetOf(), Shuffle: b.GetShuffle()},
+			Out:    v(o.GetOut()),
+			At:     v(o.GetAt()),
+			Batch:  optim.Batch{Part: b.GetPart(), Of: b.GetOf(), Shuffle: b.GetShuffle()},
 			BN:     bn,
 			Eps:    v(o.GetEps()),
 			OutRho: v(o.GetOutRho()),
