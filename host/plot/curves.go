@@ -402,3 +402,27 @@ func ReadCurves(dir string) ([]Curve, error) {
 	}
 	return out, nil
 }
+
+// ContinueCurve reopens the curve of a resumed run: rows of epochs after
+// epoch (those of the interrupted epoch, if any were written) are dropped,
+// the others kept, and new rows are appended.
+func ContinueCurve(path string, epoch int) (*CurveWriter, error) {
+	rows, err := ReadCurve(path)
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return nil, err
+	}
+	w, err := CreateCurve(path)
+	if err != nil {
+		return nil, err
+	}
+	for _, r := range rows {
+		if r.Epoch > epoch {
+			break
+		}
+		if err := w.Append(r); err != nil {
+			_ = w.Close()
+			return nil, err
+		}
+	}
+	return w, nil
+}

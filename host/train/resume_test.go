@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/optlab/optlab/host/experiment"
+	"github.com/optlab/optlab/host/plot"
 	"github.com/optlab/optlab/host/tensor"
 	"github.com/optlab/optlab/plugins/otmdr"
 	"github.com/optlab/optlab/plugins/sam"
@@ -70,6 +71,13 @@ func TestResumeMidRun(t *testing.T) {
 			}
 			if _, err := os.Stat(r.ModelPath(run)); err != nil {
 				t.Errorf("final model checkpoint: %v", err)
+			}
+			rows, err := plot.ReadCurve(plot.CurvePath(exp.ResultsDir, exp.Name, run.Key))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(rows) != 3 || rows[0].Epoch != 1 || rows[2].Epoch != 3 {
+				t.Errorf("training curve after resuming: %+v, want epochs 1, 2, 3", rows)
 			}
 		})
 	}

@@ -20,6 +20,7 @@ import (
 	"github.com/optlab/optlab/host/experiment"
 	"github.com/optlab/optlab/host/metrics"
 	"github.com/optlab/optlab/host/model"
+	"github.com/optlab/optlab/host/plot"
 	"github.com/optlab/optlab/host/results"
 	"github.com/optlab/optlab/host/tensor"
 	"github.com/optlab/optlab/sdk/optim"
@@ -175,11 +176,25 @@ func (r *Runner) Run(ctx context.Context, run experiment.Run, m Method) (results
 	if resumed && r.Progress != nil {
 		fmt.Fprintf(r.Progress, "%s: resuming after epoch %d (step %d) from %s\n", run.Key, ls.Epoch, ls.Step, statePath)
 	}
+	var curve *plot.CurveWriter
+	if r.Exp.ResultsDir != "" {
+		path := plot.CurvePath(r.Exp.ResultsDir, r.Exp.Name, run.Key)
+		if resumed {
+			curve, err = plot.ContinueCurve(path, ls.Epoch)
+		} else {
+			curve, err = plot.CreateCurve(path)
+		}
+		if err != nil {
+			return rec, err
+		}
+		defer curve.Close()
+	}
 	prog := newProgress(r.Progress, r.Terminal, fmt.Sprintf("%s %s seed %d", run.Method.Name, run.Arch, run.Seed), total-ls.Step)
 	defer prog.done()
 	step := ls.Step
 	trainLoss, trainAcc := ls.TrainLoss, ls.TrainAcc
 	epochs := ls.Epoch
+	var lastLR float64
 	for epoch := ls.Epoch; step < total; epoch++ {
 		idx := make([][]int64, orders)
 		for k := range idx {
@@ -221,6 +236,7 @@ func (r *Runner) Run(ctx context.Context, run experiment.Run, m Method) (results
 				return rec, fmt.Errorf("batch: %w", err)
 			}
 			lr := sched.LR(epoch, i, int(perEpoch))
+			lastLR = lr
 			eng.BeginStep(step, lr)
 			out, err := m.Optimizer.Step(ctx, eng, optim.StepInput{Step: step, Epoch: epoch, LR: lr})
 			if err != nil {
@@ -238,7 +254,10 @@ func (r *Runner) Run(ctx context.Context, run experiment.Run, m Method) (results
 		}
 		epochs++
 		trainLoss, trainAcc = sumLoss/float64(n), sumAcc/float64(n)
-		if sched.NeedsMetric() {
+		row := plot.NaNRow(epochs, step)
+		row.LR, row.TrainLoss, row.TrainAcc = lastLR, trainLoss, trainAcc
+		every := r.Exp.Eval.EveryEpochs
+		if sched.NeedsMetric() || (every > 0 && epochs%every == 0) {
 			set := r.Data.Val
 			if set == nil {
 				set = r.Data.Test
@@ -248,6 +267,13 @@ func (r *Runner) Run(ctx context.Context, run experiment.Run, m Method) (results
 				return rec, err
 			}
 			sched.Observe(rep.NLL)
+			row.TestLoss, row.TestAcc = rep.NLL, rep.Acc
+		}
+		row.Seconds = ls.Elapsed + time.Since(start).Seconds()
+		if curve != nil {
+			if err := curve.Append(row); err != nil {
+				return rec, err
+			}
 		}
 		if statePath != "" && step < total {
 			ls := loopState{Epoch: epochs, Step: step, TrainLoss: trainLoss, TrainAcc: trainAcc, Elapsed: ls.Elapsed + time.Since(start).Seconds()}

@@ -49,6 +49,7 @@ func newRunner(t *testing.T, w *tensor.Worker, src string) (*Runner, *experiment
 	if err := experiment.Validate(exp, model.Builtin().Names()); err != nil {
 		t.Fatal(err)
 	}
+	exp.ResultsDir = t.TempDir()
 	d, err := Upload(context.Background(), w, tensor.CPU, exp.Data)
 	if err != nil {
 		t.Fatal(err)
