@@ -13,24 +13,6 @@ import (
 	"github.com/optlab/optlab/sdk/optimtest"
 )
 
-func newHost(t *testing.T, p optimtest.Problem, opts ...optimtest.HostOption) *optimtest.Host {
-	t.Helper()
-	h, err := optimtest.NewHost(p, opts...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return h
-}
-
-func run(t *testing.T, opt optim.Optimizer, h *optimtest.Host, steps int, opts ...optimtest.RunOption) []optim.StepOutput {
-	t.Helper()
-	outs, err := optimtest.Run(context.Background(), opt, h, steps, opts...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return outs
-}
-
 func vec(t *testing.T, h *optimtest.Host, v optim.Vec) []float64 {
 	t.Helper()
 	d, err := h.Vec(v)
@@ -53,8 +35,8 @@ func near(a, b, tol float64) bool { return math.Abs(a-b) <= tol*max(1, math.Abs(
 
 // §8.14: β2 = 1 freezes s at s_init.
 func TestBeta2OneFreezesS(t *testing.T) {
-	h := newHost(t, optimtest.NewMLP(optimtest.MLPConfig{Hidden: 4}), optimtest.WithBatchSize(32))
-	run(t, bsam.New(), h, 5, optimtest.WithLR(0.1), optimtest.WithHParams(map[string]any{"beta2": 1.0, "s_init": 3.0, "m": 4}))
+	h := optimtest.MustHost(t, optimtest.NewMLP(optimtest.MLPConfig{Hidden: 4}), optimtest.WithBatchSize(32))
+	optimtest.MustRun(t, bsam.New(), h, 5, optimtest.WithLR(0.1), optimtest.WithHParams(map[string]any{"beta2": 1.0, "s_init": 3.0, "m": 4}))
 	for i, s := range vec(t, h, bsam.S) {
 		if s != 3 {
 			t.Fatalf("s[%d] = %v, want 3", i, s)
@@ -73,9 +55,9 @@ func TestFixedPointOfS(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			h := newHost(t, signs(6), optimtest.WithTrainSize(1000))
+			h := optimtest.MustHost(t, signs(6), optimtest.WithTrainSize(1000))
 			tt.params["beta2"], tt.params["m"] = 0.5, 2
-			run(t, bsam.New(), h, 80, optimtest.WithLR(0.01), optimtest.WithHParams(tt.params))
+			optimtest.MustRun(t, bsam.New(), h, 80, optimtest.WithLR(0.01), optimtest.WithHParams(tt.params))
 			for i, s := range vec(t, h, bsam.S) {
 				if !near(s, 4, 1e-12) {
 					t.Errorf("s[%d] = %.17g, want 4", i, s)
@@ -93,8 +75,8 @@ func TestEpsilonNotNormalized(t *testing.T) {
 		for i := range c {
 			c[i] *= scale * float64(i+1)
 		}
-		h := newHost(t, &optimtest.Linear{C: c}, optimtest.WithTrainSize(100))
-		run(t, bsam.New(), h, 1, optimtest.WithLR(0.1), optimtest.WithHParams(map[string]any{"rho": rho, "s_init": sInit, "m": 1}))
+		h := optimtest.MustHost(t, &optimtest.Linear{C: c}, optimtest.WithTrainSize(100))
+		optimtest.MustRun(t, bsam.New(), h, 1, optimtest.WithLR(0.1), optimtest.WithHParams(map[string]any{"rho": rho, "s_init": sInit, "m": 1}))
 		g := h.Grads()
 		if len(g) != 2 {
 			t.Fatalf("%d gradient evaluations, want 2", len(g))
@@ -118,9 +100,9 @@ func TestEpsilonNotNormalized(t *testing.T) {
 // §8.18: initial noise std √(1/(N s_init)) = 2.236e-3 for N = 50000·4.
 func TestInitialNoiseStd(t *testing.T) {
 	const n = 20000
-	h := newHost(t, signs(n), optimtest.WithTrainSize(50000))
+	h := optimtest.MustHost(t, signs(n), optimtest.WithTrainSize(50000))
 	opt := bsam.New()
-	run(t, opt, h, 1, optimtest.WithLR(0), optimtest.WithHParams(map[string]any{"dafactor": 4.0, "m": 1, "beta2": 1.0}))
+	optimtest.MustRun(t, opt, h, 1, optimtest.WithLR(0), optimtest.WithHParams(map[string]any{"dafactor": 4.0, "m": 1, "beta2": 1.0}))
 	want := math.Sqrt(1.0 / 200000)
 	if math.Abs(want-2.236e-3) > 1e-6 {
 		t.Fatalf("reference value %v", want)
@@ -153,8 +135,8 @@ func TestGradientDescentLimit(t *testing.T) {
 	a := [][]float64{{2, 0.3}, {0.3, 1}}
 	q := &optimtest.Quadratic{A: a, B: []float64{0.5, -1}, X0: []float64{1, 2}}
 	const lr, sInit, prior, trainSize = 0.05, 2.0, 25.0, 1e12
-	h := newHost(t, q, optimtest.WithTrainSize(trainSize))
-	run(t, bsam.New(), h, 10, optimtest.WithLR(lr), optimtest.WithHParams(map[string]any{
+	h := optimtest.MustHost(t, q, optimtest.WithTrainSize(trainSize))
+	optimtest.MustRun(t, bsam.New(), h, 10, optimtest.WithLR(lr), optimtest.WithHParams(map[string]any{
 		"beta1": 0.0, "rho": 0.0, "beta2": 1.0, "s_init": sInit, "prior_prec": prior, "m": 2}))
 	w, g, delta := slices.Clone(q.X0), make([]float64, 2), prior/trainSize
 	for range 10 {
@@ -174,8 +156,8 @@ func TestGradientDescentLimit(t *testing.T) {
 func TestUpdateOrder(t *testing.T) {
 	const lr, b1, b2, gamma, rho = 0.5, 0.9, 0.5, 0.1, 0.05
 	for _, order := range []string{"code", "paper"} {
-		h := newHost(t, signs(4), optimtest.WithTrainSize(1000))
-		run(t, bsam.New(), h, 1, optimtest.WithLR(lr), optimtest.WithHParams(map[string]any{
+		h := optimtest.MustHost(t, signs(4), optimtest.WithTrainSize(1000))
+		optimtest.MustRun(t, bsam.New(), h, 1, optimtest.WithLR(lr), optimtest.WithHParams(map[string]any{
 			"update_order": order, "beta1": b1, "beta2": b2, "damping": gamma, "prior_prec": 0.0, "rho": rho}))
 		sNew := b2*1 + (1-b2)*(1+gamma)
 		s := 1.0
@@ -197,8 +179,8 @@ func TestUpdateOrder(t *testing.T) {
 // One Exec per step, m sub-batches in loader order, BN modes.
 func TestExecsAndBatches(t *testing.T) {
 	for _, freeze := range []bool{false, true} {
-		h := newHost(t, optimtest.NewMLP(optimtest.MLPConfig{}), optimtest.WithBatchSize(32))
-		run(t, bsam.New(), h, 3, optimtest.WithLR(0.1), optimtest.WithHParams(map[string]any{"m": 4, "freeze_bn_second": freeze}))
+		h := optimtest.MustHost(t, optimtest.NewMLP(optimtest.MLPConfig{}), optimtest.WithBatchSize(32))
+		optimtest.MustRun(t, bsam.New(), h, 3, optimtest.WithLR(0.1), optimtest.WithHParams(map[string]any{"m": 4, "freeze_bn_second": freeze}))
 		for s := range int64(3) {
 			if n := h.ExecCount(s); n != 1 {
 				t.Errorf("step %d: %d Exec calls", s, n)
@@ -225,12 +207,12 @@ func TestStateRoundTrip(t *testing.T) {
 	ctx := context.Background()
 	prob := optimtest.NewMLP(optimtest.MLPConfig{Hidden: 4})
 	hp := optimtest.WithHParams(map[string]any{"m": 2, "rho": 0.05, "beta2": 0.9})
-	full := newHost(t, prob, optimtest.WithBatchSize(16))
-	run(t, bsam.New(), full, 5, optimtest.WithLR(0.1), hp)
+	full := optimtest.MustHost(t, prob, optimtest.WithBatchSize(16))
+	optimtest.MustRun(t, bsam.New(), full, 5, optimtest.WithLR(0.1), hp)
 
-	a := newHost(t, prob, optimtest.WithBatchSize(16))
+	a := optimtest.MustHost(t, prob, optimtest.WithBatchSize(16))
 	optA := bsam.New()
-	run(t, optA, a, 3, optimtest.WithLR(0.1), hp, optimtest.WithTotalSteps(5))
+	optimtest.MustRun(t, optA, a, 3, optimtest.WithLR(0.1), hp, optimtest.WithTotalSteps(5))
 	blob, vecs, err := optA.(optim.Stateful).SaveState(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -238,7 +220,7 @@ func TestStateRoundTrip(t *testing.T) {
 	if !slices.Equal(vecs, []optim.Vec{bsam.S, bsam.Momentum, bsam.Std}) {
 		t.Errorf("state vecs %v", vecs)
 	}
-	b := newHost(t, prob, optimtest.WithBatchSize(16), optimtest.WithParams(0, a.Params(0)))
+	b := optimtest.MustHost(t, prob, optimtest.WithBatchSize(16), optimtest.WithParams(0, a.Params(0)))
 	optB := bsam.New()
 	r := optimtest.NewHarness(optB, b, optimtest.WithLR(0.1), hp, optimtest.WithStartStep(3))
 	if err := r.Configure(ctx, 5); err != nil {
@@ -268,9 +250,9 @@ func TestStateRoundTrip(t *testing.T) {
 
 func TestTrainsAndPredicts(t *testing.T) {
 	ctx := context.Background()
-	h := newHost(t, optimtest.NewMLP(optimtest.MLPConfig{Hidden: 8, Samples: 128}), optimtest.WithBatchSize(32))
+	h := optimtest.MustHost(t, optimtest.NewMLP(optimtest.MLPConfig{Hidden: 8, Samples: 128}), optimtest.WithBatchSize(32))
 	opt := bsam.New()
-	outs := run(t, opt, h, 200, optimtest.WithLR(0.5), optimtest.WithHParams(map[string]any{"m": 2, "rho": 0.01, "dafactor": 4.0}))
+	outs := optimtest.MustRun(t, opt, h, 200, optimtest.WithLR(0.5), optimtest.WithHParams(map[string]any{"m": 2, "rho": 0.01, "dafactor": 4.0}))
 	first, last := outs[0].Metrics, outs[len(outs)-1].Metrics
 	if !(last["loss"] < 0.7*first["loss"]) {
 		t.Errorf("did not train: first %v, last %v", first, last)
@@ -302,7 +284,7 @@ func TestConfigErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			h := newHost(t, optimtest.NewMLP(optimtest.MLPConfig{}), tt.opts...)
+			h := optimtest.MustHost(t, optimtest.NewMLP(optimtest.MLPConfig{}), tt.opts...)
 			_, err := optimtest.Run(context.Background(), bsam.New(), h, 1, optimtest.WithHParams(tt.params))
 			if err == nil || !strings.Contains(err.Error(), tt.want) {
 				t.Errorf("err = %v, want containing %q", err, tt.want)
@@ -310,7 +292,7 @@ func TestConfigErrors(t *testing.T) {
 		})
 	}
 	// Data-free problem with no train size.
-	h := newHost(t, signs(2))
+	h := optimtest.MustHost(t, signs(2))
 	if _, err := optimtest.Run(context.Background(), bsam.New(), h, 1); err == nil || !strings.Contains(err.Error(), "train size") {
 		t.Errorf("err = %v", err)
 	}
@@ -323,20 +305,20 @@ func TestMembers(t *testing.T) {
 	ctx := context.Background()
 	prob := optimtest.NewMLP(optimtest.MLPConfig{Hidden: 4, Samples: 64})
 	hp := optimtest.WithHParams(map[string]any{"m": 2, "rho": 0.05, "beta2": 0.9})
-	one := newHost(t, prob, optimtest.WithBatchSize(16))
-	run(t, bsam.New(), one, 4, optimtest.WithLR(0.1), hp)
+	one := optimtest.MustHost(t, prob, optimtest.WithBatchSize(16))
+	optimtest.MustRun(t, bsam.New(), one, 4, optimtest.WithLR(0.1), hp)
 
 	// Every member starts where the single model did, so that only the
 	// noise can tell them apart.
 	const members = 3
-	x0 := newHost(t, prob, optimtest.WithBatchSize(16)).Params(0)
+	x0 := optimtest.MustHost(t, prob, optimtest.WithBatchSize(16)).Params(0)
 	opts := []optimtest.HostOption{optimtest.WithBatchSize(16), optimtest.WithMembers(members)}
 	for m := range members {
 		opts = append(opts, optimtest.WithParams(m, x0))
 	}
-	ens := newHost(t, prob, opts...)
+	ens := optimtest.MustHost(t, prob, opts...)
 	opt := bsam.New()
-	run(t, opt, ens, 4, optimtest.WithLR(0.1), hp)
+	optimtest.MustRun(t, opt, ens, 4, optimtest.WithLR(0.1), hp)
 	if !slices.Equal(ens.Params(0), one.Params(0)) {
 		t.Error("member 0 of the ensemble differs from the single model")
 	}

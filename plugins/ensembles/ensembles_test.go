@@ -19,24 +19,6 @@ import (
 	"github.com/optlab/optlab/sdk/optimtest"
 )
 
-func newHost(t *testing.T, p optimtest.Problem, opts ...optimtest.HostOption) *optimtest.Host {
-	t.Helper()
-	h, err := optimtest.NewHost(p, opts...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return h
-}
-
-func run(t *testing.T, opt optim.Optimizer, h *optimtest.Host, steps int, opts ...optimtest.RunOption) []optim.StepOutput {
-	t.Helper()
-	outs, err := optimtest.Run(context.Background(), opt, h, steps, opts...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return outs
-}
-
 func hp(params map[string]any) optimtest.RunOption { return optimtest.WithHParams(params) }
 
 // mlp has 64 samples: 4 steps per epoch with batches of 16.
@@ -174,7 +156,7 @@ func TestConfigErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			h := newHost(t, mlp(), optimtest.WithMembers(tt.members), optimtest.WithBatchSize(16))
+			h := optimtest.MustHost(t, mlp(), optimtest.WithMembers(tt.members), optimtest.WithBatchSize(16))
 			_, err := optimtest.Run(context.Background(), ensembles.New(), h, 4, hp(tt.params))
 			if err == nil || !strings.Contains(err.Error(), tt.want) {
 				t.Errorf("err = %v, want containing %q", err, tt.want)
@@ -182,8 +164,8 @@ func TestConfigErrors(t *testing.T) {
 		})
 	}
 	// Values equal to the defaults of unused parameters are fine.
-	h := newHost(t, mlp(), optimtest.WithBatchSize(16))
-	run(t, ensembles.New(), h, 1, hp(map[string]any{"member": "sam", "otmdr_rho1": 0.05, "cycles": 5}))
+	h := optimtest.MustHost(t, mlp(), optimtest.WithBatchSize(16))
+	optimtest.MustRun(t, ensembles.New(), h, 1, hp(map[string]any{"member": "sam", "otmdr_rho1": 0.05, "cycles": 5}))
 }
 
 // Deep ensemble of one member is the member optimizer's plugin, bitwise:
@@ -192,11 +174,11 @@ func TestDeepOneMemberIsThePlugin(t *testing.T) {
 	for _, tc := range memberCases {
 		t.Run(tc.member, func(t *testing.T) {
 			opt, params := standalone(tc.member, tc.params)
-			want := newHost(t, mlp(), optimtest.WithBatchSize(16), momentum)
-			wantOuts := run(t, opt, want, 6, optimtest.WithLR(0.1), hp(tc.params))
+			want := optimtest.MustHost(t, mlp(), optimtest.WithBatchSize(16), momentum)
+			wantOuts := optimtest.MustRun(t, opt, want, 6, optimtest.WithLR(0.1), hp(tc.params))
 			ens := ensembles.New()
-			got := newHost(t, mlp(), optimtest.WithBatchSize(16), momentum)
-			gotOuts := run(t, ens, got, 6, optimtest.WithLR(0.1), hp(params))
+			got := optimtest.MustHost(t, mlp(), optimtest.WithBatchSize(16), momentum)
+			gotOuts := optimtest.MustRun(t, ens, got, 6, optimtest.WithLR(0.1), hp(params))
 			if !slices.Equal(got.Params(0), want.Params(0)) {
 				t.Error("parameters differ from the plugin's")
 			}
@@ -239,15 +221,15 @@ func TestDeepIdenticalMembersPredictLikeOne(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.member, func(t *testing.T) {
 			_, params := standalone(tc.member, tc.params)
-			one := newHost(t, mlp(), optimtest.WithBatchSize(16), momentum)
+			one := optimtest.MustHost(t, mlp(), optimtest.WithBatchSize(16), momentum)
 			opts := []optimtest.HostOption{optimtest.WithBatchSize(16), momentum, optimtest.WithMembers(members)}
 			for m := range members {
 				opts = append(opts, optimtest.WithParams(m, one.Params(0)))
 			}
-			ens := newHost(t, mlp(), opts...)
-			run(t, ensembles.New(), one, steps, optimtest.WithLR(0.1), hp(params))
+			ens := optimtest.MustHost(t, mlp(), opts...)
+			optimtest.MustRun(t, ensembles.New(), one, steps, optimtest.WithLR(0.1), hp(params))
 			opt := ensembles.New()
-			run(t, opt, ens, steps, optimtest.WithLR(0.1), hp(params))
+			optimtest.MustRun(t, opt, ens, steps, optimtest.WithLR(0.1), hp(params))
 			for m := range members {
 				if !slices.Equal(ens.Params(m), one.Params(0)) {
 					t.Errorf("member %d differs from the single model", m)
@@ -274,14 +256,14 @@ func TestDeepMembersDiffer(t *testing.T) {
 	ctx := context.Background()
 	for _, member := range []string{"sgd", "sam", "otmdr"} {
 		t.Run(member, func(t *testing.T) {
-			h := newHost(t, optimtest.NewMLP(optimtest.MLPConfig{Hidden: 8, Samples: 128}), optimtest.WithMembers(members),
+			h := optimtest.MustHost(t, optimtest.NewMLP(optimtest.MLPConfig{Hidden: 8, Samples: 128}), optimtest.WithMembers(members),
 				optimtest.WithBatchSize(32), momentum, optimtest.WithSeed(7))
 			init := [][]float64{h.Params(0), h.Params(1), h.Params(2)}
 			if slices.Equal(init[0], init[1]) || slices.Equal(init[1], init[2]) {
 				t.Fatal("the host initialized members identically")
 			}
 			opt := ensembles.New()
-			outs := run(t, opt, h, 80, optimtest.WithLR(0.05), hp(map[string]any{"member": member}))
+			outs := optimtest.MustRun(t, opt, h, 80, optimtest.WithLR(0.05), hp(map[string]any{"member": member}))
 			if first, last := outs[0].Metrics["loss"], outs[len(outs)-1].Metrics["loss"]; !(last < 0.7*first) {
 				t.Errorf("did not train: loss %v → %v", first, last)
 			}
@@ -317,14 +299,14 @@ func TestDeepExecAndGradCounts(t *testing.T) {
 		for _, members := range []int{1, 4} {
 			t.Run(fmt.Sprintf("%s/M=%d", tc.member, members), func(t *testing.T) {
 				opt, params := standalone(tc.member, tc.params)
-				single := newHost(t, mlp(), optimtest.WithBatchSize(16))
-				run(t, opt, single, steps, optimtest.WithLR(0.1), hp(tc.params))
+				single := optimtest.MustHost(t, mlp(), optimtest.WithBatchSize(16))
+				optimtest.MustRun(t, opt, single, steps, optimtest.WithLR(0.1), hp(tc.params))
 				execs, grads := single.ExecCount(1), gradsPerStep(single, 1, 0)
 				if execs < 1 || grads < 1 {
 					t.Fatalf("single model: %d Exec calls and %d gradient passes per step", execs, grads)
 				}
-				h := newHost(t, mlp(), optimtest.WithBatchSize(16), optimtest.WithMembers(members))
-				run(t, ensembles.New(), h, steps, optimtest.WithLR(0.1), hp(params))
+				h := optimtest.MustHost(t, mlp(), optimtest.WithBatchSize(16), optimtest.WithMembers(members))
+				optimtest.MustRun(t, ensembles.New(), h, steps, optimtest.WithLR(0.1), hp(params))
 				for s := range int64(steps) {
 					if n := h.ExecCount(s); n != execs {
 						t.Errorf("M = %d, step %d: %d Exec calls, want %d (fused)", members, s, n, execs)
@@ -349,9 +331,9 @@ func TestDeepExecAndGradCounts(t *testing.T) {
 // A deep bSAM ensemble gives every member its own posterior; its predictive
 // averages the members' means (a mixture of Gaussians is not a Predictive).
 func TestDeepBSAM(t *testing.T) {
-	h := newHost(t, mlp(), optimtest.WithBatchSize(16), optimtest.WithMembers(2))
+	h := optimtest.MustHost(t, mlp(), optimtest.WithBatchSize(16), optimtest.WithMembers(2))
 	opt := ensembles.New()
-	run(t, opt, h, 3, optimtest.WithLR(0.1), hp(map[string]any{"member": "bsam", "bsam_m": 2}))
+	optimtest.MustRun(t, opt, h, 3, optimtest.WithLR(0.1), hp(map[string]any{"member": "bsam", "bsam_m": 2}))
 	want := optim.Predictive{Kind: optim.Members, Vecs: []optim.Vec{optim.ParamsOf(0), optim.ParamsOf(1)}}
 	if got := predictive(t, opt); !reflect.DeepEqual(got, want) {
 		t.Errorf("predictive %+v, want %+v", got, want)
@@ -398,10 +380,10 @@ func (r *record) after(in optim.StepInput, out optim.StepOutput) error {
 // snapshot, and the predictive over the snapshots.
 func TestSnapshot(t *testing.T) {
 	const total, cycles, alpha0 = 42, 4, 0.2
-	h := newHost(t, mlp(), optimtest.WithBatchSize(16), momentum)
+	h := optimtest.MustHost(t, mlp(), optimtest.WithBatchSize(16), momentum)
 	rec := &record{h: h}
 	opt := ensembles.New()
-	run(t, opt, h, total, optimtest.WithLR(99), optimtest.WithAfterStep(rec.after),
+	optimtest.MustRun(t, opt, h, total, optimtest.WithLR(99), optimtest.WithAfterStep(rec.after),
 		hp(map[string]any{"kind": "snapshot", "cycles": cycles, "lr_max": alpha0}))
 	for s := range int64(total) {
 		if want := snapshotLR(alpha0, s, total, cycles); !(math.Abs(rec.lr[s]-want) <= 1e-16) || rec.out[s].Metrics["lr"] != rec.lr[s] {
@@ -443,8 +425,8 @@ func TestSnapshot(t *testing.T) {
 	}
 
 	// The same rates given to the sgd plugin as its schedule: bitwise equal.
-	ref := newHost(t, mlp(), optimtest.WithBatchSize(16), momentum)
-	run(t, sgd.New(), ref, total, optimtest.WithSchedule(func(s int64, _ int) float64 { return rec.lr[s] }))
+	ref := optimtest.MustHost(t, mlp(), optimtest.WithBatchSize(16), momentum)
+	optimtest.MustRun(t, sgd.New(), ref, total, optimtest.WithSchedule(func(s int64, _ int) float64 { return rec.lr[s] }))
 	if !slices.Equal(ref.Params(0), h.Params(0)) {
 		t.Error("snapshot ensemble's SGD differs from the sgd plugin at the same rates")
 	}
@@ -454,7 +436,7 @@ func TestSnapshot(t *testing.T) {
 // cycles gets one cycle per step; before any snapshot the predictive is the
 // live parameters.
 func TestSnapshotEdges(t *testing.T) {
-	h := newHost(t, mlp(), optimtest.WithBatchSize(16))
+	h := optimtest.MustHost(t, mlp(), optimtest.WithBatchSize(16))
 	rec := &record{h: h}
 	opt := ensembles.New()
 	r := optimtest.NewHarness(opt, h, optimtest.WithLR(0.3), optimtest.WithAfterStep(rec.after),
@@ -475,9 +457,9 @@ func TestSnapshotEdges(t *testing.T) {
 		t.Errorf("step past the run: %v", err)
 	}
 
-	smoke := newHost(t, mlp(), optimtest.WithBatchSize(16))
+	smoke := optimtest.MustHost(t, mlp(), optimtest.WithBatchSize(16))
 	opt = ensembles.New()
-	run(t, opt, smoke, 2, hp(map[string]any{"kind": "snapshot"}))
+	optimtest.MustRun(t, opt, smoke, 2, hp(map[string]any{"kind": "snapshot"}))
 	if got := predictive(t, opt); len(got.Vecs) != 2 {
 		t.Errorf("2-step run with 5 cycles: predictive %+v, want 2 snapshots", got)
 	}
@@ -540,10 +522,10 @@ func TestFGE(t *testing.T) {
 				t.Fatal(err)
 			}
 			a1, a2, cycle := c["lr_1"].(float64), c["lr_2"].(float64), c["cycle"].(int64)
-			h := newHost(t, mlp(), optimtest.WithBatchSize(16), momentum)
+			h := optimtest.MustHost(t, mlp(), optimtest.WithBatchSize(16), momentum)
 			rec := &record{h: h}
 			opt := ensembles.New()
-			run(t, opt, h, epochs*spe, optimtest.WithLR(0.07), optimtest.WithAfterStep(rec.after), hp(params))
+			optimtest.MustRun(t, opt, h, epochs*spe, optimtest.WithLR(0.07), optimtest.WithAfterStep(rec.after), hp(params))
 			for s := range int64(epochs * spe) {
 				want := fgeLR(s, spe, tt.pretrain, tt.budget, tt.base, a1, a2, cycle)
 				if math.Abs(rec.lr[s]-want) > 1e-16 {
@@ -570,8 +552,8 @@ func TestFGE(t *testing.T) {
 					t.Errorf("snapshot %d after step %d at lr %v", k, s, rec.lr[s])
 				}
 			}
-			ref := newHost(t, mlp(), optimtest.WithBatchSize(16), momentum)
-			run(t, sgd.New(), ref, epochs*spe, optimtest.WithSchedule(func(s int64, _ int) float64 { return rec.lr[s] }))
+			ref := optimtest.MustHost(t, mlp(), optimtest.WithBatchSize(16), momentum)
+			optimtest.MustRun(t, sgd.New(), ref, epochs*spe, optimtest.WithSchedule(func(s int64, _ int) float64 { return rec.lr[s] }))
 			if !slices.Equal(ref.Params(0), h.Params(0)) {
 				t.Error("FGE's SGD differs from the sgd plugin at the same rates")
 			}
@@ -584,9 +566,9 @@ func TestFGE(t *testing.T) {
 func TestScheduledMemberOptimizers(t *testing.T) {
 	for _, member := range []string{"sam", "otmdr"} {
 		t.Run(member, func(t *testing.T) {
-			h := newHost(t, mlp(), optimtest.WithBatchSize(16))
+			h := optimtest.MustHost(t, mlp(), optimtest.WithBatchSize(16))
 			rec := &record{h: h}
-			run(t, ensembles.New(), h, 12, optimtest.WithLR(5), optimtest.WithAfterStep(rec.after),
+			optimtest.MustRun(t, ensembles.New(), h, 12, optimtest.WithLR(5), optimtest.WithAfterStep(rec.after),
 				hp(map[string]any{"kind": "snapshot", "member": member, "cycles": 3}))
 			for s := range int64(12) {
 				if want := snapshotLR(0.2, s, 12, 3); math.Abs(rec.lr[s]-want) > 1e-16 {
@@ -633,18 +615,18 @@ func TestResume(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			lr := optimtest.WithLR(0.1)
-			straight := newHost(t, mlp(), optimtest.WithBatchSize(16))
+			straight := optimtest.MustHost(t, mlp(), optimtest.WithBatchSize(16))
 			full := ensembles.New()
-			run(t, full, straight, tt.total, lr, hp(tt.params))
+			optimtest.MustRun(t, full, straight, tt.total, lr, hp(tt.params))
 
-			first := newHost(t, mlp(), optimtest.WithBatchSize(16))
+			first := optimtest.MustHost(t, mlp(), optimtest.WithBatchSize(16))
 			a := ensembles.New()
-			run(t, a, first, tt.cut, lr, hp(tt.params), optimtest.WithTotalSteps(int64(tt.total)))
+			optimtest.MustRun(t, a, first, tt.cut, lr, hp(tt.params), optimtest.WithTotalSteps(int64(tt.total)))
 			blob, vecs, err := a.(optim.Stateful).SaveState(ctx)
 			if err != nil {
 				t.Fatal(err)
 			}
-			h := newHost(t, mlp(), optimtest.WithBatchSize(16), optimtest.WithParams(0, first.Params(0)))
+			h := optimtest.MustHost(t, mlp(), optimtest.WithBatchSize(16), optimtest.WithParams(0, first.Params(0)))
 			b := ensembles.New()
 			r := optimtest.NewHarness(b, h, lr, hp(tt.params), optimtest.WithStartStep(int64(tt.cut)))
 			if err := r.Configure(ctx, int64(tt.total)); err != nil {
@@ -682,9 +664,9 @@ func TestLoadStateErrors(t *testing.T) {
 	if err := ensembles.New().(optim.Stateful).LoadState(ctx, nil); err == nil {
 		t.Error("load state before configure")
 	}
-	h := newHost(t, mlp(), optimtest.WithBatchSize(16))
+	h := optimtest.MustHost(t, mlp(), optimtest.WithBatchSize(16))
 	opt := ensembles.New()
-	run(t, opt, h, 10, hp(map[string]any{"kind": "snapshot", "cycles": 2}))
+	optimtest.MustRun(t, opt, h, 10, hp(map[string]any{"kind": "snapshot", "cycles": 2}))
 	tests := []struct{ blob, want string }{
 		{`{"version":2}`, "version"},
 		{`{"version":1,"kind":"fge","member":"sgd"}`, "saved by kind"},

@@ -15,24 +15,6 @@ import (
 	"github.com/optlab/optlab/sdk/optimtest"
 )
 
-func newHost(t *testing.T, p optimtest.Problem, opts ...optimtest.HostOption) *optimtest.Host {
-	t.Helper()
-	h, err := optimtest.NewHost(p, opts...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return h
-}
-
-func run(t *testing.T, opt optim.Optimizer, h *optimtest.Host, steps int, opts ...optimtest.RunOption) []optim.StepOutput {
-	t.Helper()
-	outs, err := optimtest.Run(context.Background(), opt, h, steps, opts...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return outs
-}
-
 func hp(params map[string]any) optimtest.RunOption { return optimtest.WithHParams(params) }
 
 func mlp() optimtest.Problem {
@@ -147,11 +129,11 @@ func TestParseConfig(t *testing.T) {
 
 // Configure reports parse errors and a batch that cannot be halved.
 func TestConfigureErrors(t *testing.T) {
-	_, err := optimtest.Run(context.Background(), otmdr.New(), newHost(t, mlp()), 1, hp(map[string]any{"joint": true}))
+	_, err := optimtest.Run(context.Background(), otmdr.New(), optimtest.MustHost(t, mlp()), 1, hp(map[string]any{"joint": true}))
 	if err == nil || !strings.Contains(err.Error(), "joint = true") {
 		t.Errorf("joint: err = %v", err)
 	}
-	_, err = optimtest.Run(context.Background(), otmdr.New(), newHost(t, mlp(), optimtest.WithBatchSize(1)), 1)
+	_, err = optimtest.Run(context.Background(), otmdr.New(), optimtest.MustHost(t, mlp(), optimtest.WithBatchSize(1)), 1)
 	if err == nil || !strings.Contains(err.Error(), "cannot be split") {
 		t.Errorf("batch of 1: err = %v", err)
 	}
@@ -177,10 +159,10 @@ func TestZeroRhoIsSGD(t *testing.T) {
 	for _, params := range configs {
 		for _, base := range bases {
 			opts := []optimtest.HostOption{optimtest.WithMembers(2), optimtest.WithBatchSize(16), optimtest.WithBase(base)}
-			ho, hs := newHost(t, mlp(), opts...), newHost(t, mlp(), opts...)
+			ho, hs := optimtest.MustHost(t, mlp(), opts...), optimtest.MustHost(t, mlp(), opts...)
 			sched := optimtest.WithSchedule(func(s int64, _ int) float64 { return 0.1 / float64(1+s) })
-			run(t, otmdr.New(), ho, steps, sched, hp(params))
-			run(t, sgd.New(), hs, steps, sched)
+			optimtest.MustRun(t, otmdr.New(), ho, steps, sched, hp(params))
+			optimtest.MustRun(t, sgd.New(), hs, steps, sched)
 			k := 1
 			if v, ok := params["particles"]; ok {
 				k = v.(int)
@@ -231,8 +213,8 @@ func TestLinearClosedForm(t *testing.T) {
 				params[k] = v
 			}
 			const lr = 0.1
-			h := newHost(t, &optimtest.Linear{C: c, X0: x0})
-			run(t, otmdr.New(), h, 2, optimtest.WithLR(lr), hp(params))
+			h := optimtest.MustHost(t, &optimtest.Linear{C: c, X0: x0})
+			optimtest.MustRun(t, otmdr.New(), h, 2, optimtest.WithLR(lr), hp(params))
 			for s := range int64(2) {
 				recs := passes(h, s, 0)
 				theta := recs[0].At
@@ -280,11 +262,11 @@ func TestIdenticalParticles(t *testing.T) {
 		params := func(k int, red string) optimtest.RunOption {
 			return hp(map[string]any{"noise_std": 0, "split": pr.split, "particles": k, "particle_reduction": red})
 		}
-		one := newHost(t, pr.prob(), base)
-		run(t, otmdr.New(), one, 3, optimtest.WithLR(lr), params(1, "mean"))
+		one := optimtest.MustHost(t, pr.prob(), base)
+		optimtest.MustRun(t, otmdr.New(), one, 3, optimtest.WithLR(lr), params(1, "mean"))
 		for _, k := range []int{2, 3, 4} {
-			h := newHost(t, pr.prob(), base)
-			run(t, otmdr.New(), h, 3, optimtest.WithLR(lr), params(k, "mean"))
+			h := optimtest.MustHost(t, pr.prob(), base)
+			optimtest.MustRun(t, otmdr.New(), h, 3, optimtest.WithLR(lr), params(k, "mean"))
 			tol := 1e-14
 			if k != 3 { // G+G and 2G+2G are exact, (G+G+G)/3 need not be
 				tol = 0
@@ -293,8 +275,8 @@ func TestIdenticalParticles(t *testing.T) {
 				t.Errorf("%s: K=%d mean differs from K=1 by %g", pr.name, k, d)
 			}
 
-			h = newHost(t, pr.prob(), base)
-			run(t, otmdr.New(), h, 1, optimtest.WithLR(lr), params(k, "sum"))
+			h = optimtest.MustHost(t, pr.prob(), base)
+			optimtest.MustRun(t, otmdr.New(), h, 1, optimtest.WithLR(lr), params(k, "sum"))
 			recs := passes(h, 0, 0)
 			theta, g := recs[0].At, recs[2].Grad
 			for j := 1; j < k; j++ {
@@ -324,8 +306,8 @@ func TestNoiseVariance(t *testing.T) {
 	for i := range c {
 		c[i] = float64(i%7) - 3
 	}
-	h := newHost(t, &optimtest.Linear{C: c})
-	run(t, otmdr.New(), h, 2, optimtest.WithLR(0.1), hp(map[string]any{"rho1": 0, "rho2": 0, "noise_std": sigma, "particles": 2}))
+	h := optimtest.MustHost(t, &optimtest.Linear{C: c})
+	optimtest.MustRun(t, otmdr.New(), h, 2, optimtest.WithLR(0.1), hp(map[string]any{"rho1": 0, "rho2": 0, "noise_std": sigma, "particles": 2}))
 	recs := passes(h, 0, 0)
 	e1, e2 := sub(recs[1].At, recs[0].At), sub(recs[2].At, recs[1].At)
 	stats := func(x []float64) (mean, variance float64) {
@@ -362,8 +344,8 @@ func TestNoiseVariance(t *testing.T) {
 		t.Error("the noise repeats across particles or steps")
 	}
 	// Reference mode: the released scripts never pass noise_var, so no noise.
-	h = newHost(t, &optimtest.Linear{C: c})
-	run(t, otmdr.New(), h, 1, hp(map[string]any{"rho1": 0, "rho2": 0, "mode": "reference"}))
+	h = optimtest.MustHost(t, &optimtest.Linear{C: c})
+	optimtest.MustRun(t, otmdr.New(), h, 1, hp(map[string]any{"rho1": 0, "rho2": 0, "mode": "reference"}))
 	if recs := passes(h, 0, 0); !slices.Equal(recs[2].At, recs[0].At) {
 		t.Error("reference mode added noise")
 	}
@@ -374,9 +356,9 @@ func TestNoiseVariance(t *testing.T) {
 // perturbation of part 0), but the descent gradient is on the whole batch.
 func TestAscentIsSAMOnFirstHalf(t *testing.T) {
 	const rho = 0.3
-	ho, hs := newHost(t, mlp(), optimtest.WithBatchSize(16)), newHost(t, mlp(), optimtest.WithBatchSize(16))
-	run(t, otmdr.New(), ho, 1, optimtest.WithLR(0.1), hp(map[string]any{"rho1": rho, "rho2": 0, "noise_std": 0, "split": "loader"}))
-	run(t, sam.New(), hs, 1, optimtest.WithLR(0.1), hp(map[string]any{"rho": rho, "m": 2}))
+	ho, hs := optimtest.MustHost(t, mlp(), optimtest.WithBatchSize(16)), optimtest.MustHost(t, mlp(), optimtest.WithBatchSize(16))
+	optimtest.MustRun(t, otmdr.New(), ho, 1, optimtest.WithLR(0.1), hp(map[string]any{"rho1": rho, "rho2": 0, "noise_std": 0, "split": "loader"}))
+	optimtest.MustRun(t, sam.New(), hs, 1, optimtest.WithLR(0.1), hp(map[string]any{"rho": rho, "m": 2}))
 	o, s, batch := passes(ho, 0, 0), passes(hs, 0, 0), ho.Batch()
 	if !slices.Equal(o[0].Samples, batch[:8]) || !slices.Equal(s[2].Samples, batch[:8]) {
 		t.Fatalf("B¹ = %v, SAM part 0 = %v, want %v", o[0].Samples, s[2].Samples, batch[:8])
@@ -389,8 +371,8 @@ func TestAscentIsSAMOnFirstHalf(t *testing.T) {
 	}
 
 	// Random halves: the ascent is along the gradient on the drawn B¹.
-	h := newHost(t, mlp(), optimtest.WithBatchSize(16))
-	run(t, otmdr.New(), h, 1, optimtest.WithLR(0.1), hp(map[string]any{"rho1": rho, "rho2": 0, "noise_std": 0}))
+	h := optimtest.MustHost(t, mlp(), optimtest.WithBatchSize(16))
+	optimtest.MustRun(t, otmdr.New(), h, 1, optimtest.WithLR(0.1), hp(map[string]any{"rho1": rho, "rho2": 0, "noise_std": 0}))
 	r := passes(h, 0, 0)
 	g, n := r[0].Grad, norm(r[0].Grad)
 	for i := range g {
@@ -417,8 +399,8 @@ func TestSplits(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			h := newHost(t, mlp(), optimtest.WithBatchSize(16), optimtest.WithMembers(tt.members))
-			run(t, otmdr.New(), h, 2, optimtest.WithLR(0.1), hp(tt.params))
+			h := optimtest.MustHost(t, mlp(), optimtest.WithBatchSize(16), optimtest.WithMembers(tt.members))
+			optimtest.MustRun(t, otmdr.New(), h, 2, optimtest.WithLR(0.1), hp(tt.params))
 			seen := map[int64]bool{}
 			for _, e := range h.Execs() {
 				for _, op := range e.Program.Ops {
@@ -475,9 +457,9 @@ func TestExecCountBNAndVectors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			h := newHost(t, mlp(), optimtest.WithMembers(tt.members))
+			h := optimtest.MustHost(t, mlp(), optimtest.WithMembers(tt.members))
 			const steps = 3
-			run(t, otmdr.New(), h, steps, optimtest.WithLR(0.1), hp(tt.params))
+			optimtest.MustRun(t, otmdr.New(), h, steps, optimtest.WithLR(0.1), hp(tt.params))
 			for s := range int64(steps) {
 				if n := h.ExecCount(s); n != 2*tt.k+1 {
 					t.Errorf("step %d: %d Exec calls, want 2K+1 = %d", s, n, 2*tt.k+1)
@@ -503,9 +485,9 @@ func TestExecCountBNAndVectors(t *testing.T) {
 // bitwise unchanged (no restore by subtraction).
 func TestParamsUntouched(t *testing.T) {
 	for _, mode := range []string{"paper", "reference"} {
-		h := newHost(t, mlp(), optimtest.WithMembers(2), optimtest.WithBase(optimtest.BaseOptimizer{Momentum: 0.9}))
+		h := optimtest.MustHost(t, mlp(), optimtest.WithMembers(2), optimtest.WithBase(optimtest.BaseOptimizer{Momentum: 0.9}))
 		before := [][]float64{h.Params(0), h.Params(1)}
-		run(t, otmdr.New(), h, 3, optimtest.WithLR(0), hp(map[string]any{"mode": mode, "rho1": 0.5, "particles": 2}))
+		optimtest.MustRun(t, otmdr.New(), h, 3, optimtest.WithLR(0), hp(map[string]any{"mode": mode, "rho1": 0.5, "particles": 2}))
 		for m := range 2 {
 			if !slices.Equal(h.Params(m), before[m]) {
 				t.Errorf("%s: member %d changed with lr = 0", mode, m)
@@ -521,16 +503,16 @@ func TestEnsemble(t *testing.T) {
 	const members, steps = 3, 4
 	params := map[string]any{"split": "loader", "noise_std": 0, "particles": 2}
 	base := optimtest.WithBase(optimtest.BaseOptimizer{Momentum: 0.9, WeightDecay: 5e-4})
-	one := newHost(t, mlp(), base)
+	one := optimtest.MustHost(t, mlp(), base)
 	theta0 := one.Params(0)
 	opts := []optimtest.HostOption{optimtest.WithMembers(members), base}
 	for m := range members {
 		opts = append(opts, optimtest.WithParams(m, theta0))
 	}
-	ens := newHost(t, mlp(), opts...)
-	run(t, otmdr.New(), one, steps, optimtest.WithLR(0.1), hp(params))
+	ens := optimtest.MustHost(t, mlp(), opts...)
+	optimtest.MustRun(t, otmdr.New(), one, steps, optimtest.WithLR(0.1), hp(params))
 	opt := otmdr.New()
-	run(t, opt, ens, steps, optimtest.WithLR(0.1), hp(params))
+	optimtest.MustRun(t, opt, ens, steps, optimtest.WithLR(0.1), hp(params))
 	for m := range members {
 		if !slices.Equal(ens.Params(m), one.Params(0)) {
 			t.Errorf("member %d differs from the single model", m)
@@ -556,8 +538,8 @@ func TestEnsemble(t *testing.T) {
 	}
 
 	// Random halves: own splits per member, so identical inits diverge.
-	ens = newHost(t, mlp(), opts...)
-	run(t, otmdr.New(), ens, 1, optimtest.WithLR(0.1), hp(map[string]any{"noise_std": 0}))
+	ens = optimtest.MustHost(t, mlp(), opts...)
+	optimtest.MustRun(t, otmdr.New(), ens, 1, optimtest.WithLR(0.1), hp(map[string]any{"noise_std": 0}))
 	if slices.Equal(passes(ens, 0, 0)[0].Samples, passes(ens, 0, 1)[0].Samples) || slices.Equal(ens.Params(0), ens.Params(1)) {
 		t.Error("members share their random halves")
 	}
@@ -569,18 +551,18 @@ func TestResume(t *testing.T) {
 	ctx := context.Background()
 	params := hp(map[string]any{"particles": 2})
 	lr := optimtest.WithLR(0.1)
-	straight := newHost(t, mlp())
-	run(t, otmdr.New(), straight, 6, lr, params)
+	straight := optimtest.MustHost(t, mlp())
+	optimtest.MustRun(t, otmdr.New(), straight, 6, lr, params)
 
-	first := newHost(t, mlp())
+	first := optimtest.MustHost(t, mlp())
 	opt := otmdr.New()
-	run(t, opt, first, 3, lr, params)
+	optimtest.MustRun(t, opt, first, 3, lr, params)
 	blob, vecs, err := opt.(optim.Stateful).SaveState(ctx)
 	if err != nil || len(vecs) != 0 {
 		t.Fatalf("save: %v, vecs %v", err, vecs)
 	}
 	for _, load := range []bool{true, false} {
-		h := newHost(t, mlp(), optimtest.WithParams(0, first.Params(0)))
+		h := optimtest.MustHost(t, mlp(), optimtest.WithParams(0, first.Params(0)))
 		resumed := otmdr.New()
 		r := optimtest.NewHarness(resumed, h, lr, params, optimtest.WithStartStep(3))
 		if err := r.Configure(ctx, 6); err != nil {
@@ -608,14 +590,14 @@ func TestResume(t *testing.T) {
 func TestTrainsMLP(t *testing.T) {
 	ctx := context.Background()
 	for _, params := range []map[string]any{nil, {"mode": "reference", "particles": 2}} {
-		h := newHost(t, optimtest.NewMLP(optimtest.MLPConfig{Hidden: 8, Samples: 128}), optimtest.WithMembers(2),
+		h := optimtest.MustHost(t, optimtest.NewMLP(optimtest.MLPConfig{Hidden: 8, Samples: 128}), optimtest.WithMembers(2),
 			optimtest.WithBatchSize(32), optimtest.WithBase(optimtest.BaseOptimizer{Momentum: 0.9}))
 		before, err := h.Evaluate(ctx, optim.Predictive{Kind: optim.Members, Vecs: []optim.Vec{optim.ParamsOf(0), optim.ParamsOf(1)}})
 		if err != nil {
 			t.Fatal(err)
 		}
 		opt := otmdr.New()
-		outs := run(t, opt, h, 150, optimtest.WithLR(0.1), hp(params))
+		outs := optimtest.MustRun(t, opt, h, 150, optimtest.WithLR(0.1), hp(params))
 		pred, err := opt.(optim.Predictor).Predictive(ctx)
 		if err != nil {
 			t.Fatal(err)
@@ -654,11 +636,11 @@ func TestHooks(t *testing.T) {
 		},
 		End: func(p *optim.Program) { p.Dot(extra, extra).Scale(extra, 0.5) },
 	})
-	h := newHost(t, &optimtest.Linear{C: c, X0: x0}, optimtest.WithMembers(members))
+	h := optimtest.MustHost(t, &optimtest.Linear{C: c, X0: x0}, optimtest.WithMembers(members))
 	if _, err := h.Exec(context.Background(), optim.Prog().Alloc(extra)); err != nil {
 		t.Fatal(err)
 	}
-	outs := run(t, opt, h, 1, optimtest.WithLR(0.1),
+	outs := optimtest.MustRun(t, opt, h, 1, optimtest.WithLR(0.1),
 		hp(map[string]any{"rho1": rho1, "rho2": rho2, "noise_std": 0, "particles": k}))
 	var want []call
 	for kk := range k {

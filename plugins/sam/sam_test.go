@@ -9,27 +9,8 @@ import (
 
 	"github.com/optlab/optlab/plugins/sam"
 	"github.com/optlab/optlab/plugins/sgd"
-	"github.com/optlab/optlab/sdk/optim"
 	"github.com/optlab/optlab/sdk/optimtest"
 )
-
-func newHost(t *testing.T, p optimtest.Problem, opts ...optimtest.HostOption) *optimtest.Host {
-	t.Helper()
-	h, err := optimtest.NewHost(p, opts...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return h
-}
-
-func run(t *testing.T, opt optim.Optimizer, h *optimtest.Host, steps int, opts ...optimtest.RunOption) []optim.StepOutput {
-	t.Helper()
-	outs, err := optimtest.Run(context.Background(), opt, h, steps, opts...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return outs
-}
 
 func mlp() optimtest.Problem {
 	return optimtest.NewMLP(optimtest.MLPConfig{Hidden: 6, Samples: 64, Seed: 2})
@@ -60,10 +41,10 @@ func TestRhoZeroIsSGD(t *testing.T) {
 		{Adam: true, WeightDecay: 1e-4},
 	} {
 		opts := []optimtest.HostOption{optimtest.WithMembers(2), optimtest.WithBatchSize(16), optimtest.WithBase(base)}
-		hs, hsgd := newHost(t, mlp(), opts...), newHost(t, mlp(), opts...)
+		hs, hsgd := optimtest.MustHost(t, mlp(), opts...), optimtest.MustHost(t, mlp(), opts...)
 		sched := optimtest.WithSchedule(func(s int64, _ int) float64 { return 0.1 / float64(1+s) })
-		outs := run(t, sam.New(), hs, 7, sched, optimtest.WithHParams(map[string]any{"rho": 0.0}))
-		ref := run(t, sgd.New(), hsgd, 7, sched)
+		outs := optimtest.MustRun(t, sam.New(), hs, 7, sched, optimtest.WithHParams(map[string]any{"rho": 0.0}))
+		ref := optimtest.MustRun(t, sgd.New(), hsgd, 7, sched)
 		for m := range 2 {
 			if got, want := hs.Params(m), hsgd.Params(m); !slices.Equal(got, want) {
 				t.Errorf("%+v member %d: SAM(ρ=0) %v ≠ SGD %v", base, m, got[:3], want[:3])
@@ -90,8 +71,8 @@ func ascent(h *optimtest.Host, step int64) (g, at, perturbed []float64) {
 // §8.2: ‖θ'−θ‖ = ρ‖g‖/(‖g‖+1e-12), and ε ∥ g.
 func TestPerturbationNorm(t *testing.T) {
 	for _, rho := range []float64{0.05, 0.5, 2} {
-		h := newHost(t, mlp(), optimtest.WithBase(optimtest.BaseOptimizer{Momentum: 0.9}))
-		run(t, sam.New(), h, 4, optimtest.WithLR(0.1), optimtest.WithHParams(map[string]any{"rho": rho}))
+		h := optimtest.MustHost(t, mlp(), optimtest.WithBase(optimtest.BaseOptimizer{Momentum: 0.9}))
+		optimtest.MustRun(t, sam.New(), h, 4, optimtest.WithLR(0.1), optimtest.WithHParams(map[string]any{"rho": rho}))
 		for s := range int64(4) {
 			g, at, pert := ascent(h, s)
 			e, n := sub(pert, at), norm(g)
@@ -113,8 +94,8 @@ func TestQuadraticClosedForm(t *testing.T) {
 	a := [][]float64{{3, 0.5, 0}, {0.5, 2, -0.3}, {0, -0.3, 1}}
 	x0 := []float64{1, -2, 0.5}
 	const lr, rho = 0.1, 0.05
-	h := newHost(t, &optimtest.Quadratic{A: a, X0: x0})
-	run(t, sam.New(), h, 10, optimtest.WithLR(lr), optimtest.WithHParams(map[string]any{"rho": rho}))
+	h := optimtest.MustHost(t, &optimtest.Quadratic{A: a, X0: x0})
+	optimtest.MustRun(t, sam.New(), h, 10, optimtest.WithLR(lr), optimtest.WithHParams(map[string]any{"rho": rho}))
 	mul := func(x []float64) []float64 {
 		y := make([]float64, 3)
 		for i := range 3 {
@@ -149,16 +130,16 @@ func TestQuadraticClosedForm(t *testing.T) {
 // copy); restoring by subtraction would not.
 func TestExactRestore(t *testing.T) {
 	for _, adaptive := range []bool{false, true} {
-		h := newHost(t, mlp(), optimtest.WithBase(optimtest.BaseOptimizer{Momentum: 0.9}))
+		h := optimtest.MustHost(t, mlp(), optimtest.WithBase(optimtest.BaseOptimizer{Momentum: 0.9}))
 		before := h.Params(0)
-		run(t, sam.New(), h, 3, optimtest.WithLR(0), optimtest.WithHParams(map[string]any{"rho": 0.7, "adaptive": adaptive, "m": 2}))
+		optimtest.MustRun(t, sam.New(), h, 3, optimtest.WithLR(0), optimtest.WithHParams(map[string]any{"rho": 0.7, "adaptive": adaptive, "m": 2}))
 		if got := h.Params(0); !slices.Equal(got, before) {
 			t.Errorf("adaptive=%v: θ changed with lr = 0", adaptive)
 		}
 	}
 	// Restoring by subtracting e (official ASAM) is not exact on the same data.
-	h := newHost(t, mlp())
-	run(t, sam.New(), h, 1, optimtest.WithLR(0), optimtest.WithHParams(map[string]any{"rho": 0.7}))
+	h := optimtest.MustHost(t, mlp())
+	optimtest.MustRun(t, sam.New(), h, 1, optimtest.WithLR(0), optimtest.WithHParams(map[string]any{"rho": 0.7}))
 	g, at, pert := ascent(h, 0)
 	s := 0.7 / (norm(g) + 1e-12)
 	inexact := 0
@@ -181,9 +162,9 @@ func TestExactRestore(t *testing.T) {
 // zero elements do not move.
 func TestASAMInvariant(t *testing.T) {
 	a := [][]float64{{2, 1, 0, 0}, {1, 3, 1, 0}, {0, 1, 1, 0.5}, {0, 0, 0.5, 2}}
-	h := newHost(t, &optimtest.Quadratic{A: a, B: []float64{1, 1, 1, 1}, X0: []float64{0.5, 0, -3, 1e-3}})
+	h := optimtest.MustHost(t, &optimtest.Quadratic{A: a, B: []float64{1, 1, 1, 1}, X0: []float64{0.5, 0, -3, 1e-3}})
 	const rho = 2.0
-	run(t, sam.New(), h, 3, optimtest.WithLR(0.01), optimtest.WithHParams(map[string]any{"rho": rho, "adaptive": true, "eta": 0.0}))
+	optimtest.MustRun(t, sam.New(), h, 3, optimtest.WithLR(0.01), optimtest.WithHParams(map[string]any{"rho": rho, "adaptive": true, "eta": 0.0}))
 	for s := range int64(3) {
 		g, at, pert := ascent(h, s)
 		var q float64
@@ -205,9 +186,9 @@ func TestASAMInvariant(t *testing.T) {
 
 // ASAM with the default η = 0.01: e = ρ T²⊙g/‖T⊙g‖ on every element.
 func TestASAMEta(t *testing.T) {
-	h := newHost(t, mlp())
+	h := optimtest.MustHost(t, mlp())
 	const rho = 0.5
-	run(t, sam.New(), h, 1, optimtest.WithLR(0.1), optimtest.WithHParams(map[string]any{"rho": rho, "adaptive": true}))
+	optimtest.MustRun(t, sam.New(), h, 1, optimtest.WithLR(0.1), optimtest.WithHParams(map[string]any{"rho": rho, "adaptive": true}))
 	g, at, pert := ascent(h, 0)
 	tg := make([]float64, len(g))
 	for i := range g {
@@ -237,9 +218,9 @@ func TestExecCountAndBN(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			h := newHost(t, mlp(), optimtest.WithMembers(tt.members))
+			h := optimtest.MustHost(t, mlp(), optimtest.WithMembers(tt.members))
 			const steps = 3
-			run(t, sam.New(), h, steps, optimtest.WithLR(0.1), optimtest.WithHParams(tt.params))
+			optimtest.MustRun(t, sam.New(), h, steps, optimtest.WithLR(0.1), optimtest.WithHParams(tt.params))
 			for s := range int64(steps) {
 				if n := h.ExecCount(s); n != 2 {
 					t.Errorf("step %d: %d Exec calls, want 2", s, n)
@@ -259,9 +240,9 @@ func TestExecCountAndBN(t *testing.T) {
 // same part, and the base step uses the mean of the m perturbed gradients.
 func TestMSharpness(t *testing.T) {
 	const rho, lr, m = 0.3, 0.2, 2
-	h := newHost(t, mlp(), optimtest.WithBatchSize(16))
+	h := optimtest.MustHost(t, mlp(), optimtest.WithBatchSize(16))
 	before := h.Params(0)
-	run(t, sam.New(), h, 1, optimtest.WithLR(lr), optimtest.WithHParams(map[string]any{"rho": rho, "m": m}))
+	optimtest.MustRun(t, sam.New(), h, 1, optimtest.WithLR(lr), optimtest.WithHParams(map[string]any{"rho": rho, "m": m}))
 	recs, batch := h.Grads(), h.Batch()
 	if len(recs) != 2*m {
 		t.Fatalf("%d gradient evaluations", len(recs))
@@ -290,9 +271,9 @@ func TestMSharpness(t *testing.T) {
 }
 
 func TestTrainsMLP(t *testing.T) {
-	h := newHost(t, optimtest.NewMLP(optimtest.MLPConfig{Hidden: 8, Samples: 128}),
+	h := optimtest.MustHost(t, optimtest.NewMLP(optimtest.MLPConfig{Hidden: 8, Samples: 128}),
 		optimtest.WithBatchSize(32), optimtest.WithBase(optimtest.BaseOptimizer{Momentum: 0.9}))
-	outs := run(t, sam.New(), h, 80, optimtest.WithLR(0.1))
+	outs := optimtest.MustRun(t, sam.New(), h, 80, optimtest.WithLR(0.1))
 	first, last := outs[0].Metrics, outs[len(outs)-1].Metrics
 	if !(last["loss"] < first["loss"]/2) || last["acc"] < 0.8 {
 		t.Errorf("did not train: first %v, last %v", first, last)
@@ -310,7 +291,7 @@ func TestConfigErrors(t *testing.T) {
 		{map[string]any{"adaptive": 1}, "not a valid bool"},
 	}
 	for _, tt := range tests {
-		h := newHost(t, mlp())
+		h := optimtest.MustHost(t, mlp())
 		_, err := optimtest.Run(context.Background(), sam.New(), h, 1, optimtest.WithHParams(tt.params))
 		if err == nil || !strings.Contains(err.Error(), tt.want) {
 			t.Errorf("%v: err = %v, want containing %q", tt.params, err, tt.want)

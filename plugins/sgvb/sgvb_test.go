@@ -13,24 +13,6 @@ import (
 	"github.com/optlab/optlab/sdk/optimtest"
 )
 
-func newHost(t *testing.T, p optimtest.Problem, opts ...optimtest.HostOption) *optimtest.Host {
-	t.Helper()
-	h, err := optimtest.NewHost(p, opts...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return h
-}
-
-func run(t *testing.T, opt optim.Optimizer, h *optimtest.Host, steps int, opts ...optimtest.RunOption) []optim.StepOutput {
-	t.Helper()
-	outs, err := optimtest.Run(context.Background(), opt, h, steps, opts...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return outs
-}
-
 func hp(params map[string]any) optimtest.RunOption { return optimtest.WithHParams(params) }
 
 func mlp() optimtest.Problem {
@@ -185,12 +167,12 @@ func TestRequiresVariational(t *testing.T) {
 		}
 		for _, tt := range tests {
 			opt := newOpt()
-			_, err := optimtest.Run(context.Background(), opt, newHost(t, mlp(), tt.opts...), 1)
+			_, err := optimtest.Run(context.Background(), opt, optimtest.MustHost(t, mlp(), tt.opts...), 1)
 			if err == nil || !strings.Contains(err.Error(), tt.want) || !strings.Contains(err.Error(), opt.Info().Name+":") {
 				t.Errorf("%s, %s: err = %v, want one containing %q", opt.Info().Name, tt.name, err, tt.want)
 			}
 		}
-		if _, err := newOpt().Step(context.Background(), newHost(t, mlp(), vari(-5, 0)), optim.StepInput{}); err == nil {
+		if _, err := newOpt().Step(context.Background(), optimtest.MustHost(t, mlp(), vari(-5, 0)), optim.StepInput{}); err == nil {
 			t.Error("step before configure accepted")
 		}
 	}
@@ -232,10 +214,10 @@ func TestSmallSigmaIsSGD(t *testing.T) {
 	sched := optimtest.WithSchedule(func(s int64, _ int) float64 { return 0.05 / float64(1+s) })
 	for _, o := range opts {
 		for _, b := range bases {
-			hv := newHost(t, mlp(), optimtest.WithBatchSize(16), optimtest.WithBase(b), vari(-30, 0))
-			hd := newHost(t, mlp(), optimtest.WithBatchSize(16), optimtest.WithBase(b))
-			run(t, o.opt(), hv, steps, sched, hp(o.params))
-			run(t, sgd.New(), hd, steps, sched)
+			hv := optimtest.MustHost(t, mlp(), optimtest.WithBatchSize(16), optimtest.WithBase(b), vari(-30, 0))
+			hd := optimtest.MustHost(t, mlp(), optimtest.WithBatchSize(16), optimtest.WithBase(b))
+			optimtest.MustRun(t, o.opt(), hv, steps, sched, hp(o.params))
+			optimtest.MustRun(t, sgd.New(), hd, steps, sched)
 			if d := maxDiff(hv.Params(0), hd.Params(0)); d > 1e-12 || math.IsNaN(d) {
 				t.Errorf("%s, %+v: μ differs from SGD's θ by %g", o.name, b, d)
 			}
@@ -266,9 +248,9 @@ func TestExecCountsAndVectors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			h := newHost(t, mlp(), vari(-5, 1))
+			h := optimtest.MustHost(t, mlp(), vari(-5, 1))
 			const steps = 3
-			run(t, tt.opt(), h, steps, optimtest.WithLR(0.01), hp(tt.params))
+			optimtest.MustRun(t, tt.opt(), h, steps, optimtest.WithLR(0.01), hp(tt.params))
 			for s := range int64(steps) {
 				if n := h.ExecCount(s); n != tt.execs {
 					t.Errorf("step %d: %d Exec calls, want %d", s, n, tt.execs)
@@ -292,9 +274,9 @@ func TestExecCountsAndVectors(t *testing.T) {
 // plain SGD.
 func TestSGVBStep(t *testing.T) {
 	const lr, wd = 0.1, 0.01
-	h := newHost(t, mlp(), optimtest.WithBatchSize(16), vari(-3, 1))
+	h := optimtest.MustHost(t, mlp(), optimtest.WithBatchSize(16), vari(-3, 1))
 	mu0, rho0 := h.Params(0), h.Rho(0)
-	outs := run(t, sgvb.New(), h, 2, optimtest.WithLR(lr), hp(map[string]any{"rho_weight_decay": wd}))
+	outs := optimtest.MustRun(t, sgvb.New(), h, 2, optimtest.WithLR(lr), hp(map[string]any{"rho_weight_decay": wd}))
 	r := passes(h, 0)[0]
 	if !slices.Equal(r.At, mu0) || !slices.Equal(r.Rho, rho0) || len(r.Samples) != 16 || r.BN != optim.BNUpdate {
 		t.Fatalf("pass %+v", r)
@@ -322,8 +304,8 @@ func TestSGVBStep(t *testing.T) {
 	// κ comes from the run seed: the same seed draws the same κ, another
 	// seed another one.
 	for _, seed := range []int64{1, 2} {
-		h2 := newHost(t, mlp(), optimtest.WithBatchSize(16), vari(-3, 1))
-		run(t, sgvb.New(), h2, 1, optimtest.WithLR(lr), optimtest.WithRunSeed(seed))
+		h2 := optimtest.MustHost(t, mlp(), optimtest.WithBatchSize(16), vari(-3, 1))
+		optimtest.MustRun(t, sgvb.New(), h2, 1, optimtest.WithLR(lr), optimtest.WithRunSeed(seed))
 		if same := slices.Equal(passes(h2, 0)[0].Eps, r.Eps); same != (seed == 1) {
 			t.Errorf("run seed %d: same κ as run seed 1: %v", seed, same)
 		}
@@ -349,8 +331,8 @@ func TestOTMDRKappa(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			h := newHost(t, mlp(), optimtest.WithBatchSize(16), vari(-2, 1))
-			run(t, sgvb.NewOTMDR(), h, 2, optimtest.WithLR(0.01), hp(tt.params))
+			h := optimtest.MustHost(t, mlp(), optimtest.WithBatchSize(16), vari(-2, 1))
+			optimtest.MustRun(t, sgvb.NewOTMDR(), h, 2, optimtest.WithLR(0.01), hp(tt.params))
 			for s := range int64(2) {
 				r := passes(h, s)
 				if len(r) != len(tt.group) {
@@ -407,8 +389,8 @@ func TestOTMDRLinearClosedForm(t *testing.T) {
 			for k, v := range tt.params {
 				params[k] = v
 			}
-			h := newHost(t, &optimtest.Linear{C: c, X0: mu0}, optimtest.WithVariational(0, rho0, 0.1, 0, ""))
-			run(t, sgvb.NewOTMDR(), h, 1, optimtest.WithLR(0), hp(params))
+			h := optimtest.MustHost(t, &optimtest.Linear{C: c, X0: mu0}, optimtest.WithVariational(0, rho0, 0.1, 0, ""))
+			optimtest.MustRun(t, sgvb.NewOTMDR(), h, 1, optimtest.WithLR(0), hp(params))
 			r := passes(h, 0)
 			// n is the norm of pass i's ascent.
 			n := func(i int) float64 {
@@ -463,9 +445,9 @@ func TestOTMDRRhoGradient(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			h := newHost(t, mlp(), optimtest.WithBatchSize(16), vari(-2, 1))
+			h := optimtest.MustHost(t, mlp(), optimtest.WithBatchSize(16), vari(-2, 1))
 			mu0, rho0 := h.Params(0), h.Rho(0)
-			outs := run(t, sgvb.NewOTMDR(), h, 1, optimtest.WithLR(lr), hp(tt.params))
+			outs := optimtest.MustRun(t, sgvb.NewOTMDR(), h, 1, optimtest.WithLR(lr), hp(tt.params))
 			r := passes(h, 0)
 			g := make([]float64, len(rho0))
 			for _, k := range tt.from {
@@ -494,9 +476,9 @@ func TestOTMDRRhoGradient(t *testing.T) {
 		})
 	}
 	// Reference mode's ρ weight decay, 5e-4, is coupled L2 on ρ.
-	h := newHost(t, mlp(), optimtest.WithBatchSize(16), vari(-2, 1))
+	h := optimtest.MustHost(t, mlp(), optimtest.WithBatchSize(16), vari(-2, 1))
 	rho0 := h.Rho(0)
-	run(t, sgvb.NewOTMDR(), h, 1, optimtest.WithLR(lr), hp(map[string]any{"mode": "reference"}))
+	optimtest.MustRun(t, sgvb.NewOTMDR(), h, 1, optimtest.WithLR(lr), hp(map[string]any{"mode": "reference"}))
 	g := passes(h, 0)[2].GradRho
 	for i, got := range h.Rho(0) {
 		if want := rho0[i] - lr*(g[i]+5e-4*rho0[i]); math.Abs(got-want) > 1e-15 {
@@ -521,8 +503,8 @@ func TestBN(t *testing.T) {
 		{"otmdr-sgvb reference", sgvb.NewOTMDR, map[string]any{"mode": "reference"}, 1, 2},
 	}
 	for _, tt := range tests {
-		h := newHost(t, mlp(), vari(-5, 1))
-		run(t, tt.opt(), h, 2, optimtest.WithLR(0.01), hp(tt.params))
+		h := optimtest.MustHost(t, mlp(), vari(-5, 1))
+		optimtest.MustRun(t, tt.opt(), h, 2, optimtest.WithLR(0.01), hp(tt.params))
 		if st := h.Stats(0); st.BNUpdate != 2*tt.update || st.BNFreeze != 2*tt.freeze {
 			t.Errorf("%s: %+v, want %d updates and %d freezes per step", tt.name, st, tt.update, tt.freeze)
 		}
@@ -546,14 +528,14 @@ func TestPredictiveAndTraining(t *testing.T) {
 	}
 	for _, tt := range tests {
 		p := optimtest.NewMLP(optimtest.MLPConfig{Hidden: 8, Samples: 128})
-		h := newHost(t, p, optimtest.WithBatchSize(32), optimtest.WithBase(optimtest.BaseOptimizer{Adam: true}), vari(-5, 0.01))
+		h := optimtest.MustHost(t, p, optimtest.WithBatchSize(32), optimtest.WithBase(optimtest.BaseOptimizer{Adam: true}), vari(-5, 0.01))
 		opt := tt.opt()
 		pred0 := optim.Predictive{Kind: optim.Samples, Mean: optim.Params, N: 10}
 		before, err := h.Evaluate(ctx, pred0)
 		if err != nil {
 			t.Fatal(err)
 		}
-		outs := run(t, opt, h, 200, optimtest.WithLR(0.01), hp(tt.params))
+		outs := optimtest.MustRun(t, opt, h, 200, optimtest.WithLR(0.01), hp(tt.params))
 		pred, err := opt.(optim.Predictor).Predictive(ctx)
 		if err != nil {
 			t.Fatal(err)
@@ -579,18 +561,18 @@ func TestResume(t *testing.T) {
 	ctx := context.Background()
 	for _, newOpt := range []func() optim.Optimizer{sgvb.New, sgvb.NewOTMDR} {
 		lr := optimtest.WithLR(0.05)
-		straight := newHost(t, mlp(), vari(-3, 1))
-		run(t, newOpt(), straight, 6, lr)
+		straight := optimtest.MustHost(t, mlp(), vari(-3, 1))
+		optimtest.MustRun(t, newOpt(), straight, 6, lr)
 
-		first := newHost(t, mlp(), vari(-3, 1))
+		first := optimtest.MustHost(t, mlp(), vari(-3, 1))
 		opt := newOpt()
-		run(t, opt, first, 3, lr)
+		optimtest.MustRun(t, opt, first, 3, lr)
 		blob, vecs, err := opt.(optim.Stateful).SaveState(ctx)
 		if err != nil || len(vecs) != 0 {
 			t.Fatalf("save: %v, vecs %v", err, vecs)
 		}
 		for _, load := range []bool{true, false} {
-			h := newHost(t, mlp(), optimtest.WithParams(0, first.Params(0)),
+			h := optimtest.MustHost(t, mlp(), optimtest.WithParams(0, first.Params(0)),
 				optimtest.WithVariational(0, first.Rho(0), 0.1, 1, "qp"))
 			resumed := newOpt()
 			r := optimtest.NewHarness(resumed, h, lr, optimtest.WithStartStep(3))

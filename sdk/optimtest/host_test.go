@@ -11,15 +11,6 @@ import (
 	"github.com/optlab/optlab/sdk/optimtest"
 )
 
-func newHost(t *testing.T, p optimtest.Problem, opts ...optimtest.HostOption) *optimtest.Host {
-	t.Helper()
-	h, err := optimtest.NewHost(p, opts...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return h
-}
-
 func exec(t *testing.T, h *optimtest.Host, p *optim.Program) optim.Result {
 	t.Helper()
 	r, err := h.Exec(context.Background(), p)
@@ -75,7 +66,7 @@ func TestElementwiseOps(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			h := newHost(t, &optimtest.Linear{C: make([]float64, 3), X0: x0})
+			h := optimtest.MustHost(t, &optimtest.Linear{C: make([]float64, 3), X0: x0})
 			exec(t, h, optim.Prog().Alloc(Y))
 			if err := h.SetVec(Y, y); err != nil {
 				t.Fatal(err)
@@ -92,7 +83,7 @@ func TestElementwiseOps(t *testing.T) {
 }
 
 func TestReductions(t *testing.T) {
-	h := newHost(t, &optimtest.Linear{C: []float64{1, 2, 3}, X0: []float64{3, 0, -4}})
+	h := optimtest.MustHost(t, &optimtest.Linear{C: []float64{1, 2, 3}, X0: []float64{3, 0, -4}})
 	r := exec(t, h, optim.Prog().Alloc(1).Fill(1, 2).Dot(optim.Params, 1).Norm(optim.Params).Grad(1, optim.Params, optim.Batch{}, optim.BNUpdate).Norm(1))
 	want := []float64{-2, 5, 3 - 12, math.NaN(), math.Sqrt(14)}
 	if len(r.Scalars) != len(want) {
@@ -135,7 +126,7 @@ func TestHandleRules(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			h := newHost(t, optimtest.NewMLP(optimtest.MLPConfig{}), optimtest.WithMembers(2), optimtest.WithBatchSize(16))
+			h := optimtest.MustHost(t, optimtest.NewMLP(optimtest.MLPConfig{}), optimtest.WithMembers(2), optimtest.WithBatchSize(16))
 			_, err := h.Exec(context.Background(), tt.prog)
 			if err == nil || !strings.Contains(err.Error(), tt.want) {
 				t.Fatalf("err = %v, want containing %q", err, tt.want)
@@ -148,7 +139,7 @@ func TestHandleRules(t *testing.T) {
 }
 
 func TestAllocFreeReuse(t *testing.T) {
-	h := newHost(t, &optimtest.Linear{C: []float64{1, 1}}, optimtest.WithMembers(2))
+	h := optimtest.MustHost(t, &optimtest.Linear{C: []float64{1, 1}}, optimtest.WithMembers(2))
 	exec(t, h, optim.Prog().Alloc(1).AllocFor(2, 1).Fill(1, 3).Free(1).Alloc(1))
 	if got := vec(t, h, 1); !slices.Equal(got, []float64{0, 0}) {
 		t.Errorf("re-allocated vector not zero: %v", got)
@@ -167,7 +158,7 @@ func TestAllocFreeReuse(t *testing.T) {
 }
 
 func TestBatchSplit(t *testing.T) {
-	h := newHost(t, optimtest.NewMLP(optimtest.MLPConfig{Samples: 50}), optimtest.WithBatchSize(10))
+	h := optimtest.MustHost(t, optimtest.NewMLP(optimtest.MLPConfig{Samples: 50}), optimtest.WithBatchSize(10))
 	h.BeginStep(optim.StepInput{Step: 2})
 	batch := h.Batch()
 	if len(batch) != 10 {
@@ -218,7 +209,7 @@ func TestBatchSplit(t *testing.T) {
 }
 
 func TestLoaderEpochs(t *testing.T) {
-	h := newHost(t, optimtest.NewMLP(optimtest.MLPConfig{Samples: 25}), optimtest.WithBatchSize(10))
+	h := optimtest.MustHost(t, optimtest.NewMLP(optimtest.MLPConfig{Samples: 25}), optimtest.WithBatchSize(10))
 	if h.StepsPerEpoch() != 2 {
 		t.Fatalf("steps per epoch %d, want 2 (drop last)", h.StepsPerEpoch())
 	}
@@ -241,7 +232,7 @@ func TestLoaderEpochs(t *testing.T) {
 	if slices.Equal(epoch0, epoch1) {
 		t.Error("epochs share the same order")
 	}
-	h2 := newHost(t, optimtest.NewMLP(optimtest.MLPConfig{Samples: 25}), optimtest.WithBatchSize(10))
+	h2 := optimtest.MustHost(t, optimtest.NewMLP(optimtest.MLPConfig{Samples: 25}), optimtest.WithBatchSize(10))
 	h2.BeginStep(optim.StepInput{Step: 3})
 	h.BeginStep(optim.StepInput{Step: 3})
 	if !slices.Equal(h.Batch(), h2.Batch()) {
@@ -251,7 +242,7 @@ func TestLoaderEpochs(t *testing.T) {
 
 func TestRandN(t *testing.T) {
 	n := 20000
-	h := newHost(t, &optimtest.Linear{C: make([]float64, n)})
+	h := optimtest.MustHost(t, &optimtest.Linear{C: make([]float64, n)})
 	exec(t, h, optim.Prog().Alloc(1).Alloc(2).Alloc(3).Alloc(4).
 		RandN(1, 3, 42).RandN(2, 3, 42).RandN(3, 3, 0).RandN(4, 3, 0))
 	a, b, c, d := vec(t, h, 1), vec(t, h, 2), vec(t, h, 3), vec(t, h, 4)
@@ -272,7 +263,7 @@ func TestRandN(t *testing.T) {
 		t.Errorf("mean %v std %v, want 0, 3", m, math.Sqrt(v))
 	}
 	// Seed = 0 draws are reproducible from the host seed.
-	h2 := newHost(t, &optimtest.Linear{C: make([]float64, n)})
+	h2 := optimtest.MustHost(t, &optimtest.Linear{C: make([]float64, n)})
 	exec(t, h2, optim.Prog().Alloc(3).RandN(3, 3, 0))
 	if !slices.Equal(vec(t, h2, 3), c) {
 		t.Error("host stream not reproducible from the host seed")
@@ -314,7 +305,7 @@ func TestBaseStepSGD(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			h := newHost(t, q, optimtest.WithBase(optimtest.BaseOptimizer{Momentum: tt.mu, WeightDecay: tt.wd, Nesterov: tt.nesterov}))
+			h := optimtest.MustHost(t, q, optimtest.WithBase(optimtest.BaseOptimizer{Momentum: tt.mu, WeightDecay: tt.wd, Nesterov: tt.nesterov}))
 			theta, buf, g := slices.Clone(q.X0), make([]float64, 2), make([]float64, 2)
 			exec(t, h, optim.Prog().Alloc(1))
 			for s := range int64(5) {
@@ -337,7 +328,7 @@ func TestBaseStepSGD(t *testing.T) {
 func TestBaseStepAdam(t *testing.T) {
 	q := &optimtest.Quadratic{A: [][]float64{{2, 0}, {0, 1}}, X0: []float64{1, -2}}
 	const lr, b1, b2, eps, wd = 0.01, 0.9, 0.999, 1e-8, 0.1
-	h := newHost(t, q, optimtest.WithBase(optimtest.BaseOptimizer{Adam: true, WeightDecay: wd}))
+	h := optimtest.MustHost(t, q, optimtest.WithBase(optimtest.BaseOptimizer{Adam: true, WeightDecay: wd}))
 	theta, m, v, g := slices.Clone(q.X0), make([]float64, 2), make([]float64, 2), make([]float64, 2)
 	exec(t, h, optim.Prog().Alloc(1))
 	for s := range 4 {
@@ -366,7 +357,7 @@ func TestBaseStepAdam(t *testing.T) {
 }
 
 func TestSetLR(t *testing.T) {
-	h := newHost(t, &optimtest.Linear{C: []float64{1}}, optimtest.WithMembers(2))
+	h := optimtest.MustHost(t, &optimtest.Linear{C: []float64{1}}, optimtest.WithMembers(2))
 	h.BeginStep(optim.StepInput{Step: 0, LR: 0.5})
 	exec(t, h, optim.Prog().SetLR(1, 2).Alloc(1).Fill(1, 1).BaseStep(optim.Params, 1).BaseStep(optim.ParamsOf(1), 1))
 	if p0, p1 := h.Params(0)[0], h.Params(1)[0]; p0 != -0.5 || p1 != -2 {
@@ -382,7 +373,7 @@ func TestSetLR(t *testing.T) {
 }
 
 func TestRecords(t *testing.T) {
-	h := newHost(t, &optimtest.Linear{C: []float64{1, 2}})
+	h := optimtest.MustHost(t, &optimtest.Linear{C: []float64{1, 2}})
 	exec(t, h, optim.Prog().Alloc(1))
 	h.BeginStep(optim.StepInput{Step: 0})
 	terms := []optim.Term{{Coef: 1, X: 1}}
@@ -409,7 +400,7 @@ func TestRecords(t *testing.T) {
 }
 
 func TestExecCanceled(t *testing.T) {
-	h := newHost(t, &optimtest.Linear{C: []float64{1}})
+	h := optimtest.MustHost(t, &optimtest.Linear{C: []float64{1}})
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	if _, err := h.Exec(ctx, optim.Prog().Fill(0, 1)); err == nil {
@@ -444,7 +435,7 @@ func TestNewHostErrors(t *testing.T) {
 
 func TestLayout(t *testing.T) {
 	m := optimtest.NewMLP(optimtest.MLPConfig{Hidden: 3, Samples: 40})
-	h := newHost(t, m, optimtest.WithMembers(3), optimtest.WithBatchSize(8), optimtest.WithTrainSize(1000))
+	h := optimtest.MustHost(t, m, optimtest.WithMembers(3), optimtest.WithBatchSize(8), optimtest.WithTrainSize(1000))
 	l, err := h.Layout(context.Background())
 	if err != nil {
 		t.Fatal(err)
@@ -461,7 +452,7 @@ func TestLayout(t *testing.T) {
 func TestEvaluate(t *testing.T) {
 	ctx := context.Background()
 	m := optimtest.NewMLP(optimtest.MLPConfig{})
-	h := newHost(t, m, optimtest.WithMembers(2), optimtest.WithParams(0, make([]float64, m.Numel())))
+	h := optimtest.MustHost(t, m, optimtest.WithMembers(2), optimtest.WithParams(0, make([]float64, m.Numel())))
 	e, err := h.Evaluate(ctx, optim.Predictive{Kind: optim.Point})
 	if err != nil {
 		t.Fatal(err)

@@ -44,7 +44,7 @@ func (o *gd) Step(ctx context.Context, h optim.Host, in optim.StepInput) (optim.
 }
 
 func TestRun(t *testing.T) {
-	h := newHost(t, optimtest.NewMLP(optimtest.MLPConfig{Samples: 40}), optimtest.WithBatchSize(10), optimtest.WithMembers(2))
+	h := optimtest.MustHost(t, optimtest.NewMLP(optimtest.MLPConfig{Samples: 40}), optimtest.WithBatchSize(10), optimtest.WithMembers(2))
 	opt := &gd{}
 	var after []int64
 	outs, err := optimtest.Run(context.Background(), opt, h, 6,
@@ -85,7 +85,7 @@ func TestRunErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			h := newHost(t, &optimtest.Linear{C: []float64{1}})
+			h := optimtest.MustHost(t, &optimtest.Linear{C: []float64{1}})
 			_, err := optimtest.Run(context.Background(), tt.opt, h, 2, tt.opts...)
 			if err == nil || !strings.Contains(err.Error(), tt.want) {
 				t.Fatalf("err = %v, want containing %q", err, tt.want)
@@ -96,7 +96,7 @@ func TestRunErrors(t *testing.T) {
 
 func TestHarnessResume(t *testing.T) {
 	ctx := context.Background()
-	h := newHost(t, &optimtest.Linear{C: []float64{1, -1}}, optimtest.WithBatchSize(4), optimtest.WithTrainSize(40))
+	h := optimtest.MustHost(t, &optimtest.Linear{C: []float64{1, -1}}, optimtest.WithBatchSize(4), optimtest.WithTrainSize(40))
 	opt := &gd{}
 	r := optimtest.NewHarness(opt, h, optimtest.WithLR(0.5), optimtest.WithStartStep(7), optimtest.WithTotalSteps(10))
 	if err := r.Configure(ctx, 3); err != nil {

@@ -43,7 +43,7 @@ func TestSoftplus(t *testing.T) {
 		}
 	}
 	// The host's Softplus op on the ρ handle gives σ.
-	h := newHost(t, &optimtest.Linear{C: make([]float64, 2)}, optimtest.WithVariational(0, []float64{-5, -3}, 0.1, 0, ""))
+	h := optimtest.MustHost(t, &optimtest.Linear{C: make([]float64, 2)}, optimtest.WithVariational(0, []float64{-5, -3}, 0.1, 0, ""))
 	exec(t, h, optim.Prog().Alloc(1).Unary(1, optim.RhoOf(0), optim.Softplus))
 	if s := vec(t, h, 1); math.Abs(s[0]-0.0067153) > 5e-8 || math.Abs(s[1]-0.0485874) > 5e-8 {
 		t.Errorf("softplus of the ρ handle: %v", s)
@@ -75,7 +75,7 @@ func TestKL(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			h := newHost(t, &optimtest.Linear{C: make([]float64, tt.n)}, optimtest.WithTrainSize(tt.trainSize),
+			h := optimtest.MustHost(t, &optimtest.Linear{C: make([]float64, tt.n)}, optimtest.WithTrainSize(tt.trainSize),
 				optimtest.WithVariational(0, []float64{tt.rho}, 0.1, tt.beta, tt.kl))
 			r := exec(t, h, varProg(7).VarGrad(gMu, gRho, optim.Params, eps, optim.Batch{}, optim.BNUpdate))
 			if math.Abs(r.Scalar(0)-tt.want) > 5e-6*float64(tt.n) {
@@ -133,7 +133,7 @@ func TestVariationalGradFiniteDifference(t *testing.T) {
 				rho0[i] = tt.rho + 0.3*math.Sin(float64(i))
 			}
 			// β/N large enough for the KL to matter.
-			h := newHost(t, p, optimtest.WithTrainSize(20), optimtest.WithBatchSize(8),
+			h := optimtest.MustHost(t, p, optimtest.WithTrainSize(20), optimtest.WithBatchSize(8),
 				optimtest.WithVariational(0, rho0, 0.3, 2, tt.kl))
 			pass := func() float64 {
 				return exec(t, h, optim.Prog().VarGrad(gMu, gRho, optim.Params, eps, optim.Batch{}, optim.BNFreeze)).Scalar(0)
@@ -186,7 +186,7 @@ func TestVariationalGradFiniteDifference(t *testing.T) {
 func TestEpsReuse(t *testing.T) {
 	p := optimtest.NewMLP(optimtest.MLPConfig{Hidden: 4, Samples: 32, Seed: 1})
 	newH := func() *optimtest.Host {
-		return newHost(t, p, optimtest.WithSeed(3), optimtest.WithVariational(0, []float64{-1}, 0.1, 1, "qp"))
+		return optimtest.MustHost(t, p, optimtest.WithSeed(3), optimtest.WithVariational(0, []float64{-1}, 0.1, 1, "qp"))
 	}
 	h := newH()
 	r := exec(t, h, varProg(5).
@@ -223,8 +223,8 @@ func TestEpsReuse(t *testing.T) {
 // deterministic one within 1e-12, and the ρ-gradient vanishes.
 func TestSmallSigmaIsDeterministic(t *testing.T) {
 	p := optimtest.NewMLP(optimtest.MLPConfig{Hidden: 5, Samples: 32, Seed: 2})
-	hv := newHost(t, p, optimtest.WithVariational(0, []float64{-30}, 0.1, 0, "qp"))
-	hd := newHost(t, p)
+	hv := optimtest.MustHost(t, p, optimtest.WithVariational(0, []float64{-30}, 0.1, 0, "qp"))
+	hd := optimtest.MustHost(t, p)
 	rv := exec(t, hv, varProg(9).VarGrad(gMu, gRho, optim.Params, eps, optim.Batch{}, optim.BNUpdate))
 	rd := exec(t, hd, optim.Prog().Alloc(gMu).Grad(gMu, optim.Params, optim.Batch{}, optim.BNUpdate))
 	if math.Abs(rv.Scalar(0)-rd.Scalar(0)) > 1e-12 || rv.Scalar(1) != rd.Scalar(1) {
@@ -256,11 +256,11 @@ func TestRhoBaseStep(t *testing.T) {
 		// ρ's updates on a variational host equal μ's updates on a
 		// deterministic host whose parameters start at ρ with weight
 		// decay 0 and gradient gr.
-		hv := newHost(t, &optimtest.Linear{C: c}, optimtest.WithBase(b), optimtest.WithVariational(0, rho0, 0.1, 0, ""))
+		hv := optimtest.MustHost(t, &optimtest.Linear{C: c}, optimtest.WithBase(b), optimtest.WithVariational(0, rho0, 0.1, 0, ""))
 		bNoWD := b
 		bNoWD.WeightDecay = 0
-		hr := newHost(t, &optimtest.Linear{C: c, X0: rho0}, optimtest.WithBase(bNoWD))
-		hd := newHost(t, &optimtest.Linear{C: c}, optimtest.WithBase(b))
+		hr := optimtest.MustHost(t, &optimtest.Linear{C: c, X0: rho0}, optimtest.WithBase(bNoWD))
+		hd := optimtest.MustHost(t, &optimtest.Linear{C: c}, optimtest.WithBase(b))
 		for _, h := range []*optimtest.Host{hv, hr, hd} {
 			exec(t, h, optim.Prog().Alloc(gMu).Alloc(gRho))
 			if err := h.SetVec(gRho, gr); err != nil {
@@ -289,7 +289,7 @@ func TestRhoBaseStep(t *testing.T) {
 }
 
 func TestVariationalLayoutAndHandles(t *testing.T) {
-	h := newHost(t, &optimtest.Linear{C: []float64{1, 2}}, optimtest.WithMembers(3),
+	h := optimtest.MustHost(t, &optimtest.Linear{C: []float64{1, 2}}, optimtest.WithMembers(3),
 		optimtest.WithVariational(1, nil, 0.1, 0, ""), optimtest.WithVariational(2, []float64{-3, -4}, 0.1, 0, "pq"))
 	l, err := h.Layout(context.Background())
 	if err != nil {
@@ -328,7 +328,7 @@ func TestVariationalErrors(t *testing.T) {
 	}
 	for _, tt := range progs {
 		t.Run(tt.name, func(t *testing.T) {
-			h := newHost(t, lin(), optimtest.WithMembers(2), optimtest.WithTrainSize(10), vari)
+			h := optimtest.MustHost(t, lin(), optimtest.WithMembers(2), optimtest.WithTrainSize(10), vari)
 			exec(t, h, varProg(1))
 			_, err := h.Exec(context.Background(), tt.prog)
 			if err == nil || !strings.Contains(err.Error(), tt.want) {
@@ -388,7 +388,7 @@ func TestVariationalSamplesPredictive(t *testing.T) {
 	ctx := context.Background()
 	const n = 2000
 	p := &threshold{Linear: optimtest.Linear{C: []float64{1}}}
-	h := newHost(t, p, optimtest.WithVariational(0, []float64{optimtest.InvSoftplus(1)}, 0.1, 0, ""))
+	h := optimtest.MustHost(t, p, optimtest.WithVariational(0, []float64{optimtest.InvSoftplus(1)}, 0.1, 0, ""))
 	e, err := h.Evaluate(ctx, optim.Predictive{Kind: optim.Samples, Mean: optim.Params, N: n})
 	if err != nil {
 		t.Fatal(err)
@@ -419,7 +419,7 @@ func TestVariationalSamplesPredictive(t *testing.T) {
 		t.Errorf("draws: mean %v, second moment %v", mean, sq)
 	}
 	// Errors: Std = 0 needs a variational member's means.
-	hd := newHost(t, &threshold{Linear: optimtest.Linear{C: []float64{1}}})
+	hd := optimtest.MustHost(t, &threshold{Linear: optimtest.Linear{C: []float64{1}}})
 	for _, tt := range []struct {
 		h    *optimtest.Host
 		pred optim.Predictive
