@@ -16,7 +16,6 @@
 package checkpoint
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/binary"
 	"encoding/json"
@@ -25,10 +24,11 @@ import (
 	"io"
 	"math"
 	"os"
-	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
+
+	"github.com/optlab/optlab/internal/atomicfile"
 )
 
 // DType is a safetensors element type name.
@@ -187,39 +187,8 @@ func Encode(ts []Tensor, meta map[string]string) ([]byte, error) {
 // Write stores ts and meta at path atomically: the file is written to a
 // temporary file in the same directory, synced, and renamed over path, so a
 // reader sees the old file or the complete new one, never a partial write.
-func Write(path string, ts []Tensor, meta map[string]string) (err error) {
-	dir, base := filepath.Split(path)
-	if dir == "" {
-		dir = "."
-	}
-	f, err := os.CreateTemp(dir, "."+base+".tmp*")
-	if err != nil {
-		return fmt.Errorf("writing checkpoint %s: %w", path, err)
-	}
-	tmp := f.Name()
-	defer func() {
-		if err != nil {
-			_ = f.Close()
-			_ = os.Remove(tmp)
-		}
-	}()
-	bw := bufio.NewWriterSize(f, 1<<20)
-	if err := encode(bw, ts, meta); err != nil {
-		return fmt.Errorf("writing checkpoint %s: %w", path, err)
-	}
-	if err := bw.Flush(); err != nil {
-		return fmt.Errorf("writing checkpoint %s: %w", path, err)
-	}
-	if err := f.Chmod(0o644); err != nil {
-		return fmt.Errorf("writing checkpoint %s: %w", path, err)
-	}
-	if err := f.Sync(); err != nil {
-		return fmt.Errorf("writing checkpoint %s: %w", path, err)
-	}
-	if err := f.Close(); err != nil {
-		return fmt.Errorf("writing checkpoint %s: %w", path, err)
-	}
-	if err := os.Rename(tmp, path); err != nil {
+func Write(path string, ts []Tensor, meta map[string]string) error {
+	if err := atomicfile.WriteFunc(path, 0o644, func(w io.Writer) error { return encode(w, ts, meta) }); err != nil {
 		return fmt.Errorf("writing checkpoint %s: %w", path, err)
 	}
 	return nil

@@ -8,13 +8,13 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 
 	"github.com/optlab/optlab/host/plot"
 	"github.com/optlab/optlab/host/results"
+	"github.com/optlab/optlab/internal/atomicfile"
 )
 
 // CSV columns of a scan.
@@ -62,7 +62,7 @@ func WriteCSV(path string, points []Point, plane bool) error {
 	if err := EncodeCSV(&buf, points, plane); err != nil {
 		return fmt.Errorf("write %s: %w", path, err)
 	}
-	if err := writeFileAtomic(path, buf.Bytes()); err != nil {
+	if err := atomicfile.Write(path, buf.Bytes(), 0o644); err != nil {
 		return fmt.Errorf("write %s: %w", path, err)
 	}
 	return nil
@@ -188,7 +188,7 @@ func WriteSummary(path string, s Summary) error {
 	if err != nil {
 		return fmt.Errorf("write %s: %w", path, err)
 	}
-	if err := writeFileAtomic(path, append(b, '\n')); err != nil {
+	if err := atomicfile.Write(path, append(b, '\n'), 0o644); err != nil {
 		return fmt.Errorf("write %s: %w", path, err)
 	}
 	return nil
@@ -331,33 +331,4 @@ func PlaneGrid(points []Point, loss func(Metrics) float64) (plot.Grid, error) {
 		return plot.Grid{}, fmt.Errorf("the plane scan covers %d of its %d×%d grid points", seen, len(g.X), len(g.Y))
 	}
 	return g, nil
-}
-
-// writeFileAtomic writes data to a temporary file next to path and renames
-// it over path, making the directory first.
-func writeFileAtomic(path string, data []byte) (err error) {
-	dir := filepath.Dir(path)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
-	}
-	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
-	if err != nil {
-		return err
-	}
-	defer func() {
-		if err != nil {
-			_ = f.Close()
-			_ = os.Remove(f.Name())
-		}
-	}()
-	if _, err = f.Write(data); err != nil {
-		return err
-	}
-	if err = f.Chmod(0o644); err != nil {
-		return err
-	}
-	if err = f.Close(); err != nil {
-		return err
-	}
-	return os.Rename(f.Name(), path)
 }

@@ -6,9 +6,8 @@ import (
 	"fmt"
 	"image/color"
 	"math"
-	"os"
-	"path/filepath"
 
+	"github.com/optlab/optlab/internal/atomicfile"
 	gplot "gonum.org/v1/plot"
 	"gonum.org/v1/plot/palette/moreland"
 	"gonum.org/v1/plot/plotter"
@@ -357,7 +356,7 @@ func savePNG(path string, size Size, render func(draw.Canvas)) (err error) {
 	if _, err := (vgimg.PngCanvas{Canvas: c}).WriteTo(&buf); err != nil {
 		return fmt.Errorf("plot %s: encoding PNG: %w", path, err)
 	}
-	if err := writeFileAtomic(path, buf.Bytes()); err != nil {
+	if err := atomicfile.Write(path, buf.Bytes(), 0o644); err != nil {
 		return fmt.Errorf("plot %s: %w", path, err)
 	}
 	return nil
@@ -373,33 +372,4 @@ func renderSafely(render func(draw.Canvas), dc draw.Canvas) (err error) {
 	}()
 	render(dc)
 	return nil
-}
-
-// writeFileAtomic writes data to a temporary file next to path and renames
-// it over path, making the directory first.
-func writeFileAtomic(path string, data []byte) (err error) {
-	dir := filepath.Dir(path)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
-	}
-	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
-	if err != nil {
-		return err
-	}
-	defer func() {
-		if err != nil {
-			_ = f.Close()
-			_ = os.Remove(f.Name())
-		}
-	}()
-	if _, err = f.Write(data); err != nil {
-		return err
-	}
-	if err = f.Chmod(0o644); err != nil {
-		return err
-	}
-	if err = f.Close(); err != nil {
-		return err
-	}
-	return os.Rename(f.Name(), path)
 }

@@ -21,6 +21,8 @@ import (
 	"path/filepath"
 	"sort"
 	"time"
+
+	"github.com/optlab/optlab/internal/atomicfile"
 )
 
 // Run status values.
@@ -215,47 +217,8 @@ func Append(path string, rec Record) error {
 	}
 	buf.Write(line)
 	buf.WriteByte('\n')
-	if err := writeAtomic(path, buf.Bytes(), mode); err != nil {
+	if err := atomicfile.Write(path, buf.Bytes(), mode); err != nil {
 		return fmt.Errorf("append to %s: %w", path, err)
-	}
-	return nil
-}
-
-// writeAtomic replaces path with data via a synced temporary file in the
-// same directory and a rename.
-func writeAtomic(path string, data []byte, mode fs.FileMode) (err error) {
-	dir := filepath.Dir(path)
-	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
-	if err != nil {
-		return err
-	}
-	name := tmp.Name()
-	defer func() {
-		if err != nil {
-			_ = tmp.Close()
-			_ = os.Remove(name)
-		}
-	}()
-	if _, err = tmp.Write(data); err != nil {
-		return err
-	}
-	if err = tmp.Chmod(mode); err != nil {
-		return err
-	}
-	if err = tmp.Sync(); err != nil {
-		return err
-	}
-	if err = tmp.Close(); err != nil {
-		return err
-	}
-	if err = os.Rename(name, path); err != nil {
-		return err
-	}
-	// Sync the directory so the rename itself is durable; not every
-	// platform supports it, so failures are ignored.
-	if d, derr := os.Open(dir); derr == nil {
-		_ = d.Sync()
-		_ = d.Close()
 	}
 	return nil
 }
