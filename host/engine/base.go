@@ -50,7 +50,7 @@ func (e *Engine) baseStep(s *tensor.Scope, o optim.BaseStep) error {
 	} else if _, ok := o.Params.Member(); !ok {
 		return fmt.Errorf("base_step: handle %d is not a member's live parameters or ρ", o.Params)
 	}
-	_, g, err := e.same(o.Params, o.Grad)
+	_, g, err := e.same(s, o.Params, o.Grad)
 	if err != nil {
 		return err
 	}

@@ -25,6 +25,10 @@ type Config struct {
 	Seed           int64
 	LabelSmoothing float64
 	BNMomentum     float64 // PyTorch's BatchNorm momentum; 0.1 when zero
+	// DeviceBudget, when > 0, caps the bytes of plugin-allocated vectors
+	// on the device; beyond it (or when the device runs out of memory) a
+	// vector is kept in host memory instead (snapshots of an ensemble, say).
+	DeviceBudget int64
 	// Variational, when set, makes every member a Gaussian posterior.
 	Variational *Variational
 	Base        BaseConfig
@@ -46,6 +50,7 @@ type Member struct {
 type vec struct {
 	t      tensor.T
 	member int
+	host   bool // spilled to host memory: the device was full
 }
 
 // Engine executes programs. Create it with New; Close frees its tensors.
@@ -55,6 +60,8 @@ type Engine struct {
 	members []*Member
 	vecs    map[optim.Vec]*vec
 	perms   map[int64][]int64
+	spilled int        // plugin vectors living in host memory
+	vecMem  int64      // bytes of plugin vectors on the device
 	src     *rand.PCG  // state of rng, saved with the training state
 	rng     *rand.Rand // host stream for RandN with seed 0
 	step    int64
@@ -255,7 +262,9 @@ func (e *Engine) get(h optim.Vec) (tensor.T, int, error) {
 	return v.t, v.member, nil
 }
 
-func (e *Engine) same(a, b optim.Vec) (tensor.T, tensor.T, error) {
+// same resolves two handles of the same layout; b's tensor is moved to a's
+// device (within s) when a vector was spilled to host memory.
+func (e *Engine) same(s *tensor.Scope, a, b optim.Vec) (tensor.T, tensor.T, error) {
 	ta, ma, err := e.get(a)
 	if err != nil {
 		return ta, ta, err
@@ -267,7 +276,28 @@ func (e *Engine) same(a, b optim.Vec) (tensor.T, tensor.T, error) {
 	if ma != mb && e.members[ma].Model.Numel != e.members[mb].Model.Numel {
 		return ta, tb, fmt.Errorf("handles %d and %d belong to members with different layouts", a, b)
 	}
-	return ta, tb, nil
+	return ta, e.align(s, tb, ta), nil
+}
+
+// align returns t on the device of like. Vectors live on the engine's
+// device unless the device was full when they were allocated (see Alloc),
+// so this costs nothing until a vector was spilled.
+func (e *Engine) align(s *tensor.Scope, t, like tensor.T) tensor.T {
+	if e.spilled == 0 || s == nil {
+		return t
+	}
+	if d := like.Device(); d != t.Device() {
+		return s.To(t, d)
+	}
+	return t
+}
+
+// toDevice returns t on the engine's device.
+func (e *Engine) toDevice(s *tensor.Scope, t tensor.T) tensor.T {
+	if e.spilled == 0 || t.Device() == e.cfg.Device {
+		return t
+	}
+	return s.To(t, e.cfg.Device)
 }
 
 func (e *Engine) run(s *tensor.Scope, op optim.Op) ([]tensor.T, error) {
@@ -282,19 +312,21 @@ func (e *Engine) run(s *tensor.Scope, op optim.Op) ([]tensor.T, error) {
 		if int(o.Member) >= len(e.members) || o.Member < 0 {
 			return nil, fmt.Errorf("alloc: no member %d", o.Member)
 		}
-		t := s.Zeros([]int64{e.members[o.Member].Model.Numel}, tensor.Float32, e.cfg.Device)
-		if s.Err() == nil {
-			e.vecs[o.ID] = &vec{t: s.Keep(t), member: int(o.Member)}
+		v, err := e.alloc(e.members[o.Member].Model.Numel)
+		if err != nil {
+			return nil, fmt.Errorf("alloc: %w", err)
 		}
+		v.member = int(o.Member)
+		e.vecs[o.ID] = v
 	case optim.Free:
 		v, ok := e.vecs[o.ID]
 		if !ok {
 			return nil, fmt.Errorf("free: handle %d is not allocated", o.ID)
 		}
-		v.t.Drop()
+		e.release(v)
 		delete(e.vecs, o.ID)
 	case optim.Copy:
-		d, src, err := e.same(o.Dst, o.Src)
+		d, src, err := e.same(s, o.Dst, o.Src)
 		if err != nil {
 			return nil, err
 		}
@@ -318,7 +350,7 @@ func (e *Engine) run(s *tensor.Scope, op optim.Op) ([]tensor.T, error) {
 		}
 		s.AddScalarInPlace(d, o.Value)
 	case optim.Axpy:
-		d, x, err := e.same(o.Dst, o.X)
+		d, x, err := e.same(s, o.Dst, o.X)
 		if err != nil {
 			return nil, err
 		}
@@ -341,7 +373,7 @@ func (e *Engine) run(s *tensor.Scope, op optim.Op) ([]tensor.T, error) {
 		tensor.ManualSeed(seed)
 		s.NormalInPlace(d, 0, o.Std)
 	case optim.Dot:
-		a, b, err := e.same(o.A, o.B)
+		a, b, err := e.same(s, o.A, o.B)
 		if err != nil {
 			return nil, err
 		}
@@ -392,7 +424,7 @@ func (e *Engine) lincomb(s *tensor.Scope, o optim.LinComb) error {
 	}
 	var acc tensor.T
 	for _, t := range o.Terms {
-		_, x, err := e.same(o.Dst, t.X)
+		_, x, err := e.same(s, o.Dst, t.X)
 		if err != nil {
 			return err
 		}
@@ -408,7 +440,7 @@ func (e *Engine) lincomb(s *tensor.Scope, o optim.LinComb) error {
 }
 
 func (e *Engine) unary(s *tensor.Scope, o optim.Unary) error {
-	d, x, err := e.same(o.Dst, o.Src)
+	d, x, err := e.same(s, o.Dst, o.Src)
 	if err != nil {
 		return err
 	}
@@ -438,11 +470,11 @@ func (e *Engine) unary(s *tensor.Scope, o optim.Unary) error {
 }
 
 func (e *Engine) binary(s *tensor.Scope, o optim.Binary) error {
-	d, a, err := e.same(o.Dst, o.A)
+	d, a, err := e.same(s, o.Dst, o.A)
 	if err != nil {
 		return err
 	}
-	_, b, err := e.same(o.Dst, o.B)
+	_, b, err := e.same(s, o.Dst, o.B)
 	if err != nil {
 		return err
 	}
@@ -519,6 +551,7 @@ func (e *Engine) grad(s *tensor.Scope, o optim.Grad) ([]tensor.T, error) {
 	if o.BN == optim.BNFreeze {
 		mom = 0
 	}
+	at = e.toDevice(s, at)
 	if mem.vi != nil {
 		return e.varGrad(s, o, mem, at, x, y, mom)
 	}
@@ -546,3 +579,45 @@ func (e *Engine) grad(s *tensor.Scope, o optim.Grad) ([]tensor.T, error) {
 
 // OpIndex reports the failing op's index to the plugin transport.
 func (e *OpError) OpIndex() int { return e.Index }
+
+// alloc makes a zero vector of n floats on the device, or in host memory
+// when the device budget is exhausted or the device is out of memory.
+func (e *Engine) alloc(n int64) (*vec, error) {
+	bytes := 4 * n
+	if e.cfg.DeviceBudget <= 0 || e.vecMem+bytes <= e.cfg.DeviceBudget {
+		s := tensor.NewScope()
+		t := s.Zeros([]int64{n}, tensor.Float32, e.cfg.Device)
+		err := s.Err()
+		if err == nil {
+			e.vecMem += bytes
+			v := &vec{t: s.Keep(t)}
+			s.Close()
+			return v, nil
+		}
+		s.Close()
+		if !e.cfg.Device.IsCUDA() {
+			return nil, err
+		}
+	}
+	s := tensor.NewScope()
+	defer s.Close()
+	t := s.Zeros([]int64{n}, tensor.Float32, tensor.CPU)
+	if err := s.Err(); err != nil {
+		return nil, fmt.Errorf("no room on %s nor in host memory: %w", e.cfg.Device, err)
+	}
+	e.spilled++
+	return &vec{t: s.Keep(t), host: true}, nil
+}
+
+// release frees a plugin vector.
+func (e *Engine) release(v *vec) {
+	if v.host {
+		e.spilled--
+	} else {
+		e.vecMem -= 4 * v.t.Numel()
+	}
+	v.t.Drop()
+}
+
+// Spilled returns the number of plugin vectors kept in host memory.
+func (e *Engine) Spilled() int { return e.spilled }

@@ -52,7 +52,7 @@ func (e *Engine) predictBatch(pred optim.Predictive, set *DeviceSet, start, n, s
 	}
 	probs := func(params tensor.T, m int) tensor.T {
 		mem := e.members[m]
-		return s.Softmax(mem.Model.Forward(s, params, mem.Buf, x, false, 0), 1)
+		return s.Softmax(mem.Model.Forward(s, e.toDevice(s, params), mem.Buf, x, false, 0), 1)
 	}
 	var sum tensor.T
 	add := func(p tensor.T, w float64) {
@@ -102,7 +102,7 @@ func (e *Engine) predictBatch(pred optim.Predictive, set *DeviceSet, start, n, s
 		if err != nil {
 			return nil, fmt.Errorf("predictive mean: %w", err)
 		}
-		_, std, err := e.same(pred.Mean, pred.Std)
+		_, std, err := e.same(s, pred.Mean, pred.Std)
 		if err != nil {
 			return nil, fmt.Errorf("predictive std: %w", err)
 		}

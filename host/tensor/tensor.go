@@ -27,6 +27,18 @@ func (t *T) Drop() {
 	}
 }
 
+// Device returns where t lives (the CPU when unknown).
+func (t T) Device() Device {
+	if t.t == nil {
+		return CPU
+	}
+	d, err := t.t.Device()
+	if err != nil {
+		return CPU
+	}
+	return Device{d}
+}
+
 // Same tells whether t and u are the same handle.
 func (t T) Same(u T) bool { return t.t != nil && t.t == u.t }
 
