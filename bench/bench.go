@@ -20,6 +20,7 @@ import (
 	"github.com/optlab/optlab/host/engine"
 	"github.com/optlab/optlab/host/model"
 	"github.com/optlab/optlab/host/tensor"
+	"github.com/optlab/optlab/sdk/hparams"
 	"github.com/optlab/optlab/sdk/optim"
 )
 
@@ -38,11 +39,12 @@ const Classes = 10
 
 // Rig is one member of one architecture on an engine.
 type Rig struct {
-	Eng   *engine.Engine
-	Model *model.Model
-	Dev   tensor.Device
-	Batch int
-	step  int64
+	Eng     *engine.Engine
+	Model   *model.Model
+	Dev     tensor.Device
+	Batch   int
+	step    int64
+	members int
 }
 
 // Device parses a device name ("cpu", "cuda", "cuda:N", "auto") on w.
@@ -61,17 +63,26 @@ func Device(ctx context.Context, w *tensor.Worker, spec string) (tensor.Device, 
 // arguments start identical. Every step returns its loss to Go, which waits
 // for the device, so step times are complete on a GPU too.
 func NewRig(ctx context.Context, w *tensor.Worker, dev tensor.Device, arch string, n int, seed int64) (*Rig, error) {
-	m, err := model.Builtin().New(arch, Classes, InShape)
-	if err != nil {
-		return nil, err
+	return NewMembersRig(ctx, w, dev, []string{arch}, n, seed)
+}
+
+// NewMembersRig is NewRig with one member per arch, all sharing the batch.
+func NewMembersRig(ctx context.Context, w *tensor.Worker, dev tensor.Device, archs []string, n int, seed int64) (*Rig, error) {
+	models := make([]*model.Model, len(archs))
+	for i, a := range archs {
+		m, err := model.Builtin().New(a, Classes, InShape)
+		if err != nil {
+			return nil, err
+		}
+		models[i] = m
 	}
 	eng, err := engine.New(ctx, w, engine.Config{
 		Device: dev, Seed: seed, Base: Base, TrainSize: int64(n), BatchSize: int64(n),
-	}, []*model.Model{m})
+	}, models)
 	if err != nil {
 		return nil, err
 	}
-	r := &Rig{Eng: eng, Model: m, Dev: dev, Batch: n}
+	r := &Rig{Eng: eng, Model: models[0], Dev: dev, Batch: n, members: len(models)}
 	err = w.Do(ctx, func() error {
 		s := tensor.NewScope()
 		defer s.Close()
@@ -86,7 +97,10 @@ func NewRig(ctx context.Context, w *tensor.Worker, dev tensor.Device, arch strin
 		if err := s.Err(); err != nil {
 			return err
 		}
-		eng.SetBatch(0, s.Keep(x), s.Keep(y))
+		x, y = s.Keep(x), s.Keep(y)
+		for m := range models {
+			eng.SetBatch(m, x, y)
+		}
 		return nil
 	})
 	if err != nil {
@@ -114,7 +128,17 @@ func (r *Rig) Step(ctx context.Context, opt optim.Optimizer) (float64, error) {
 // Configure configures opt on the rig's engine with default
 // hyperparameters for total steps.
 func (r *Rig) Configure(ctx context.Context, opt optim.Optimizer, total int64) error {
-	return opt.Configure(ctx, r.Eng, optim.Config{Seed: 1, TotalSteps: total, StepsPerEpoch: total, Members: 1})
+	return r.ConfigureWith(ctx, opt, total, nil)
+}
+
+// ConfigureWith configures opt with the given hyperparameters (the others
+// at their defaults).
+func (r *Rig) ConfigureWith(ctx context.Context, opt optim.Optimizer, total int64, params map[string]any) error {
+	p, err := hparams.Resolve(opt.Info().Params, params)
+	if err != nil {
+		return err
+	}
+	return opt.Configure(ctx, r.Eng, optim.Config{Params: p, Seed: 1, TotalSteps: total, StepsPerEpoch: total, Members: max(r.members, 1)})
 }
 
 // Feeder cuts fresh batches out of a device-resident synthetic dataset with

@@ -55,7 +55,7 @@ func runMain(m *testing.M) int {
 			return 1
 		}
 		defer os.RemoveAll(dir)
-		for _, name := range []string{"sam", "sgd"} {
+		for _, name := range []string{"sam", "sgd", "otmdr", "ensembles"} {
 			cmd := exec.Command("go", "build", "-o", filepath.Join(dir, name), "github.com/optlab/optlab/plugins/"+name+"/cmd/"+name)
 			cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 			if err := cmd.Run(); err != nil {
@@ -271,3 +271,80 @@ func soak(t *testing.T, opt optim.Optimizer) {
 }
 
 func mib(b int64) float64 { return float64(b) / (1 << 20) }
+
+// pairTimes alternates steps of two configured (rig, optimizer) pairs, who
+// goes first rotating every round, and returns their timings.
+func pairTimes(b *testing.B, ra *Rig, oa optim.Optimizer, rb *Rig, ob optim.Optimizer) (ta, tb Timings) {
+	b.Helper()
+	step(b, ra, oa) // warm-up
+	step(b, rb, ob)
+	for i := 0; b.Loop(); i++ {
+		sa := func() error { step(b, ra, oa); return nil }
+		sb := func() error { step(b, rb, ob); return nil }
+		if i%2 == 0 {
+			_, _ = ta.Time(sa), tb.Time(sb)
+		} else {
+			_, _ = tb.Time(sb), ta.Time(sa)
+		}
+	}
+	return ta, tb
+}
+
+// BenchmarkOTMDRvsSAM times an OT-MDR step (K particles, paper mode) against
+// a SAM step on the same model and batch, both through their plugin
+// binaries, alternating steps. otmdr/sam is the ratio of median step times
+// (issue goal for K = 1: ≤ 1.10; the paper's Table 5 reports 1.36–1.54).
+func BenchmarkOTMDRvsSAM(b *testing.B) {
+	cases := []struct {
+		arch string
+		k    int
+	}{{"cnn", 1}, {"cnn", 2}, {"cnn", 4}, {"resnet18", 1}}
+	for _, c := range cases {
+		b.Run(fmt.Sprintf("%s/K=%d", c.arch, c.k), func(b *testing.B) {
+			ctx := context.Background()
+			rs, ro := newRig(b, c.arch, 128), newRig(b, c.arch, 128)
+			so, oo := launch(b, "sam").AsOptimizer(), launch(b, "otmdr").AsOptimizer()
+			if err := rs.ConfigureWith(ctx, so, 1<<30, map[string]any{"rho": 0.05}); err != nil {
+				b.Fatal(err)
+			}
+			if err := ro.ConfigureWith(ctx, oo, 1<<30, map[string]any{"rho1": 0.05, "particles": int64(c.k)}); err != nil {
+				b.Fatal(err)
+			}
+			ts, to := pairTimes(b, rs, so, ro, oo)
+			b.ReportMetric(ts.MedianMs(), "sam-ms/step")
+			b.ReportMetric(to.MedianMs(), "otmdr-ms/step")
+			b.ReportMetric(to.MedianMs()/ts.MedianMs(), "otmdr/sam")
+		})
+	}
+}
+
+// BenchmarkDeepEnsemble times a step of an M-member deep ensemble (the
+// ensembles plugin, member = sgd) against a single-model sgd step, both
+// through their plugin binaries: ensemble/single should be ≈ M.
+func BenchmarkDeepEnsemble(b *testing.B) {
+	for _, m := range []int{1, 3} {
+		b.Run(fmt.Sprintf("cnn*%d", m), func(b *testing.B) {
+			ctx := context.Background()
+			archs := make([]string, m)
+			for i := range archs {
+				archs[i] = "cnn"
+			}
+			single := newRig(b, "cnn", 128)
+			ens, err := NewMembersRig(ctx, worker, device, archs, 128, 1)
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.Cleanup(ens.Close)
+			so, eo := launch(b, "sgd").AsOptimizer(), launch(b, "ensembles").AsOptimizer()
+			if err := single.Configure(ctx, so, 1<<30); err != nil {
+				b.Fatal(err)
+			}
+			if err := ens.ConfigureWith(ctx, eo, 1<<30, map[string]any{"kind": "deep", "member": "sgd"}); err != nil {
+				b.Fatal(err)
+			}
+			ts, te := pairTimes(b, single, so, ens, eo)
+			b.ReportMetric(te.MedianMs()/ts.MedianMs(), "ensemble/single")
+			b.ReportMetric(float64(m), "members")
+		})
+	}
+}
