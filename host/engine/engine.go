@@ -384,12 +384,18 @@ func (e *Engine) run(s *tensor.Scope, op optim.Op) ([]tensor.T, error) {
 			return nil, err
 		}
 		return []tensor.T{s.Norm(x)}, nil
-	case optim.Grad:
+	case optim.Grad, optim.JointGrad:
 		// Forward and backward in their own scope, so the activations are
 		// freed as soon as the gradient is written.
 		fs := tensor.NewScope()
 		defer fs.Close()
-		out, err := e.grad(fs, o)
+		var out []tensor.T
+		var err error
+		if g, ok := o.(optim.Grad); ok {
+			out, err = e.grad(fs, g)
+		} else {
+			out, err = e.jointGrad(fs, o.(optim.JointGrad))
+		}
 		if err == nil {
 			err = fs.Err()
 		}

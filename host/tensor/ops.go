@@ -358,3 +358,12 @@ func (s *Scope) Scalars(xs ...T) []float64 {
 func (s *Scope) Expand(t T, shape ...int64) T {
 	return s.unary("expand", t, func(t *ts.Tensor) (*ts.Tensor, error) { return t.Expand(shape, false, false) })
 }
+
+// ClampMin returns max(t, lo) elementwise.
+func (s *Scope) ClampMin(t T, lo float64) T {
+	return s.unary("clamp_min", t, func(t *ts.Tensor) (*ts.Tensor, error) {
+		sc := ts.FloatScalar(lo)
+		defer sc.MustDrop()
+		return t.ClampMin(sc, false)
+	})
+}

@@ -2667,6 +2667,75 @@ func (x *SetLROp) GetLr() float64 {
 	return 0
 }
 
+// JointGradOp mirrors optim.JointGrad (since minor 2).
+type JointGradOp struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Outs          []int32                `protobuf:"zigzag32,1,rep,packed,name=outs,proto3" json:"outs,omitempty"`
+	Ats           []int32                `protobuf:"zigzag32,2,rep,packed,name=ats,proto3" json:"ats,omitempty"`
+	Batch         *Batch                 `protobuf:"bytes,3,opt,name=batch,proto3" json:"batch,omitempty"`
+	Bn            BNMode                 `protobuf:"varint,4,opt,name=bn,proto3,enum=optlab.plugin.v1.BNMode" json:"bn,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *JointGradOp) Reset() {
+	*x = JointGradOp{}
+	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[42]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *JointGradOp) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*JointGradOp) ProtoMessage() {}
+
+func (x *JointGradOp) ProtoReflect() protoreflect.Message {
+	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[42]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use JointGradOp.ProtoReflect.Descriptor instead.
+func (*JointGradOp) Descriptor() ([]byte, []int) {
+	return file_optlab_plugin_v1_plugin_proto_rawDescGZIP(), []int{42}
+}
+
+func (x *JointGradOp) GetOuts() []int32 {
+	if x != nil {
+		return x.Outs
+	}
+	return nil
+}
+
+func (x *JointGradOp) GetAts() []int32 {
+	if x != nil {
+		return x.Ats
+	}
+	return nil
+}
+
+func (x *JointGradOp) GetBatch() *Batch {
+	if x != nil {
+		return x.Batch
+	}
+	return nil
+}
+
+func (x *JointGradOp) GetBn() BNMode {
+	if x != nil {
+		return x.Bn
+	}
+	return BNMode_BN_MODE_UPDATE
+}
+
 // Op is one instruction. An Op whose kind the receiver does not know (a
 // field number from a newer minor version) decodes with no kind set and is
 // answered with Unimplemented and the op's index.
@@ -2690,6 +2759,7 @@ type Op struct {
 	//	*Op_Grad
 	//	*Op_BaseStep
 	//	*Op_SetLr
+	//	*Op_JointGrad
 	Kind          isOp_Kind `protobuf_oneof:"kind"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -2697,7 +2767,7 @@ type Op struct {
 
 func (x *Op) Reset() {
 	*x = Op{}
-	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[42]
+	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2709,7 +2779,7 @@ func (x *Op) String() string {
 func (*Op) ProtoMessage() {}
 
 func (x *Op) ProtoReflect() protoreflect.Message {
-	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[42]
+	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2722,7 +2792,7 @@ func (x *Op) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Op.ProtoReflect.Descriptor instead.
 func (*Op) Descriptor() ([]byte, []int) {
-	return file_optlab_plugin_v1_plugin_proto_rawDescGZIP(), []int{42}
+	return file_optlab_plugin_v1_plugin_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *Op) GetKind() isOp_Kind {
@@ -2876,6 +2946,15 @@ func (x *Op) GetSetLr() *SetLROp {
 	return nil
 }
 
+func (x *Op) GetJointGrad() *JointGradOp {
+	if x != nil {
+		if x, ok := x.Kind.(*Op_JointGrad); ok {
+			return x.JointGrad
+		}
+	}
+	return nil
+}
+
 type isOp_Kind interface {
 	isOp_Kind()
 }
@@ -2944,6 +3023,10 @@ type Op_SetLr struct {
 	SetLr *SetLROp `protobuf:"bytes,16,opt,name=set_lr,json=setLr,proto3,oneof"`
 }
 
+type Op_JointGrad struct {
+	JointGrad *JointGradOp `protobuf:"bytes,17,opt,name=joint_grad,json=jointGrad,proto3,oneof"` // since minor 2
+}
+
 func (*Op_Alloc) isOp_Kind() {}
 
 func (*Op_Free) isOp_Kind() {}
@@ -2976,6 +3059,8 @@ func (*Op_BaseStep) isOp_Kind() {}
 
 func (*Op_SetLr) isOp_Kind() {}
 
+func (*Op_JointGrad) isOp_Kind() {}
+
 // Program mirrors optim.Program.
 type Program struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -2986,7 +3071,7 @@ type Program struct {
 
 func (x *Program) Reset() {
 	*x = Program{}
-	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[43]
+	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2998,7 +3083,7 @@ func (x *Program) String() string {
 func (*Program) ProtoMessage() {}
 
 func (x *Program) ProtoReflect() protoreflect.Message {
-	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[43]
+	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3011,7 +3096,7 @@ func (x *Program) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Program.ProtoReflect.Descriptor instead.
 func (*Program) Descriptor() ([]byte, []int) {
-	return file_optlab_plugin_v1_plugin_proto_rawDescGZIP(), []int{43}
+	return file_optlab_plugin_v1_plugin_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *Program) GetOps() []*Op {
@@ -3031,7 +3116,7 @@ type Result struct {
 
 func (x *Result) Reset() {
 	*x = Result{}
-	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[44]
+	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3043,7 +3128,7 @@ func (x *Result) String() string {
 func (*Result) ProtoMessage() {}
 
 func (x *Result) ProtoReflect() protoreflect.Message {
-	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[44]
+	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3056,7 +3141,7 @@ func (x *Result) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Result.ProtoReflect.Descriptor instead.
 func (*Result) Descriptor() ([]byte, []int) {
-	return file_optlab_plugin_v1_plugin_proto_rawDescGZIP(), []int{44}
+	return file_optlab_plugin_v1_plugin_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *Result) GetScalars() []float64 {
@@ -3075,7 +3160,7 @@ type ExecRequest struct {
 
 func (x *ExecRequest) Reset() {
 	*x = ExecRequest{}
-	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[45]
+	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3087,7 +3172,7 @@ func (x *ExecRequest) String() string {
 func (*ExecRequest) ProtoMessage() {}
 
 func (x *ExecRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[45]
+	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3100,7 +3185,7 @@ func (x *ExecRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecRequest.ProtoReflect.Descriptor instead.
 func (*ExecRequest) Descriptor() ([]byte, []int) {
-	return file_optlab_plugin_v1_plugin_proto_rawDescGZIP(), []int{45}
+	return file_optlab_plugin_v1_plugin_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *ExecRequest) GetProgram() *Program {
@@ -3119,7 +3204,7 @@ type ExecResponse struct {
 
 func (x *ExecResponse) Reset() {
 	*x = ExecResponse{}
-	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[46]
+	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3131,7 +3216,7 @@ func (x *ExecResponse) String() string {
 func (*ExecResponse) ProtoMessage() {}
 
 func (x *ExecResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[46]
+	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3144,7 +3229,7 @@ func (x *ExecResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecResponse.ProtoReflect.Descriptor instead.
 func (*ExecResponse) Descriptor() ([]byte, []int) {
-	return file_optlab_plugin_v1_plugin_proto_rawDescGZIP(), []int{46}
+	return file_optlab_plugin_v1_plugin_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *ExecResponse) GetResult() *Result {
@@ -3165,7 +3250,7 @@ type OpError struct {
 
 func (x *OpError) Reset() {
 	*x = OpError{}
-	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[47]
+	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3177,7 +3262,7 @@ func (x *OpError) String() string {
 func (*OpError) ProtoMessage() {}
 
 func (x *OpError) ProtoReflect() protoreflect.Message {
-	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[47]
+	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3190,7 +3275,7 @@ func (x *OpError) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OpError.ProtoReflect.Descriptor instead.
 func (*OpError) Descriptor() ([]byte, []int) {
-	return file_optlab_plugin_v1_plugin_proto_rawDescGZIP(), []int{47}
+	return file_optlab_plugin_v1_plugin_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *OpError) GetOpIndex() int32 {
@@ -3359,7 +3444,12 @@ const file_optlab_plugin_v1_plugin_proto_rawDesc = "" +
 	"\x04grad\x18\x02 \x01(\x11R\x04grad\"1\n" +
 	"\aSetLROp\x12\x16\n" +
 	"\x06member\x18\x01 \x01(\x05R\x06member\x12\x0e\n" +
-	"\x02lr\x18\x02 \x01(\x01R\x02lr\"\xc4\x06\n" +
+	"\x02lr\x18\x02 \x01(\x01R\x02lr\"\x8c\x01\n" +
+	"\vJointGradOp\x12\x12\n" +
+	"\x04outs\x18\x01 \x03(\x11R\x04outs\x12\x10\n" +
+	"\x03ats\x18\x02 \x03(\x11R\x03ats\x12-\n" +
+	"\x05batch\x18\x03 \x01(\v2\x17.optlab.plugin.v1.BatchR\x05batch\x12(\n" +
+	"\x02bn\x18\x04 \x01(\x0e2\x18.optlab.plugin.v1.BNModeR\x02bn\"\x84\a\n" +
 	"\x02Op\x121\n" +
 	"\x05alloc\x18\x01 \x01(\v2\x19.optlab.plugin.v1.AllocOpH\x00R\x05alloc\x12.\n" +
 	"\x04free\x18\x02 \x01(\v2\x18.optlab.plugin.v1.FreeOpH\x00R\x04free\x12.\n" +
@@ -3377,7 +3467,9 @@ const file_optlab_plugin_v1_plugin_proto_rawDesc = "" +
 	"\x04norm\x18\r \x01(\v2\x18.optlab.plugin.v1.NormOpH\x00R\x04norm\x12.\n" +
 	"\x04grad\x18\x0e \x01(\v2\x18.optlab.plugin.v1.GradOpH\x00R\x04grad\x12;\n" +
 	"\tbase_step\x18\x0f \x01(\v2\x1c.optlab.plugin.v1.BaseStepOpH\x00R\bbaseStep\x122\n" +
-	"\x06set_lr\x18\x10 \x01(\v2\x19.optlab.plugin.v1.SetLROpH\x00R\x05setLrB\x06\n" +
+	"\x06set_lr\x18\x10 \x01(\v2\x19.optlab.plugin.v1.SetLROpH\x00R\x05setLr\x12>\n" +
+	"\n" +
+	"joint_grad\x18\x11 \x01(\v2\x1d.optlab.plugin.v1.JointGradOpH\x00R\tjointGradB\x06\n" +
 	"\x04kind\"1\n" +
 	"\aProgram\x12&\n" +
 	"\x03ops\x18\x01 \x03(\v2\x14.optlab.plugin.v1.OpR\x03ops\"\"\n" +
@@ -3446,7 +3538,7 @@ func file_optlab_plugin_v1_plugin_proto_rawDescGZIP() []byte {
 }
 
 var file_optlab_plugin_v1_plugin_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
-var file_optlab_plugin_v1_plugin_proto_msgTypes = make([]protoimpl.MessageInfo, 50)
+var file_optlab_plugin_v1_plugin_proto_msgTypes = make([]protoimpl.MessageInfo, 51)
 var file_optlab_plugin_v1_plugin_proto_goTypes = []any{
 	(ParamType)(0),             // 0: optlab.plugin.v1.ParamType
 	(PredictiveKind)(0),        // 1: optlab.plugin.v1.PredictiveKind
@@ -3495,23 +3587,24 @@ var file_optlab_plugin_v1_plugin_proto_goTypes = []any{
 	(*GradOp)(nil),             // 44: optlab.plugin.v1.GradOp
 	(*BaseStepOp)(nil),         // 45: optlab.plugin.v1.BaseStepOp
 	(*SetLROp)(nil),            // 46: optlab.plugin.v1.SetLROp
-	(*Op)(nil),                 // 47: optlab.plugin.v1.Op
-	(*Program)(nil),            // 48: optlab.plugin.v1.Program
-	(*Result)(nil),             // 49: optlab.plugin.v1.Result
-	(*ExecRequest)(nil),        // 50: optlab.plugin.v1.ExecRequest
-	(*ExecResponse)(nil),       // 51: optlab.plugin.v1.ExecResponse
-	(*OpError)(nil),            // 52: optlab.plugin.v1.OpError
-	nil,                        // 53: optlab.plugin.v1.Config.ParamsEntry
-	nil,                        // 54: optlab.plugin.v1.StepOutput.MetricsEntry
+	(*JointGradOp)(nil),        // 47: optlab.plugin.v1.JointGradOp
+	(*Op)(nil),                 // 48: optlab.plugin.v1.Op
+	(*Program)(nil),            // 49: optlab.plugin.v1.Program
+	(*Result)(nil),             // 50: optlab.plugin.v1.Result
+	(*ExecRequest)(nil),        // 51: optlab.plugin.v1.ExecRequest
+	(*ExecResponse)(nil),       // 52: optlab.plugin.v1.ExecResponse
+	(*OpError)(nil),            // 53: optlab.plugin.v1.OpError
+	nil,                        // 54: optlab.plugin.v1.Config.ParamsEntry
+	nil,                        // 55: optlab.plugin.v1.StepOutput.MetricsEntry
 }
 var file_optlab_plugin_v1_plugin_proto_depIdxs = []int32{
 	0,  // 0: optlab.plugin.v1.ParamSpec.type:type_name -> optlab.plugin.v1.ParamType
 	5,  // 1: optlab.plugin.v1.ParamSpec.default:type_name -> optlab.plugin.v1.Value
 	6,  // 2: optlab.plugin.v1.Info.params:type_name -> optlab.plugin.v1.ParamSpec
 	7,  // 3: optlab.plugin.v1.InfoResponse.info:type_name -> optlab.plugin.v1.Info
-	53, // 4: optlab.plugin.v1.Config.params:type_name -> optlab.plugin.v1.Config.ParamsEntry
+	54, // 4: optlab.plugin.v1.Config.params:type_name -> optlab.plugin.v1.Config.ParamsEntry
 	10, // 5: optlab.plugin.v1.ConfigureRequest.config:type_name -> optlab.plugin.v1.Config
-	54, // 6: optlab.plugin.v1.StepOutput.metrics:type_name -> optlab.plugin.v1.StepOutput.MetricsEntry
+	55, // 6: optlab.plugin.v1.StepOutput.metrics:type_name -> optlab.plugin.v1.StepOutput.MetricsEntry
 	13, // 7: optlab.plugin.v1.StepRequest.input:type_name -> optlab.plugin.v1.StepInput
 	14, // 8: optlab.plugin.v1.StepResponse.output:type_name -> optlab.plugin.v1.StepOutput
 	1,  // 9: optlab.plugin.v1.Predictive.kind:type_name -> optlab.plugin.v1.PredictiveKind
@@ -3524,47 +3617,50 @@ var file_optlab_plugin_v1_plugin_proto_depIdxs = []int32{
 	3,  // 16: optlab.plugin.v1.BinaryOp.kind:type_name -> optlab.plugin.v1.BinaryKind
 	29, // 17: optlab.plugin.v1.GradOp.batch:type_name -> optlab.plugin.v1.Batch
 	4,  // 18: optlab.plugin.v1.GradOp.bn:type_name -> optlab.plugin.v1.BNMode
-	30, // 19: optlab.plugin.v1.Op.alloc:type_name -> optlab.plugin.v1.AllocOp
-	31, // 20: optlab.plugin.v1.Op.free:type_name -> optlab.plugin.v1.FreeOp
-	32, // 21: optlab.plugin.v1.Op.copy:type_name -> optlab.plugin.v1.CopyOp
-	33, // 22: optlab.plugin.v1.Op.fill:type_name -> optlab.plugin.v1.FillOp
-	34, // 23: optlab.plugin.v1.Op.scale:type_name -> optlab.plugin.v1.ScaleOp
-	35, // 24: optlab.plugin.v1.Op.add_const:type_name -> optlab.plugin.v1.AddConstOp
-	36, // 25: optlab.plugin.v1.Op.axpy:type_name -> optlab.plugin.v1.AxpyOp
-	38, // 26: optlab.plugin.v1.Op.lin_comb:type_name -> optlab.plugin.v1.LinCombOp
-	39, // 27: optlab.plugin.v1.Op.unary:type_name -> optlab.plugin.v1.UnaryOp
-	40, // 28: optlab.plugin.v1.Op.binary:type_name -> optlab.plugin.v1.BinaryOp
-	41, // 29: optlab.plugin.v1.Op.rand_n:type_name -> optlab.plugin.v1.RandNOp
-	42, // 30: optlab.plugin.v1.Op.dot:type_name -> optlab.plugin.v1.DotOp
-	43, // 31: optlab.plugin.v1.Op.norm:type_name -> optlab.plugin.v1.NormOp
-	44, // 32: optlab.plugin.v1.Op.grad:type_name -> optlab.plugin.v1.GradOp
-	45, // 33: optlab.plugin.v1.Op.base_step:type_name -> optlab.plugin.v1.BaseStepOp
-	46, // 34: optlab.plugin.v1.Op.set_lr:type_name -> optlab.plugin.v1.SetLROp
-	47, // 35: optlab.plugin.v1.Program.ops:type_name -> optlab.plugin.v1.Op
-	48, // 36: optlab.plugin.v1.ExecRequest.program:type_name -> optlab.plugin.v1.Program
-	49, // 37: optlab.plugin.v1.ExecResponse.result:type_name -> optlab.plugin.v1.Result
-	5,  // 38: optlab.plugin.v1.Config.ParamsEntry.value:type_name -> optlab.plugin.v1.Value
-	8,  // 39: optlab.plugin.v1.Optimizer.Info:input_type -> optlab.plugin.v1.InfoRequest
-	11, // 40: optlab.plugin.v1.Optimizer.Configure:input_type -> optlab.plugin.v1.ConfigureRequest
-	15, // 41: optlab.plugin.v1.Optimizer.Step:input_type -> optlab.plugin.v1.StepRequest
-	18, // 42: optlab.plugin.v1.Optimizer.Predictive:input_type -> optlab.plugin.v1.PredictiveRequest
-	20, // 43: optlab.plugin.v1.Optimizer.SaveState:input_type -> optlab.plugin.v1.SaveStateRequest
-	22, // 44: optlab.plugin.v1.Optimizer.LoadState:input_type -> optlab.plugin.v1.LoadStateRequest
-	27, // 45: optlab.plugin.v1.Host.Layout:input_type -> optlab.plugin.v1.LayoutRequest
-	50, // 46: optlab.plugin.v1.Host.Exec:input_type -> optlab.plugin.v1.ExecRequest
-	9,  // 47: optlab.plugin.v1.Optimizer.Info:output_type -> optlab.plugin.v1.InfoResponse
-	12, // 48: optlab.plugin.v1.Optimizer.Configure:output_type -> optlab.plugin.v1.ConfigureResponse
-	16, // 49: optlab.plugin.v1.Optimizer.Step:output_type -> optlab.plugin.v1.StepResponse
-	19, // 50: optlab.plugin.v1.Optimizer.Predictive:output_type -> optlab.plugin.v1.PredictiveResponse
-	21, // 51: optlab.plugin.v1.Optimizer.SaveState:output_type -> optlab.plugin.v1.SaveStateResponse
-	23, // 52: optlab.plugin.v1.Optimizer.LoadState:output_type -> optlab.plugin.v1.LoadStateResponse
-	28, // 53: optlab.plugin.v1.Host.Layout:output_type -> optlab.plugin.v1.LayoutResponse
-	51, // 54: optlab.plugin.v1.Host.Exec:output_type -> optlab.plugin.v1.ExecResponse
-	47, // [47:55] is the sub-list for method output_type
-	39, // [39:47] is the sub-list for method input_type
-	39, // [39:39] is the sub-list for extension type_name
-	39, // [39:39] is the sub-list for extension extendee
-	0,  // [0:39] is the sub-list for field type_name
+	29, // 19: optlab.plugin.v1.JointGradOp.batch:type_name -> optlab.plugin.v1.Batch
+	4,  // 20: optlab.plugin.v1.JointGradOp.bn:type_name -> optlab.plugin.v1.BNMode
+	30, // 21: optlab.plugin.v1.Op.alloc:type_name -> optlab.plugin.v1.AllocOp
+	31, // 22: optlab.plugin.v1.Op.free:type_name -> optlab.plugin.v1.FreeOp
+	32, // 23: optlab.plugin.v1.Op.copy:type_name -> optlab.plugin.v1.CopyOp
+	33, // 24: optlab.plugin.v1.Op.fill:type_name -> optlab.plugin.v1.FillOp
+	34, // 25: optlab.plugin.v1.Op.scale:type_name -> optlab.plugin.v1.ScaleOp
+	35, // 26: optlab.plugin.v1.Op.add_const:type_name -> optlab.plugin.v1.AddConstOp
+	36, // 27: optlab.plugin.v1.Op.axpy:type_name -> optlab.plugin.v1.AxpyOp
+	38, // 28: optlab.plugin.v1.Op.lin_comb:type_name -> optlab.plugin.v1.LinCombOp
+	39, // 29: optlab.plugin.v1.Op.unary:type_name -> optlab.plugin.v1.UnaryOp
+	40, // 30: optlab.plugin.v1.Op.binary:type_name -> optlab.plugin.v1.BinaryOp
+	41, // 31: optlab.plugin.v1.Op.rand_n:type_name -> optlab.plugin.v1.RandNOp
+	42, // 32: optlab.plugin.v1.Op.dot:type_name -> optlab.plugin.v1.DotOp
+	43, // 33: optlab.plugin.v1.Op.norm:type_name -> optlab.plugin.v1.NormOp
+	44, // 34: optlab.plugin.v1.Op.grad:type_name -> optlab.plugin.v1.GradOp
+	45, // 35: optlab.plugin.v1.Op.base_step:type_name -> optlab.plugin.v1.BaseStepOp
+	46, // 36: optlab.plugin.v1.Op.set_lr:type_name -> optlab.plugin.v1.SetLROp
+	47, // 37: optlab.plugin.v1.Op.joint_grad:type_name -> optlab.plugin.v1.JointGradOp
+	48, // 38: optlab.plugin.v1.Program.ops:type_name -> optlab.plugin.v1.Op
+	49, // 39: optlab.plugin.v1.ExecRequest.program:type_name -> optlab.plugin.v1.Program
+	50, // 40: optlab.plugin.v1.ExecResponse.result:type_name -> optlab.plugin.v1.Result
+	5,  // 41: optlab.plugin.v1.Config.ParamsEntry.value:type_name -> optlab.plugin.v1.Value
+	8,  // 42: optlab.plugin.v1.Optimizer.Info:input_type -> optlab.plugin.v1.InfoRequest
+	11, // 43: optlab.plugin.v1.Optimizer.Configure:input_type -> optlab.plugin.v1.ConfigureRequest
+	15, // 44: optlab.plugin.v1.Optimizer.Step:input_type -> optlab.plugin.v1.StepRequest
+	18, // 45: optlab.plugin.v1.Optimizer.Predictive:input_type -> optlab.plugin.v1.PredictiveRequest
+	20, // 46: optlab.plugin.v1.Optimizer.SaveState:input_type -> optlab.plugin.v1.SaveStateRequest
+	22, // 47: optlab.plugin.v1.Optimizer.LoadState:input_type -> optlab.plugin.v1.LoadStateRequest
+	27, // 48: optlab.plugin.v1.Host.Layout:input_type -> optlab.plugin.v1.LayoutRequest
+	51, // 49: optlab.plugin.v1.Host.Exec:input_type -> optlab.plugin.v1.ExecRequest
+	9,  // 50: optlab.plugin.v1.Optimizer.Info:output_type -> optlab.plugin.v1.InfoResponse
+	12, // 51: optlab.plugin.v1.Optimizer.Configure:output_type -> optlab.plugin.v1.ConfigureResponse
+	16, // 52: optlab.plugin.v1.Optimizer.Step:output_type -> optlab.plugin.v1.StepResponse
+	19, // 53: optlab.plugin.v1.Optimizer.Predictive:output_type -> optlab.plugin.v1.PredictiveResponse
+	21, // 54: optlab.plugin.v1.Optimizer.SaveState:output_type -> optlab.plugin.v1.SaveStateResponse
+	23, // 55: optlab.plugin.v1.Optimizer.LoadState:output_type -> optlab.plugin.v1.LoadStateResponse
+	28, // 56: optlab.plugin.v1.Host.Layout:output_type -> optlab.plugin.v1.LayoutResponse
+	52, // 57: optlab.plugin.v1.Host.Exec:output_type -> optlab.plugin.v1.ExecResponse
+	50, // [50:58] is the sub-list for method output_type
+	42, // [42:50] is the sub-list for method input_type
+	42, // [42:42] is the sub-list for extension type_name
+	42, // [42:42] is the sub-list for extension extendee
+	0,  // [0:42] is the sub-list for field type_name
 }
 
 func init() { file_optlab_plugin_v1_plugin_proto_init() }
@@ -3578,7 +3674,7 @@ func file_optlab_plugin_v1_plugin_proto_init() {
 		(*Value_BoolValue)(nil),
 		(*Value_StringValue)(nil),
 	}
-	file_optlab_plugin_v1_plugin_proto_msgTypes[42].OneofWrappers = []any{
+	file_optlab_plugin_v1_plugin_proto_msgTypes[43].OneofWrappers = []any{
 		(*Op_Alloc)(nil),
 		(*Op_Free)(nil),
 		(*Op_Copy)(nil),
@@ -3595,6 +3691,7 @@ func file_optlab_plugin_v1_plugin_proto_init() {
 		(*Op_Grad)(nil),
 		(*Op_BaseStep)(nil),
 		(*Op_SetLr)(nil),
+		(*Op_JointGrad)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -3602,7 +3699,7 @@ func file_optlab_plugin_v1_plugin_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_optlab_plugin_v1_plugin_proto_rawDesc), len(file_optlab_plugin_v1_plugin_proto_rawDesc)),
 			NumEnums:      5,
-			NumMessages:   50,
+			NumMessages:   51,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

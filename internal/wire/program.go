@@ -67,6 +67,9 @@ func opToProto(i int, op optim.Op) (*pb.Op, error) {
 		return &pb.Op{Kind: &pb.Op_BaseStep{BaseStep: &pb.BaseStepOp{Params: v(o.Params), Grad: v(o.Grad)}}}, nil
 	case optim.SetLR:
 		return &pb.Op{Kind: &pb.Op_SetLr{SetLr: &pb.SetLROp{Member: o.Member, Lr: o.LR}}}, nil
+	case optim.JointGrad:
+		b := &pb.Batch{Part: o.Batch.Part, Of: o.Batch.Of, Shuffle: o.Batch.Shuffle}
+		return &pb.Op{Kind: &pb.Op_JointGrad{JointGrad: &pb.JointGradOp{Outs: vecsToProto(o.Outs), Ats: vecsToProto(o.Ats), Batch: b, Bn: pb.BNMode(o.BN)}}}, nil
 	case nil:
 		return nil, OpErrorf(codes.InvalidArgument, i, "nil op")
 	default:
@@ -110,6 +113,8 @@ func deref(op optim.Op) optim.Op {
 	case *optim.BaseStep:
 		return derefOp(o)
 	case *optim.SetLR:
+		return derefOp(o)
+	case *optim.JointGrad:
 		return derefOp(o)
 	}
 	return op
@@ -211,6 +216,19 @@ func opFromProto(i int, op *pb.Op) (optim.Op, error) {
 	case *pb.Op_SetLr:
 		o := k.SetLr
 		return optim.SetLR{Member: o.GetMember(), LR: o.GetLr()}, nil
+	case *pb.Op_JointGrad:
+		o := k.JointGrad
+		bn := optim.BNMode(o.GetBn())
+		if bn != optim.BNUpdate && bn != optim.BNFreeze {
+			return nil, OpErrorf(codes.Unimplemented, i, "unknown BatchNorm mode %d", bn)
+		}
+		b := o.GetBatch()
+		return optim.JointGrad{
+			Outs:  vecsFromProto(o.GetOuts()),
+			Ats:   vecsFromProto(o.GetAts()),
+			Batch: optim.Batch{Part: b.GetPart(), Of: b.GetOf(), Shuffle: b.GetShuffle()},
+			BN:    bn,
+		}, nil
 	default:
 		return nil, OpErrorf(codes.Unimplemented, i, "unknown op kind (sent by a newer protocol minor version?)")
 	}

@@ -36,6 +36,7 @@ func allOps() []optim.Op {
 		optim.Norm{X: 4},
 		optim.Grad{Out: 4, At: 9, Batch: optim.Batch{Part: 1, Of: 2, Shuffle: 99}, BN: optim.BNFreeze},
 		optim.Grad{Out: 4, At: 0, Eps: 7, OutRho: 8},
+		optim.JointGrad{Outs: []optim.Vec{4, 0}, Ats: []optim.Vec{0, -1}, Batch: optim.Batch{Part: 1, Of: 2, Shuffle: 5}, BN: optim.BNFreeze},
 		optim.BaseStep{Params: optim.ParamsOf(1), Grad: 4},
 		optim.SetLR{Member: 3, LR: 0.05},
 	}

@@ -208,6 +208,21 @@ type BaseStep struct {
 	Grad   Vec
 }
 
+// JointGrad evaluates several members together on the current batch
+// (member 0's batch, which they must share; Batch selects a part as in
+// Grad): the member owning Ats[i] runs at the parameters in Ats[i], the
+// predictive is the average p̄ of their softmax probabilities, and the loss is
+// the cross-entropy of log p̄ with the run's label smoothing — one loss on the
+// averaged probabilities, as the OT-MDR reference code trains ensembles.
+// Outs[i] (0 = none) receives the gradient with respect to Ats[i]. It emits
+// two scalars: the loss and the accuracy of p̄. Protocol minor 2.
+type JointGrad struct {
+	Outs  []Vec
+	Ats   []Vec
+	Batch Batch
+	BN    BNMode
+}
+
 // SetLR overrides the learning rate that BaseStep uses for member Member
 // during the rest of the current step.
 type SetLR struct {
@@ -215,22 +230,23 @@ type SetLR struct {
 	LR     float64
 }
 
-func (Alloc) isOp()    {}
-func (Free) isOp()     {}
-func (Copy) isOp()     {}
-func (Fill) isOp()     {}
-func (Scale) isOp()    {}
-func (AddConst) isOp() {}
-func (Axpy) isOp()     {}
-func (LinComb) isOp()  {}
-func (Unary) isOp()    {}
-func (Binary) isOp()   {}
-func (RandN) isOp()    {}
-func (Dot) isOp()      {}
-func (Norm) isOp()     {}
-func (Grad) isOp()     {}
-func (BaseStep) isOp() {}
-func (SetLR) isOp()    {}
+func (JointGrad) isOp() {}
+func (Alloc) isOp()     {}
+func (Free) isOp()      {}
+func (Copy) isOp()      {}
+func (Fill) isOp()      {}
+func (Scale) isOp()     {}
+func (AddConst) isOp()  {}
+func (Axpy) isOp()      {}
+func (LinComb) isOp()   {}
+func (Unary) isOp()     {}
+func (Binary) isOp()    {}
+func (RandN) isOp()     {}
+func (Dot) isOp()       {}
+func (Norm) isOp()      {}
+func (Grad) isOp()      {}
+func (BaseStep) isOp()  {}
+func (SetLR) isOp()     {}
 
 // Program is an ordered list of ops that the host executes on the device in
 // one call. Build one with Prog and the chaining methods.
@@ -304,6 +320,11 @@ func (p *Program) Grad(out, at Vec, b Batch, bn BNMode) *Program {
 // and ρ-gradient output outRho (two scalars: loss, accuracy).
 func (p *Program) VarGrad(out, outRho, at, eps Vec, b Batch, bn BNMode) *Program {
 	return p.add(Grad{Out: out, At: at, Batch: b, BN: bn, Eps: eps, OutRho: outRho})
+}
+
+// JointGrad appends a JointGrad op (two scalars: loss, accuracy).
+func (p *Program) JointGrad(outs, ats []Vec, b Batch, bn BNMode) *Program {
+	return p.add(JointGrad{Outs: outs, Ats: ats, Batch: b, BN: bn})
 }
 
 // BaseStep appends a base-optimizer step of params with gradient g.
