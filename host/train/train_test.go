@@ -3,12 +3,14 @@ package train
 import (
 	"context"
 	"math"
+	"strings"
 	"testing"
 
 	"github.com/optlab/optlab/host/experiment"
 	"github.com/optlab/optlab/host/model"
 	"github.com/optlab/optlab/host/results"
 	"github.com/optlab/optlab/host/tensor"
+	"github.com/optlab/optlab/plugins/otmdr"
 	"github.com/optlab/optlab/plugins/sam"
 	"github.com/optlab/optlab/plugins/sgd"
 	"github.com/optlab/optlab/sdk/hparams"
@@ -114,5 +116,17 @@ func TestReproducibleAndSAMZeroRho(t *testing.T) {
 		if a.Metrics[k] != c.Metrics[k] {
 			t.Errorf("%s: SAM(ρ=0) %v ≠ SGD %v", k, c.Metrics[k], a.Metrics[k])
 		}
+	}
+}
+
+// OT-MDR's joint ensemble mode (one loss on the averaged probabilities,
+// JointGrad) trains a two-member ensemble on the real engine.
+func TestOTMDRJointEnsemble(t *testing.T) {
+	w := tensor.NewWorker(2)
+	defer w.Close()
+	r, exp := newRunner(t, w, strings.Replace(digitsTOML, `archs = ["cnn"]`, `archs = ["cnn*2"]`, 1))
+	rec := runOnce(t, r, exp, otmdr.New(), map[string]any{"joint": true})
+	if acc := rec.Metrics["acc"]; acc < 0.85 {
+		t.Errorf("joint OT-MDR ensemble test accuracy %.3f, want ≥ 0.85", acc)
 	}
 }

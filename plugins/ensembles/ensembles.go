@@ -207,6 +207,10 @@ func (e *Ensemble) Configure(ctx context.Context, h optim.Host, cfg optim.Config
 			return err
 		}
 	}
+	if j, _ := inner["joint"].(bool); j {
+		return fmt.Errorf("ensembles: otmdr_joint = true trains the members as one model on shared batches, " +
+			"but deep ensembles give every member its own data order: use plugin = \"otmdr\" with joint = true instead")
+	}
 	m, _ := findMember(c.Member)
 	opt := m.new()
 	if err := opt.Configure(ctx, h, optim.Config{Params: inner, Seed: cfg.Seed, TotalSteps: cfg.TotalSteps,

@@ -40,11 +40,16 @@
 //
 // Ensembles (Q uniform over M models) train every member of the run with
 // its own particles, splits, noise and base step; the predictive averages
-// the members' probabilities. The released ensemble script instead trains
-// the members jointly (one loss on the averaged probabilities, one norm
-// across members); joint = true asks for that and is rejected, because
-// protocol minor 0's Grad evaluates one member's own loss and cannot
-// differentiate a loss of the averaged probabilities.
+// the members' probabilities. joint = true is the released ensemble script
+// instead: the ensemble is one model whose loss is the cross-entropy of the
+// members' averaged probabilities. Each pass is one JointGrad (protocol
+// minor 2) over all members on one split per particle, the ascent norms
+// are global across members, √(Σₘ‖gₘ‖²), so every member moves by the
+// shared coefficient ρ/‖g‖, noise is drawn per member, and each member's
+// base step uses its own part of the joint gradient of the full-batch
+// passes. Particles, reductions, merges and bn apply as for one model; the
+// metrics are those of the joint passes (loss and accuracy of the averaged
+// probabilities).
 //
 // Splits and noise draws take nonzero seeds from the plugin's PCG stream,
 // seeded by the run seed; its position is the checkpointed state. For an
@@ -88,7 +93,7 @@ type Config struct {
 	MergeMean         bool    `hp:"merge_mean" doc:"with merge_grad: along (g¹+g²)/2 (released mode 1.1)"`
 	Split             string  `hp:"split" doc:"\"random\" halves per particle or \"loader\"-order halves; \"\": the mode's (paper random; reference loader for K = 1, random for K > 1)"`
 	BN                string  `hp:"bn" doc:"BatchNorm running statistics: \"halves\" (updated in both half-batch passes, frozen in the full pass; released code), \"first\" (updated only at θ), \"all\""`
-	Joint             bool    `hp:"joint" doc:"released ensemble variant (one loss on averaged probabilities); not expressible in protocol minor 0, rejected"`
+	Joint             bool    `hp:"joint" doc:"train the members as one model, as the released ensemble script: one loss on their averaged probabilities (JointGrad), one gradient norm across members; needs ≥ 2 members"`
 }
 
 func defaults() Config {
@@ -106,11 +111,6 @@ func ParseConfig(params map[string]any) (Config, error) {
 	switch {
 	case c.Mode != "paper" && !ref:
 		return Config{}, fmt.Errorf("otmdr: mode %q: want \"paper\" or \"reference\"", c.Mode)
-	case c.Joint:
-		return Config{}, errors.New("otmdr: joint = true (the released ensemble variant: one loss on the members' " +
-			"averaged probabilities) is not expressible in protocol minor 0: Grad differentiates one member's own loss " +
-			"and no op forms the gradient of a loss of averaged probabilities (a norm across members would be, as a " +
-			"sum of squared norms); use joint = false to train the members independently, as the paper's method does")
 	case c.Particles < 1:
 		return Config{}, fmt.Errorf("otmdr: particles = %d: need at least 1", c.Particles)
 	case c.Rho1 < 0 || (c.Rho2 < 0 && c.Rho2 != Auto) || (c.NoiseStd < 0 && c.NoiseStd != Auto):
@@ -189,7 +189,8 @@ const (
 
 // Hooks let another optimizer reuse OT-MDR's step (plugins/sgvb runs it on
 // the means μ of a variational member with the weight noise κ held fixed).
-// Nil fields change nothing. The wrapping optimizer's own vectors must use
+// Nil fields change nothing. Grad and Norm act on per-member Grad passes,
+// so joint = true rejects them. The wrapping optimizer's own vectors must use
 // handles above 4·members, which OT-MDR's occupy.
 type Hooks struct {
 	// Begin appends ops at the start of every step's first program. They
@@ -288,6 +289,12 @@ func (o *OTMDR) Configure(ctx context.Context, h optim.Host, cfg optim.Config) e
 	if l.BatchSize == 1 {
 		return errors.New("otmdr: a batch of 1 sample cannot be split into halves")
 	}
+	if c.Joint && o.members < 2 {
+		return fmt.Errorf("otmdr: joint = true trains the members as one ensemble model and needs at least 2 members, got %d", o.members)
+	}
+	if c.Joint && (o.hooks.Grad != nil || o.hooks.Norm != nil) {
+		return errors.New("otmdr: joint = true: the Grad and Norm hooks edit per-member Grad passes, which joint mode does not use")
+	}
 	p := optim.Prog()
 	for m := range o.members {
 		p.AllocFor(o.pert(m), m).AllocFor(o.g1(m), m)
@@ -343,8 +350,28 @@ func (o *OTMDR) noise(p *optim.Program, dst, tmp optim.Vec, seed int64) {
 	}
 }
 
-// ascent1 appends, per member, g¹ = ∇L_B¹ₖ(θ) and ‖g¹‖ (loss, acc, norm).
+// joint appends one JointGrad of all members at at(m) into out(m) and, with
+// norms, ‖out(m)‖ per member (loss, acc, then M norms).
+func (o *OTMDR) joint(p *optim.Program, out, at func(int) optim.Vec, b optim.Batch, bn optim.BNMode, norms bool) {
+	outs, ats := make([]optim.Vec, o.members), make([]optim.Vec, o.members)
+	for m := range o.members {
+		outs[m], ats[m] = out(m), at(m)
+	}
+	p.JointGrad(outs, ats, b, bn)
+	if norms {
+		for _, g := range outs {
+			p.Norm(g)
+		}
+	}
+}
+
+// ascent1 appends, per member, g¹ = ∇L_B¹ₖ(θ) and ‖g¹‖ (loss, acc, norm);
+// joint: one pass of all members on particle k's B¹ (loss, acc, M norms).
 func (o *OTMDR) ascent1(p *optim.Program, d [][]draw, k int) *optim.Program {
+	if o.cfg.Joint {
+		o.joint(p, o.g1, optim.ParamsOf, o.half(0, d[0][k]), o.bn[0], true)
+		return p
+	}
 	for m := range o.members {
 		o.grad(p, m, k, PassB1, optim.Grad{Out: o.g1(m), At: optim.ParamsOf(m), Batch: o.half(0, d[m][k]), BN: o.bn[0]})
 		o.norm(p, m, k, PassB1, o.g1(m))
@@ -353,20 +380,28 @@ func (o *OTMDR) ascent1(p *optim.Program, d [][]draw, k int) *optim.Program {
 }
 
 // ascent2 appends, per member, θ¹ = θ + ρ₁g¹/‖g¹‖ + ε¹ (into pert), then
-// g² = ∇L_B²ₖ(θ¹) and ‖g²‖ (loss, acc, norm). n holds ‖g¹‖.
+// g² = ∇L_B²ₖ(θ¹) and ‖g²‖ (loss, acc, norm); joint: one pass of all
+// members after all θ¹ (loss, acc, M norms). n holds ‖g¹‖ (joint: the
+// global norm, for every member).
 func (o *OTMDR) ascent2(p *optim.Program, d [][]draw, k int, n []float64) *optim.Program {
 	for m := range o.members {
 		th, pert := optim.ParamsOf(m), o.pert(m)
 		p.LinComb(pert, optim.Term{Coef: 1, X: th}, optim.Term{Coef: o.cfg.Rho1 / (n[m] + 1e-12), X: o.g1(m)})
 		o.noise(p, pert, o.g2(m), d[m][k].noise1)
-		o.grad(p, m, k, PassB2, optim.Grad{Out: o.g2(m), At: pert, Batch: o.half(1, d[m][k]), BN: o.bn[1]})
-		o.norm(p, m, k, PassB2, o.g2(m))
+		if !o.cfg.Joint {
+			o.grad(p, m, k, PassB2, optim.Grad{Out: o.g2(m), At: pert, Batch: o.half(1, d[m][k]), BN: o.bn[1]})
+			o.norm(p, m, k, PassB2, o.g2(m))
+		}
+	}
+	if o.cfg.Joint {
+		o.joint(p, o.g2, o.pert, o.half(1, d[0][k]), o.bn[1], true)
 	}
 	return p
 }
 
 // descent appends, per member, θ² = θ¹ + ρ₂d/‖g²‖ + ε², then Gₖ = ∇L_B(θ²)
-// (loss, acc) added to the accumulator. n holds ‖g²‖.
+// (loss, acc) added to the accumulator; joint: one pass of all members
+// after all θ² (loss, acc). n holds ‖g²‖ (joint: the global norm).
 func (o *OTMDR) descent(p *optim.Program, d [][]draw, k int, n []float64) *optim.Program {
 	for m := range o.members {
 		pert, s := o.pert(m), o.cfg.Rho2/(n[m]+1e-12)
@@ -379,10 +414,22 @@ func (o *OTMDR) descent(p *optim.Program, d [][]draw, k int, n []float64) *optim
 			p.LinComb(pert, optim.Term{Coef: 1, X: pert}, optim.Term{Coef: s, X: o.g1(m)}, optim.Term{Coef: s, X: o.g2(m)})
 		}
 		o.noise(p, pert, o.g1(m), d[m][k].noise2)
-		if k == 0 {
+		switch {
+		case o.cfg.Joint: // one JointGrad after the loop
+		case k == 0:
 			o.grad(p, m, k, PassFull, optim.Grad{Out: o.sum(m), At: pert, BN: o.bn[2]})
-		} else {
+		default:
 			o.grad(p, m, k, PassFull, optim.Grad{Out: o.g1(m), At: pert, BN: o.bn[2]})
+			p.Axpy(o.sum(m), 1, o.g1(m))
+		}
+	}
+	if o.cfg.Joint {
+		if k == 0 {
+			o.joint(p, o.sum, o.pert, optim.Batch{}, o.bn[2], false)
+			return p
+		}
+		o.joint(p, o.g1, o.pert, optim.Batch{}, o.bn[2], false)
+		for m := range o.members {
 			p.Axpy(o.sum(m), 1, o.g1(m))
 		}
 	}
@@ -411,14 +458,40 @@ type scalars struct {
 
 func (s *scalars) next() float64 { s.i++; return s.r.Scalar(s.i - 1) }
 
+// readAscent reads an ascent's scalars: the norms into n, and w·loss and
+// w·acc of its passes into mt. Joint: one pass, and n[m] is the global norm
+// √(Σₘ‖gₘ‖²) for every member.
+func (o *OTMDR) readAscent(s *scalars, k, pass int, n []float64, mt *metrics, w float64) {
+	if !o.cfg.Joint {
+		for m := range o.members {
+			mt.loss, mt.acc = mt.loss+w*s.next(), mt.acc+w*s.next()
+			n[m] = o.readNorm(s, m, k, pass)
+		}
+		return
+	}
+	mt.loss, mt.acc = mt.loss+w*s.next(), mt.acc+w*s.next()
+	var sq float64
+	for range o.members {
+		v := s.next()
+		sq += v * v
+	}
+	for m := range n {
+		n[m] = math.Sqrt(sq)
+	}
+}
+
 // Step implements optim.Optimizer with 2K+1 Exec calls. Its metrics are
 // loss and acc on B¹ₖ at θ and loss_perturbed and acc_perturbed on B at
-// θ²ₖ, averaged over members and particles.
+// θ²ₖ, averaged over members (joint: of the joint passes) and particles.
 func (o *OTMDR) Step(ctx context.Context, h optim.Host, _ optim.StepInput) (optim.StepOutput, error) {
-	d, n, w := o.draws(), make([]float64, o.members), 1/float64(o.members*o.cfg.Particles)
+	passes := o.members // gradient passes per phase: one per member, or one joint pass
+	if o.cfg.Joint {
+		passes = 1
+	}
+	d, n, w := o.draws(), make([]float64, o.members), 1/float64(passes*o.cfg.Particles)
 	var mt metrics
 	full := func(s *scalars) { // read the full-batch passes of the previous particle
-		for range o.members {
+		for range passes {
 			mt.lossP, mt.accP = mt.lossP+w*s.next(), mt.accP+w*s.next()
 		}
 	}
@@ -435,19 +508,11 @@ func (o *OTMDR) Step(ctx context.Context, h optim.Host, _ optim.StepInput) (opti
 		if k > 0 {
 			full(s)
 		}
-		for m := range o.members {
-			mt.loss, mt.acc = mt.loss+w*s.next(), mt.acc+w*s.next()
-			n[m] = o.readNorm(s, m, k, PassB1)
-		}
+		o.readAscent(s, k, PassB1, n, &mt, w)
 		if r, err = h.Exec(ctx, o.ascent2(optim.Prog(), d, k, n)); err != nil {
 			return optim.StepOutput{}, fmt.Errorf("otmdr: particle %d: second ascent: %w", k, err)
 		}
-		s = &scalars{r: r}
-		for m := range o.members {
-			s.next()
-			s.next()
-			n[m] = o.readNorm(s, m, k, PassB2)
-		}
+		o.readAscent(&scalars{r: r}, k, PassB2, n, &metrics{}, w) // B² metrics are not reported
 		p = o.descent(optim.Prog(), d, k, n)
 	}
 	if o.hooks.End != nil {

@@ -100,7 +100,7 @@ func TestParseConfig(t *testing.T) {
 		{"rho2 = 2 rho1", map[string]any{"rho1": 0.1}, with(paper, func(c *otmdr.Config) { c.Rho1, c.Rho2 = 0.1, 0.2 }), ""},
 		{"noise off", map[string]any{"noise_std": 0}, with(paper, func(c *otmdr.Config) { c.NoiseStd = 0 }), ""},
 		{"unknown mode", map[string]any{"mode": "official"}, otmdr.Config{}, `mode "official"`},
-		{"joint", map[string]any{"joint": true}, otmdr.Config{}, "not expressible in protocol minor 0"},
+		{"joint", map[string]any{"joint": true}, with(paper, func(c *otmdr.Config) { c.Joint = true }), ""},
 		{"merge_mean alone", map[string]any{"merge_mean": true}, otmdr.Config{}, "needs merge_grad = true"},
 		{"no particles", map[string]any{"particles": 0}, otmdr.Config{}, "particles = 0"},
 		{"negative rho1", map[string]any{"rho1": -0.1}, otmdr.Config{}, "rho1 ≥ 0"},
@@ -130,8 +130,13 @@ func TestParseConfig(t *testing.T) {
 // Configure reports parse errors and a batch that cannot be halved.
 func TestConfigureErrors(t *testing.T) {
 	_, err := optimtest.Run(context.Background(), otmdr.New(), optimtest.MustHost(t, mlp()), 1, hp(map[string]any{"joint": true}))
-	if err == nil || !strings.Contains(err.Error(), "joint = true") {
-		t.Errorf("joint: err = %v", err)
+	if err == nil || !strings.Contains(err.Error(), "needs at least 2 members") {
+		t.Errorf("joint with one member: err = %v", err)
+	}
+	hooked := otmdr.NewWithHooks(otmdr.Hooks{Norm: func(int, int, int) optim.Vec { return 0 }})
+	_, err = optimtest.Run(context.Background(), hooked, optimtest.MustHost(t, mlp(), optimtest.WithMembers(2)), 1, hp(map[string]any{"joint": true}))
+	if err == nil || !strings.Contains(err.Error(), "hooks") {
+		t.Errorf("joint with hooks: err = %v", err)
 	}
 	_, err = optimtest.Run(context.Background(), otmdr.New(), optimtest.MustHost(t, mlp(), optimtest.WithBatchSize(1)), 1)
 	if err == nil || !strings.Contains(err.Error(), "cannot be split") {
@@ -585,11 +590,12 @@ func TestResume(t *testing.T) {
 	}
 }
 
-// Both modes train the MLP: the predictive's test NLL halves and the
-// test accuracy passes 80%.
+// Both modes, with independent or joint members, train the MLP: the
+// predictive's test NLL halves and the test accuracy passes 80%.
 func TestTrainsMLP(t *testing.T) {
 	ctx := context.Background()
-	for _, params := range []map[string]any{nil, {"mode": "reference", "particles": 2}} {
+	for _, params := range []map[string]any{nil, {"mode": "reference", "particles": 2}, {"joint": true},
+		{"mode": "reference", "merge_mean": true, "joint": true, "particles": 2}} {
 		h := optimtest.MustHost(t, optimtest.NewMLP(optimtest.MLPConfig{Hidden: 8, Samples: 128}), optimtest.WithMembers(2),
 			optimtest.WithBatchSize(32), optimtest.WithBase(optimtest.BaseOptimizer{Momentum: 0.9}))
 		before, err := h.Evaluate(ctx, optim.Predictive{Kind: optim.Members, Vecs: []optim.Vec{optim.ParamsOf(0), optim.ParamsOf(1)}})

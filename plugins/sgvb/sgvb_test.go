@@ -66,7 +66,7 @@ func TestInfo(t *testing.T) {
 	}
 	for _, tt := range tests {
 		info := tt.opt.Info()
-		if info.Name != tt.name || info.ProtocolMinor != 1 || len(info.Params) != len(tt.want) ||
+		if info.Name != tt.name || info.ProtocolMinor != optim.ProtocolMinor || len(info.Params) != len(tt.want) ||
 			!slices.Contains(info.Capabilities, "predictive") || !slices.Contains(info.Capabilities, "state") {
 			t.Fatalf("info %+v", info)
 		}

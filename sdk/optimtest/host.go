@@ -10,6 +10,11 @@
 // assertions, and counts BatchNorm Update/Freeze passes per member (the toy
 // models have no BatchNorm, so the mode has no numeric effect).
 //
+// The JointGrad op of protocol minor 2 (one cross-entropy loss on the
+// average of several members' softmax probabilities) needs a problem that
+// implements SampleClassifier, such as the MLP; the host has no label
+// smoothing, so its targets are one-hot, as in Grad.
+//
 // Members made variational with WithVariational follow protocol minor 1:
 // their live parameters are the means μ of a mean-field Gaussian posterior
 // with σ = softplus(ρ) (handle optim.RhoOf(m)), a Grad pass evaluates the
@@ -96,8 +101,8 @@ func WithParams(m int, theta []float64) HostOption {
 
 // MemberStats counts what happened to one member.
 type MemberStats struct {
-	// BNUpdate and BNFreeze count Grad passes at the member's vectors by
-	// BatchNorm mode.
+	// BNUpdate and BNFreeze count Grad passes at the member's vectors, and
+	// JointGrad passes the member takes part in, by BatchNorm mode.
 	BNUpdate, BNFreeze int
 	// BaseSteps counts BaseStep ops applied to the member's live
 	// parameters (the means μ of a variational member).
@@ -148,6 +153,13 @@ type GradRecord struct {
 	GradRho []float64
 	// KL is the summed KL term of the pass before the β/N factor.
 	KL float64
+
+	// Joint is, for the records of a JointGrad pass (one per entry of Ats,
+	// in order, sharing Samples, BN, Loss and Acc: the joint loss and the
+	// accuracy of the averaged probabilities), the number of members in
+	// the pass; 0 for a Grad pass. Grad is then the gradient of the joint
+	// loss with respect to this member's At.
+	Joint int
 }
 
 type member struct {
@@ -349,9 +361,13 @@ func (h *Host) Exec(ctx context.Context, p *optim.Program) (optim.Result, error)
 func cloneProgram(p *optim.Program) optim.Program {
 	ops := make([]optim.Op, len(p.Ops))
 	for i, op := range p.Ops {
-		if lc, ok := op.(optim.LinComb); ok {
-			lc.Terms = slices.Clone(lc.Terms)
-			op = lc
+		switch o := op.(type) {
+		case optim.LinComb:
+			o.Terms = slices.Clone(o.Terms)
+			op = o
+		case optim.JointGrad:
+			o.Outs, o.Ats = slices.Clone(o.Outs), slices.Clone(o.Ats)
+			op = o
 		}
 		ops[i] = op
 	}
@@ -517,6 +533,8 @@ func (h *Host) apply(op optim.Op, res *optim.Result) error {
 		res.Scalars = append(res.Scalars, math.Sqrt(s))
 	case optim.Grad:
 		return h.grad(op, res)
+	case optim.JointGrad:
+		return h.jointGrad(op, res)
 	case optim.BaseStep:
 		return h.baseStep(op)
 	case optim.SetLR:
@@ -696,6 +714,111 @@ func (h *Host) grad(op optim.Grad, res *optim.Result) error {
 		copy(out, g)
 	}
 	res.Scalars = append(res.Scalars, rec.Loss, rec.Acc)
+	return nil
+}
+
+// jointGrad implements optim.JointGrad. With p̄ = (1/M)Σₘ pₘ the average of
+// the members' softmax probabilities and one-hot targets (the test host has
+// no label smoothing, as its Grad), the loss is L = −(1/n)Σᵢ log p̄ᵢ,yᵢ and
+// its gradient with respect to member m's logits is
+// ∂L/∂zₘᵢ = (1/n)·rₘᵢ·(pₘᵢ − e_yᵢ) with rₘᵢ = pₘᵢ,yᵢ/(M·p̄ᵢ,yᵢ), the
+// member's share of the averaged probability of the label; the rest is each
+// member's own backpropagation. As the real host (and the OT-MDR reference
+// code's EnsembleWrap), p̄ is clamped at 1e-40 before the log: a clamped
+// sample adds −log 1e-40 to the loss and nothing to the gradient. Outs may
+// be empty (no gradients) or have one entry per Ats.
+func (h *Host) jointGrad(op optim.JointGrad, res *optim.Result) error {
+	c, ok := h.prob.(SampleClassifier)
+	if !ok {
+		return fmt.Errorf("joint grad: problem %s is not a SampleClassifier", h.prob.Name())
+	}
+	n := len(op.Ats)
+	if n == 0 || (len(op.Outs) != 0 && len(op.Outs) != n) {
+		return fmt.Errorf("joint grad with %d Ats and %d Outs: want at least one At, and no Outs or one per At", n, len(op.Outs))
+	}
+	ats, outs, owners := make([][]float64, n), make([][]float64, n), make([]int, n)
+	for i, v := range op.Ats {
+		if _, ok := v.Rho(); ok {
+			return fmt.Errorf("joint grad: Ats[%d] is ρ handle %d", i, v)
+		}
+		at, owner, err := h.lookup(v)
+		if err != nil {
+			return fmt.Errorf("joint grad: Ats[%d]: %w", i, err)
+		}
+		if h.members[owner].vari != nil {
+			return fmt.Errorf("joint grad: Ats[%d] belongs to member %d, which is variational", i, owner)
+		}
+		if j := slices.Index(owners[:i], owner); j >= 0 {
+			return fmt.Errorf("joint grad: Ats[%d] and Ats[%d] both belong to member %d", j, i, owner)
+		}
+		ats[i], owners[i] = at, owner
+		if len(op.Outs) == 0 {
+			continue
+		}
+		if o := op.Outs[i]; o != 0 {
+			if o < 0 || slices.Contains(op.Outs[:i], o) {
+				return fmt.Errorf("joint grad: Outs[%d] = %d: want a distinct allocated vector (> 0) or 0", i, o)
+			}
+			if outs[i], err = h.get(o); err != nil {
+				return fmt.Errorf("joint grad: Outs[%d]: %w", i, err)
+			}
+		}
+	}
+	if op.BN != optim.BNUpdate && op.BN != optim.BNFreeze {
+		return fmt.Errorf("unknown BN mode %d", op.BN)
+	}
+	s, err := h.samples(op.Batch)
+	if err != nil {
+		return err
+	}
+	for _, owner := range owners {
+		if op.BN == optim.BNUpdate {
+			h.members[owner].stats.BNUpdate++
+		} else {
+			h.members[owner].stats.BNFreeze++
+		}
+	}
+	k, inv, invM := c.Classes(), 1/float64(len(s)), 1/float64(n)
+	probs, avg, dz := newMatrix(n, k), make([]float64, k), make([]float64, k)
+	grads := newMatrix(n, len(ats[0]))
+	var loss, correct float64
+	for _, smp := range s {
+		y := c.TrainLabel(smp)
+		clear(avg)
+		for i, at := range ats {
+			c.TrainProbs(at, smp, probs[i])
+			for o := range avg {
+				avg[o] += invM * probs[i][o]
+			}
+		}
+		const floor = 1e-40
+		loss -= math.Log(max(avg[y], floor))
+		if argmax(avg) == y {
+			correct++
+		}
+		if avg[y] < floor {
+			continue
+		}
+		for i, at := range ats {
+			r := inv * invM * probs[i][y] / avg[y]
+			for o := range dz {
+				dz[o] = r * probs[i][o]
+			}
+			dz[y] -= r
+			c.BackpropLogits(at, smp, dz, grads[i])
+		}
+	}
+	loss, acc := loss*inv, correct*inv
+	for i := range ats {
+		h.grads = append(h.grads, GradRecord{Step: h.step, Member: owners[i], At: slices.Clone(ats[i]),
+			Grad: grads[i], Samples: slices.Clone(s), BN: op.BN, Loss: loss, Acc: acc, Joint: n})
+	}
+	for i, out := range outs {
+		if out != nil {
+			copy(out, grads[i])
+		}
+	}
+	res.Scalars = append(res.Scalars, loss, acc)
 	return nil
 }
 

@@ -42,6 +42,23 @@ type Classifier interface {
 	TestProbs(theta []float64, p [][]float64)
 }
 
+// SampleClassifier is a Classifier whose training loss is the mean
+// cross-entropy of per-sample softmax probabilities, exposed one training
+// sample at a time so that the JointGrad op can average the probabilities
+// of several members and backpropagate a loss of the average. MLP
+// implements it.
+type SampleClassifier interface {
+	Classifier
+	// TrainLabel returns the label of training sample s.
+	TrainLabel(s int) int
+	// TrainProbs writes the class probabilities of training sample s at
+	// theta into p (Classes() values).
+	TrainProbs(theta []float64, s int, p []float64)
+	// BackpropLogits adds to grad the vector-Jacobian product dzᵀ·∂z/∂θ of
+	// the logits z of training sample s at theta.
+	BackpropLogits(theta []float64, s int, dz, grad []float64)
+}
+
 // Quadratic is L(θ) = ½θᵀAθ − bᵀθ, independent of the batch. The gradient is
 // ½(A+Aᵀ)θ − b, which is Aθ − b bitwise when A is symmetric.
 type Quadratic struct {
@@ -163,6 +180,8 @@ type MLP struct {
 	y, testY              []int
 	w1, b1, w2, b2, numel int // offsets and size
 }
+
+var _ SampleClassifier = (*MLP)(nil)
 
 // NewMLP generates the dataset and returns the problem.
 func NewMLP(cfg MLPConfig) *MLP {
@@ -313,8 +332,8 @@ func argmax(p []float64) int {
 
 // Loss implements Problem: mean cross-entropy and accuracy over samples.
 func (m *MLP) Loss(theta []float64, samples []int, grad []float64) (float64, float64) {
-	d, h, c := m.cfg.Inputs, m.cfg.Hidden, m.cfg.Classes
-	hid, p, dh := make([]float64, h), make([]float64, c), make([]float64, h)
+	h, c := m.cfg.Hidden, m.cfg.Classes
+	hid, p, dz, dh := make([]float64, h), make([]float64, c), make([]float64, c), make([]float64, h)
 	if grad != nil {
 		clear(grad)
 	}
@@ -331,34 +350,58 @@ func (m *MLP) Loss(theta []float64, samples []int, grad []float64) (float64, flo
 		if grad == nil {
 			continue
 		}
-		in := x
-		if h > 0 {
-			in = hid
-		}
-		k := len(in)
-		clear(dh)
 		for o := range c {
-			dz := p[o] * inv
+			dz[o] = p[o] * inv
 			if o == y {
-				dz -= inv
-			}
-			grad[m.b2+o] += dz
-			for j := range k {
-				grad[m.w2+o*k+j] += dz * in[j]
-				if h > 0 {
-					dh[j] += dz * theta[m.w2+o*k+j]
-				}
+				dz[o] -= inv
 			}
 		}
-		for j := range h {
-			da := dh[j] * (1 - hid[j]*hid[j])
-			grad[m.b1+j] += da
-			for i := range d {
-				grad[m.w1+j*d+i] += da * x[i]
+		m.backprop(theta, x, hid, dz, dh, grad)
+	}
+	return loss * inv, float64(correct) * inv
+}
+
+// backprop adds to grad dzᵀ·∂z/∂θ for the logits z of input x, whose hidden
+// activations forward left in hid; dh is scratch of Hidden values.
+func (m *MLP) backprop(theta, x, hid, dz, dh, grad []float64) {
+	d, h, c := m.cfg.Inputs, m.cfg.Hidden, m.cfg.Classes
+	in := x
+	if h > 0 {
+		in = hid
+	}
+	k := len(in)
+	clear(dh)
+	for o := range c {
+		grad[m.b2+o] += dz[o]
+		for j := range k {
+			grad[m.w2+o*k+j] += dz[o] * in[j]
+			if h > 0 {
+				dh[j] += dz[o] * theta[m.w2+o*k+j]
 			}
 		}
 	}
-	return loss * inv, float64(correct) * inv
+	for j := range h {
+		da := dh[j] * (1 - hid[j]*hid[j])
+		grad[m.b1+j] += da
+		for i := range d {
+			grad[m.w1+j*d+i] += da * x[i]
+		}
+	}
+}
+
+// TrainLabel implements SampleClassifier.
+func (m *MLP) TrainLabel(s int) int { return m.y[s] }
+
+// TrainProbs implements SampleClassifier.
+func (m *MLP) TrainProbs(theta []float64, s int, p []float64) {
+	m.forward(theta, m.x[s], make([]float64, m.cfg.Hidden), p)
+}
+
+// BackpropLogits implements SampleClassifier.
+func (m *MLP) BackpropLogits(theta []float64, s int, dz, grad []float64) {
+	hid := make([]float64, m.cfg.Hidden)
+	m.forward(theta, m.x[s], hid, make([]float64, m.cfg.Classes))
+	m.backprop(theta, m.x[s], hid, dz, make([]float64, m.cfg.Hidden), grad)
 }
 
 // TestProbs implements Classifier.
