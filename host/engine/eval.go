@@ -50,22 +50,33 @@ func (e *Engine) predictBatch(pred optim.Predictive, set *DeviceSet, start, n, s
 	if set.mean.Valid() {
 		x = s.Div(s.Sub(x, set.mean), set.std)
 	}
-	probs := func(params tensor.T, m int) tensor.T {
-		mem := e.members[m]
-		return s.Softmax(mem.Model.Forward(s, e.toDevice(s, params), mem.Buf, x, false, 0), 1)
-	}
+	// Each member or sample is evaluated in its own scope, which keeps only
+	// the running sum: its weights and activations are freed right away.
 	var sum tensor.T
-	add := func(p tensor.T, w float64) {
-		p = s.Scale(p, w)
+	var ferr error
+	add := func(w float64, params func(cs *tensor.Scope) (tensor.T, int)) {
+		cs := tensor.NewScope()
+		defer cs.Close()
+		t, m := params(cs)
+		mem := e.members[m]
+		p := cs.Scale(cs.Softmax(mem.Model.Forward(cs, e.toDevice(cs, t), mem.Buf, x, false, 0), 1), w)
 		if sum.Valid() {
-			sum = s.Add(sum, p)
-		} else {
-			sum = p
+			p = cs.Add(sum, p)
 		}
+		if err := cs.Err(); err != nil {
+			if ferr == nil {
+				ferr = err
+			}
+			return
+		}
+		sum = s.Adopt(cs.Keep(p))
+	}
+	fixed := func(t tensor.T, m int) func(*tensor.Scope) (tensor.T, int) {
+		return func(*tensor.Scope) (tensor.T, int) { return t, m }
 	}
 	switch pred.Kind {
 	case optim.Point:
-		sum = probs(e.members[0].Params, 0)
+		add(1, fixed(e.members[0].Params, 0))
 	case optim.Members:
 		if len(pred.Vecs) == 0 {
 			return nil, errors.New("predictive: members kind with no vectors")
@@ -82,7 +93,7 @@ func (e *Engine) predictBatch(pred optim.Predictive, set *DeviceSet, start, n, s
 			if len(pred.Weights) > 0 {
 				w = pred.Weights[i]
 			}
-			add(probs(t, m), w)
+			add(w, fixed(t, m))
 		}
 	case optim.Samples:
 		if pred.N <= 0 {
@@ -94,7 +105,9 @@ func (e *Engine) predictBatch(pred optim.Predictive, set *DeviceSet, start, n, s
 				return nil, errors.New("predictive: samples of the variational weights asked for, but the model is not variational (set model.variational = true)")
 			}
 			for j := 0; j < pred.N; j++ {
-				add(probs(e.sampleWeights(s, mem, seed*7919+int64(j)+1), 0), 1/float64(pred.N))
+				add(1/float64(pred.N), func(cs *tensor.Scope) (tensor.T, int) {
+					return e.sampleWeights(cs, mem, seed*7919+int64(j)+1), 0
+				})
 			}
 			break
 		}
@@ -107,12 +120,17 @@ func (e *Engine) predictBatch(pred optim.Predictive, set *DeviceSet, start, n, s
 			return nil, fmt.Errorf("predictive std: %w", err)
 		}
 		for j := 0; j < pred.N; j++ {
-			tensor.ManualSeed(seed*7919 + int64(j) + 1)
-			xi := s.Randn(mean.Shape(), tensor.Float32, e.cfg.Device)
-			add(probs(s.Add(mean, s.Mul(std, xi)), m), 1/float64(pred.N))
+			add(1/float64(pred.N), func(cs *tensor.Scope) (tensor.T, int) {
+				tensor.ManualSeed(seed*7919 + int64(j) + 1)
+				xi := cs.Randn(mean.Shape(), tensor.Float32, e.cfg.Device)
+				return cs.Add(mean, cs.Mul(std, xi)), m
+			})
 		}
 	default:
 		return nil, fmt.Errorf("predictive: unknown kind %d", pred.Kind)
+	}
+	if ferr != nil {
+		return nil, ferr
 	}
 	v := s.Float64s(sum)
 	return v, s.Err()
