@@ -1,0 +1,435 @@
+// Package experiments_test checks every shipped experiment file
+// (experiments/*.toml) end to end.
+//
+// TestMain builds every plugin binary under plugins/*/cmd/* and the host
+// command into a temporary folder; the tests run the host command with
+// --plugins pointing there: in-process (cli.Main, what bin/host runs) for
+// checks, as a process of its own for each smoke run (see hostProcess).
+//
+//   - TestCheck: `host check` must pass on every FULL file (every method,
+//     arch and seed). check loads the data, so CIFAR experiments are checked
+//     on a copy whose data.dir / data.ood_dir ("data/cifar") point at small
+//     generated CIFAR-format files (host/data.WriteCIFAR); nothing else is
+//     changed.
+//   - TestSmoke: `host run --smoke` (2 steps on generated data, batch ≤ 16)
+//     must finish the runs it is given, with results in a temporary folder.
+//     It runs copies with train.seeds reduced to the first seed: seeds only
+//     change random streams. Even so, every method × arch of every file
+//     (189 runs, 63 with one seed) takes about 7 minutes on 2 idle CPU cores
+//     and several times that on a busy machine, more than CI allows, so by
+//     default it smoke-runs every file, and each distinct method
+//     configuration once, on the cheapest arch of the first file that uses
+//     it (see smokePlan): about 2 minutes. OPTLAB_SMOKE=all smoke-runs every
+//     method × arch of every file (first seed).
+//   - TestConventions: what the README's commands rely on: the experiment
+//     name is the file name (results go to results/<name>/runs.jsonl) and
+//     CIFAR data lives in data/cifar.
+package experiments_test
+
+import (
+	"bytes"
+	"cmp"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/optlab/optlab/host/cli"
+	"github.com/optlab/optlab/host/data"
+	"github.com/optlab/optlab/host/experiment"
+	"github.com/optlab/optlab/host/model"
+	"github.com/optlab/optlab/host/results"
+)
+
+// dataDir is the CIFAR folder the experiment files name; the README tells
+// users to put the data there with `bin/host data get cifar10 --dir
+// data/cifar`.
+const dataDir = "data/cifar"
+
+var (
+	// pluginDir holds the plugin binaries built by TestMain.
+	pluginDir string
+	// hostBin is the host command built by TestMain, for the smoke runs.
+	hostBin string
+	// genDir holds generated CIFAR-10 and CIFAR-100 files in the layout
+	// `host data get` produces (cifar-10-batches-bin, cifar-100-binary).
+	genDir string
+)
+
+func TestMain(m *testing.M) {
+	os.Exit(testMain(m))
+}
+
+func testMain(m *testing.M) int {
+	tmp, err := os.MkdirTemp("", "optlab-experiments-test-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer os.RemoveAll(tmp)
+	pluginDir = filepath.Join(tmp, "plugins")
+	if err := buildPlugins(pluginDir); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	hostBin = filepath.Join(tmp, "host")
+	if err := goBuild("-o", hostBin, "./host"); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	genDir = filepath.Join(tmp, "cifar")
+	for kind, sub := range map[string]string{data.CIFAR10: "cifar-10-batches-bin", data.CIFAR100: "cifar-100-binary"} {
+		// 16 records per training batch (80 training samples), 32 test.
+		if err := data.WriteCIFAR(filepath.Join(genDir, sub), kind, 16, 32, 1); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+	}
+	return m.Run()
+}
+
+// buildPlugins builds every plugins/*/cmd/* package into dir with one `go
+// build`, so the plugins the tests use are those of this checkout.
+func buildPlugins(dir string) error {
+	cmds, err := filepath.Glob(filepath.Join("..", "plugins", "*", "cmd", "*"))
+	if err != nil {
+		return err
+	}
+	args := []string{"-o", dir + string(filepath.Separator)}
+	for _, c := range cmds {
+		if goFiles, _ := filepath.Glob(filepath.Join(c, "*.go")); len(goFiles) == 0 {
+			continue // a plugin being written, without its main yet
+		}
+		args = append(args, "./"+filepath.ToSlash(strings.TrimPrefix(c, ".."+string(filepath.Separator))))
+	}
+	if len(args) == 2 {
+		return fmt.Errorf("no plugin commands under ../plugins/*/cmd")
+	}
+	return goBuild(args...)
+}
+
+// goBuild runs `go build args…` in the repository root.
+func goBuild(args ...string) error {
+	args = append([]string{"build"}, args...)
+	cmd := exec.Command("go", args...)
+	cmd.Dir = ".."
+	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("go %s: %w", strings.Join(args, " "), err)
+	}
+	return nil
+}
+
+// syncBuffer is a bytes.Buffer safe for concurrent writes: the host writes
+// plugin output from the goroutines that read the plugins' pipes.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// host runs the host command in-process (cli.Main, what bin/host runs)
+// and fails the test, with its output, unless it exits with 0. It returns
+// stdout.
+func host(t *testing.T, args ...string) string {
+	t.Helper()
+	var stdout, stderr syncBuffer
+	if code := cli.Main(args, &stdout, &stderr); code != 0 {
+		t.Fatalf("host %s: exit code %d\nstdout:\n%s\nstderr:\n%s", strings.Join(args, " "), code, stdout.String(), stderr.String())
+	}
+	return stdout.String()
+}
+
+// hostProcess runs the built host command in a process of its own and
+// fails the test, with its output, unless it exits with 0. Smoke runs use
+// it so that each starts with a fresh heap: the host keeps much of the
+// memory of the runs it has done, and one process smoke-running every run
+// of every file grew past 22 GB and was killed.
+func hostProcess(t *testing.T, args ...string) {
+	t.Helper()
+	cmd := exec.Command(hostBin, args...)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("host %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+}
+
+// experimentFiles returns experiments/*.toml, failing when there is none.
+func experimentFiles(t *testing.T) []string {
+	t.Helper()
+	files, err := filepath.Glob("*.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(files) == 0 {
+		t.Fatal("no experiment files")
+	}
+	return files
+}
+
+// load decodes an experiment file.
+func load(t *testing.T, path string) *experiment.Experiment {
+	t.Helper()
+	exp, err := experiment.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return exp
+}
+
+// isCIFAR reports whether name is a CIFAR dataset.
+func isCIFAR(name string) bool {
+	return name == experiment.DatasetCIFAR10 || name == experiment.DatasetCIFAR100
+}
+
+// dirLine matches a data.dir or data.ood_dir line naming dataDir.
+var dirLine = regexp.MustCompile(`(?m)^([ \t]*(?:ood_)?dir[ \t]*=[ \t]*)"` + regexp.QuoteMeta(dataDir) + `"`)
+
+// seedsLine matches the train.seeds line.
+var seedsLine = regexp.MustCompile(`(?m)^([ \t]*seeds[ \t]*=[ \t]*)\[[^\]\n]*\]`)
+
+// withGeneratedData returns the text of an experiment file with its CIFAR
+// folders replaced by the generated ones.
+func withGeneratedData(text string) string {
+	return dirLine.ReplaceAllString(text, "${1}"+strings.ReplaceAll(strconv.Quote(genDir), "$", "$$"))
+}
+
+// firstSeedOnly returns the text with train.seeds reduced to its first
+// seed (unchanged when seeds is not written).
+func firstSeedOnly(t *testing.T, text string, seeds []int64) string {
+	t.Helper()
+	if len(seeds) <= 1 {
+		return text
+	}
+	if n := len(seedsLine.FindAllStringIndex(text, -1)); n != 1 {
+		t.Fatalf("found %d `seeds = [...]` lines, want 1", n)
+	}
+	return seedsLine.ReplaceAllString(text, "${1}["+strconv.FormatInt(seeds[0], 10)+"]")
+}
+
+// writeCopy writes text under the original file's name into a fresh
+// temporary folder and returns its path.
+func writeCopy(t *testing.T, orig, text string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), filepath.Base(orig))
+	if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// TestConventions checks what the README's commands rely on.
+func TestConventions(t *testing.T) {
+	for _, f := range experimentFiles(t) {
+		exp := load(t, f)
+		if want := strings.TrimSuffix(f, ".toml"); exp.Name != want {
+			t.Errorf("%s: name = %q, want %q (results go to results/<name>/runs.jsonl)", f, exp.Name, want)
+		}
+		if exp.ResultsDir != "results" {
+			t.Errorf("%s: results_dir = %q, want the default \"results\"", f, exp.ResultsDir)
+		}
+		if isCIFAR(exp.Data.Dataset) && exp.Data.Dir != dataDir {
+			t.Errorf("%s: data.dir = %q, want %q", f, exp.Data.Dir, dataDir)
+		}
+		if isCIFAR(exp.Data.OOD) && exp.Data.OODDir != dataDir {
+			t.Errorf("%s: data.ood_dir = %q, want %q", f, exp.Data.OODDir, dataDir)
+		}
+	}
+}
+
+// TestCheck runs `host check` on every experiment file, full grid, with the
+// CIFAR folders pointed at generated data.
+func TestCheck(t *testing.T) {
+	for _, f := range experimentFiles(t) {
+		t.Run(strings.TrimSuffix(f, ".toml"), func(t *testing.T) {
+			exp := load(t, f)
+			text, err := os.ReadFile(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			path := f
+			if isCIFAR(exp.Data.Dataset) || isCIFAR(exp.Data.OOD) {
+				path = writeCopy(t, f, withGeneratedData(string(text)))
+			}
+			out := host(t, "check", "--plugins", pluginDir, path)
+			// check lists the grid, run by run.
+			for _, r := range experiment.Grid(exp) {
+				if !strings.Contains(out, r.Key) {
+					t.Errorf("check does not list run %s:\n%s", r.Key, out)
+				}
+			}
+		})
+	}
+}
+
+// smokeAllEnv names the environment variable that widens TestSmoke from
+// its quick default to every run of every file (first seed): set it to
+// "all".
+const smokeAllEnv = "OPTLAB_SMOKE"
+
+// smokeFile is the smoke plan of one experiment file.
+type smokeFile struct {
+	// file is the experiment file; path its first-seed copy.
+	file, path string
+	// runs is the copy's grid; chosen the indices of the runs to smoke.
+	runs   []experiment.Run
+	chosen []int
+}
+
+// methodConfig identifies a method configuration for the quick smoke: the
+// plugin, the values of its string and boolean parameters (which choose
+// code paths: ensemble kind, member optimizer, mode) and the names of the
+// others (whose values only change numbers), whether the data is CIFAR
+// and whether the model is variational.
+func methodConfig(exp *experiment.Experiment, m experiment.Method) string {
+	keys := make([]string, 0, len(m.Params))
+	for k := range m.Params {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	var b strings.Builder
+	fmt.Fprintf(&b, "plugin=%s path=%s cifar=%t variational=%t", m.Plugin, m.Path, isCIFAR(exp.Data.Dataset), exp.Model.Variational)
+	for _, k := range keys {
+		switch v := m.Params[k].(type) {
+		case string, bool:
+			fmt.Fprintf(&b, " %s=%v", k, v)
+		default:
+			fmt.Fprintf(&b, " %s", k)
+		}
+	}
+	return b.String()
+}
+
+// runCost is the number of parameters of a run's members, a proxy for its
+// smoke cost.
+func runCost(t *testing.T, r experiment.Run) int64 {
+	t.Helper()
+	var n int64
+	for _, a := range r.Members {
+		m, err := model.Builtin().New(a, 10, []int64{3, 32, 32})
+		if err != nil {
+			t.Fatalf("%s: %v", r.Key, err)
+		}
+		n += m.Numel
+	}
+	return n
+}
+
+// smokePlan writes the first-seed copies of the experiment files into dir
+// and chooses the runs to smoke. With all, every run of every copy.
+// Otherwise (the quick default) each distinct method configuration (see
+// methodConfig) is smoke-run once, on the cheapest run (fewest parameters)
+// of the first file, in name order, that has it, and a file whose
+// configurations all came earlier runs its cheapest run, so that every
+// file is smoke-run. The plan does not depend on which subtests run.
+func smokePlan(t *testing.T, dir string, all bool) []smokeFile {
+	t.Helper()
+	seen := map[string]bool{}
+	var plan []smokeFile
+	for _, f := range experimentFiles(t) {
+		exp := load(t, f)
+		text, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		path := filepath.Join(dir, f)
+		if err := os.WriteFile(path, []byte(firstSeedOnly(t, string(text), exp.Train.Seeds)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		small := load(t, path)
+		if len(small.Train.Seeds) != 1 || small.Train.Seeds[0] != exp.Train.Seeds[0] {
+			t.Fatalf("%s: seeds of the smoke copy = %v, want [%d]", f, small.Train.Seeds, exp.Train.Seeds[0])
+		}
+		sf := smokeFile{file: f, path: path, runs: experiment.Grid(small)}
+		order := make([]int, len(sf.runs))
+		costs := make([]int64, len(sf.runs))
+		for i, r := range sf.runs {
+			order[i], costs[i] = i, runCost(t, r)
+		}
+		slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(costs[a], costs[b]) })
+		for _, i := range order {
+			if c := methodConfig(small, sf.runs[i].Method); all || !seen[c] {
+				seen[c] = true
+				sf.chosen = append(sf.chosen, i)
+			}
+		}
+		if len(sf.chosen) == 0 {
+			sf.chosen = order[:1]
+		}
+		slices.Sort(sf.chosen)
+		plan = append(plan, sf)
+	}
+	return plan
+}
+
+// TestSmoke runs `host run --smoke` on every experiment file, on copies
+// with the seeds reduced to the first one, and checks that every chosen run
+// finished. By default it runs the quick plan of smokePlan: every file and
+// every method configuration of the shipped files, about 2 minutes on 2
+// idle CPU cores. OPTLAB_SMOKE=all runs every method × arch of every file:
+// about 7 minutes on 2 idle cores, several times that on a busy machine.
+func TestSmoke(t *testing.T) {
+	all := os.Getenv(smokeAllEnv) == "all"
+	for _, sf := range smokePlan(t, t.TempDir(), all) {
+		t.Run(strings.TrimSuffix(sf.file, ".toml"), func(t *testing.T) {
+			res := t.TempDir()
+			start := time.Now()
+			if len(sf.chosen) == len(sf.runs) {
+				hostProcess(t, "run", "--smoke", "-q", "--plugins", pluginDir, "--results", res, sf.path)
+			} else {
+				// --shard k/n with n = the grid's size is exactly run k−1.
+				for _, i := range sf.chosen {
+					hostProcess(t, "run", "--smoke", "-q", "--plugins", pluginDir, "--results", res,
+						"--shard", fmt.Sprintf("%d/%d", i+1, len(sf.runs)), sf.path)
+				}
+			}
+			var keys []string
+			for _, i := range sf.chosen {
+				keys = append(keys, sf.runs[i].Key)
+			}
+			t.Logf("%s: %d of %d first-seed runs in %.1fs: %s", sf.file, len(keys), len(sf.runs), time.Since(start).Seconds(), strings.Join(keys, ", "))
+			// runs.jsonl, or one file per shard.
+			files, err := filepath.Glob(filepath.Join(res, strings.TrimSuffix(sf.file, ".toml"), "*.jsonl"))
+			if err != nil || len(files) == 0 {
+				t.Fatalf("no results files in %s (%v)", res, err)
+			}
+			recs, err := results.Read(files...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			status := map[string]string{}
+			for _, r := range recs {
+				status[r.Key] = r.Status
+				if r.Status != results.StatusOK {
+					t.Errorf("%s: status %q: %s", r.Key, r.Status, r.Error)
+				}
+			}
+			for _, k := range keys {
+				if _, ok := status[k]; !ok {
+					t.Errorf("%s: no result", k)
+				}
+			}
+			if len(recs) != len(keys) {
+				t.Errorf("%d results, want %d", len(recs), len(keys))
+			}
+		})
+	}
+}
