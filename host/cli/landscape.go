@@ -313,7 +313,7 @@ func loadCheckpoints(paths []string, arch string, exp *experiment.Experiment) ([
 			return nil, err
 		}
 		cp := loadedCheckpoint{path: p, runKey: metaValue(meta, metaRunKey), experiment: metaValue(meta, metaExperiment)}
-		if cp.tensors, err = firstMember(ts); err != nil {
+		if cp.tensors, err = engine.MemberTensors(ts, 0); err != nil {
 			return nil, fmt.Errorf("checkpoint %s: %w", p, err)
 		}
 		cp.arch = arch
@@ -344,32 +344,6 @@ func metaValue(meta map[string]string, k string) string {
 		return v
 	}
 	return meta[metaPrefix+k]
-}
-
-// firstMember returns member 0's tensors under their model names: the
-// "members.0." ones of a file of several members, else all of them.
-func firstMember(ts map[string]checkpoint.Tensor) (map[string]checkpoint.Tensor, error) {
-	prefixed := false
-	for name := range ts {
-		if strings.HasPrefix(name, "members.") {
-			prefixed = true
-			break
-		}
-	}
-	if !prefixed {
-		return ts, nil
-	}
-	first := engine.MemberPrefix(0, 2)
-	out := map[string]checkpoint.Tensor{}
-	for name, t := range ts {
-		if local, ok := strings.CutPrefix(name, first); ok {
-			out[local] = t
-		}
-	}
-	if len(out) == 0 {
-		return nil, fmt.Errorf("no tensors of member 0 (%s…)", first)
-	}
-	return out, nil
 }
 
 // onlyArch returns the experiment's architecture when it has exactly one.

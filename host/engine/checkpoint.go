@@ -87,7 +87,7 @@ func stateDict(mod *model.Model, params, buf []float32, prefix string) []checkpo
 	out := splitVector(mod, params, prefix)
 	for i, b := range mod.Buffers {
 		off := mod.BufOffsets[i]
-		n := shapeNumel(b.Shape)
+		n := model.Numel(b.Shape)
 		out = append(out, checkpoint.NewF32(prefix+b.Name, cloneShape(b.Shape), buf[off:off+n:off+n]))
 	}
 	for _, name := range bnCounters(mod) {
@@ -119,14 +119,6 @@ func bnCounters(mod *model.Model) []string {
 		}
 	}
 	return out
-}
-
-func shapeNumel(shape []int64) int64 {
-	n := int64(1)
-	for _, d := range shape {
-		n *= d
-	}
-	return n
 }
 
 func cloneShape(s []int64) []int64 { return append([]int64{}, s...) }
@@ -257,7 +249,7 @@ func fillFromTensor(mm *stateMismatch, tensors map[string]checkpoint.Tensor, use
 		return
 	}
 	v, err := t.Float32s()
-	if err != nil || int64(len(v)) != shapeNumel(shape) {
+	if err != nil || int64(len(v)) != model.Numel(shape) {
 		mm.bad = append(mm.bad, fmt.Sprintf("%s (%d values for shape %s)", name, len(v), checkpoint.ShapeString(shape)))
 		return
 	}
@@ -355,18 +347,41 @@ func (e *Engine) LoadCheckpoint(ctx context.Context, path string) error {
 	return nil
 }
 
+// hasMemberPrefix tells whether a file names its tensors per member.
+func hasMemberPrefix(ts map[string]checkpoint.Tensor) bool {
+	for name := range ts {
+		if strings.HasPrefix(name, "members.") {
+			return true
+		}
+	}
+	return false
+}
+
+// MemberTensors returns member m's tensors of a checkpoint under their bare
+// names: those prefixed "members.<m>." in a file of several members, else
+// all of them.
+func MemberTensors(ts map[string]checkpoint.Tensor, m int) (map[string]checkpoint.Tensor, error) {
+	if !hasMemberPrefix(ts) {
+		return ts, nil
+	}
+	prefix := MemberPrefix(m, 2)
+	out := map[string]checkpoint.Tensor{}
+	for name, t := range ts {
+		if local, ok := strings.CutPrefix(name, prefix); ok {
+			out[local] = t
+		}
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("no tensors of member %d (%s…)", m, prefix)
+	}
+	return out, nil
+}
+
 // splitMembers assigns a file's tensors to members: by "members.<m>."
 // prefix when any name has one, else all of them to every member.
 func (e *Engine) splitMembers(ts map[string]checkpoint.Tensor) ([]map[string]checkpoint.Tensor, error) {
 	out := make([]map[string]checkpoint.Tensor, len(e.members))
-	prefixed := false
-	for name := range ts {
-		if strings.HasPrefix(name, "members.") {
-			prefixed = true
-			break
-		}
-	}
-	if !prefixed {
+	if !hasMemberPrefix(ts) {
 		for m := range out {
 			out[m] = ts
 		}

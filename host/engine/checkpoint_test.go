@@ -56,7 +56,7 @@ func ckptEngine(t *testing.T, w *tensor.Worker, dev tensor.Device, seed int64, a
 func ckptInput(n int, seed uint64) ([]float32, []int64) {
 	r := rand.New(rand.NewPCG(seed, 1))
 	shape := append([]int64{int64(n)}, ckptShape...)
-	x := make([]float32, shapeNumel(shape))
+	x := make([]float32, model.Numel(shape))
 	for i := range x {
 		x[i] = float32(r.NormFloat64())
 	}

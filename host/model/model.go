@@ -56,6 +56,9 @@ type Buffer struct {
 	Fill  float64
 }
 
+// Numel is the number of elements of a tensor of the given shape.
+func Numel(shape []int64) int64 { return numel(shape) }
+
 func numel(shape []int64) int64 {
 	n := int64(1)
 	for _, d := range shape {
