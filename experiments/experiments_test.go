@@ -27,7 +27,6 @@
 package experiments_test
 
 import (
-	"bytes"
 	"cmp"
 	"fmt"
 	"os"
@@ -37,7 +36,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -46,6 +44,7 @@ import (
 	"github.com/optlab/optlab/host/experiment"
 	"github.com/optlab/optlab/host/model"
 	"github.com/optlab/optlab/host/results"
+	"github.com/optlab/optlab/internal/testutil"
 )
 
 // dataDir is the CIFAR folder the experiment files name; the README tells
@@ -127,31 +126,12 @@ func goBuild(args ...string) error {
 	return nil
 }
 
-// syncBuffer is a bytes.Buffer safe for concurrent writes: the host writes
-// plugin output from the goroutines that read the plugins' pipes.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // host runs the host command in-process (cli.Main, what bin/host runs)
 // and fails the test, with its output, unless it exits with 0. It returns
 // stdout.
 func host(t *testing.T, args ...string) string {
 	t.Helper()
-	var stdout, stderr syncBuffer
+	var stdout, stderr testutil.SyncBuffer
 	if code := cli.Main(args, &stdout, &stderr); code != 0 {
 		t.Fatalf("host %s: exit code %d\nstdout:\n%s\nstderr:\n%s", strings.Join(args, " "), code, stdout.String(), stderr.String())
 	}

@@ -10,17 +10,16 @@ import (
 	"bytes"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"text/template"
 	"time"
 
 	"github.com/optlab/optlab/host/cli"
 	"github.com/optlab/optlab/host/results"
+	"github.com/optlab/optlab/internal/testutil"
 )
 
 var (
@@ -55,14 +54,12 @@ func testMain(m *testing.M) int {
 	bin := filepath.Join(tmp, "bin")
 	pluginDir = filepath.Join(bin, "plugins")
 	hostBin = filepath.Join(bin, "host")
-	for _, args := range [][]string{
-		append([]string{"build", "-o", pluginDir + string(filepath.Separator)}, pluginPkgs...),
-		{"build", "-o", hostBin, "github.com/optlab/optlab/host"},
+	for _, err := range []error{
+		testutil.GoBuild(pluginDir+string(filepath.Separator), pluginPkgs...),
+		testutil.GoBuild(hostBin, "github.com/optlab/optlab/host"),
 	} {
-		cmd := exec.Command("go", args...)
-		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
-		if err := cmd.Run(); err != nil {
-			fmt.Fprintf(os.Stderr, "go %s: %v\n", strings.Join(args, " "), err)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
 			return 1
 		}
 	}
@@ -75,26 +72,6 @@ func testMain(m *testing.M) int {
 	return code
 }
 
-// syncBuffer is a bytes.Buffer safe for concurrent writes: the host writes
-// plugin output and log lines from the goroutines that read the plugins'
-// pipes.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // result is what one host command did.
 type result struct {
 	code           int
@@ -104,7 +81,7 @@ type result struct {
 // host runs cli.Main with args and checks that it did not panic.
 func host(t *testing.T, args ...string) result {
 	t.Helper()
-	var stdout, stderr syncBuffer
+	var stdout, stderr testutil.SyncBuffer
 	code := cli.Main(args, &stdout, &stderr)
 	r := result{code: code, stdout: stdout.String(), stderr: stderr.String()}
 	if code != 0 {

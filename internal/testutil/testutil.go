@@ -1,0 +1,45 @@
+// Package testutil holds helpers shared by optlab's end-to-end tests.
+package testutil
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+)
+
+// SyncBuffer is a bytes.Buffer safe for concurrent writes: the host writes
+// plugin output and log lines from the goroutines that read the plugins'
+// pipes.
+type SyncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+// Write appends p.
+func (s *SyncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+// String returns what was written.
+func (s *SyncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// GoBuild runs `go build -o out pkgs…` (out a folder ending in a path
+// separator builds each package into it), showing the compiler's output.
+func GoBuild(out string, pkgs ...string) error {
+	args := append([]string{"build", "-o", out}, pkgs...)
+	cmd := exec.Command("go", args...)
+	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("go %s: %w", strings.Join(args, " "), err)
+	}
+	return nil
+}
