@@ -54,11 +54,12 @@ type Config struct {
 	TestMC         int     `hp:"test_mc" doc:"MC samples of the predictive"`
 	UpdateOrder    string  `hp:"update_order" doc:"\"code\": w uses the old s (released code); \"paper\": s first"`
 	FreezeBNSecond bool    `hp:"freeze_bn_second" doc:"freeze BatchNorm statistics at w+ε (the released code updates them)"`
+	LRScale        float64 `hp:"lr_scale" doc:"multiplies the scheduled learning rate: bSAM's recipe α = 0.5 on a shared lr of 0.1 is lr_scale = 5"`
 }
 
 func defaults() Config {
 	return Config{Rho: 0.1, Beta1: 0.9, Beta2: 0.999, PriorPrec: 25, DAFactor: 1, Damping: 0.1,
-		SInit: 1, M: 8, TestMC: 32, UpdateOrder: "code"}
+		SInit: 1, M: 8, TestMC: 32, UpdateOrder: "code", LRScale: 1}
 }
 
 // Vector handles of member 0. S, Momentum and Std are state; the rest
@@ -106,7 +107,7 @@ func (o *BSAM) Configure(ctx context.Context, h optim.Host, cfg optim.Config) er
 		return fmt.Errorf("bsam: %w", err)
 	}
 	c := o.cfg
-	if c.M < 1 || c.TestMC < 1 || c.SInit <= 0 || c.DAFactor <= 0 || (c.UpdateOrder != "code" && c.UpdateOrder != "paper") {
+	if c.M < 1 || c.TestMC < 1 || c.LRScale <= 0 || c.SInit <= 0 || c.DAFactor <= 0 || (c.UpdateOrder != "code" && c.UpdateOrder != "paper") {
 		return fmt.Errorf("bsam: invalid hyperparameters %+v", c)
 	}
 	l, err := h.Layout(ctx)
@@ -175,7 +176,7 @@ func (o *BSAM) member(p *optim.Program, m int, in optim.StepInput) {
 	}
 	p.LinComb(mom, optim.Term{Coef: c.Beta1, X: mom}, optim.Term{Coef: 1 - c.Beta1, X: gs},
 		optim.Term{Coef: (1 - c.Beta1) * o.delta, X: w})
-	descend := func() { p.Binary(t, mom, s, optim.Div).Axpy(w, -in.LR, t) }
+	descend := func() { p.Binary(t, mom, s, optim.Div).Axpy(w, -in.LR*c.LRScale, t) }
 	if c.UpdateOrder == "code" {
 		descend()
 	}

@@ -357,3 +357,26 @@ func TestMembers(t *testing.T) {
 		t.Errorf("state vecs %v", vecs)
 	}
 }
+
+// lr_scale multiplies the scheduled learning rate: lr 0.1 × 5 steps like
+// lr 0.5 (bSAM's recipe on a shared schedule).
+func TestLRScale(t *testing.T) {
+	run := func(lr, scale float64) []float64 {
+		h := optimtest.MustHost(t, optimtest.NewMLP(optimtest.MLPConfig{Hidden: 4}), optimtest.WithBatchSize(32))
+		optimtest.MustRun(t, bsam.New(), h, 3, optimtest.WithLR(lr), optimtest.WithHParams(map[string]any{"lr_scale": scale}))
+		return h.Params(0)
+	}
+	a, b, c := run(0.1, 5), run(0.5, 1), run(0.1, 1)
+	for i := range a {
+		if a[i] != b[i] {
+			t.Fatalf("lr 0.1 × lr_scale 5 differs from lr 0.5 at %d: %v vs %v", i, a[i], b[i])
+		}
+	}
+	same := true
+	for i := range a {
+		same = same && a[i] == c[i]
+	}
+	if same {
+		t.Error("lr_scale had no effect")
+	}
+}
