@@ -49,6 +49,9 @@ func main() {
 func logf(format string, a ...any) { fmt.Fprintf(os.Stderr, format+"\n", a...) }
 
 func run(out, version string, install, force bool) error {
+	if err := ensureCompiler(install); err != nil {
+		return err
+	}
 	lt, err := locate(install, logf)
 	if err != nil {
 		return err
@@ -404,4 +407,25 @@ func patchBallast(path string) error {
 		return fmt.Errorf("%s: the ballast allocation was not found; was gotch changed?", path)
 	}
 	return os.WriteFile(path, bytes.Replace(b, []byte(line), nil, 1), 0o644)
+}
+
+// ensureCompiler makes sure g++ (which cgo needs for gotch's C++ wrapper)
+// is installed, installing Debian's g++ with apt when allowed.
+func ensureCompiler(install bool) error {
+	if _, err := exec.LookPath("g++"); err == nil {
+		return nil
+	}
+	if !install || os.Geteuid() != 0 {
+		return errors.New("g++ is not installed: run `sudo apt-get install g++` (cgo compiles gotch's C++ wrapper with it)")
+	}
+	logf("g++ is not installed: installing Debian's g++ with apt-get …")
+	for _, args := range [][]string{{"update", "-q"}, {"install", "-y", "-q", "g++"}} {
+		cmd := exec.Command("apt-get", args...)
+		cmd.Env = append(os.Environ(), "DEBIAN_FRONTEND=noninteractive")
+		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+		if err := cmd.Run(); err != nil {
+			return fmt.Errorf("apt-get %s: %w", strings.Join(args, " "), err)
+		}
+	}
+	return nil
 }
