@@ -177,6 +177,9 @@ func (s *Scope) Dot(a, b T) T {
 // Norm returns the global L2 norm of t (any shape) as a 0-d float64 tensor.
 func (s *Scope) Norm(t T) T {
 	f := s.Flatten(t, 0, -1) // dot takes 1-D tensors only
+	if f.Valid() && f.t.DType() != Float64 {
+		f = s.Cast(f, Float64) // once, not once per Dot operand
+	}
 	return s.Sqrt(s.Dot(f, f))
 }
 
