@@ -51,6 +51,9 @@ type vec struct {
 	t      tensor.T
 	member int
 	host   bool // spilled to host memory: the device was full
+	// bn holds BatchNorm running statistics received by a Copy with BN
+	// (a model-state snapshot); invalid when the vector has none.
+	bn tensor.T
 }
 
 // Engine executes programs. Create it with New; Close frees its tensors.
@@ -129,6 +132,7 @@ func (e *Engine) Close() {
 		}
 		for _, v := range e.vecs {
 			v.t.Drop()
+			v.bn.Drop()
 		}
 		e.vecs = map[optim.Vec]*vec{}
 		for i, m := range e.members {
@@ -330,7 +334,7 @@ func (e *Engine) run(s *tensor.Scope, op optim.Op) ([]tensor.T, error) {
 		if err != nil {
 			return nil, err
 		}
-		s.CopyFrom(d, src)
+		return nil, e.copyVec(s, o, d, src)
 	case optim.Fill:
 		d, _, err := e.get(o.Dst)
 		if err != nil {
@@ -417,6 +421,67 @@ func (e *Engine) run(s *tensor.Scope, op optim.Op) ([]tensor.T, error) {
 		return nil, fmt.Errorf("%w %T", ErrUnimplemented, op)
 	}
 	return nil, nil
+}
+
+// copyVec runs a Copy: the parameters, then the BatchNorm statistics as
+// optim.Copy documents (checked before anything is written).
+func (e *Engine) copyVec(s *tensor.Scope, o optim.Copy, d, src tensor.T) error {
+	dv := e.vecs[o.Dst] // nil for live parameters and ρ
+	if !o.BN {
+		s.CopyFrom(d, src)
+		if dv != nil {
+			dv.bn.Drop()
+		}
+		return nil
+	}
+	stats, err := e.stats(o.Src)
+	if err != nil {
+		return fmt.Errorf("copy with BN statistics: %w", err)
+	}
+	var dst tensor.T
+	if m, ok := o.Dst.Member(); ok {
+		dst = e.members[m].Buf
+	} else if dv != nil {
+		dst = dv.bn
+	} else {
+		return fmt.Errorf("copy with BN statistics: handle %d is a ρ vector, which holds none", o.Dst)
+	}
+	if _, m, _ := e.get(o.Dst); e.members[m].Buf.Numel() != stats.Numel() {
+		return fmt.Errorf("copy with BN statistics: member %d has %d, the source %d", m, e.members[m].Buf.Numel(), stats.Numel())
+	}
+	s.CopyFrom(d, src)
+	if !dst.Valid() {
+		dst = s.Keep(s.Zeros(stats.Shape(), tensor.Float32, dv.t.Device()))
+		dv.bn = dst
+	}
+	s.CopyFrom(dst, stats)
+	return s.Err()
+}
+
+// stats returns the BatchNorm running statistics that handle h carries: a
+// member's live ones for its live parameters, a vector's own when a Copy
+// with BN gave it some.
+func (e *Engine) stats(h optim.Vec) (tensor.T, error) {
+	if m, ok := h.Member(); ok && m < len(e.members) {
+		return e.members[m].Buf, nil
+	}
+	v, ok := e.vecs[h]
+	if !ok {
+		return tensor.T{}, fmt.Errorf("handle %d holds no statistics", h)
+	}
+	if !v.bn.Valid() {
+		return tensor.T{}, fmt.Errorf("vector %d holds no statistics (no Copy with BN filled it)", h)
+	}
+	return v.bn, nil
+}
+
+// evalStats returns the statistics a forward pass at handle h uses: the
+// vector's own, else its member's live ones.
+func (e *Engine) evalStats(h optim.Vec, m int) tensor.T {
+	if v, ok := e.vecs[h]; ok && v.bn.Valid() {
+		return v.bn
+	}
+	return e.members[m].Buf
 }
 
 func (e *Engine) lincomb(s *tensor.Scope, o optim.LinComb) error {
@@ -623,6 +688,7 @@ func (e *Engine) release(v *vec) {
 		e.vecMem -= 4 * v.t.Numel()
 	}
 	v.t.Drop()
+	v.bn.Drop()
 }
 
 // Spilled returns the number of plugin vectors kept in host memory.

@@ -12,8 +12,9 @@ import (
 // Predict returns the predictive distribution over set (N×C probabilities,
 // row-major, float64) formed as the optimizer asked: the point estimate of
 // member 0, the average of the probabilities of several parameter vectors,
-// or the average over Monte-Carlo samples of a Gaussian. BatchNorm uses its
-// running statistics; nothing is recorded for autograd.
+// or the average over Monte-Carlo samples of a Gaussian. BatchNorm uses
+// running statistics: a vector's own when a Copy with BN gave it some (a
+// snapshot), else its member's live ones. Nothing is recorded for autograd.
 func (e *Engine) Predict(ctx context.Context, pred optim.Predictive, set *DeviceSet, batch int64, seed int64) ([]float64, error) {
 	if batch <= 0 {
 		batch = 1000
@@ -54,12 +55,18 @@ func (e *Engine) predictBatch(pred optim.Predictive, set *DeviceSet, start, n, s
 	// the running sum: its weights and activations are freed right away.
 	var sum tensor.T
 	var ferr error
-	add := func(w float64, params func(cs *tensor.Scope) (tensor.T, int)) {
+	// params returns the weights, the member, and the BatchNorm statistics
+	// to evaluate with (invalid: the member's live ones).
+	add := func(w float64, params func(cs *tensor.Scope) (tensor.T, int, tensor.T)) {
 		cs := tensor.NewScope()
 		defer cs.Close()
-		t, m := params(cs)
+		t, m, buf := params(cs)
 		mem := e.members[m]
-		p := cs.Scale(cs.Softmax(mem.Model.Forward(cs, e.toDevice(cs, t), mem.Buf, x, false, 0), 1), w)
+		if !buf.Valid() {
+			buf = mem.Buf
+		}
+		logits := mem.Model.Forward(cs, e.toDevice(cs, t), e.toDevice(cs, buf), x, false, 0)
+		p := cs.Scale(cs.Softmax(logits, 1), w)
 		if sum.Valid() {
 			p = cs.Add(sum, p)
 		}
@@ -71,12 +78,12 @@ func (e *Engine) predictBatch(pred optim.Predictive, set *DeviceSet, start, n, s
 		}
 		sum = s.Adopt(cs.Keep(p))
 	}
-	fixed := func(t tensor.T, m int) func(*tensor.Scope) (tensor.T, int) {
-		return func(*tensor.Scope) (tensor.T, int) { return t, m }
+	fixed := func(t tensor.T, m int, buf tensor.T) func(*tensor.Scope) (tensor.T, int, tensor.T) {
+		return func(*tensor.Scope) (tensor.T, int, tensor.T) { return t, m, buf }
 	}
 	switch pred.Kind {
 	case optim.Point:
-		add(1, fixed(e.members[0].Params, 0))
+		add(1, fixed(e.members[0].Params, 0, tensor.T{}))
 	case optim.Members:
 		if len(pred.Vecs) == 0 {
 			return nil, errors.New("predictive: members kind with no vectors")
@@ -93,7 +100,7 @@ func (e *Engine) predictBatch(pred optim.Predictive, set *DeviceSet, start, n, s
 			if len(pred.Weights) > 0 {
 				w = pred.Weights[i]
 			}
-			add(w, fixed(t, m))
+			add(w, fixed(t, m, e.evalStats(h, m)))
 		}
 	case optim.Samples:
 		if pred.N <= 0 {
@@ -105,8 +112,8 @@ func (e *Engine) predictBatch(pred optim.Predictive, set *DeviceSet, start, n, s
 				return nil, errors.New("predictive: samples of the variational weights asked for, but the model is not variational (set model.variational = true)")
 			}
 			for j := 0; j < pred.N; j++ {
-				add(1/float64(pred.N), func(cs *tensor.Scope) (tensor.T, int) {
-					return e.sampleWeights(cs, mem, seed*7919+int64(j)+1), 0
+				add(1/float64(pred.N), func(cs *tensor.Scope) (tensor.T, int, tensor.T) {
+					return e.sampleWeights(cs, mem, seed*7919+int64(j)+1), 0, tensor.T{}
 				})
 			}
 			break
@@ -120,10 +127,10 @@ func (e *Engine) predictBatch(pred optim.Predictive, set *DeviceSet, start, n, s
 			return nil, fmt.Errorf("predictive std: %w", err)
 		}
 		for j := 0; j < pred.N; j++ {
-			add(1/float64(pred.N), func(cs *tensor.Scope) (tensor.T, int) {
+			add(1/float64(pred.N), func(cs *tensor.Scope) (tensor.T, int, tensor.T) {
 				tensor.ManualSeed(seed*7919 + int64(j) + 1)
 				xi := cs.Randn(mean.Shape(), tensor.Float32, e.cfg.Device)
-				return cs.Add(mean, cs.Mul(std, xi)), m
+				return cs.Add(mean, cs.Mul(std, xi)), m, e.evalStats(pred.Mean, m)
 			})
 		}
 	default:

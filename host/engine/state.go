@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strconv"
+	"strings"
 
 	"github.com/optlab/optlab/host/checkpoint"
 	"github.com/optlab/optlab/host/tensor"
@@ -17,6 +18,10 @@ import (
 // needs to continue bitwise: every member's parameters, buffers,
 // base-optimizer state and ρ, the plugin vectors named by the optimizer's
 // SaveState, and the host random stream.
+
+// bnSuffix names the BatchNorm statistics a plugin vector carries (see
+// optim.Copy) in the training state: "vecs.<handle>.bn".
+const bnSuffix = ".bn"
 
 // stateVec is one flat vector of the training state.
 type stateVec struct {
@@ -69,7 +74,11 @@ func (e *Engine) SaveState(ctx context.Context, vecs []optim.Vec) ([]checkpoint.
 			if err != nil {
 				return fmt.Errorf("save state: %w", err)
 			}
-			ts = append(ts, checkpoint.NewF32("vecs."+strconv.Itoa(int(h)), t.Shape(), s.Float32s(t)))
+			name := "vecs." + strconv.Itoa(int(h))
+			ts = append(ts, checkpoint.NewF32(name, t.Shape(), s.Float32s(t)))
+			if v, ok := e.vecs[h]; ok && v.bn.Valid() {
+				ts = append(ts, checkpoint.NewF32(name+bnSuffix, v.bn.Shape(), s.Float32s(v.bn)))
+			}
 		}
 		steps := map[string]int64{}
 		for i, m := range e.members {
@@ -155,15 +164,26 @@ func (e *Engine) LoadState(ctx context.Context, ts map[string]checkpoint.Tensor,
 			if used[name] {
 				continue
 			}
-			var h int
-			if _, err := fmt.Sscanf(name, "vecs.%d", &h); err != nil {
+			id, isBN := strings.CutSuffix(strings.TrimPrefix(name, "vecs."), bnSuffix)
+			h, err := strconv.Atoi(id)
+			if err != nil || !strings.HasPrefix(name, "vecs.") {
 				return fmt.Errorf("training state: unexpected %q", name)
 			}
 			t, _, err := e.get(optim.Vec(h))
 			if err != nil {
 				return fmt.Errorf("training state vector %q: %w (the optimizer's Configure must allocate it)", name, err)
 			}
-			if err := load(name, &t); err != nil {
+			if !isBN {
+				if err := load(name, &t); err != nil {
+					return err
+				}
+				continue
+			}
+			v, ok := e.vecs[optim.Vec(h)]
+			if !ok {
+				return fmt.Errorf("training state: %q belongs to a vector the optimizer did not allocate", name)
+			}
+			if err := load(name, &v.bn); err != nil {
 				return err
 			}
 		}

@@ -1809,9 +1809,11 @@ func (x *FreeOp) GetId() int32 {
 
 // CopyOp mirrors optim.Copy.
 type CopyOp struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Dst           int32                  `protobuf:"zigzag32,1,opt,name=dst,proto3" json:"dst,omitempty"`
-	Src           int32                  `protobuf:"zigzag32,2,opt,name=src,proto3" json:"src,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Dst   int32                  `protobuf:"zigzag32,1,opt,name=dst,proto3" json:"dst,omitempty"`
+	Src   int32                  `protobuf:"zigzag32,2,opt,name=src,proto3" json:"src,omitempty"`
+	// bn: the BatchNorm running statistics travel too (protocol minor 3).
+	Bn            bool `protobuf:"varint,3,opt,name=bn,proto3" json:"bn,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1858,6 +1860,13 @@ func (x *CopyOp) GetSrc() int32 {
 		return x.Src
 	}
 	return 0
+}
+
+func (x *CopyOp) GetBn() bool {
+	if x != nil {
+		return x.Bn
+	}
+	return false
 }
 
 // FillOp mirrors optim.Fill.
@@ -3389,10 +3398,11 @@ const file_optlab_plugin_v1_plugin_proto_rawDesc = "" +
 	"\x02id\x18\x01 \x01(\x11R\x02id\x12\x16\n" +
 	"\x06member\x18\x02 \x01(\x05R\x06member\"\x18\n" +
 	"\x06FreeOp\x12\x0e\n" +
-	"\x02id\x18\x01 \x01(\x11R\x02id\",\n" +
+	"\x02id\x18\x01 \x01(\x11R\x02id\"<\n" +
 	"\x06CopyOp\x12\x10\n" +
 	"\x03dst\x18\x01 \x01(\x11R\x03dst\x12\x10\n" +
-	"\x03src\x18\x02 \x01(\x11R\x03src\"0\n" +
+	"\x03src\x18\x02 \x01(\x11R\x03src\x12\x0e\n" +
+	"\x02bn\x18\x03 \x01(\bR\x02bn\"0\n" +
 	"\x06FillOp\x12\x10\n" +
 	"\x03dst\x18\x01 \x01(\x11R\x03dst\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\x01R\x05value\"1\n" +

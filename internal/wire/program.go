@@ -35,7 +35,7 @@ func opToProto(i int, op optim.Op) (*pb.Op, error) {
 	case optim.Free:
 		return &pb.Op{Kind: &pb.Op_Free{Free: &pb.FreeOp{Id: v(o.ID)}}}, nil
 	case optim.Copy:
-		return &pb.Op{Kind: &pb.Op_Copy{Copy: &pb.CopyOp{Dst: v(o.Dst), Src: v(o.Src)}}}, nil
+		return &pb.Op{Kind: &pb.Op_Copy{Copy: &pb.CopyOp{Dst: v(o.Dst), Src: v(o.Src), Bn: o.BN}}}, nil
 	case optim.Fill:
 		return &pb.Op{Kind: &pb.Op_Fill{Fill: &pb.FillOp{Dst: v(o.Dst), Value: o.Value}}}, nil
 	case optim.Scale:
@@ -153,7 +153,7 @@ func opFromProto(i int, op *pb.Op) (optim.Op, error) {
 		return optim.Free{ID: v(k.Free.GetId())}, nil
 	case *pb.Op_Copy:
 		o := k.Copy
-		return optim.Copy{Dst: v(o.GetDst()), Src: v(o.GetSrc())}, nil
+		return optim.Copy{Dst: v(o.GetDst()), Src: v(o.GetSrc()), BN: o.GetBn()}, nil
 	case *pb.Op_Fill:
 		o := k.Fill
 		return optim.Fill{Dst: v(o.GetDst()), Value: o.GetValue()}, nil

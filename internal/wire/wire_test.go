@@ -24,6 +24,7 @@ func allOps() []optim.Op {
 		optim.Alloc{ID: 7, Member: 2},
 		optim.Free{ID: 7},
 		optim.Copy{Dst: 3, Src: optim.ParamsOf(2)},
+		optim.Copy{Dst: 4, Src: optim.ParamsOf(1), BN: true},
 		optim.Fill{Dst: 3, Value: -1.5},
 		optim.Scale{Dst: 3, Alpha: 0.25},
 		optim.AddConst{Dst: 3, Value: 1e-8},

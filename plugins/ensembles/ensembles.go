@@ -20,7 +20,7 @@
 //     restarts, lr = ½·α0·(1+cos(π·T_cur/T_cycle)) with T_cycle =
 //     ⌊TotalSteps/cycles⌋ steps (the last cycle takes the remainder) and
 //     T_cur 1-based, so the last step of a cycle has rate 0; α0 = lr_max.
-//     A snapshot of the parameters is kept at the end of every cycle.
+//     A snapshot of the model is kept at the end of every cycle.
 //   - kind = "fge": fast geometric ensembling (Garipov et al., 2018;
 //     timgaripov/dnn-mode-connectivity). One member; a pretraining phase of
 //     pretrain_epochs epochs with train.py's schedule (pretrain_lr times 1
@@ -37,8 +37,11 @@
 // trip), and as StepInput.LR. Snapshots are vectors the plugin allocates in
 // Configure (all of them, so that a resumed run's Configure recreates them
 // and the host can restore their contents); taking one costs one extra Exec
-// (a Copy). The predictive averages the snapshots' probabilities; before
-// the first snapshot it is the live parameters.
+// (a Copy with BN, protocol minor 3), so that a snapshot keeps the
+// BatchNorm running statistics of its moment, as the published code does
+// (Huang et al. save whole models; fge.py predicts with the model as it is
+// at mid-cycle). The predictive averages the snapshots' probabilities;
+// before the first snapshot it is the live parameters.
 //
 // Hyperparameters that the chosen kind or member does not use must keep
 // their defaults: setting one is an error rather than a silent no-op.
@@ -286,7 +289,7 @@ func (e *Ensemble) Step(ctx context.Context, h optim.Host, in optim.StepInput) (
 		return out, fmt.Errorf("ensembles: %w", err)
 	}
 	if snap >= 0 {
-		if _, err := h.Exec(ctx, optim.Prog().Copy(SnapshotBase+optim.Vec(snap), optim.Params)); err != nil {
+		if _, err := h.Exec(ctx, optim.Prog().CopyState(SnapshotBase+optim.Vec(snap), optim.Params)); err != nil {
 			return out, fmt.Errorf("ensembles: snapshot %d at step %d: %w", snap, in.Step, err)
 		}
 		e.taken = append(e.taken, snap)

@@ -363,14 +363,31 @@ type record struct {
 	h      *optimtest.Host
 	lr     []float64
 	params [][]float64
+	bn     []int // label of member 0's BatchNorm statistics after each step
 	out    []optim.StepOutput
 }
 
 func (r *record) after(in optim.StepInput, out optim.StepOutput) error {
 	r.lr = append(r.lr, r.h.LR(0))
 	r.params = append(r.params, r.h.Params(0))
+	bn, _ := r.h.BNStats(optim.Params)
+	r.bn = append(r.bn, bn)
 	r.out = append(r.out, out)
 	return nil
+}
+
+// checkSnapshotStats fails unless snapshot k carries the BatchNorm
+// statistics member 0 had after step steps[k] (all different from the
+// final ones), so the predictive evaluates each snapshot as it was.
+func checkSnapshotStats(t *testing.T, h *optimtest.Host, rec *record, vecs []optim.Vec, steps []int64) {
+	t.Helper()
+	final, _ := h.BNStats(optim.Params)
+	for k, s := range steps {
+		got, ok := h.BNStats(vecs[k])
+		if !ok || got != rec.bn[s] || (s != int64(len(rec.bn)-1) && got == final) {
+			t.Errorf("snapshot %d: BatchNorm statistics %d (ok %v), want %d of step %d (final %d)", k, got, ok, rec.bn[s], s, final)
+		}
+	}
 }
 
 // Snapshot ensembles: the cosine rate with restarts (reference §8 item 33),
@@ -420,6 +437,7 @@ func TestSnapshot(t *testing.T) {
 			t.Errorf("snapshot %d differs from the parameters after step %d", k, s)
 		}
 	}
+	checkSnapshotStats(t, h, rec, pred.Vecs, snapSteps)
 	if e := evaluate(t, h, pred); e.Acc < 0.5 {
 		t.Errorf("snapshot ensemble %+v", e)
 	}
@@ -552,6 +570,7 @@ func TestFGE(t *testing.T) {
 					t.Errorf("snapshot %d after step %d at lr %v", k, s, rec.lr[s])
 				}
 			}
+			checkSnapshotStats(t, h, rec, pred.Vecs, tt.snaps)
 			ref := optimtest.MustHost(t, mlp(), optimtest.WithBatchSize(16), momentum)
 			optimtest.MustRun(t, sgd.New(), ref, epochs*spe, optimtest.WithSchedule(func(s int64, _ int) float64 { return rec.lr[s] }))
 			if !slices.Equal(ref.Params(0), h.Params(0)) {

@@ -107,8 +107,20 @@ type Alloc struct {
 // Free releases a vector allocated with Alloc.
 type Free struct{ ID Vec }
 
-// Copy sets Dst = Src.
-type Copy struct{ Dst, Src Vec }
+// Copy sets Dst = Src. With BN set the BatchNorm running statistics travel
+// with the parameters: Dst then holds a whole model state, so a snapshot of
+// the live parameters evaluates with the statistics it was trained with,
+// not the member's later ones. The statistics come from the member whose
+// live parameters Src names, or from the ones a vector received by an
+// earlier Copy with BN (an error if it has none); copied into live
+// parameters they replace the member's running statistics. A Copy without
+// BN into an allocated vector clears the statistics it held; no other op
+// touches them. A vector without statistics of its own evaluates with its
+// member's live ones. BN is protocol minor 3.
+type Copy struct {
+	Dst, Src Vec
+	BN       bool
+}
 
 // Fill sets every element of Dst to Value.
 type Fill struct {
@@ -270,6 +282,12 @@ func (p *Program) Free(id Vec) *Program { return p.add(Free{ID: id}) }
 
 // Copy appends dst = src.
 func (p *Program) Copy(dst, src Vec) *Program { return p.add(Copy{Dst: dst, Src: src}) }
+
+// CopyState appends dst = src with the BatchNorm running statistics (a
+// Copy with BN set): a snapshot of a whole model state.
+func (p *Program) CopyState(dst, src Vec) *Program {
+	return p.add(Copy{Dst: dst, Src: src, BN: true})
+}
 
 // Fill appends dst = v.
 func (p *Program) Fill(dst Vec, v float64) *Program { return p.add(Fill{Dst: dst, Value: v}) }

@@ -171,6 +171,7 @@ type member struct {
 	vari   *variational // nil for a deterministic member
 	rho    []float64    // ρ of a variational member
 	rhoOpt baseState    // base optimizer state of ρ
+	bn     int          // label of the running statistics (see BNStats)
 }
 
 // baseState is the base optimizer's state for one vector.
@@ -182,6 +183,7 @@ type baseState struct {
 type vector struct {
 	data   []float64
 	member int
+	bn     int // label of the statistics a Copy with BN gave it; 0: none
 }
 
 // Host is an exact float64 implementation of optim.Host. It is safe for
@@ -203,6 +205,7 @@ type Host struct {
 	perm      []int
 	execs     []ExecRecord
 	grads     []GradRecord
+	bnLabels  int // the last label given to running statistics
 	// det marks the elements that stay deterministic in variational
 	// members (tensors of Kind "bn").
 	det []bool
@@ -257,6 +260,7 @@ func NewHost(p Problem, opts ...HostOption) (*Host, error) {
 			p.Init(mix(uint64(c.seed), uint64(m)), theta)
 		}
 		h.members = append(h.members, &member{theta: theta})
+		h.updateStats(m)
 	}
 	for m := range c.init {
 		if m < 0 || m >= c.members {
@@ -374,6 +378,61 @@ func cloneProgram(p *optim.Program) optim.Program {
 	return optim.Program{Ops: ops}
 }
 
+// BNStats returns the label of the BatchNorm running statistics that v
+// carries: for live parameters their member's current ones, for a vector
+// the ones a Copy with BN gave it (ok false when it has none). The toy
+// problems have no BatchNorm, so statistics are labels: every Grad or
+// JointGrad pass in BNUpdate mode gives its members' statistics a new label
+// (each member starts with a label of its own), and a Copy with BN carries labels as the host
+// carries statistics. Tests use it to check that a snapshot holds the
+// statistics of the moment it was taken.
+func (h *Host) BNStats(v optim.Vec) (label int, ok bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if m, isMember := v.Member(); isMember && m < len(h.members) {
+		return h.members[m].bn, true
+	}
+	if x, found := h.vecs[v]; found && x.bn != 0 {
+		return x.bn, true
+	}
+	return 0, false
+}
+
+// updateStats gives member m's running statistics a new label (a BNUpdate pass).
+func (h *Host) updateStats(m int) {
+	h.bnLabels++
+	h.members[m].bn = h.bnLabels
+}
+
+// copyStats carries the statistics of a Copy (see optim.Copy); it checks
+// everything before changing anything.
+func (h *Host) copyStats(op optim.Copy) error {
+	dv := h.vecs[op.Dst]
+	if !op.BN {
+		if dv != nil {
+			dv.bn = 0
+		}
+		return nil
+	}
+	var label int
+	if m, ok := op.Src.Member(); ok {
+		label = h.members[m].bn
+	} else if sv := h.vecs[op.Src]; sv != nil && sv.bn != 0 {
+		label = sv.bn
+	} else {
+		return fmt.Errorf("copy with BN: handle %d holds no statistics", op.Src)
+	}
+	if m, ok := op.Dst.Member(); ok {
+		h.members[m].bn = label
+		return nil
+	}
+	if dv == nil {
+		return fmt.Errorf("copy with BN: handle %d is a ρ vector, which holds none", op.Dst)
+	}
+	dv.bn = label
+	return nil
+}
+
 // lookup resolves a handle to its data and owning member.
 func (h *Host) lookup(v optim.Vec) ([]float64, int, error) {
 	if m, ok := v.Rho(); ok {
@@ -434,6 +493,9 @@ func (h *Host) apply(op optim.Op, res *optim.Result) error {
 	case optim.Copy:
 		d, s, err := h.get2(op.Dst, op.Src)
 		if err != nil {
+			return err
+		}
+		if err := h.copyStats(op); err != nil {
 			return err
 		}
 		copy(d, s)
@@ -685,6 +747,7 @@ func (h *Host) grad(op optim.Grad, res *optim.Result) error {
 	switch op.BN {
 	case optim.BNUpdate:
 		st.BNUpdate++
+		h.updateStats(owner)
 	case optim.BNFreeze:
 		st.BNFreeze++
 	default:
@@ -774,6 +837,7 @@ func (h *Host) jointGrad(op optim.JointGrad, res *optim.Result) error {
 	for _, owner := range owners {
 		if op.BN == optim.BNUpdate {
 			h.members[owner].stats.BNUpdate++
+			h.updateStats(owner)
 		} else {
 			h.members[owner].stats.BNFreeze++
 		}

@@ -485,3 +485,40 @@ func TestEvaluate(t *testing.T) {
 		t.Error("variational predictive accepted")
 	}
 }
+
+// BatchNorm statistics are labels that Copy with BN carries (protocol
+// minor 3): a snapshot keeps the label of its moment, BNUpdate passes give
+// the member a new one and BNFreeze passes do not, a plain Copy clears a
+// vector's, and copying a state into live parameters restores it.
+func TestCopyStateLabels(t *testing.T) {
+	h := optimtest.MustHost(t, &optimtest.Linear{C: []float64{1, 1}}, optimtest.WithMembers(2))
+	label := func(v optim.Vec) (int, bool) { return h.BNStats(v) }
+	m0, _ := label(optim.Params)
+	m1, _ := label(optim.ParamsOf(1))
+	if m0 == m1 {
+		t.Fatalf("members start with the same statistics %d", m0)
+	}
+	exec(t, h, optim.Prog().Alloc(1).CopyState(1, optim.Params).Grad(0, optim.Params, optim.Batch{}, optim.BNFreeze))
+	if got, _ := label(optim.Params); got != m0 {
+		t.Errorf("a BNFreeze pass changed the statistics: %d, want %d", got, m0)
+	}
+	exec(t, h, optim.Prog().Grad(0, optim.Params, optim.Batch{}, optim.BNUpdate))
+	now, _ := label(optim.Params)
+	if snap, ok := label(1); !ok || snap != m0 || now == m0 {
+		t.Errorf("snapshot %d (ok %v), live %d; want the snapshot at %d and the live ones new", snap, ok, now, m0)
+	}
+	exec(t, h, optim.Prog().CopyState(optim.Params, 1))
+	if got, _ := label(optim.Params); got != m0 {
+		t.Errorf("restored statistics %d, want %d", got, m0)
+	}
+	exec(t, h, optim.Prog().Copy(1, optim.Params))
+	if _, ok := label(1); ok {
+		t.Error("a plain Copy left the vector's statistics")
+	}
+	if _, err := h.Exec(context.Background(), optim.Prog().CopyState(optim.Params, 1)); err == nil || !strings.Contains(err.Error(), "holds no statistics") {
+		t.Errorf("copy with BN from a vector without statistics: %v", err)
+	}
+	if got, _ := label(optim.Params); got != m0 {
+		t.Errorf("a failed copy changed the statistics to %d", got)
+	}
+}
