@@ -28,6 +28,15 @@ type Variational struct {
 	KLReduction string
 	// Beta scales the KL term; the loss is mean NLL + Beta·KL/N.
 	Beta float64
+	// LocalReparam makes training passes sample the outputs of convolution
+	// and linear layers instead of the weights (the local reparameterization
+	// trick, Kingma et al. 2015): noise independent per sample, so
+	// gradients of lower variance, at the cost of a second convolution per
+	// layer. A Grad's Eps vector then has no effect, since there is no
+	// weight sample to share: every pass draws fresh noise. The predictive
+	// still samples weights; for each test sample the two give the same
+	// distribution.
+	LocalReparam bool
 }
 
 // variational is one member's posterior state.
@@ -97,6 +106,8 @@ func (e *Engine) klTerm(s *tensor.Scope, mem *Member, mu, rho tensor.T) tensor.T
 }
 
 // noise returns the κ of a pass: the plugin's Eps vector or a fresh draw.
+// With local reparameterization it seeds the pass's activation noise from
+// the host stream instead (checking the Eps handle all the same).
 func (e *Engine) noise(s *tensor.Scope, h optim.Vec, numel int64) (tensor.T, error) {
 	if h != 0 {
 		k, _, err := e.get(h)
@@ -106,9 +117,14 @@ func (e *Engine) noise(s *tensor.Scope, h optim.Vec, numel int64) (tensor.T, err
 		if k.Numel() != numel {
 			return tensor.T{}, errors.New("eps: the noise vector has another member's layout")
 		}
-		return k, nil
+		if !e.cfg.Variational.LocalReparam {
+			return k, nil
+		}
 	}
 	tensor.ManualSeed(e.rng.Int64())
+	if e.cfg.Variational.LocalReparam {
+		return tensor.T{}, nil
+	}
 	return s.Randn([]int64{numel}, tensor.Float32, e.cfg.Device), nil
 }
 
@@ -120,8 +136,13 @@ func (e *Engine) varGrad(s *tensor.Scope, o optim.Grad, mem *Member, at tensor.T
 	}
 	mu := s.RequiresGrad(at)
 	rho := s.RequiresGrad(mem.vi.rho)
-	w := s.Add(mu, s.Mul(sigma(s, rho, mem.vi.mask), kappa))
-	logits := mem.Model.Forward(s, w, mem.Buf, x, true, mom)
+	var logits tensor.T
+	if e.cfg.Variational.LocalReparam {
+		logits = mem.Model.ForwardLocal(s, mu, s.Square(sigma(s, rho, mem.vi.mask)), mem.Buf, x, true, mom)
+	} else {
+		w := s.Add(mu, s.Mul(sigma(s, rho, mem.vi.mask), kappa))
+		logits = mem.Model.Forward(s, w, mem.Buf, x, true, mom)
+	}
 	nll := s.CrossEntropy(logits, y, e.cfg.LabelSmoothing)
 	loss := s.Add(nll, e.klTerm(s, mem, mu, rho))
 	if o.Out != 0 || o.OutRho != 0 {

@@ -201,6 +201,12 @@ type VariationalOpts struct {
 	// MCSamples (default 30) is the number of weight samples averaged by
 	// the variational model's predictive at evaluation (≥ 1).
 	MCSamples int `toml:"mc_samples"`
+	// LocalReparam (default false) trains with the local reparameterization
+	// trick (Kingma et al., 2015): convolution and linear layers sample
+	// their outputs, with noise independent per sample, instead of one
+	// weight sample per pass. Plugins' shared weight noise (Eps) then has
+	// no effect. The published OT-MDR BNN code samples weights.
+	LocalReparam bool `toml:"local_reparam"`
 }
 
 // Train is the [train] table.

@@ -425,3 +425,72 @@ func TestParseSyntaxErrorOutOfRangePosition(t *testing.T) {
 		})
 	}
 }
+
+// TestDocsReferenceCoversEveryKey checks that the reference tables of
+// docs/EXPERIMENTS.md have a row for every key the decoder accepts, under
+// the heading of its table, and no row for a key it does not.
+func TestDocsReferenceCoversEveryKey(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join("..", "..", "docs", "EXPERIMENTS.md"))
+	if err != nil {
+		t.Skipf("docs not found: %v", err)
+	}
+	// The documented keys, by table: "" is "## Top level", "method" is
+	// "## `[[method]]`", "train.optimizer" is "### `[train.optimizer]`".
+	documented := map[string]map[string]bool{}
+	heading := regexp.MustCompile("^#+ (?:Top level|`\\[\\[?([a-z_.]+)\\]\\]?`)\\s*$")
+	row := regexp.MustCompile("^\\| `([a-z_]+)` \\|")
+	section, inRef := "", false
+	for _, line := range strings.Split(string(data), "\n") {
+		if m := heading.FindStringSubmatch(line); m != nil {
+			section, inRef = m[1], true
+			continue
+		}
+		if strings.HasPrefix(line, "## ") {
+			inRef = false
+		}
+		if m := row.FindStringSubmatch(line); m != nil && inRef {
+			if documented[section] == nil {
+				documented[section] = map[string]bool{}
+			}
+			documented[section][m[1]] = true
+		}
+	}
+	accepted := map[string]map[string]bool{}
+	var walk func(section string, typ reflect.Type)
+	walk = func(section string, typ reflect.Type) {
+		for i := range typ.NumField() {
+			f := typ.Field(i)
+			key := f.Tag.Get("toml")
+			if key == "" {
+				continue
+			}
+			ft := f.Type
+			if ft.Kind() == reflect.Slice && ft.Elem().Kind() == reflect.Struct {
+				ft = ft.Elem()
+			}
+			if ft.Kind() == reflect.Struct && ft != reflect.TypeOf(toml.Primitive{}) {
+				walk(strings.TrimPrefix(section+"."+key, "."), ft)
+				continue
+			}
+			if accepted[section] == nil {
+				accepted[section] = map[string]bool{}
+			}
+			accepted[section][key] = true
+		}
+	}
+	walk("", reflect.TypeOf(document{}))
+	for section, keys := range accepted {
+		for key := range keys {
+			if !documented[section][key] {
+				t.Errorf("key %q of table %q has no row in docs/EXPERIMENTS.md", key, section)
+			}
+		}
+	}
+	for section, keys := range documented {
+		for key := range keys {
+			if !accepted[section][key] {
+				t.Errorf("docs/EXPERIMENTS.md documents %q in table %q, which the decoder does not accept", key, section)
+			}
+		}
+	}
+}

@@ -20,11 +20,26 @@ func (b *Builder) Conv(name string, in, out, k, stride, pad, groups int64, bias 
 
 // Forward applies the convolution.
 func (c Conv) Forward(f *Fwd, x tensor.T) tensor.T {
-	var bias tensor.T
+	var bias, vb tensor.T
 	if c.Bias >= 0 {
 		bias = f.P[c.Bias]
 	}
-	return f.S.Conv2d(x, f.P[c.W], bias, c.Stride, c.Pad, c.Groups)
+	out := f.S.Conv2d(x, f.P[c.W], bias, c.Stride, c.Pad, c.Groups)
+	if f.V == nil {
+		return out
+	}
+	if c.Bias >= 0 {
+		vb = f.V[c.Bias]
+	}
+	return f.local(out, f.S.Conv2d(f.S.Square(x), f.V[c.W], vb, c.Stride, c.Pad, c.Groups))
+}
+
+// local samples outputs of mean mean and variance variance elementwise
+// (the local reparameterization trick). The 1e-16 keeps the square root's
+// gradient finite where the variance is 0, as the reference layers do.
+func (f *Fwd) local(mean, variance tensor.T) tensor.T {
+	noise := f.S.Randn(mean.Shape(), tensor.Float32, mean.Device())
+	return f.S.Add(mean, f.S.Mul(f.S.Sqrt(f.S.AddScalar(variance, 1e-16)), noise))
 }
 
 // BN is a BatchNorm layer: affine γ (1), β (0), running mean (0) and var (1).
@@ -63,5 +78,9 @@ func (b *Builder) Linear(name string, in, out int64, zero bool) Linear {
 
 // Forward applies x·Wᵀ + b.
 func (l Linear) Forward(f *Fwd, x tensor.T) tensor.T {
-	return f.S.Linear(x, f.P[l.W], f.P[l.B])
+	out := f.S.Linear(x, f.P[l.W], f.P[l.B])
+	if f.V == nil {
+		return out
+	}
+	return f.local(out, f.S.Linear(f.S.Square(x), f.V[l.W], f.V[l.B]))
 }

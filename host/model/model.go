@@ -78,6 +78,10 @@ type Fwd struct {
 	S *tensor.Scope
 	P []tensor.T
 	B []tensor.T
+	// V, when set, holds the variances of the parameters in P (same
+	// shapes): convolution and linear layers then sample their outputs by
+	// the local reparameterization trick (see Model.ForwardLocal).
+	V []tensor.T
 	// Train selects batch statistics in BatchNorm; running statistics are
 	// updated with BNMomentum (0 freezes them).
 	Train      bool
@@ -150,8 +154,28 @@ func (b *Builder) Build(arch string, classes int, in []int64, net Net) (*Model, 
 // vector params and BatchNorm buffers from the flat vector buf (either may be
 // a leaf that requires gradients). Views and intermediates belong to s.
 func (m *Model) Forward(s *tensor.Scope, params, buf tensor.T, x tensor.T, train bool, bnMomentum float64) tensor.T {
+	return m.forward(s, params, tensor.T{}, buf, x, train, bnMomentum)
+}
+
+// ForwardLocal is Forward for a mean-field Gaussian posterior over the
+// parameters with means mean and variances variance (flat vectors laid out
+// like the parameters) by the local reparameterization trick (Kingma,
+// Salimans and Welling, 2015): every convolution and linear layer samples
+// its outputs from N(x∗μ + μ_b, x²∗σ² + σ_b²), independently per sample and
+// per output, instead of sampling one weight matrix for the whole batch.
+// The noise comes from torch's global generator (seed it first). Other
+// parameters (BatchNorm) use their means.
+func (m *Model) ForwardLocal(s *tensor.Scope, mean, variance, buf tensor.T, x tensor.T, train bool, bnMomentum float64) tensor.T {
+	return m.forward(s, mean, variance, buf, x, train, bnMomentum)
+}
+
+func (m *Model) forward(s *tensor.Scope, params, variance, buf tensor.T, x tensor.T, train bool, bnMomentum float64) tensor.T {
 	f := &Fwd{S: s, Train: train, BNMomentum: bnMomentum}
-	f.P = views(s, params, m.Offsets, func(i int) []int64 { return m.Params[i].Shape })
+	shape := func(i int) []int64 { return m.Params[i].Shape }
+	f.P = views(s, params, m.Offsets, shape)
+	if variance.Valid() {
+		f.V = views(s, variance, m.Offsets, shape)
+	}
 	if len(m.Buffers) > 0 {
 		f.B = views(s, buf, m.BufOffsets, func(i int) []int64 { return m.Buffers[i].Shape })
 	}

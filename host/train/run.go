@@ -130,7 +130,7 @@ func (r *Runner) Run(ctx context.Context, run experiment.Run, m Method) (results
 	if mo := r.Exp.Model; mo.Variational {
 		v := mo.VariationalOpts
 		ecfg.Variational = &engine.Variational{PriorSigma: v.PriorSigma, RhoInit: v.RhoInit, RhoInitStd: 0.1,
-			KL: v.KL, KLReduction: v.KLReduction, Beta: v.Beta}
+			KL: v.KL, KLReduction: v.KLReduction, Beta: v.Beta, LocalReparam: v.LocalReparam}
 	}
 	eng, err := engine.New(ctx, r.W, ecfg, models)
 	if err != nil {
