@@ -341,6 +341,17 @@ func (e *Engine) run(s *tensor.Scope, op optim.Op) ([]tensor.T, error) {
 			return nil, err
 		}
 		s.Fill(d, o.Value)
+	case optim.FillRange:
+		d, _, err := e.get(o.Dst)
+		if err != nil {
+			return nil, err
+		}
+		if n := d.Numel(); o.Offset < 0 || o.Len < 0 || o.Offset > n-o.Len {
+			return nil, fmt.Errorf("fill range: [%d, %d+%d) is outside a vector of %d", o.Offset, o.Offset, o.Len, n)
+		}
+		if o.Len > 0 {
+			s.Fill(s.Narrow(d, 0, o.Offset, o.Len), o.Value)
+		}
 	case optim.Scale:
 		d, _, err := e.get(o.Dst)
 		if err != nil {

@@ -40,6 +40,9 @@ func TestAllocFreeErrors(t *testing.T) {
 		{"lincomb across layouts", optim.Prog().Alloc(1).LinComb(1, optim.Term{Coef: 1, X: 1}, optim.Term{Coef: 1, X: optim.ParamsOf(1)}), "different layouts", 1},
 		{"dot across layouts", optim.Prog().Dot(optim.Params, optim.ParamsOf(1)), "different layouts", 0},
 		{"grad out across layouts", optim.Prog().AllocFor(1, 1).Grad(1, optim.Params, optim.Batch{}, optim.BNUpdate), "another member's layout", 1},
+		{"fill range past the end", optim.Prog().Alloc(1).FillRange(1, 40, 4, 1), "outside a vector of 43", 1},
+		{"fill range negative offset", optim.Prog().FillRange(optim.Params, -1, 2, 1), "outside", 0},
+		{"fill range negative length", optim.Prog().FillRange(optim.Params, 3, -2, 1), "outside", 0},
 		{"set_lr no member", optim.Prog().SetLR(2, 0.1), "no member 2", 0},
 		{"set_lr negative", optim.Prog().SetLR(0, -0.1), "invalid learning rate", 0},
 		{"set_lr NaN", optim.Prog().SetLR(0, math.NaN()), "invalid learning rate", 0},
@@ -164,6 +167,18 @@ func TestElementwiseOps(t *testing.T) {
 		{"copy into params", optim.Prog().Copy(optim.Params, B), optim.Params, b},
 		{"fill", optim.Prog().Fill(D, 0.3), D, each(func(int) float64 { return float64(float32(0.3)) })},
 		{"fill params", optim.Prog().Fill(optim.Params, -2), optim.Params, each(func(int) float64 { return -2 })},
+		{"fill range", optim.Prog().FillRange(D, 5, 20, 0.5), D, each(func(i int) float64 {
+			if i >= 5 && i < 25 {
+				return 0.5
+			}
+			return d0[i]
+		})},
+		{"fill range to the end", optim.Prog().FillRange(D, int64(n-3), 3, -1).FillRange(D, 0, 0, 9), D, each(func(i int) float64 {
+			if i >= n-3 {
+				return -1
+			}
+			return d0[i]
+		})},
 		{"scale", optim.Prog().Scale(D, -1.5), D, each(func(i int) float64 { return -1.5 * d0[i] })},
 		{"scale zero", optim.Prog().Scale(D, 0), D, each(func(int) float64 { return 0 })},
 		{"add const", optim.Prog().AddConst(D, 2.25), D, each(func(i int) float64 { return d0[i] + 2.25 })},

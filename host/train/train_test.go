@@ -119,6 +119,18 @@ func TestReproducibleAndSAMZeroRho(t *testing.T) {
 	}
 }
 
+// Official ASAM's weights-only scope builds its masks from the real
+// engine's layout (FillRange over PyTorch-named tensors) and trains.
+func TestASAMWeightsOnlyOnEngine(t *testing.T) {
+	w := tensor.NewWorker(2)
+	defer w.Close()
+	r, exp := newRunner(t, w, digitsTOML)
+	rec := runOnce(t, r, exp, sam.New(), map[string]any{"rho": 0.5, "adaptive": true, "adaptive_scope": "weights"})
+	if acc := rec.Metrics["acc"]; acc < 0.85 {
+		t.Errorf("ASAM (weights only) test accuracy %.3f, want ≥ 0.85", acc)
+	}
+}
+
 // OT-MDR's joint ensemble mode (one loss on the averaged probabilities,
 // JointGrad) trains a two-member ensemble on the real engine.
 func TestOTMDRJointEnsemble(t *testing.T) {

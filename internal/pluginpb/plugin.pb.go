@@ -1922,6 +1922,75 @@ func (x *FillOp) GetValue() float64 {
 	return 0
 }
 
+// FillRangeOp mirrors optim.FillRange (since minor 4).
+type FillRangeOp struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Dst           int32                  `protobuf:"zigzag32,1,opt,name=dst,proto3" json:"dst,omitempty"`
+	Offset        int64                  `protobuf:"varint,2,opt,name=offset,proto3" json:"offset,omitempty"`
+	Len           int64                  `protobuf:"varint,3,opt,name=len,proto3" json:"len,omitempty"`
+	Value         float64                `protobuf:"fixed64,4,opt,name=value,proto3" json:"value,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FillRangeOp) Reset() {
+	*x = FillRangeOp{}
+	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[29]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FillRangeOp) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FillRangeOp) ProtoMessage() {}
+
+func (x *FillRangeOp) ProtoReflect() protoreflect.Message {
+	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[29]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FillRangeOp.ProtoReflect.Descriptor instead.
+func (*FillRangeOp) Descriptor() ([]byte, []int) {
+	return file_optlab_plugin_v1_plugin_proto_rawDescGZIP(), []int{29}
+}
+
+func (x *FillRangeOp) GetDst() int32 {
+	if x != nil {
+		return x.Dst
+	}
+	return 0
+}
+
+func (x *FillRangeOp) GetOffset() int64 {
+	if x != nil {
+		return x.Offset
+	}
+	return 0
+}
+
+func (x *FillRangeOp) GetLen() int64 {
+	if x != nil {
+		return x.Len
+	}
+	return 0
+}
+
+func (x *FillRangeOp) GetValue() float64 {
+	if x != nil {
+		return x.Value
+	}
+	return 0
+}
+
 // ScaleOp mirrors optim.Scale.
 type ScaleOp struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -1933,7 +2002,7 @@ type ScaleOp struct {
 
 func (x *ScaleOp) Reset() {
 	*x = ScaleOp{}
-	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[29]
+	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1945,7 +2014,7 @@ func (x *ScaleOp) String() string {
 func (*ScaleOp) ProtoMessage() {}
 
 func (x *ScaleOp) ProtoReflect() protoreflect.Message {
-	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[29]
+	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1958,7 +2027,7 @@ func (x *ScaleOp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScaleOp.ProtoReflect.Descriptor instead.
 func (*ScaleOp) Descriptor() ([]byte, []int) {
-	return file_optlab_plugin_v1_plugin_proto_rawDescGZIP(), []int{29}
+	return file_optlab_plugin_v1_plugin_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *ScaleOp) GetDst() int32 {
@@ -1986,7 +2055,7 @@ type AddConstOp struct {
 
 func (x *AddConstOp) Reset() {
 	*x = AddConstOp{}
-	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[30]
+	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1998,7 +2067,7 @@ func (x *AddConstOp) String() string {
 func (*AddConstOp) ProtoMessage() {}
 
 func (x *AddConstOp) ProtoReflect() protoreflect.Message {
-	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[30]
+	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2011,7 +2080,7 @@ func (x *AddConstOp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddConstOp.ProtoReflect.Descriptor instead.
 func (*AddConstOp) Descriptor() ([]byte, []int) {
-	return file_optlab_plugin_v1_plugin_proto_rawDescGZIP(), []int{30}
+	return file_optlab_plugin_v1_plugin_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *AddConstOp) GetDst() int32 {
@@ -2040,7 +2109,7 @@ type AxpyOp struct {
 
 func (x *AxpyOp) Reset() {
 	*x = AxpyOp{}
-	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[31]
+	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2052,7 +2121,7 @@ func (x *AxpyOp) String() string {
 func (*AxpyOp) ProtoMessage() {}
 
 func (x *AxpyOp) ProtoReflect() protoreflect.Message {
-	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[31]
+	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2065,7 +2134,7 @@ func (x *AxpyOp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AxpyOp.ProtoReflect.Descriptor instead.
 func (*AxpyOp) Descriptor() ([]byte, []int) {
-	return file_optlab_plugin_v1_plugin_proto_rawDescGZIP(), []int{31}
+	return file_optlab_plugin_v1_plugin_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *AxpyOp) GetDst() int32 {
@@ -2100,7 +2169,7 @@ type Term struct {
 
 func (x *Term) Reset() {
 	*x = Term{}
-	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[32]
+	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2112,7 +2181,7 @@ func (x *Term) String() string {
 func (*Term) ProtoMessage() {}
 
 func (x *Term) ProtoReflect() protoreflect.Message {
-	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[32]
+	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2125,7 +2194,7 @@ func (x *Term) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Term.ProtoReflect.Descriptor instead.
 func (*Term) Descriptor() ([]byte, []int) {
-	return file_optlab_plugin_v1_plugin_proto_rawDescGZIP(), []int{32}
+	return file_optlab_plugin_v1_plugin_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *Term) GetCoef() float64 {
@@ -2153,7 +2222,7 @@ type LinCombOp struct {
 
 func (x *LinCombOp) Reset() {
 	*x = LinCombOp{}
-	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[33]
+	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2165,7 +2234,7 @@ func (x *LinCombOp) String() string {
 func (*LinCombOp) ProtoMessage() {}
 
 func (x *LinCombOp) ProtoReflect() protoreflect.Message {
-	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[33]
+	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2178,7 +2247,7 @@ func (x *LinCombOp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LinCombOp.ProtoReflect.Descriptor instead.
 func (*LinCombOp) Descriptor() ([]byte, []int) {
-	return file_optlab_plugin_v1_plugin_proto_rawDescGZIP(), []int{33}
+	return file_optlab_plugin_v1_plugin_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *LinCombOp) GetDst() int32 {
@@ -2207,7 +2276,7 @@ type UnaryOp struct {
 
 func (x *UnaryOp) Reset() {
 	*x = UnaryOp{}
-	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[34]
+	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2219,7 +2288,7 @@ func (x *UnaryOp) String() string {
 func (*UnaryOp) ProtoMessage() {}
 
 func (x *UnaryOp) ProtoReflect() protoreflect.Message {
-	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[34]
+	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2232,7 +2301,7 @@ func (x *UnaryOp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UnaryOp.ProtoReflect.Descriptor instead.
 func (*UnaryOp) Descriptor() ([]byte, []int) {
-	return file_optlab_plugin_v1_plugin_proto_rawDescGZIP(), []int{34}
+	return file_optlab_plugin_v1_plugin_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *UnaryOp) GetDst() int32 {
@@ -2269,7 +2338,7 @@ type BinaryOp struct {
 
 func (x *BinaryOp) Reset() {
 	*x = BinaryOp{}
-	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[35]
+	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2281,7 +2350,7 @@ func (x *BinaryOp) String() string {
 func (*BinaryOp) ProtoMessage() {}
 
 func (x *BinaryOp) ProtoReflect() protoreflect.Message {
-	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[35]
+	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2294,7 +2363,7 @@ func (x *BinaryOp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BinaryOp.ProtoReflect.Descriptor instead.
 func (*BinaryOp) Descriptor() ([]byte, []int) {
-	return file_optlab_plugin_v1_plugin_proto_rawDescGZIP(), []int{35}
+	return file_optlab_plugin_v1_plugin_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *BinaryOp) GetDst() int32 {
@@ -2337,7 +2406,7 @@ type RandNOp struct {
 
 func (x *RandNOp) Reset() {
 	*x = RandNOp{}
-	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[36]
+	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2349,7 +2418,7 @@ func (x *RandNOp) String() string {
 func (*RandNOp) ProtoMessage() {}
 
 func (x *RandNOp) ProtoReflect() protoreflect.Message {
-	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[36]
+	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2362,7 +2431,7 @@ func (x *RandNOp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RandNOp.ProtoReflect.Descriptor instead.
 func (*RandNOp) Descriptor() ([]byte, []int) {
-	return file_optlab_plugin_v1_plugin_proto_rawDescGZIP(), []int{36}
+	return file_optlab_plugin_v1_plugin_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *RandNOp) GetDst() int32 {
@@ -2397,7 +2466,7 @@ type DotOp struct {
 
 func (x *DotOp) Reset() {
 	*x = DotOp{}
-	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[37]
+	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2409,7 +2478,7 @@ func (x *DotOp) String() string {
 func (*DotOp) ProtoMessage() {}
 
 func (x *DotOp) ProtoReflect() protoreflect.Message {
-	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[37]
+	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2422,7 +2491,7 @@ func (x *DotOp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DotOp.ProtoReflect.Descriptor instead.
 func (*DotOp) Descriptor() ([]byte, []int) {
-	return file_optlab_plugin_v1_plugin_proto_rawDescGZIP(), []int{37}
+	return file_optlab_plugin_v1_plugin_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *DotOp) GetA() int32 {
@@ -2449,7 +2518,7 @@ type NormOp struct {
 
 func (x *NormOp) Reset() {
 	*x = NormOp{}
-	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[38]
+	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2461,7 +2530,7 @@ func (x *NormOp) String() string {
 func (*NormOp) ProtoMessage() {}
 
 func (x *NormOp) ProtoReflect() protoreflect.Message {
-	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[38]
+	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2474,7 +2543,7 @@ func (x *NormOp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NormOp.ProtoReflect.Descriptor instead.
 func (*NormOp) Descriptor() ([]byte, []int) {
-	return file_optlab_plugin_v1_plugin_proto_rawDescGZIP(), []int{38}
+	return file_optlab_plugin_v1_plugin_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *NormOp) GetX() int32 {
@@ -2500,7 +2569,7 @@ type GradOp struct {
 
 func (x *GradOp) Reset() {
 	*x = GradOp{}
-	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[39]
+	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2512,7 +2581,7 @@ func (x *GradOp) String() string {
 func (*GradOp) ProtoMessage() {}
 
 func (x *GradOp) ProtoReflect() protoreflect.Message {
-	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[39]
+	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2525,7 +2594,7 @@ func (x *GradOp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GradOp.ProtoReflect.Descriptor instead.
 func (*GradOp) Descriptor() ([]byte, []int) {
-	return file_optlab_plugin_v1_plugin_proto_rawDescGZIP(), []int{39}
+	return file_optlab_plugin_v1_plugin_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *GradOp) GetOut() int32 {
@@ -2581,7 +2650,7 @@ type BaseStepOp struct {
 
 func (x *BaseStepOp) Reset() {
 	*x = BaseStepOp{}
-	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[40]
+	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2593,7 +2662,7 @@ func (x *BaseStepOp) String() string {
 func (*BaseStepOp) ProtoMessage() {}
 
 func (x *BaseStepOp) ProtoReflect() protoreflect.Message {
-	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[40]
+	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2606,7 +2675,7 @@ func (x *BaseStepOp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BaseStepOp.ProtoReflect.Descriptor instead.
 func (*BaseStepOp) Descriptor() ([]byte, []int) {
-	return file_optlab_plugin_v1_plugin_proto_rawDescGZIP(), []int{40}
+	return file_optlab_plugin_v1_plugin_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *BaseStepOp) GetParams() int32 {
@@ -2634,7 +2703,7 @@ type SetLROp struct {
 
 func (x *SetLROp) Reset() {
 	*x = SetLROp{}
-	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[41]
+	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2646,7 +2715,7 @@ func (x *SetLROp) String() string {
 func (*SetLROp) ProtoMessage() {}
 
 func (x *SetLROp) ProtoReflect() protoreflect.Message {
-	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[41]
+	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2659,7 +2728,7 @@ func (x *SetLROp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetLROp.ProtoReflect.Descriptor instead.
 func (*SetLROp) Descriptor() ([]byte, []int) {
-	return file_optlab_plugin_v1_plugin_proto_rawDescGZIP(), []int{41}
+	return file_optlab_plugin_v1_plugin_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *SetLROp) GetMember() int32 {
@@ -2689,7 +2758,7 @@ type JointGradOp struct {
 
 func (x *JointGradOp) Reset() {
 	*x = JointGradOp{}
-	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[42]
+	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2701,7 +2770,7 @@ func (x *JointGradOp) String() string {
 func (*JointGradOp) ProtoMessage() {}
 
 func (x *JointGradOp) ProtoReflect() protoreflect.Message {
-	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[42]
+	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2714,7 +2783,7 @@ func (x *JointGradOp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JointGradOp.ProtoReflect.Descriptor instead.
 func (*JointGradOp) Descriptor() ([]byte, []int) {
-	return file_optlab_plugin_v1_plugin_proto_rawDescGZIP(), []int{42}
+	return file_optlab_plugin_v1_plugin_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *JointGradOp) GetOuts() []int32 {
@@ -2769,6 +2838,7 @@ type Op struct {
 	//	*Op_BaseStep
 	//	*Op_SetLr
 	//	*Op_JointGrad
+	//	*Op_FillRange
 	Kind          isOp_Kind `protobuf_oneof:"kind"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -2776,7 +2846,7 @@ type Op struct {
 
 func (x *Op) Reset() {
 	*x = Op{}
-	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[43]
+	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2788,7 +2858,7 @@ func (x *Op) String() string {
 func (*Op) ProtoMessage() {}
 
 func (x *Op) ProtoReflect() protoreflect.Message {
-	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[43]
+	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2801,7 +2871,7 @@ func (x *Op) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Op.ProtoReflect.Descriptor instead.
 func (*Op) Descriptor() ([]byte, []int) {
-	return file_optlab_plugin_v1_plugin_proto_rawDescGZIP(), []int{43}
+	return file_optlab_plugin_v1_plugin_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *Op) GetKind() isOp_Kind {
@@ -2964,6 +3034,15 @@ func (x *Op) GetJointGrad() *JointGradOp {
 	return nil
 }
 
+func (x *Op) GetFillRange() *FillRangeOp {
+	if x != nil {
+		if x, ok := x.Kind.(*Op_FillRange); ok {
+			return x.FillRange
+		}
+	}
+	return nil
+}
+
 type isOp_Kind interface {
 	isOp_Kind()
 }
@@ -3036,6 +3115,10 @@ type Op_JointGrad struct {
 	JointGrad *JointGradOp `protobuf:"bytes,17,opt,name=joint_grad,json=jointGrad,proto3,oneof"` // since minor 2
 }
 
+type Op_FillRange struct {
+	FillRange *FillRangeOp `protobuf:"bytes,18,opt,name=fill_range,json=fillRange,proto3,oneof"` // since minor 4
+}
+
 func (*Op_Alloc) isOp_Kind() {}
 
 func (*Op_Free) isOp_Kind() {}
@@ -3070,6 +3153,8 @@ func (*Op_SetLr) isOp_Kind() {}
 
 func (*Op_JointGrad) isOp_Kind() {}
 
+func (*Op_FillRange) isOp_Kind() {}
+
 // Program mirrors optim.Program.
 type Program struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -3080,7 +3165,7 @@ type Program struct {
 
 func (x *Program) Reset() {
 	*x = Program{}
-	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[44]
+	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3092,7 +3177,7 @@ func (x *Program) String() string {
 func (*Program) ProtoMessage() {}
 
 func (x *Program) ProtoReflect() protoreflect.Message {
-	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[44]
+	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3105,7 +3190,7 @@ func (x *Program) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Program.ProtoReflect.Descriptor instead.
 func (*Program) Descriptor() ([]byte, []int) {
-	return file_optlab_plugin_v1_plugin_proto_rawDescGZIP(), []int{44}
+	return file_optlab_plugin_v1_plugin_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *Program) GetOps() []*Op {
@@ -3125,7 +3210,7 @@ type Result struct {
 
 func (x *Result) Reset() {
 	*x = Result{}
-	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[45]
+	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3137,7 +3222,7 @@ func (x *Result) String() string {
 func (*Result) ProtoMessage() {}
 
 func (x *Result) ProtoReflect() protoreflect.Message {
-	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[45]
+	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3150,7 +3235,7 @@ func (x *Result) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Result.ProtoReflect.Descriptor instead.
 func (*Result) Descriptor() ([]byte, []int) {
-	return file_optlab_plugin_v1_plugin_proto_rawDescGZIP(), []int{45}
+	return file_optlab_plugin_v1_plugin_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *Result) GetScalars() []float64 {
@@ -3169,7 +3254,7 @@ type ExecRequest struct {
 
 func (x *ExecRequest) Reset() {
 	*x = ExecRequest{}
-	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[46]
+	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3181,7 +3266,7 @@ func (x *ExecRequest) String() string {
 func (*ExecRequest) ProtoMessage() {}
 
 func (x *ExecRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[46]
+	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3194,7 +3279,7 @@ func (x *ExecRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecRequest.ProtoReflect.Descriptor instead.
 func (*ExecRequest) Descriptor() ([]byte, []int) {
-	return file_optlab_plugin_v1_plugin_proto_rawDescGZIP(), []int{46}
+	return file_optlab_plugin_v1_plugin_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *ExecRequest) GetProgram() *Program {
@@ -3213,7 +3298,7 @@ type ExecResponse struct {
 
 func (x *ExecResponse) Reset() {
 	*x = ExecResponse{}
-	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[47]
+	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3225,7 +3310,7 @@ func (x *ExecResponse) String() string {
 func (*ExecResponse) ProtoMessage() {}
 
 func (x *ExecResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[47]
+	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3238,7 +3323,7 @@ func (x *ExecResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecResponse.ProtoReflect.Descriptor instead.
 func (*ExecResponse) Descriptor() ([]byte, []int) {
-	return file_optlab_plugin_v1_plugin_proto_rawDescGZIP(), []int{47}
+	return file_optlab_plugin_v1_plugin_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *ExecResponse) GetResult() *Result {
@@ -3259,7 +3344,7 @@ type OpError struct {
 
 func (x *OpError) Reset() {
 	*x = OpError{}
-	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[48]
+	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3271,7 +3356,7 @@ func (x *OpError) String() string {
 func (*OpError) ProtoMessage() {}
 
 func (x *OpError) ProtoReflect() protoreflect.Message {
-	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[48]
+	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3284,7 +3369,7 @@ func (x *OpError) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OpError.ProtoReflect.Descriptor instead.
 func (*OpError) Descriptor() ([]byte, []int) {
-	return file_optlab_plugin_v1_plugin_proto_rawDescGZIP(), []int{48}
+	return file_optlab_plugin_v1_plugin_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *OpError) GetOpIndex() int32 {
@@ -3405,7 +3490,12 @@ const file_optlab_plugin_v1_plugin_proto_rawDesc = "" +
 	"\x02bn\x18\x03 \x01(\bR\x02bn\"0\n" +
 	"\x06FillOp\x12\x10\n" +
 	"\x03dst\x18\x01 \x01(\x11R\x03dst\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\x01R\x05value\"1\n" +
+	"\x05value\x18\x02 \x01(\x01R\x05value\"_\n" +
+	"\vFillRangeOp\x12\x10\n" +
+	"\x03dst\x18\x01 \x01(\x11R\x03dst\x12\x16\n" +
+	"\x06offset\x18\x02 \x01(\x03R\x06offset\x12\x10\n" +
+	"\x03len\x18\x03 \x01(\x03R\x03len\x12\x14\n" +
+	"\x05value\x18\x04 \x01(\x01R\x05value\"1\n" +
 	"\aScaleOp\x12\x10\n" +
 	"\x03dst\x18\x01 \x01(\x11R\x03dst\x12\x14\n" +
 	"\x05alpha\x18\x02 \x01(\x01R\x05alpha\"4\n" +
@@ -3459,7 +3549,7 @@ const file_optlab_plugin_v1_plugin_proto_rawDesc = "" +
 	"\x04outs\x18\x01 \x03(\x11R\x04outs\x12\x10\n" +
 	"\x03ats\x18\x02 \x03(\x11R\x03ats\x12-\n" +
 	"\x05batch\x18\x03 \x01(\v2\x17.optlab.plugin.v1.BatchR\x05batch\x12(\n" +
-	"\x02bn\x18\x04 \x01(\x0e2\x18.optlab.plugin.v1.BNModeR\x02bn\"\x84\a\n" +
+	"\x02bn\x18\x04 \x01(\x0e2\x18.optlab.plugin.v1.BNModeR\x02bn\"\xc4\a\n" +
 	"\x02Op\x121\n" +
 	"\x05alloc\x18\x01 \x01(\v2\x19.optlab.plugin.v1.AllocOpH\x00R\x05alloc\x12.\n" +
 	"\x04free\x18\x02 \x01(\v2\x18.optlab.plugin.v1.FreeOpH\x00R\x04free\x12.\n" +
@@ -3479,7 +3569,9 @@ const file_optlab_plugin_v1_plugin_proto_rawDesc = "" +
 	"\tbase_step\x18\x0f \x01(\v2\x1c.optlab.plugin.v1.BaseStepOpH\x00R\bbaseStep\x122\n" +
 	"\x06set_lr\x18\x10 \x01(\v2\x19.optlab.plugin.v1.SetLROpH\x00R\x05setLr\x12>\n" +
 	"\n" +
-	"joint_grad\x18\x11 \x01(\v2\x1d.optlab.plugin.v1.JointGradOpH\x00R\tjointGradB\x06\n" +
+	"joint_grad\x18\x11 \x01(\v2\x1d.optlab.plugin.v1.JointGradOpH\x00R\tjointGrad\x12>\n" +
+	"\n" +
+	"fill_range\x18\x12 \x01(\v2\x1d.optlab.plugin.v1.FillRangeOpH\x00R\tfillRangeB\x06\n" +
 	"\x04kind\"1\n" +
 	"\aProgram\x12&\n" +
 	"\x03ops\x18\x01 \x03(\v2\x14.optlab.plugin.v1.OpR\x03ops\"\"\n" +
@@ -3548,7 +3640,7 @@ func file_optlab_plugin_v1_plugin_proto_rawDescGZIP() []byte {
 }
 
 var file_optlab_plugin_v1_plugin_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
-var file_optlab_plugin_v1_plugin_proto_msgTypes = make([]protoimpl.MessageInfo, 51)
+var file_optlab_plugin_v1_plugin_proto_msgTypes = make([]protoimpl.MessageInfo, 52)
 var file_optlab_plugin_v1_plugin_proto_goTypes = []any{
 	(ParamType)(0),             // 0: optlab.plugin.v1.ParamType
 	(PredictiveKind)(0),        // 1: optlab.plugin.v1.PredictiveKind
@@ -3584,37 +3676,38 @@ var file_optlab_plugin_v1_plugin_proto_goTypes = []any{
 	(*FreeOp)(nil),             // 31: optlab.plugin.v1.FreeOp
 	(*CopyOp)(nil),             // 32: optlab.plugin.v1.CopyOp
 	(*FillOp)(nil),             // 33: optlab.plugin.v1.FillOp
-	(*ScaleOp)(nil),            // 34: optlab.plugin.v1.ScaleOp
-	(*AddConstOp)(nil),         // 35: optlab.plugin.v1.AddConstOp
-	(*AxpyOp)(nil),             // 36: optlab.plugin.v1.AxpyOp
-	(*Term)(nil),               // 37: optlab.plugin.v1.Term
-	(*LinCombOp)(nil),          // 38: optlab.plugin.v1.LinCombOp
-	(*UnaryOp)(nil),            // 39: optlab.plugin.v1.UnaryOp
-	(*BinaryOp)(nil),           // 40: optlab.plugin.v1.BinaryOp
-	(*RandNOp)(nil),            // 41: optlab.plugin.v1.RandNOp
-	(*DotOp)(nil),              // 42: optlab.plugin.v1.DotOp
-	(*NormOp)(nil),             // 43: optlab.plugin.v1.NormOp
-	(*GradOp)(nil),             // 44: optlab.plugin.v1.GradOp
-	(*BaseStepOp)(nil),         // 45: optlab.plugin.v1.BaseStepOp
-	(*SetLROp)(nil),            // 46: optlab.plugin.v1.SetLROp
-	(*JointGradOp)(nil),        // 47: optlab.plugin.v1.JointGradOp
-	(*Op)(nil),                 // 48: optlab.plugin.v1.Op
-	(*Program)(nil),            // 49: optlab.plugin.v1.Program
-	(*Result)(nil),             // 50: optlab.plugin.v1.Result
-	(*ExecRequest)(nil),        // 51: optlab.plugin.v1.ExecRequest
-	(*ExecResponse)(nil),       // 52: optlab.plugin.v1.ExecResponse
-	(*OpError)(nil),            // 53: optlab.plugin.v1.OpError
-	nil,                        // 54: optlab.plugin.v1.Config.ParamsEntry
-	nil,                        // 55: optlab.plugin.v1.StepOutput.MetricsEntry
+	(*FillRangeOp)(nil),        // 34: optlab.plugin.v1.FillRangeOp
+	(*ScaleOp)(nil),            // 35: optlab.plugin.v1.ScaleOp
+	(*AddConstOp)(nil),         // 36: optlab.plugin.v1.AddConstOp
+	(*AxpyOp)(nil),             // 37: optlab.plugin.v1.AxpyOp
+	(*Term)(nil),               // 38: optlab.plugin.v1.Term
+	(*LinCombOp)(nil),          // 39: optlab.plugin.v1.LinCombOp
+	(*UnaryOp)(nil),            // 40: optlab.plugin.v1.UnaryOp
+	(*BinaryOp)(nil),           // 41: optlab.plugin.v1.BinaryOp
+	(*RandNOp)(nil),            // 42: optlab.plugin.v1.RandNOp
+	(*DotOp)(nil),              // 43: optlab.plugin.v1.DotOp
+	(*NormOp)(nil),             // 44: optlab.plugin.v1.NormOp
+	(*GradOp)(nil),             // 45: optlab.plugin.v1.GradOp
+	(*BaseStepOp)(nil),         // 46: optlab.plugin.v1.BaseStepOp
+	(*SetLROp)(nil),            // 47: optlab.plugin.v1.SetLROp
+	(*JointGradOp)(nil),        // 48: optlab.plugin.v1.JointGradOp
+	(*Op)(nil),                 // 49: optlab.plugin.v1.Op
+	(*Program)(nil),            // 50: optlab.plugin.v1.Program
+	(*Result)(nil),             // 51: optlab.plugin.v1.Result
+	(*ExecRequest)(nil),        // 52: optlab.plugin.v1.ExecRequest
+	(*ExecResponse)(nil),       // 53: optlab.plugin.v1.ExecResponse
+	(*OpError)(nil),            // 54: optlab.plugin.v1.OpError
+	nil,                        // 55: optlab.plugin.v1.Config.ParamsEntry
+	nil,                        // 56: optlab.plugin.v1.StepOutput.MetricsEntry
 }
 var file_optlab_plugin_v1_plugin_proto_depIdxs = []int32{
 	0,  // 0: optlab.plugin.v1.ParamSpec.type:type_name -> optlab.plugin.v1.ParamType
 	5,  // 1: optlab.plugin.v1.ParamSpec.default:type_name -> optlab.plugin.v1.Value
 	6,  // 2: optlab.plugin.v1.Info.params:type_name -> optlab.plugin.v1.ParamSpec
 	7,  // 3: optlab.plugin.v1.InfoResponse.info:type_name -> optlab.plugin.v1.Info
-	54, // 4: optlab.plugin.v1.Config.params:type_name -> optlab.plugin.v1.Config.ParamsEntry
+	55, // 4: optlab.plugin.v1.Config.params:type_name -> optlab.plugin.v1.Config.ParamsEntry
 	10, // 5: optlab.plugin.v1.ConfigureRequest.config:type_name -> optlab.plugin.v1.Config
-	55, // 6: optlab.plugin.v1.StepOutput.metrics:type_name -> optlab.plugin.v1.StepOutput.MetricsEntry
+	56, // 6: optlab.plugin.v1.StepOutput.metrics:type_name -> optlab.plugin.v1.StepOutput.MetricsEntry
 	13, // 7: optlab.plugin.v1.StepRequest.input:type_name -> optlab.plugin.v1.StepInput
 	14, // 8: optlab.plugin.v1.StepResponse.output:type_name -> optlab.plugin.v1.StepOutput
 	1,  // 9: optlab.plugin.v1.Predictive.kind:type_name -> optlab.plugin.v1.PredictiveKind
@@ -3622,7 +3715,7 @@ var file_optlab_plugin_v1_plugin_proto_depIdxs = []int32{
 	24, // 11: optlab.plugin.v1.MemberLayout.tensors:type_name -> optlab.plugin.v1.Tensor
 	25, // 12: optlab.plugin.v1.Layout.members:type_name -> optlab.plugin.v1.MemberLayout
 	26, // 13: optlab.plugin.v1.LayoutResponse.layout:type_name -> optlab.plugin.v1.Layout
-	37, // 14: optlab.plugin.v1.LinCombOp.terms:type_name -> optlab.plugin.v1.Term
+	38, // 14: optlab.plugin.v1.LinCombOp.terms:type_name -> optlab.plugin.v1.Term
 	2,  // 15: optlab.plugin.v1.UnaryOp.kind:type_name -> optlab.plugin.v1.UnaryKind
 	3,  // 16: optlab.plugin.v1.BinaryOp.kind:type_name -> optlab.plugin.v1.BinaryKind
 	29, // 17: optlab.plugin.v1.GradOp.batch:type_name -> optlab.plugin.v1.Batch
@@ -3633,44 +3726,45 @@ var file_optlab_plugin_v1_plugin_proto_depIdxs = []int32{
 	31, // 22: optlab.plugin.v1.Op.free:type_name -> optlab.plugin.v1.FreeOp
 	32, // 23: optlab.plugin.v1.Op.copy:type_name -> optlab.plugin.v1.CopyOp
 	33, // 24: optlab.plugin.v1.Op.fill:type_name -> optlab.plugin.v1.FillOp
-	34, // 25: optlab.plugin.v1.Op.scale:type_name -> optlab.plugin.v1.ScaleOp
-	35, // 26: optlab.plugin.v1.Op.add_const:type_name -> optlab.plugin.v1.AddConstOp
-	36, // 27: optlab.plugin.v1.Op.axpy:type_name -> optlab.plugin.v1.AxpyOp
-	38, // 28: optlab.plugin.v1.Op.lin_comb:type_name -> optlab.plugin.v1.LinCombOp
-	39, // 29: optlab.plugin.v1.Op.unary:type_name -> optlab.plugin.v1.UnaryOp
-	40, // 30: optlab.plugin.v1.Op.binary:type_name -> optlab.plugin.v1.BinaryOp
-	41, // 31: optlab.plugin.v1.Op.rand_n:type_name -> optlab.plugin.v1.RandNOp
-	42, // 32: optlab.plugin.v1.Op.dot:type_name -> optlab.plugin.v1.DotOp
-	43, // 33: optlab.plugin.v1.Op.norm:type_name -> optlab.plugin.v1.NormOp
-	44, // 34: optlab.plugin.v1.Op.grad:type_name -> optlab.plugin.v1.GradOp
-	45, // 35: optlab.plugin.v1.Op.base_step:type_name -> optlab.plugin.v1.BaseStepOp
-	46, // 36: optlab.plugin.v1.Op.set_lr:type_name -> optlab.plugin.v1.SetLROp
-	47, // 37: optlab.plugin.v1.Op.joint_grad:type_name -> optlab.plugin.v1.JointGradOp
-	48, // 38: optlab.plugin.v1.Program.ops:type_name -> optlab.plugin.v1.Op
-	49, // 39: optlab.plugin.v1.ExecRequest.program:type_name -> optlab.plugin.v1.Program
-	50, // 40: optlab.plugin.v1.ExecResponse.result:type_name -> optlab.plugin.v1.Result
-	5,  // 41: optlab.plugin.v1.Config.ParamsEntry.value:type_name -> optlab.plugin.v1.Value
-	8,  // 42: optlab.plugin.v1.Optimizer.Info:input_type -> optlab.plugin.v1.InfoRequest
-	11, // 43: optlab.plugin.v1.Optimizer.Configure:input_type -> optlab.plugin.v1.ConfigureRequest
-	15, // 44: optlab.plugin.v1.Optimizer.Step:input_type -> optlab.plugin.v1.StepRequest
-	18, // 45: optlab.plugin.v1.Optimizer.Predictive:input_type -> optlab.plugin.v1.PredictiveRequest
-	20, // 46: optlab.plugin.v1.Optimizer.SaveState:input_type -> optlab.plugin.v1.SaveStateRequest
-	22, // 47: optlab.plugin.v1.Optimizer.LoadState:input_type -> optlab.plugin.v1.LoadStateRequest
-	27, // 48: optlab.plugin.v1.Host.Layout:input_type -> optlab.plugin.v1.LayoutRequest
-	51, // 49: optlab.plugin.v1.Host.Exec:input_type -> optlab.plugin.v1.ExecRequest
-	9,  // 50: optlab.plugin.v1.Optimizer.Info:output_type -> optlab.plugin.v1.InfoResponse
-	12, // 51: optlab.plugin.v1.Optimizer.Configure:output_type -> optlab.plugin.v1.ConfigureResponse
-	16, // 52: optlab.plugin.v1.Optimizer.Step:output_type -> optlab.plugin.v1.StepResponse
-	19, // 53: optlab.plugin.v1.Optimizer.Predictive:output_type -> optlab.plugin.v1.PredictiveResponse
-	21, // 54: optlab.plugin.v1.Optimizer.SaveState:output_type -> optlab.plugin.v1.SaveStateResponse
-	23, // 55: optlab.plugin.v1.Optimizer.LoadState:output_type -> optlab.plugin.v1.LoadStateResponse
-	28, // 56: optlab.plugin.v1.Host.Layout:output_type -> optlab.plugin.v1.LayoutResponse
-	52, // 57: optlab.plugin.v1.Host.Exec:output_type -> optlab.plugin.v1.ExecResponse
-	50, // [50:58] is the sub-list for method output_type
-	42, // [42:50] is the sub-list for method input_type
-	42, // [42:42] is the sub-list for extension type_name
-	42, // [42:42] is the sub-list for extension extendee
-	0,  // [0:42] is the sub-list for field type_name
+	35, // 25: optlab.plugin.v1.Op.scale:type_name -> optlab.plugin.v1.ScaleOp
+	36, // 26: optlab.plugin.v1.Op.add_const:type_name -> optlab.plugin.v1.AddConstOp
+	37, // 27: optlab.plugin.v1.Op.axpy:type_name -> optlab.plugin.v1.AxpyOp
+	39, // 28: optlab.plugin.v1.Op.lin_comb:type_name -> optlab.plugin.v1.LinCombOp
+	40, // 29: optlab.plugin.v1.Op.unary:type_name -> optlab.plugin.v1.UnaryOp
+	41, // 30: optlab.plugin.v1.Op.binary:type_name -> optlab.plugin.v1.BinaryOp
+	42, // 31: optlab.plugin.v1.Op.rand_n:type_name -> optlab.plugin.v1.RandNOp
+	43, // 32: optlab.plugin.v1.Op.dot:type_name -> optlab.plugin.v1.DotOp
+	44, // 33: optlab.plugin.v1.Op.norm:type_name -> optlab.plugin.v1.NormOp
+	45, // 34: optlab.plugin.v1.Op.grad:type_name -> optlab.plugin.v1.GradOp
+	46, // 35: optlab.plugin.v1.Op.base_step:type_name -> optlab.plugin.v1.BaseStepOp
+	47, // 36: optlab.plugin.v1.Op.set_lr:type_name -> optlab.plugin.v1.SetLROp
+	48, // 37: optlab.plugin.v1.Op.joint_grad:type_name -> optlab.plugin.v1.JointGradOp
+	34, // 38: optlab.plugin.v1.Op.fill_range:type_name -> optlab.plugin.v1.FillRangeOp
+	49, // 39: optlab.plugin.v1.Program.ops:type_name -> optlab.plugin.v1.Op
+	50, // 40: optlab.plugin.v1.ExecRequest.program:type_name -> optlab.plugin.v1.Program
+	51, // 41: optlab.plugin.v1.ExecResponse.result:type_name -> optlab.plugin.v1.Result
+	5,  // 42: optlab.plugin.v1.Config.ParamsEntry.value:type_name -> optlab.plugin.v1.Value
+	8,  // 43: optlab.plugin.v1.Optimizer.Info:input_type -> optlab.plugin.v1.InfoRequest
+	11, // 44: optlab.plugin.v1.Optimizer.Configure:input_type -> optlab.plugin.v1.ConfigureRequest
+	15, // 45: optlab.plugin.v1.Optimizer.Step:input_type -> optlab.plugin.v1.StepRequest
+	18, // 46: optlab.plugin.v1.Optimizer.Predictive:input_type -> optlab.plugin.v1.PredictiveRequest
+	20, // 47: optlab.plugin.v1.Optimizer.SaveState:input_type -> optlab.plugin.v1.SaveStateRequest
+	22, // 48: optlab.plugin.v1.Optimizer.LoadState:input_type -> optlab.plugin.v1.LoadStateRequest
+	27, // 49: optlab.plugin.v1.Host.Layout:input_type -> optlab.plugin.v1.LayoutRequest
+	52, // 50: optlab.plugin.v1.Host.Exec:input_type -> optlab.plugin.v1.ExecRequest
+	9,  // 51: optlab.plugin.v1.Optimizer.Info:output_type -> optlab.plugin.v1.InfoResponse
+	12, // 52: optlab.plugin.v1.Optimizer.Configure:output_type -> optlab.plugin.v1.ConfigureResponse
+	16, // 53: optlab.plugin.v1.Optimizer.Step:output_type -> optlab.plugin.v1.StepResponse
+	19, // 54: optlab.plugin.v1.Optimizer.Predictive:output_type -> optlab.plugin.v1.PredictiveResponse
+	21, // 55: optlab.plugin.v1.Optimizer.SaveState:output_type -> optlab.plugin.v1.SaveStateResponse
+	23, // 56: optlab.plugin.v1.Optimizer.LoadState:output_type -> optlab.plugin.v1.LoadStateResponse
+	28, // 57: optlab.plugin.v1.Host.Layout:output_type -> optlab.plugin.v1.LayoutResponse
+	53, // 58: optlab.plugin.v1.Host.Exec:output_type -> optlab.plugin.v1.ExecResponse
+	51, // [51:59] is the sub-list for method output_type
+	43, // [43:51] is the sub-list for method input_type
+	43, // [43:43] is the sub-list for extension type_name
+	43, // [43:43] is the sub-list for extension extendee
+	0,  // [0:43] is the sub-list for field type_name
 }
 
 func init() { file_optlab_plugin_v1_plugin_proto_init() }
@@ -3684,7 +3778,7 @@ func file_optlab_plugin_v1_plugin_proto_init() {
 		(*Value_BoolValue)(nil),
 		(*Value_StringValue)(nil),
 	}
-	file_optlab_plugin_v1_plugin_proto_msgTypes[43].OneofWrappers = []any{
+	file_optlab_plugin_v1_plugin_proto_msgTypes[44].OneofWrappers = []any{
 		(*Op_Alloc)(nil),
 		(*Op_Free)(nil),
 		(*Op_Copy)(nil),
@@ -3702,6 +3796,7 @@ func file_optlab_plugin_v1_plugin_proto_init() {
 		(*Op_BaseStep)(nil),
 		(*Op_SetLr)(nil),
 		(*Op_JointGrad)(nil),
+		(*Op_FillRange)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -3709,7 +3804,7 @@ func file_optlab_plugin_v1_plugin_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_optlab_plugin_v1_plugin_proto_rawDesc), len(file_optlab_plugin_v1_plugin_proto_rawDesc)),
 			NumEnums:      5,
-			NumMessages:   51,
+			NumMessages:   52,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

@@ -38,6 +38,8 @@ func opToProto(i int, op optim.Op) (*pb.Op, error) {
 		return &pb.Op{Kind: &pb.Op_Copy{Copy: &pb.CopyOp{Dst: v(o.Dst), Src: v(o.Src), Bn: o.BN}}}, nil
 	case optim.Fill:
 		return &pb.Op{Kind: &pb.Op_Fill{Fill: &pb.FillOp{Dst: v(o.Dst), Value: o.Value}}}, nil
+	case optim.FillRange:
+		return &pb.Op{Kind: &pb.Op_FillRange{FillRange: &pb.FillRangeOp{Dst: v(o.Dst), Offset: o.Offset, Len: o.Len, Value: o.Value}}}, nil
 	case optim.Scale:
 		return &pb.Op{Kind: &pb.Op_Scale{Scale: &pb.ScaleOp{Dst: v(o.Dst), Alpha: o.Alpha}}}, nil
 	case optim.AddConst:
@@ -89,6 +91,8 @@ func deref(op optim.Op) optim.Op {
 	case *optim.Copy:
 		return derefOp(o)
 	case *optim.Fill:
+		return derefOp(o)
+	case *optim.FillRange:
 		return derefOp(o)
 	case *optim.Scale:
 		return derefOp(o)
@@ -157,6 +161,9 @@ func opFromProto(i int, op *pb.Op) (optim.Op, error) {
 	case *pb.Op_Fill:
 		o := k.Fill
 		return optim.Fill{Dst: v(o.GetDst()), Value: o.GetValue()}, nil
+	case *pb.Op_FillRange:
+		o := k.FillRange
+		return optim.FillRange{Dst: v(o.GetDst()), Offset: o.GetOffset(), Len: o.GetLen(), Value: o.GetValue()}, nil
 	case *pb.Op_Scale:
 		o := k.Scale
 		return optim.Scale{Dst: v(o.GetDst()), Alpha: o.GetAlpha()}, nil

@@ -26,6 +26,7 @@ func allOps() []optim.Op {
 		optim.Copy{Dst: 3, Src: optim.ParamsOf(2)},
 		optim.Copy{Dst: 4, Src: optim.ParamsOf(1), BN: true},
 		optim.Fill{Dst: 3, Value: -1.5},
+		optim.FillRange{Dst: 3, Offset: 17, Len: 4, Value: 0.5},
 		optim.Scale{Dst: 3, Alpha: 0.25},
 		optim.AddConst{Dst: 3, Value: 1e-8},
 		optim.Axpy{Dst: optim.ParamsOf(1), Alpha: -0.1, X: 4},

@@ -9,11 +9,14 @@
 // The step costs two Exec calls: the coefficient ρ/‖g‖ needs one round trip.
 //
 // With adaptive = true (ASAM) T = |θ|+η, n = ‖T⊙g‖ and e = ρ·T²⊙g/(n+1e-12).
-// T applies to every parameter, biases and BatchNorm included, as in
-// davda54; official ASAM applies T to "weight" tensors only, which protocol
-// minor 0 cannot express (its ops act on whole vectors and there is no op
-// to build a per-tensor mask from Layout's Tensor.Kind). eta defaults to
-// official ASAM's 0.01; set eta = 0 for davda54's T = |θ|.
+// With adaptive_scope = "all" (the default) T applies to every parameter,
+// biases and BatchNorm included, as in davda54. With "weights" it applies,
+// as in official ASAM (SamsungLabs/ASAM), only to tensors whose name
+// contains "weight" (conv and linear weights and BatchNorm γ), and the
+// others get T = 1, plain SAM (davda54 issue #81): T = M⊙(|θ|+η) + (1−M)
+// with a 0/1 mask M built once in Configure from Layout with FillRange ops
+// (protocol minor 4), one more vector per member. eta defaults to official ASAM's 0.01; set eta = 0 for
+// davda54's T = |θ|.
 //
 // With m > 1 the batch is cut into m parts in loader order and part j is
 // perturbed with its own gradient (m-sharpness); the m perturbed gradients
@@ -23,6 +26,7 @@ package sam
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	"github.com/optlab/optlab/sdk/hparams"
 	"github.com/optlab/optlab/sdk/optim"
@@ -33,11 +37,14 @@ type Config struct {
 	Rho            float64 `hp:"rho" doc:"neighbourhood radius ρ (davda54 example: 0.05 for SAM, 2.0 for ASAM)"`
 	Adaptive       bool    `hp:"adaptive" doc:"ASAM: scale the ascent elementwise by T = |θ|+η on all parameters"`
 	Eta            float64 `hp:"eta" doc:"ASAM offset η (official ASAM 0.01, davda54 0)"`
+	AdaptiveScope  string  `hp:"adaptive_scope" doc:"ASAM: \"all\" parameters (davda54) or \"weights\": tensors whose name contains \"weight\", as official ASAM"`
 	FreezeBNSecond bool    `hp:"freeze_bn_second" doc:"freeze BatchNorm running statistics in the perturbed pass"`
 	M              int     `hp:"m" doc:"m-sharpness: sub-batches perturbed separately (1 = plain SAM)"`
 }
 
-func defaults() Config { return Config{Rho: 0.05, Eta: 0.01, FreezeBNSecond: true, M: 1} }
+func defaults() Config {
+	return Config{Rho: 0.05, Eta: 0.01, AdaptiveScope: "all", FreezeBNSecond: true, M: 1}
+}
 
 // SAM is the optimizer. Create it with New.
 type SAM struct {
@@ -54,11 +61,16 @@ func (o *SAM) Info() optim.Info {
 		Capabilities: []string{"members", "state"}, Params: hparams.MustSpecs(defaults())}
 }
 
-// Handles of member m: gradients g_j (j < M), the saved θ, T, a scratch.
-func (o *SAM) g(m, j int) optim.Vec { return optim.Vec(1 + m*(o.cfg.M+3) + j) }
+// Handles of member m: gradients g_j (j < M), the saved θ, T, a scratch,
+// and ASAM's weight mask.
+func (o *SAM) g(m, j int) optim.Vec { return optim.Vec(1 + m*(o.cfg.M+4) + j) }
 func (o *SAM) old(m int) optim.Vec  { return o.g(m, o.cfg.M) }
 func (o *SAM) t(m int) optim.Vec    { return o.g(m, o.cfg.M+1) }
 func (o *SAM) w(m int) optim.Vec    { return o.g(m, o.cfg.M+2) }
+func (o *SAM) mask(m int) optim.Vec { return o.g(m, o.cfg.M+3) }
+
+// weightsOnly tells whether ASAM's T applies to weight tensors only.
+func (o *SAM) weightsOnly() bool { return o.cfg.Adaptive && o.cfg.AdaptiveScope == "weights" }
 
 func (o *SAM) batch(j int) optim.Batch {
 	if o.cfg.M == 1 {
@@ -76,6 +88,12 @@ func (o *SAM) Configure(ctx context.Context, h optim.Host, cfg optim.Config) err
 	if o.cfg.M < 1 || o.cfg.Rho < 0 || o.cfg.Eta < 0 {
 		return fmt.Errorf("sam: need m ≥ 1, rho ≥ 0, eta ≥ 0, got %+v", o.cfg)
 	}
+	switch {
+	case o.cfg.AdaptiveScope != "all" && o.cfg.AdaptiveScope != "weights":
+		return fmt.Errorf("sam: adaptive_scope %q: want \"all\" or \"weights\"", o.cfg.AdaptiveScope)
+	case o.cfg.AdaptiveScope != "all" && !o.cfg.Adaptive:
+		return fmt.Errorf("sam: adaptive_scope %q applies to ASAM only: set adaptive = true", o.cfg.AdaptiveScope)
+	}
 	o.members = max(cfg.Members, 1)
 	p := optim.Prog()
 	for m := range o.members {
@@ -83,8 +101,43 @@ func (o *SAM) Configure(ctx context.Context, h optim.Host, cfg optim.Config) err
 			p.AllocFor(v, m)
 		}
 	}
+	if o.weightsOnly() {
+		if err := o.buildMasks(ctx, h, p); err != nil {
+			return err
+		}
+	}
 	if _, err := h.Exec(ctx, p); err != nil {
 		return fmt.Errorf("sam: configure: %w", err)
+	}
+	return nil
+}
+
+// buildMasks appends to p the ops that make every member's weight mask: 1
+// on the tensors whose name contains "weight", 0 elsewhere.
+func (o *SAM) buildMasks(ctx context.Context, h optim.Host, p *optim.Program) error {
+	l, err := h.Layout(ctx)
+	if err != nil {
+		return fmt.Errorf("sam: layout: %w", err)
+	}
+	if len(l.Members) < o.members {
+		return fmt.Errorf("sam: layout has %d members, want %d", len(l.Members), o.members)
+	}
+	for m := range o.members {
+		p.AllocFor(o.mask(m), m)
+		weights := 0
+		for _, t := range l.Members[m].Tensors {
+			if strings.Contains(t.Name, "weight") {
+				n := int64(1)
+				for _, d := range t.Shape {
+					n *= d
+				}
+				p.FillRange(o.mask(m), t.Offset, n, 1)
+				weights++
+			}
+		}
+		if weights == 0 {
+			return fmt.Errorf("sam: adaptive_scope \"weights\": member %d (%s) has no tensor named *weight*", m, l.Members[m].Arch)
+		}
 	}
 	return nil
 }
@@ -94,7 +147,12 @@ func (o *SAM) Step(ctx context.Context, h optim.Host, _ optim.StepInput) (optim.
 	first := optim.Prog()
 	for m := range o.members {
 		th := optim.ParamsOf(m)
-		if o.cfg.Adaptive {
+		switch {
+		case o.weightsOnly(): // T = M⊙(|θ|+η) + (1−M), exact; w is free here
+			first.Unary(o.t(m), th, optim.Abs).AddConst(o.t(m), o.cfg.Eta).
+				Binary(o.t(m), o.t(m), o.mask(m), optim.Mul).
+				Fill(o.w(m), 1).Axpy(o.w(m), -1, o.mask(m)).Binary(o.t(m), o.t(m), o.w(m), optim.Add)
+		case o.cfg.Adaptive:
 			first.Unary(o.t(m), th, optim.Abs).AddConst(o.t(m), o.cfg.Eta)
 		}
 		for j := range o.cfg.M {

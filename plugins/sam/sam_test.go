@@ -203,6 +203,64 @@ func TestASAMEta(t *testing.T) {
 	}
 }
 
+// Official ASAM (adaptive_scope = "weights"): T = |θ|+η on the tensors
+// whose name contains "weight" and T = 1 on the biases, so
+// e = ρ·T²⊙g/‖T⊙g‖ there and e = ρ·g/‖T⊙g‖ on the biases; every member
+// gets its own mask.
+func TestASAMWeightsOnly(t *testing.T) {
+	const rho, eta = 0.5, 0.01
+	p := optimtest.NewMLP(optimtest.MLPConfig{Hidden: 6, Samples: 64, Seed: 2})
+	h := optimtest.MustHost(t, p, optimtest.WithMembers(2))
+	optimtest.MustRun(t, sam.New(), h, 2, optimtest.WithLR(0.1),
+		optimtest.WithHParams(map[string]any{"rho": rho, "adaptive": true, "adaptive_scope": "weights", "eta": eta}))
+	isWeight := make([]bool, p.Numel())
+	biases := 0
+	for _, tn := range p.Tensors() {
+		n := int64(1)
+		for _, d := range tn.Shape {
+			n *= d
+		}
+		for i := tn.Offset; i < tn.Offset+n; i++ {
+			isWeight[i] = strings.Contains(tn.Name, "weight")
+		}
+		if !strings.Contains(tn.Name, "weight") {
+			biases += int(n)
+		}
+	}
+	if biases == 0 {
+		t.Fatal("the problem has no bias: the test cannot tell the scopes apart")
+	}
+	for m := range 2 {
+		for s := range int64(2) {
+			var recs []optimtest.GradRecord
+			for _, r := range h.Grads() {
+				if r.Step == s && r.Member == m {
+					recs = append(recs, r)
+				}
+			}
+			g, at, pert := recs[0].Grad, recs[0].At, recs[1].At
+			tw := make([]float64, len(g))
+			for i := range g {
+				tw[i] = 1
+				if isWeight[i] {
+					tw[i] = math.Abs(at[i]) + eta
+				}
+			}
+			tg := make([]float64, len(g))
+			for i := range g {
+				tg[i] = tw[i] * g[i]
+			}
+			n := norm(tg)
+			for i := range g {
+				want := rho * tw[i] * tg[i] / n
+				if d := pert[i] - at[i]; math.Abs(d-want) > 1e-12 {
+					t.Fatalf("member %d step %d: e[%d] = %v, want %v (weight %v)", m, s, i, d, want, isWeight[i])
+				}
+			}
+		}
+	}
+}
+
 // Two Exec calls per step whatever the options; BatchNorm modes.
 func TestExecCountAndBN(t *testing.T) {
 	tests := []struct {
@@ -289,6 +347,8 @@ func TestConfigErrors(t *testing.T) {
 		{map[string]any{"m": 0}, "m ≥ 1"},
 		{map[string]any{"rho": -1.0}, "rho ≥ 0"},
 		{map[string]any{"adaptive": 1}, "not a valid bool"},
+		{map[string]any{"adaptive": true, "adaptive_scope": "biases"}, `want "all" or "weights"`},
+		{map[string]any{"adaptive_scope": "weights"}, "set adaptive = true"},
 	}
 	for _, tt := range tests {
 		h := optimtest.MustHost(t, mlp())
@@ -301,7 +361,7 @@ func TestConfigErrors(t *testing.T) {
 
 func TestInfo(t *testing.T) {
 	info := sam.New().Info()
-	want := map[string]any{"rho": 0.05, "adaptive": false, "eta": 0.01, "freeze_bn_second": true, "m": int64(1)}
+	want := map[string]any{"rho": 0.05, "adaptive": false, "eta": 0.01, "adaptive_scope": "all", "freeze_bn_second": true, "m": int64(1)}
 	if info.Name != "sam" || len(info.Params) != len(want) {
 		t.Fatalf("info %+v", info)
 	}

@@ -94,7 +94,8 @@ type Batch struct {
 }
 
 // Op is one instruction of a Program. The concrete types below are the
-// whole, closed op set of protocol minor version 0.
+// whole, closed op set of protocol minor version ProtocolMinor; ops and
+// fields added after minor 0 say since which minor they exist.
 type Op interface{ isOp() }
 
 // Alloc makes a new zero-filled vector with the layout of member Member's
@@ -126,6 +127,16 @@ type Copy struct {
 type Fill struct {
 	Dst   Vec
 	Value float64
+}
+
+// FillRange sets the Len elements of Dst from Offset on to Value: with the
+// offsets and kinds of Layout's Tensors, a plugin builds per-tensor masks
+// (e.g. 1 on weight tensors, 0 elsewhere) and applies them with Binary, so
+// every other op can stay whole-vector. Protocol minor 4.
+type FillRange struct {
+	Dst         Vec
+	Offset, Len int64
+	Value       float64
 }
 
 // Scale sets Dst = Alpha·Dst.
@@ -247,6 +258,7 @@ func (Alloc) isOp()     {}
 func (Free) isOp()      {}
 func (Copy) isOp()      {}
 func (Fill) isOp()      {}
+func (FillRange) isOp() {}
 func (Scale) isOp()     {}
 func (AddConst) isOp()  {}
 func (Axpy) isOp()      {}
@@ -291,6 +303,11 @@ func (p *Program) CopyState(dst, src Vec) *Program {
 
 // Fill appends dst = v.
 func (p *Program) Fill(dst Vec, v float64) *Program { return p.add(Fill{Dst: dst, Value: v}) }
+
+// FillRange appends dst[offset : offset+n] = v.
+func (p *Program) FillRange(dst Vec, offset, n int64, v float64) *Program {
+	return p.add(FillRange{Dst: dst, Offset: offset, Len: n, Value: v})
+}
 
 // Scale appends dst *= a.
 func (p *Program) Scale(dst Vec, a float64) *Program { return p.add(Scale{Dst: dst, Alpha: a}) }

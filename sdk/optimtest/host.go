@@ -507,6 +507,17 @@ func (h *Host) apply(op optim.Op, res *optim.Result) error {
 		for i := range d {
 			d[i] = op.Value
 		}
+	case optim.FillRange:
+		d, err := h.get(op.Dst)
+		if err != nil {
+			return err
+		}
+		if n := int64(len(d)); op.Offset < 0 || op.Len < 0 || op.Offset > n-op.Len {
+			return fmt.Errorf("fill range: [%d, %d+%d) is outside a vector of %d", op.Offset, op.Offset, op.Len, n)
+		}
+		for i := range op.Len {
+			d[op.Offset+i] = op.Value
+		}
 	case optim.Scale:
 		d, err := h.get(op.Dst)
 		if err != nil {

@@ -43,6 +43,8 @@ func TestElementwiseOps(t *testing.T) {
 	}{
 		{"copy", optim.Prog().Copy(optim.Params, Y), optim.Params, y},
 		{"fill", optim.Prog().Fill(Y, 2.5), Y, []float64{2.5, 2.5, 2.5}},
+		{"fill range", optim.Prog().FillRange(Y, 1, 2, 7), Y, []float64{0.5, 7, 7}},
+		{"fill empty range", optim.Prog().FillRange(Y, 3, 0, 7), Y, y},
 		{"scale", optim.Prog().Scale(optim.Params, -3), optim.Params, []float64{-3, 12, 0}},
 		{"addconst", optim.Prog().AddConst(Y, 1), Y, []float64{1.5, -1, 5}},
 		{"axpy", optim.Prog().Axpy(optim.Params, 2, Y), optim.Params, []float64{2, -8, 8}},
@@ -116,6 +118,8 @@ func TestHandleRules(t *testing.T) {
 		{"missing member", optim.Prog().Copy(optim.ParamsOf(2), optim.Params), "no member 2"},
 		{"base step on allocated", optim.Prog().Alloc(1).BaseStep(1, 1), "live parameters"},
 		{"set lr bad member", optim.Prog().SetLR(5, 1), "member 5"},
+		{"fill range past the end", optim.Prog().FillRange(0, 1, 1000, 1), "outside a vector"},
+		{"fill range negative", optim.Prog().FillRange(0, -1, 1, 1), "outside a vector"},
 		{"bad unary", optim.Prog().Unary(0, 0, 99), "unary kind"},
 		{"bad binary", optim.Prog().Binary(0, 0, 0, 0), "binary kind"},
 		{"bad bn", optim.Prog().Grad(0, 0, optim.Batch{}, 7), "BN mode"},
