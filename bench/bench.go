@@ -68,6 +68,18 @@ func NewRig(ctx context.Context, w *tensor.Worker, dev tensor.Device, arch strin
 
 // NewMembersRig is NewRig with one member per arch, all sharing the batch.
 func NewMembersRig(ctx context.Context, w *tensor.Worker, dev tensor.Device, archs []string, n int, seed int64) (*Rig, error) {
+	return buildRig(ctx, w, dev, archs, n, seed, nil)
+}
+
+// NewVariationalRig is NewRig with a variational member (mean-field
+// Gaussian weights with the OT-MDR code's prior and ρ initialization),
+// trained with the local reparameterization when local is set.
+func NewVariationalRig(ctx context.Context, w *tensor.Worker, dev tensor.Device, arch string, n int, seed int64, local bool) (*Rig, error) {
+	return buildRig(ctx, w, dev, []string{arch}, n, seed, &engine.Variational{PriorSigma: 0.1, RhoInit: -5, RhoInitStd: 0.1,
+		KL: "qp", KLReduction: "sum", Beta: 1, LocalReparam: local})
+}
+
+func buildRig(ctx context.Context, w *tensor.Worker, dev tensor.Device, archs []string, n int, seed int64, vi *engine.Variational) (*Rig, error) {
 	models := make([]*model.Model, len(archs))
 	for i, a := range archs {
 		m, err := model.Builtin().New(a, Classes, InShape)
@@ -77,7 +89,7 @@ func NewMembersRig(ctx context.Context, w *tensor.Worker, dev tensor.Device, arc
 		models[i] = m
 	}
 	eng, err := engine.New(ctx, w, engine.Config{
-		Device: dev, Seed: seed, Base: Base, TrainSize: int64(n), BatchSize: int64(n),
+		Device: dev, Seed: seed, Base: Base, TrainSize: int64(n), BatchSize: int64(n), Variational: vi,
 	}, models)
 	if err != nil {
 		return nil, err

@@ -18,6 +18,7 @@ import (
 	"github.com/optlab/optlab/host/tensor"
 	"github.com/optlab/optlab/plugins/sam"
 	"github.com/optlab/optlab/plugins/sgd"
+	"github.com/optlab/optlab/plugins/sgvb"
 	"github.com/optlab/optlab/sdk/optim"
 )
 
@@ -314,6 +315,36 @@ func BenchmarkOTMDRvsSAM(b *testing.B) {
 			b.ReportMetric(ts.MedianMs(), "sam-ms/step")
 			b.ReportMetric(to.MedianMs(), "otmdr-ms/step")
 			b.ReportMetric(to.MedianMs()/ts.MedianMs(), "otmdr/sam")
+		})
+	}
+}
+
+// BenchmarkLocalReparam times an SGVB step (the sgvb plugin in-process: one
+// full-batch pass and two base steps) with the local reparameterization
+// against the same step with one weight sample per pass, alternating steps:
+// local/weights is the ratio of median step times (a second convolution per
+// layer on the variances, and a noise draw per output instead of per weight).
+func BenchmarkLocalReparam(b *testing.B) {
+	for _, arch := range []string{"cnn", "resnet18"} {
+		b.Run(arch, func(b *testing.B) {
+			ctx := context.Background()
+			rigs := make([]*Rig, 2)
+			opts := make([]optim.Optimizer, 2)
+			for i, local := range []bool{false, true} {
+				r, err := NewVariationalRig(ctx, worker, device, arch, 128, 1, local)
+				if err != nil {
+					b.Fatal(err)
+				}
+				b.Cleanup(r.Close)
+				rigs[i], opts[i] = r, sgvb.New()
+				if err := r.Configure(ctx, opts[i], 1<<30); err != nil {
+					b.Fatal(err)
+				}
+			}
+			tw, tl := pairTimes(b, rigs[0], opts[0], rigs[1], opts[1])
+			b.ReportMetric(tw.MedianMs(), "weights-ms/step")
+			b.ReportMetric(tl.MedianMs(), "local-ms/step")
+			b.ReportMetric(tl.MedianMs()/tw.MedianMs(), "local/weights")
 		})
 	}
 }
