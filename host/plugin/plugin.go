@@ -468,6 +468,10 @@ func (c *Client) explain(ctx, cctx context.Context, method string, limit time.Du
 	// stream a moment before our own timer fires.
 	deadline, _ := cctx.Deadline()
 	if cctx.Err() != nil || time.Until(deadline) < 100*time.Millisecond {
+		if cd, ok := ctx.Deadline(); ok && !cd.After(deadline) {
+			// The caller's deadline, whose timer has not fired yet.
+			return fmt.Errorf("plugin %s: %s: %w", c.name, method, context.DeadlineExceeded)
+		}
 		msg := fmt.Sprintf("plugin %s did not answer %s within %v", c.name, method, limit)
 		if lines := c.stderr.snapshot(); len(lines) > 0 {
 			msg += "; last stderr lines:\n" + c.stderr.tail()

@@ -15,7 +15,7 @@
 // contains "weight" (conv and linear weights and BatchNorm γ), and the
 // others get T = 1, plain SAM (davda54 issue #81): T = M⊙(|θ|+η) + (1−M)
 // with a 0/1 mask M built once in Configure from Layout with FillRange ops
-// (protocol minor 4), one more vector per member. eta defaults to official ASAM's 0.01; set eta = 0 for
+// (protocol minor 4), and its complement: two more vectors per member. eta defaults to official ASAM's 0.01; set eta = 0 for
 // davda54's T = |θ|.
 //
 // With m > 1 the batch is cut into m parts in loader order and part j is
@@ -62,12 +62,13 @@ func (o *SAM) Info() optim.Info {
 }
 
 // Handles of member m: gradients g_j (j < M), the saved θ, T, a scratch,
-// and ASAM's weight mask.
-func (o *SAM) g(m, j int) optim.Vec { return optim.Vec(1 + m*(o.cfg.M+4) + j) }
+// and ASAM's weight mask and its complement.
+func (o *SAM) g(m, j int) optim.Vec { return optim.Vec(1 + m*(o.cfg.M+5) + j) }
 func (o *SAM) old(m int) optim.Vec  { return o.g(m, o.cfg.M) }
 func (o *SAM) t(m int) optim.Vec    { return o.g(m, o.cfg.M+1) }
 func (o *SAM) w(m int) optim.Vec    { return o.g(m, o.cfg.M+2) }
 func (o *SAM) mask(m int) optim.Vec { return o.g(m, o.cfg.M+3) }
+func (o *SAM) rest(m int) optim.Vec { return o.g(m, o.cfg.M+4) } // 1 − mask
 
 // weightsOnly tells whether ASAM's T applies to weight tensors only.
 func (o *SAM) weightsOnly() bool { return o.cfg.Adaptive && o.cfg.AdaptiveScope == "weights" }
@@ -112,8 +113,9 @@ func (o *SAM) Configure(ctx context.Context, h optim.Host, cfg optim.Config) err
 	return nil
 }
 
-// buildMasks appends to p the ops that make every member's weight mask: 1
-// on the tensors whose name contains "weight", 0 elsewhere.
+// buildMasks appends to p the ops that make every member's weight mask (1
+// on the tensors whose name contains "weight", 0 elsewhere) and its
+// complement, so that a step forms T with two elementwise ops.
 func (o *SAM) buildMasks(ctx context.Context, h optim.Host, p *optim.Program) error {
 	l, err := h.Layout(ctx)
 	if err != nil {
@@ -138,6 +140,7 @@ func (o *SAM) buildMasks(ctx context.Context, h optim.Host, p *optim.Program) er
 		if weights == 0 {
 			return fmt.Errorf("sam: adaptive_scope \"weights\": member %d (%s) has no tensor named *weight*", m, l.Members[m].Arch)
 		}
+		p.AllocFor(o.rest(m), m).Fill(o.rest(m), 1).Axpy(o.rest(m), -1, o.mask(m))
 	}
 	return nil
 }
@@ -148,10 +151,9 @@ func (o *SAM) Step(ctx context.Context, h optim.Host, _ optim.StepInput) (optim.
 	for m := range o.members {
 		th := optim.ParamsOf(m)
 		switch {
-		case o.weightsOnly(): // T = M⊙(|θ|+η) + (1−M), exact; w is free here
+		case o.weightsOnly(): // T = M⊙(|θ|+η) + (1−M), exact
 			first.Unary(o.t(m), th, optim.Abs).AddConst(o.t(m), o.cfg.Eta).
-				Binary(o.t(m), o.t(m), o.mask(m), optim.Mul).
-				Fill(o.w(m), 1).Axpy(o.w(m), -1, o.mask(m)).Binary(o.t(m), o.t(m), o.w(m), optim.Add)
+				Binary(o.t(m), o.t(m), o.mask(m), optim.Mul).Binary(o.t(m), o.t(m), o.rest(m), optim.Add)
 		case o.cfg.Adaptive:
 			first.Unary(o.t(m), th, optim.Abs).AddConst(o.t(m), o.cfg.Eta)
 		}
