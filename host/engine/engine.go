@@ -486,11 +486,11 @@ func (e *Engine) stats(h optim.Vec) (tensor.T, error) {
 	return v.bn, nil
 }
 
-// evalStats returns the statistics a forward pass at handle h uses: the
-// vector's own, else its member's live ones.
+// evalStats returns the statistics a forward pass at handle h (of member
+// m) uses: those h carries, else the member's live ones.
 func (e *Engine) evalStats(h optim.Vec, m int) tensor.T {
-	if v, ok := e.vecs[h]; ok && v.bn.Valid() {
-		return v.bn
+	if t, err := e.stats(h); err == nil {
+		return t
 	}
 	return e.members[m].Buf
 }

@@ -106,8 +106,6 @@ func (e *Engine) klTerm(s *tensor.Scope, mem *Member, mu, rho tensor.T) tensor.T
 }
 
 // noise returns the κ of a pass: the plugin's Eps vector or a fresh draw.
-// With local reparameterization it seeds the pass's activation noise from
-// the host stream instead (checking the Eps handle all the same).
 func (e *Engine) noise(s *tensor.Scope, h optim.Vec, numel int64) (tensor.T, error) {
 	if h != 0 {
 		k, _, err := e.get(h)
@@ -117,31 +115,33 @@ func (e *Engine) noise(s *tensor.Scope, h optim.Vec, numel int64) (tensor.T, err
 		if k.Numel() != numel {
 			return tensor.T{}, errors.New("eps: the noise vector has another member's layout")
 		}
-		if !e.cfg.Variational.LocalReparam {
-			return k, nil
-		}
+		return k, nil
 	}
 	tensor.ManualSeed(e.rng.Int64())
-	if e.cfg.Variational.LocalReparam {
-		return tensor.T{}, nil
-	}
 	return s.Randn([]int64{numel}, tensor.Float32, e.cfg.Device), nil
 }
 
 // varGrad is the Grad op of a variational member.
 func (e *Engine) varGrad(s *tensor.Scope, o optim.Grad, mem *Member, at tensor.T, x, y tensor.T, mom float64) ([]tensor.T, error) {
-	kappa, err := e.noise(s, o.Eps, mem.Model.Numel)
-	if err != nil {
-		return nil, err
-	}
 	mu := s.RequiresGrad(at)
 	rho := s.RequiresGrad(mem.vi.rho)
 	var logits tensor.T
 	if e.cfg.Variational.LocalReparam {
+		// No weight sample to share: Eps is checked but the activation
+		// noise of every pass is fresh, from the host stream.
+		if o.Eps != 0 {
+			if _, _, err := e.get(o.Eps); err != nil {
+				return nil, fmt.Errorf("eps: %w", err)
+			}
+		}
+		tensor.ManualSeed(e.rng.Int64())
 		logits = mem.Model.ForwardLocal(s, mu, s.Square(sigma(s, rho, mem.vi.mask)), mem.Buf, x, true, mom)
 	} else {
-		w := s.Add(mu, s.Mul(sigma(s, rho, mem.vi.mask), kappa))
-		logits = mem.Model.Forward(s, w, mem.Buf, x, true, mom)
+		kappa, err := e.noise(s, o.Eps, mem.Model.Numel)
+		if err != nil {
+			return nil, err
+		}
+		logits = mem.Model.Forward(s, s.Add(mu, s.Mul(sigma(s, rho, mem.vi.mask), kappa)), mem.Buf, x, true, mom)
 	}
 	nll := s.CrossEntropy(logits, y, e.cfg.LabelSmoothing)
 	loss := s.Add(nll, e.klTerm(s, mem, mu, rho))
