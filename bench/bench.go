@@ -66,23 +66,29 @@ func NewRig(ctx context.Context, w *tensor.Worker, dev tensor.Device, arch strin
 	return NewMembersRig(ctx, w, dev, []string{arch}, n, seed)
 }
 
+// NewRigIn is NewRig with samples of shape in instead of InShape (e.g.
+// 1×28×28 for Fashion-MNIST-sized steps).
+func NewRigIn(ctx context.Context, w *tensor.Worker, dev tensor.Device, arch string, in []int64, n int, seed int64) (*Rig, error) {
+	return buildRig(ctx, w, dev, []string{arch}, in, n, seed, nil)
+}
+
 // NewMembersRig is NewRig with one member per arch, all sharing the batch.
 func NewMembersRig(ctx context.Context, w *tensor.Worker, dev tensor.Device, archs []string, n int, seed int64) (*Rig, error) {
-	return buildRig(ctx, w, dev, archs, n, seed, nil)
+	return buildRig(ctx, w, dev, archs, InShape, n, seed, nil)
 }
 
 // NewVariationalRig is NewRig with a variational member (mean-field
 // Gaussian weights with the OT-MDR code's prior and ρ initialization),
 // trained with the local reparameterization when local is set.
 func NewVariationalRig(ctx context.Context, w *tensor.Worker, dev tensor.Device, arch string, n int, seed int64, local bool) (*Rig, error) {
-	return buildRig(ctx, w, dev, []string{arch}, n, seed, &engine.Variational{PriorSigma: 0.1, RhoInit: -5, RhoInitStd: 0.1,
+	return buildRig(ctx, w, dev, []string{arch}, InShape, n, seed, &engine.Variational{PriorSigma: 0.1, RhoInit: -5, RhoInitStd: 0.1,
 		KL: "qp", KLReduction: "sum", Beta: 1, LocalReparam: local})
 }
 
-func buildRig(ctx context.Context, w *tensor.Worker, dev tensor.Device, archs []string, n int, seed int64, vi *engine.Variational) (*Rig, error) {
+func buildRig(ctx context.Context, w *tensor.Worker, dev tensor.Device, archs []string, in []int64, n int, seed int64, vi *engine.Variational) (*Rig, error) {
 	models := make([]*model.Model, len(archs))
 	for i, a := range archs {
-		m, err := model.Builtin().New(a, Classes, InShape)
+		m, err := model.Builtin().New(a, Classes, in)
 		if err != nil {
 			return nil, err
 		}
@@ -99,7 +105,7 @@ func buildRig(ctx context.Context, w *tensor.Worker, dev tensor.Device, archs []
 		s := tensor.NewScope()
 		defer s.Close()
 		tensor.ManualSeed(seed + 17)
-		x := s.Randn(append([]int64{int64(n)}, InShape...), tensor.Float32, dev)
+		x := s.Randn(append([]int64{int64(n)}, in...), tensor.Float32, dev)
 		rng := rand.New(rand.NewPCG(uint64(seed), 17))
 		labels := make([]int64, n)
 		for i := range labels {

@@ -65,6 +65,7 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	case "version":
 		w := tensor.NewWorker(1)
 		fmt.Fprintln(stdout, tensor.LibtorchDescription())
+		fmt.Fprintln(stdout, tensor.BLASDescription())
 		w.Close()
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)

@@ -87,6 +87,8 @@ type Record struct {
 	Device string `json:"device"`
 	// Libtorch is the libtorch version.
 	Libtorch string `json:"libtorch"`
+	// BLAS names the BLAS library the run's CPU linear algebra used.
+	BLAS string `json:"blas,omitempty"`
 	// GitCommit is the commit of the optlab checkout.
 	GitCommit string `json:"git_commit"`
 	// Host is the machine's host name.

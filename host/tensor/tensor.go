@@ -150,6 +150,7 @@ func setThreads(n int) {
 		n = runtime.NumCPU()
 	}
 	cSetNumThreads(n)
+	tuneBLAS()
 }
 
 // Threads returns torch's intra-op thread count.

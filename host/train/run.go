@@ -100,7 +100,7 @@ func (r *Runner) Record(run experiment.Run, m Method) results.Record {
 	return results.Record{
 		Experiment: r.Exp.Name, Key: run.Key, Method: run.Method.Name, Plugin: m.Plugin, PluginVersion: m.Version,
 		Config: cfg, Dataset: r.Exp.Data.Dataset, Arch: run.Arch, Seed: run.Seed, Epochs: tr.Epochs,
-		Device: r.Dev.String(), Libtorch: tensor.LibtorchDescription(), GitCommit: r.Meta.GitCommit, Host: r.Meta.Host,
+		Device: r.Dev.String(), Libtorch: tensor.LibtorchDescription(), BLAS: tensor.BLASInUse().String(), GitCommit: r.Meta.GitCommit, Host: r.Meta.Host,
 	}
 }
 

@@ -79,14 +79,9 @@ func locate(install bool, log func(string, ...any)) (Libtorch, error) {
 	if os.Geteuid() != 0 {
 		return Libtorch{}, errors.New("no libtorch found and not root: run `sudo apt-get install libtorch-dev`, or set LIBTORCH")
 	}
-	log("no libtorch found: installing Debian's libtorch-dev with apt-get …")
-	for _, args := range [][]string{{"update", "-q"}, {"install", "-y", "-q", "libtorch-dev"}} {
-		cmd := exec.Command("apt-get", args...)
-		cmd.Env = append(os.Environ(), "DEBIAN_FRONTEND=noninteractive")
-		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
-		if err := cmd.Run(); err != nil {
-			return Libtorch{}, fmt.Errorf("apt-get %s: %w", strings.Join(args, " "), err)
-		}
+	log("no libtorch found: installing Debian's libtorch-dev and %s with apt-get …", blasPackage)
+	if err := aptInstall("libtorch-dev", blasPackage); err != nil {
+		return Libtorch{}, err
 	}
 	return debian()
 }

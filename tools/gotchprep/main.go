@@ -56,6 +56,9 @@ func run(out, version string, install, force bool) error {
 	if err != nil {
 		return err
 	}
+	if err := ensureBLAS(lt, install, logf); err != nil {
+		return err
+	}
 	stampPath := filepath.Join(out, ".optlab-prepared")
 	want := toolVersion + "|" + version + "|" + lt.fingerprint()
 	if lines := readLines(stampPath); !force && len(lines) >= 2 && lines[0] == want {
@@ -419,13 +422,5 @@ func ensureCompiler(install bool) error {
 		return errors.New("g++ is not installed: run `sudo apt-get install g++` (cgo compiles gotch's C++ wrapper with it)")
 	}
 	logf("g++ is not installed: installing Debian's g++ with apt-get …")
-	for _, args := range [][]string{{"update", "-q"}, {"install", "-y", "-q", "g++"}} {
-		cmd := exec.Command("apt-get", args...)
-		cmd.Env = append(os.Environ(), "DEBIAN_FRONTEND=noninteractive")
-		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
-		if err := cmd.Run(); err != nil {
-			return fmt.Errorf("apt-get %s: %w", strings.Join(args, " "), err)
-		}
-	}
-	return nil
+	return aptInstall("g++")
 }

@@ -56,9 +56,14 @@ func run() error {
 	devName := flag.String("device", "cpu", "device: cpu, cuda, cuda:N or auto")
 	cpuProfile := flag.String("cpuprofile", "", "write a Go CPU profile of the timed steps to this file")
 	serveMode := flag.Bool("serve", false, "time steps on request from stdin (see the package doc)")
+	inFlag := flag.String("in", "3x32x32", "per-sample input shape, e.g. 1x28x28 (Fashion-MNIST) or 784")
 	flag.Parse()
 	if flag.NArg() > 0 {
 		return fmt.Errorf("unexpected arguments %q", flag.Args())
+	}
+	in, err := parseShape(*inFlag)
+	if err != nil {
+		return err
 	}
 	var newOpt func() optim.Optimizer
 	switch *optName {
@@ -84,22 +89,22 @@ func run() error {
 		if strings.Contains(*models, ",") {
 			return fmt.Errorf("-serve takes one -model, got %q", *models)
 		}
-		return serve(ctx, w, dev, *models, *batch, *warmup, newOpt)
+		return serve(ctx, w, dev, *models, in, *batch, *warmup, newOpt)
 	}
 	for arch := range strings.SplitSeq(*models, ",") {
-		t, err := measure(ctx, w, dev, arch, *batch, *steps, *warmup, newOpt, *cpuProfile)
+		t, err := measure(ctx, w, dev, arch, in, *batch, *steps, *warmup, newOpt, *cpuProfile)
 		if err != nil {
 			return fmt.Errorf("%s: %w", arch, err)
 		}
-		fmt.Printf("optlab model=%s batch=%d device=%s threads=%d steps=%d warmup=%d layout=flat opt=%s median_ms=%.3f mean_ms=%.3f min_ms=%.3f\n",
-			arch, *batch, dev, nthreads, *steps, *warmup, *optName, t.MedianMs(), t.MeanMs(), t.MinMs())
+		fmt.Printf("optlab model=%s in=%s batch=%d device=%s threads=%d steps=%d warmup=%d layout=flat opt=%s median_ms=%.3f mean_ms=%.3f min_ms=%.3f\n",
+			arch, *inFlag, *batch, dev, nthreads, *steps, *warmup, *optName, t.MedianMs(), t.MeanMs(), t.MinMs())
 	}
 	return nil
 }
 
 // measure times steps of arch after warm-up steps.
-func measure(ctx context.Context, w *tensor.Worker, dev tensor.Device, arch string, batch, steps, warmup int, newOpt func() optim.Optimizer, profile string) (bench.Timings, error) {
-	r, err := bench.NewRig(ctx, w, dev, arch, batch, 1)
+func measure(ctx context.Context, w *tensor.Worker, dev tensor.Device, arch string, in []int64, batch, steps, warmup int, newOpt func() optim.Optimizer, profile string) (bench.Timings, error) {
+	r, err := bench.NewRigIn(ctx, w, dev, arch, in, batch, 1)
 	if err != nil {
 		return nil, err
 	}
@@ -139,8 +144,8 @@ func measure(ctx context.Context, w *tensor.Worker, dev tensor.Device, arch stri
 
 // serve answers "step N" lines on stdin with the N step times (see the
 // package doc).
-func serve(ctx context.Context, w *tensor.Worker, dev tensor.Device, arch string, batch, warmup int, newOpt func() optim.Optimizer) error {
-	r, err := bench.NewRig(ctx, w, dev, arch, batch, 1)
+func serve(ctx context.Context, w *tensor.Worker, dev tensor.Device, arch string, in []int64, batch, warmup int, newOpt func() optim.Optimizer) error {
+	r, err := bench.NewRigIn(ctx, w, dev, arch, in, batch, 1)
 	if err != nil {
 		return err
 	}
@@ -159,16 +164,16 @@ func serve(ctx context.Context, w *tensor.Worker, dev tensor.Device, arch string
 	if err := out.Flush(); err != nil {
 		return err
 	}
-	in := bufio.NewScanner(os.Stdin)
-	for in.Scan() {
-		f := strings.Fields(in.Text())
+	sc := bufio.NewScanner(os.Stdin)
+	for sc.Scan() {
+		f := strings.Fields(sc.Text())
 		switch {
 		case len(f) == 1 && f[0] == "quit":
 			return nil
 		case len(f) == 2 && f[0] == "step":
 			n, err := strconv.Atoi(f[1])
 			if err != nil || n < 1 {
-				return fmt.Errorf("bad request %q", in.Text())
+				return fmt.Errorf("bad request %q", sc.Text())
 			}
 			wall, cpu := make([]float64, n), make([]float64, n)
 			for i := range n {
@@ -199,8 +204,21 @@ func serve(ctx context.Context, w *tensor.Worker, dev tensor.Device, arch string
 				return err
 			}
 		default:
-			return fmt.Errorf("bad request %q (want \"step N\" or \"quit\")", in.Text())
+			return fmt.Errorf("bad request %q (want \"step N\" or \"quit\")", sc.Text())
 		}
 	}
-	return in.Err()
+	return sc.Err()
+}
+
+// parseShape reads a shape written as dimensions joined by "x".
+func parseShape(s string) ([]int64, error) {
+	var out []int64
+	for d := range strings.SplitSeq(s, "x") {
+		n, err := strconv.ParseInt(d, 10, 64)
+		if err != nil || n <= 0 {
+			return nil, fmt.Errorf("-in %q: want positive dimensions joined by x, e.g. 1x28x28", s)
+		}
+		out = append(out, n)
+	}
+	return out, nil
 }
