@@ -11,20 +11,28 @@ import (
 	"github.com/optlab/optlab/host/plugin"
 )
 
+const dataUsage = "usage: host data get cifar10|cifar100|fashion-mnist|mnist --dir D"
+
 func dataCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 || args[0] != "get" {
-		return errors.New("usage: host data get cifar10|cifar100 --dir D")
+		return errors.New(dataUsage)
 	}
 	fs := flag.NewFlagSet("data get", flag.ContinueOnError)
-	dir := fs.String("dir", "data/cifar", "folder to put the dataset in")
-	base := fs.String("url", data.DefaultBaseURL, "base URL of the archives")
-	sum := fs.String("md5", "", "MD5 (hex) the archive must have, for a mirror with its own archive (default: the published one)")
+	dir := fs.String("dir", "", "folder to put the dataset in (default data/cifar for CIFAR, data/<dataset> otherwise)")
+	base := fs.String("url", "", "base URL of the files (default: the dataset's published address)")
+	sum := fs.String("md5", "", "MD5 (hex) the CIFAR archive must have, for a mirror with its own archive (default: the published one)")
 	pos, err := parseInterleaved(fs, args[1:], stdout)
 	if err != nil {
 		return err
 	}
 	if len(pos) != 1 {
-		return errors.New("usage: host data get cifar10|cifar100 --dir D")
+		return errors.New(dataUsage)
+	}
+	if *dir == "" {
+		*dir = "data/" + pos[0]
+		if pos[0] == data.CIFAR10 || pos[0] == data.CIFAR100 {
+			*dir = "data/cifar"
+		}
 	}
 	where, err := data.Get(ctx, pos[0], *dir, data.GetOptions{BaseURL: *base, MD5: *sum, Progress: stderr})
 	if err != nil {

@@ -260,7 +260,7 @@ func runExperiment(ctx context.Context, path string, o runOpts, stderr io.Writer
 	if err := w.Do(ctx, func() (err error) { dev, err = tensor.ParseDevice(exp.Train.Device); return err }); err != nil {
 		return res, err
 	}
-	fmt.Fprintf(stderr, "host: %s on %s (%d torch threads): %s\n", tensor.LibtorchDescription(), dev, threads(ctx, w), exp.Name)
+	fmt.Fprintf(stderr, "host: %s on %s (%d torch threads; %s): %s\n", tensor.LibtorchDescription(), dev, threads(ctx, w), tensor.BLASDescription(), exp.Name)
 	d, err := train.Upload(ctx, w, dev, exp.Data)
 	if err != nil {
 		return res, fmt.Errorf("%s: data: %w", path, err)
@@ -348,9 +348,9 @@ func parseShard(s string) (int, int, error) {
 	return i, n, nil
 }
 
-// smokeData points CIFAR experiments at small generated CIFAR-format files,
-// caps batch sizes, and (when tmpResults) sends results to a temporary
-// folder.
+// smokeData points CIFAR and MNIST-format experiments at small generated
+// files of their format, caps batch sizes, and (when tmpResults) sends
+// results to a temporary folder.
 func smokeData(exp *experiment.Experiment, tmpResults bool) (func(), error) {
 	tmp, err := os.MkdirTemp("", "optlab-smoke-")
 	if err != nil {
@@ -359,10 +359,13 @@ func smokeData(exp *experiment.Experiment, tmpResults bool) (func(), error) {
 	cleanup := func() { os.RemoveAll(tmp) }
 	gen := func(kind string) (string, error) {
 		dir := filepath.Join(tmp, kind)
+		if data.IsMNISTFormat(kind) {
+			return dir, data.WriteMNIST(dir, kind, 5*smokeTrainPerB, smokeTest, 1)
+		}
 		return dir, data.WriteCIFAR(dir, kind, smokeTrainPerB, smokeTest, 1)
 	}
 	for _, ds := range []*struct{ name, dir *string }{{&exp.Data.Dataset, &exp.Data.Dir}, {&exp.Data.OOD, &exp.Data.OODDir}} {
-		if *ds.name == experiment.DatasetCIFAR10 || *ds.name == experiment.DatasetCIFAR100 {
+		if experiment.HasDir(*ds.name) {
 			d, err := gen(*ds.name)
 			if err != nil {
 				cleanup()

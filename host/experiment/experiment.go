@@ -22,7 +22,21 @@ const (
 	DatasetCIFAR100  = "cifar100"
 	DatasetCSV       = "csv"
 	DatasetSynthetic = "synthetic"
+	// DatasetFashionMNIST and DatasetMNIST read the four canonical IDX files
+	// (gzip-compressed or not) from data.dir.
+	DatasetFashionMNIST = "fashion-mnist"
+	DatasetMNIST        = "mnist"
 )
+
+// HasDir reports whether the named dataset is read from files in a folder
+// (data.dir or data.ood_dir): CIFAR and the MNIST-format datasets.
+func HasDir(dataset string) bool {
+	switch dataset {
+	case DatasetCIFAR10, DatasetCIFAR100, DatasetFashionMNIST, DatasetMNIST:
+		return true
+	}
+	return false
+}
 
 // Optimizer names accepted in train.optimizer.name.
 const (
@@ -111,10 +125,10 @@ func (e *Experiment) RunsPath() string {
 // Data is the [data] table.
 type Data struct {
 	// Dataset (default "uci-digits") is one of uci-digits, cifar10,
-	// cifar100, csv, synthetic.
+	// cifar100, fashion-mnist, mnist, csv, synthetic.
 	Dataset string `toml:"dataset"`
-	// Dir is the dataset directory; required for cifar10 and cifar100 and
-	// not allowed for the others.
+	// Dir is the dataset directory; required for cifar10, cifar100,
+	// fashion-mnist and mnist and not allowed for the others.
 	Dir string `toml:"dir"`
 	// Path is the CSV file; required for csv and not allowed otherwise.
 	// Each row is the features followed by an integer class label.
@@ -139,11 +153,12 @@ type Data struct {
 	// Shuffle (default true) reshuffles the training set every epoch.
 	Shuffle bool `toml:"shuffle"`
 	// OOD (default "", none) names an out-of-distribution test set: cifar10,
-	// cifar100 or synthetic. It needs 3×32×32 inputs (dataset cifar10,
-	// cifar100 or image synthetic data) and must differ from the dataset.
+	// cifar100 or synthetic for 3×32×32 inputs (dataset cifar10, cifar100 or
+	// image synthetic data), mnist or fashion-mnist for 1×28×28 inputs
+	// (dataset fashion-mnist or mnist). It must differ from the dataset.
 	OOD string `toml:"ood"`
 	// OODDir is the directory of the OOD dataset; required when ood is
-	// cifar10 or cifar100 and not allowed otherwise.
+	// cifar10, cifar100, mnist or fashion-mnist and not allowed otherwise.
 	OODDir string `toml:"ood_dir"`
 	// Synthetic is the [data.synthetic] table; it may be written only when
 	// dataset or ood is "synthetic".

@@ -78,12 +78,13 @@ func (v *validator) data() {
 	d := &v.e.Data
 	def := Default()
 	cifar := d.Dataset == DatasetCIFAR10 || d.Dataset == DatasetCIFAR100
-	v.enum("data.dataset", d.Dataset, DatasetUCIDigits, DatasetCIFAR10, DatasetCIFAR100, DatasetCSV, DatasetSynthetic)
+	mnist := d.Dataset == DatasetFashionMNIST || d.Dataset == DatasetMNIST
+	v.enum("data.dataset", d.Dataset, DatasetUCIDigits, DatasetCIFAR10, DatasetCIFAR100, DatasetFashionMNIST, DatasetMNIST, DatasetCSV, DatasetSynthetic)
 
-	if cifar {
+	if HasDir(d.Dataset) {
 		v.nonBlank("data.dir", d.Dir, "data.dataset", "is required for dataset "+strconv.Quote(d.Dataset))
 	} else {
-		v.notFor("data.dir", d.Dir == def.Data.Dir, "to dataset cifar10 or cifar100 (use data.path for csv)")
+		v.notFor("data.dir", d.Dir == def.Data.Dir, "to datasets cifar10, cifar100, fashion-mnist and mnist (use data.path for csv)")
 	}
 	if d.Dataset == DatasetCSV {
 		v.nonBlank("data.path", d.Path, "data.dataset", "is required for dataset \"csv\"")
@@ -97,7 +98,7 @@ func (v *validator) data() {
 	if d.Dataset == DatasetUCIDigits || d.Dataset == DatasetCSV {
 		v.floatIn("data.test_fraction", d.TestFraction, 0, 1, false, false)
 	} else {
-		v.notFor("data.test_fraction", d.TestFraction == def.Data.TestFraction, "to datasets uci-digits and csv (CIFAR has a fixed test set; synthetic data uses data.synthetic.test)")
+		v.notFor("data.test_fraction", d.TestFraction == def.Data.TestFraction, "to datasets uci-digits and csv (CIFAR and the MNIST-format datasets have a fixed test set; synthetic data uses data.synthetic.test)")
 	}
 	v.floatIn("data.validation", d.Validation, 0, 1, true, false)
 
@@ -119,19 +120,22 @@ func (v *validator) data() {
 
 	synthUsed := d.Dataset == DatasetSynthetic || d.OOD == DatasetSynthetic
 	if d.OOD != "" {
-		v.enum("data.ood", d.OOD, DatasetCIFAR10, DatasetCIFAR100, DatasetSynthetic)
+		v.enum("data.ood", d.OOD, DatasetCIFAR10, DatasetCIFAR100, DatasetFashionMNIST, DatasetMNIST, DatasetSynthetic)
 		images := cifar || (d.Dataset == DatasetSynthetic && d.Synthetic.Features == 0)
+		oodMNIST := d.OOD == DatasetFashionMNIST || d.OOD == DatasetMNIST
 		switch {
 		case d.OOD == d.Dataset:
 			v.fail("data.ood", "must differ from data.dataset (both %q)", d.OOD)
-		case !images:
+		case oodMNIST && !mnist:
+			v.fail("data.ood", "needs 1×28×28 inputs for ood %q: dataset fashion-mnist or mnist (dataset is %q)", d.OOD, d.Dataset)
+		case !oodMNIST && !images:
 			v.fail("data.ood", "needs 3×32×32 inputs: dataset cifar10, cifar100 or synthetic with features = 0 (dataset is %q)", d.Dataset)
 		}
 	}
-	if d.OOD == DatasetCIFAR10 || d.OOD == DatasetCIFAR100 {
+	if HasDir(d.OOD) {
 		v.nonBlank("data.ood_dir", d.OODDir, "data.ood", "is required for ood "+strconv.Quote(d.OOD))
 	} else {
-		v.notFor("data.ood_dir", d.OODDir == def.Data.OODDir, "when data.ood is cifar10 or cifar100")
+		v.notFor("data.ood_dir", d.OODDir == def.Data.OODDir, "when data.ood is cifar10, cifar100, fashion-mnist or mnist")
 	}
 	if !synthUsed {
 		v.notFor("data.synthetic", d.Synthetic == def.Data.Synthetic, "when data.dataset or data.ood is \"synthetic\"")

@@ -2,6 +2,7 @@ package model
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"testing"
 
@@ -27,47 +28,54 @@ func TestForwardBackward(t *testing.T) {
 	defer w.Close()
 	zoo := Builtin()
 	for _, arch := range zoo.Names() {
-		t.Run(arch, func(t *testing.T) {
-			if testing.Short() && arch != "cnn" && arch != "mlp" && arch != "resnet10" {
-				t.Skip("large model in -short mode")
-			}
-			err := w.Do(context.Background(), func() error {
-				s := tensor.NewScope()
-				defer s.Close()
-				tensor.ManualSeed(1)
-				side := int64(forwardSide)
-				if v, ok := forwardSideOf[arch]; ok {
-					side = v
-				}
-				m, err := zoo.New(arch, 10, []int64{3, side, side})
-				if err != nil {
-					return err
-				}
-				flat := s.Zeros([]int64{m.Numel}, tensor.Float32, tensor.CPU)
-				buf := s.Zeros([]int64{m.BufNumel + 1}, tensor.Float32, tensor.CPU)
-				m.InitParams(s, flat)
-				m.InitBuffers(s, buf)
-				leaf := s.RequiresGrad(flat)
-				x := s.Randn([]int64{2, 3, side, side}, tensor.Float32, tensor.CPU)
-				y := s.FromInt64([]int64{3, 7}, []int64{2}, tensor.CPU)
-				logits := m.Forward(s, leaf, buf, x, true, 0.1)
-				loss := s.CrossEntropy(logits, y, 0)
-				g := s.Gradient(loss, leaf)
-				v := s.Scalars(loss, s.Norm(g))
-				if err := s.Err(); err != nil {
-					return err
-				}
-				if sh := g.Shape(); len(sh) != 1 || sh[0] != m.Numel {
-					t.Errorf("gradient shape %v, want [%d]", sh, m.Numel)
-				}
-				if math.IsNaN(v[0]) || math.IsInf(v[0], 0) || !(v[1] > 0) || math.IsInf(v[1], 0) {
-					t.Errorf("loss %v, gradient norm %v", v[0], v[1])
-				}
-				return nil
+		side := int64(forwardSide)
+		if v, ok := forwardSideOf[arch]; ok {
+			side = v
+		}
+		// CIFAR-shaped, and MNIST-shaped (one channel, 28×28).
+		for _, in := range [][]int64{{3, side, side}, {1, 28, 28}} {
+			t.Run(fmt.Sprintf("%s/%dx%dx%d", arch, in[0], in[1], in[2]), func(t *testing.T) {
+				forwardBackward(t, w, zoo, arch, in)
 			})
-			if err != nil {
-				t.Fatal(err)
-			}
-		})
+		}
+	}
+}
+
+func forwardBackward(t *testing.T, w *tensor.Worker, zoo Zoo, arch string, in []int64) {
+	if testing.Short() && arch != "cnn" && arch != "mlp" && arch != "resnet10" {
+		t.Skip("large model in -short mode")
+	}
+	err := w.Do(context.Background(), func() error {
+		s := tensor.NewScope()
+		defer s.Close()
+		tensor.ManualSeed(1)
+		m, err := zoo.New(arch, 10, in)
+		if err != nil {
+			return err
+		}
+		flat := s.Zeros([]int64{m.Numel}, tensor.Float32, tensor.CPU)
+		buf := s.Zeros([]int64{m.BufNumel + 1}, tensor.Float32, tensor.CPU)
+		m.InitParams(s, flat)
+		m.InitBuffers(s, buf)
+		leaf := s.RequiresGrad(flat)
+		x := s.Randn(append([]int64{2}, in...), tensor.Float32, tensor.CPU)
+		y := s.FromInt64([]int64{3, 7}, []int64{2}, tensor.CPU)
+		logits := m.Forward(s, leaf, buf, x, true, 0.1)
+		loss := s.CrossEntropy(logits, y, 0)
+		g := s.Gradient(loss, leaf)
+		v := s.Scalars(loss, s.Norm(g))
+		if err := s.Err(); err != nil {
+			return err
+		}
+		if sh := g.Shape(); len(sh) != 1 || sh[0] != m.Numel {
+			t.Errorf("gradient shape %v, want [%d]", sh, m.Numel)
+		}
+		if math.IsNaN(v[0]) || math.IsInf(v[0], 0) || !(v[1] > 0) || math.IsInf(v[1], 0) {
+			t.Errorf("loss %v, gradient norm %v", v[0], v[1])
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 }

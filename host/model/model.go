@@ -279,6 +279,8 @@ func Builtin() Zoo {
 	return Zoo{
 		"mlp":          NewMLP,
 		"cnn":          NewCNN,
+		"lenet5":       NewLeNet5,
+		"cnn-small":    func(c int, in []int64) (*Model, error) { return NewCNNWidths("cnn-small", []int64{16, 32, 64}, c, in) },
 		"resnet10":     func(c int, in []int64) (*Model, error) { return NewResNet("resnet10", []int{1, 1, 1, 1}, c, in) },
 		"resnet18":     func(c int, in []int64) (*Model, error) { return NewResNet("resnet18", []int{2, 2, 2, 2}, c, in) },
 		"wrn28-10":     func(c int, in []int64) (*Model, error) { return NewWRN("wrn28-10", 28, 10, false, c, in) },

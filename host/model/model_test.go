@@ -45,3 +45,37 @@ func TestParamCounts(t *testing.T) {
 		})
 	}
 }
+
+// TestParamCounts28 pins the parameter counts on 1×28×28 input (MNIST,
+// Fashion-MNIST): the CIFAR variants with their first layer taking one
+// channel, i.e. the 3-channel counts less 2·k²·(first conv's channels), and
+// the MLP's first layer on 784 inputs (784·256+256 + 256·256+256 + 256·10+10).
+func TestParamCounts28(t *testing.T) {
+	want := map[string]int64{
+		"mlp":             269_322,
+		"cnn":             94_186,
+		"cnn-small":       24_058,
+		"lenet5":          61_706,
+		"resnet10":        4_903_242 - 2*9*64,
+		"resnet18":        11_173_962 - 2*9*64,
+		"wrn28-10":        36_479_194 - 2*9*16,
+		"wrn28-10-ref":    46_160_474 - 2*9*16,
+		"pyramidnet101":   1_557_518 - 2*9*16,
+		"densenet121":     6_956_298 - 2*9*64,
+		"mobilenet":       2_296_922 - 2*9*32,
+		"efficientnet-b0": 3_598_598 - 2*9*32,
+	}
+	zoo := Builtin()
+	if len(want) != len(zoo.Names()) {
+		t.Fatalf("%d architectures pinned, the zoo has %d", len(want), len(zoo.Names()))
+	}
+	for arch, n := range want {
+		m, err := zoo.New(arch, 10, []int64{1, 28, 28})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m.Numel != n {
+			t.Errorf("%s on 1×28×28: %d parameters, want %d", arch, m.Numel, n)
+		}
+	}
+}

@@ -51,18 +51,24 @@ type cnn struct {
 // blocks (32, 64, 128 channels) with 2×2 max-pooling after the first two,
 // global average pooling and a linear classifier.
 func NewCNN(classes int, in []int64) (*Model, error) {
+	return NewCNNWidths("cnn", []int64{32, 64, 128}, classes, in)
+}
+
+// NewCNNWidths is NewCNN with the three blocks' channel counts given
+// ("cnn-small" is 16, 32, 64: a quarter of cnn's convolution work).
+func NewCNNWidths(name string, widths []int64, classes int, in []int64) (*Model, error) {
 	if len(in) != 3 {
-		return nil, fmt.Errorf("cnn needs image input (C,H,W), got shape %v", in)
+		return nil, fmt.Errorf("%s needs image input (C,H,W), got shape %v", name, in)
 	}
 	b := NewBuilder()
 	n := &cnn{}
 	c := in[0]
-	for i, w := range []int64{32, 64, 128} {
+	for i, w := range widths {
 		n.blocks = append(n.blocks, b.convBN(fmt.Sprintf("features.%d", i), c, w, 3, 1, 1, 1, KaimingNormalFanIn))
 		c = w
 	}
 	n.fc = b.Linear("fc", c, int64(classes), false)
-	return b.Build("cnn", classes, in, n)
+	return b.Build(name, classes, in, n)
 }
 
 func (n *cnn) Forward(f *Fwd, x tensor.T) tensor.T {
@@ -74,4 +80,41 @@ func (n *cnn) Forward(f *Fwd, x tensor.T) tensor.T {
 	}
 	x = f.S.Flatten(f.S.AdaptiveAvgPool2d(x, 1), 1, -1)
 	return n.fc.Forward(f, x)
+}
+
+type lenet struct {
+	conv1, conv2  Conv
+	fc1, fc2, fc3 Linear
+}
+
+// NewLeNet5 is LeNet-5 (LeCun et al. 1998) with ReLU and max-pooling, as
+// usually trained on MNIST-sized input: conv 5×5 to 6 channels (padding 2,
+// so 28×28 stays 28×28), 2×2 max-pool, conv 5×5 to 16 channels, 2×2
+// max-pool, then 120-84-classes fully connected layers. PyTorch's default
+// initialization. On 1×28×28 it has 61,706 parameters; other image sizes
+// ≥ 12×12 work (the first linear layer takes what the convolutions leave).
+func NewLeNet5(classes int, in []int64) (*Model, error) {
+	if len(in) != 3 || in[1] < 12 || in[2] < 12 {
+		return nil, fmt.Errorf("lenet5 needs image input (C,H,W) of at least 12×12, got shape %v", in)
+	}
+	side := func(s int64) int64 { return (s/2 - 4) / 2 }
+	b := NewBuilder()
+	n := &lenet{
+		conv1: b.Conv("conv1", in[0], 6, 5, 1, 2, 1, true, TorchDefault),
+		conv2: b.Conv("conv2", 6, 16, 5, 1, 0, 1, true, TorchDefault),
+		fc1:   b.Linear("fc1", 16*side(in[1])*side(in[2]), 120, false),
+		fc2:   b.Linear("fc2", 120, 84, false),
+		fc3:   b.Linear("fc3", 84, int64(classes), false),
+	}
+	return b.Build("lenet5", classes, in, n)
+}
+
+func (n *lenet) Forward(f *Fwd, x tensor.T) tensor.T {
+	s := f.S
+	x = s.MaxPool2d(s.Relu(n.conv1.Forward(f, x)), 2, 2, 0)
+	x = s.MaxPool2d(s.Relu(n.conv2.Forward(f, x)), 2, 2, 0)
+	x = s.Flatten(x, 1, -1)
+	x = s.Relu(n.fc1.Forward(f, x))
+	x = s.Relu(n.fc2.Forward(f, x))
+	return n.fc3.Forward(f, x)
 }

@@ -22,6 +22,8 @@ func LoadSplit(d experiment.Data) (data.Split, error) {
 	switch d.Dataset {
 	case experiment.DatasetCIFAR10, experiment.DatasetCIFAR100:
 		sp, err = data.LoadCIFAR(d.Dataset, d.Dir)
+	case experiment.DatasetFashionMNIST, experiment.DatasetMNIST:
+		sp, err = data.LoadMNIST(d.Dataset, d.Dir)
 	case experiment.DatasetUCIDigits:
 		sp, err = data.UCIDigits(d.TestFraction, splitSeed)
 	case experiment.DatasetCSV:
@@ -65,6 +67,12 @@ func LoadOOD(d experiment.Data) (*data.Set, error) {
 	switch d.OOD {
 	case experiment.DatasetCIFAR10, experiment.DatasetCIFAR100:
 		sp, err := data.LoadCIFAR(d.OOD, d.OODDir)
+		if err != nil {
+			return nil, fmt.Errorf("OOD set: %w", err)
+		}
+		return sp.Test, nil
+	case experiment.DatasetFashionMNIST, experiment.DatasetMNIST:
+		sp, err := data.LoadMNIST(d.OOD, d.OODDir)
 		if err != nil {
 			return nil, fmt.Errorf("OOD set: %w", err)
 		}
