@@ -40,6 +40,15 @@ func (g *grid) nSuffix(s stat, latex bool) string {
 	return fmt.Sprintf(" (n=%d)", s.n)
 }
 
+// diffSuffix returns the difference text of cell (ri, gi, mi), or "" when
+// there is no baseline.
+func (g *grid) diffSuffix(ri, gi, mi int, sp spec, latex bool) string {
+	if g.diffs == nil {
+		return ""
+	}
+	return diffText(g.diffs[ri][gi][mi], sp, latex)
+}
+
 // writeMarkdown renders g with tablewriter's Markdown renderer.
 func writeMarkdown(w io.Writer, g *grid) error {
 	if len(g.rows) == 0 {
@@ -80,15 +89,15 @@ func writeMarkdown(w io.Writer, g *grid) error {
 		cells = append(cells, escapeMarkdown(r.method))
 		for gi := range g.groups {
 			for mi, m := range g.metrics {
-				s := g.cells[ri][gi][mi]
-				text := cellText(s, metricSpec(m), "±")
+				s, sp := g.cells[ri][gi][mi], metricSpec(m)
+				text := cellText(s, sp, "±")
 				switch {
 				case text == "":
 					text = missing
 				case best[ri][gi][mi]:
 					text = "**" + text + "**"
 				}
-				cells = append(cells, text+g.nSuffix(s, false))
+				cells = append(cells, text+g.nSuffix(s, false)+g.diffSuffix(ri, gi, mi, sp, false))
 			}
 		}
 		if err := t.Append(cells); err != nil {
@@ -141,6 +150,8 @@ func escapeLaTeX(s string) string {
 			b.WriteString(`\textbar{}`)
 		case '±':
 			b.WriteString(`$\pm$`)
+		case 'Δ':
+			b.WriteString(`$\Delta$`)
 		default:
 			b.WriteRune(r)
 		}
@@ -222,15 +233,15 @@ func writeLaTeX(w io.Writer, g *grid) error {
 		cells = append(cells, escapeLaTeX(r.method))
 		for gi := range g.groups {
 			for mi, m := range g.metrics {
-				s := g.cells[ri][gi][mi]
-				text := cellText(s, metricSpec(m), `$\pm$`)
+				s, sp := g.cells[ri][gi][mi], metricSpec(m)
+				text := cellText(s, sp, `$\pm$`)
 				switch {
 				case text == "":
 					text = "--"
 				case best[ri][gi][mi]:
 					text = `\textbf{` + text + `}`
 				}
-				cells = append(cells, text+g.nSuffix(s, true))
+				cells = append(cells, text+g.nSuffix(s, true)+g.diffSuffix(ri, gi, mi, sp, true))
 			}
 		}
 		p("%s \\\\\n", strings.Join(cells, " & "))
@@ -243,12 +254,20 @@ func writeLaTeX(w io.Writer, g *grid) error {
 }
 
 // writeCSV renders g as tidy rows. Values are as stored (accuracy as a
-// fraction), in full precision; std is empty when n < 2.
+// fraction), in full precision; std is empty when n < 2. With a baseline,
+// diff, diff_lo, diff_hi and significant follow; they are empty for the
+// baseline's rows and cells without a baseline value, and diff_lo and
+// diff_hi are empty when no interval can be computed.
 func writeCSV(w io.Writer, g *grid) error {
 	cw := csv.NewWriter(w)
-	if err := cw.Write([]string{"method", "dataset", "arch", "metric", "mean", "std", "n"}); err != nil {
+	head := []string{"method", "dataset", "arch", "metric", "mean", "std", "n"}
+	if g.diffs != nil {
+		head = append(head, "diff", "diff_lo", "diff_hi", "significant")
+	}
+	if err := cw.Write(head); err != nil {
 		return err
 	}
+	num := func(v float64) string { return strconv.FormatFloat(v, 'g', -1, 64) }
 	di := indexOf(g.groupFields, fieldDataset)
 	ai := indexOf(g.groupFields, fieldArch)
 	for ri, r := range g.rows {
@@ -260,9 +279,19 @@ func writeCSV(w io.Writer, g *grid) error {
 				}
 				std := ""
 				if s.n > 1 {
-					std = strconv.FormatFloat(s.std, 'g', -1, 64)
+					std = num(s.std)
 				}
-				rec := []string{r.method, gv[di], gv[ai], m, strconv.FormatFloat(s.mean, 'g', -1, 64), std, strconv.Itoa(s.n)}
+				rec := []string{r.method, gv[di], gv[ai], m, num(s.mean), std, strconv.Itoa(s.n)}
+				if g.diffs != nil {
+					d, cols := g.diffs[ri][gi][mi], []string{"", "", "", ""}
+					switch {
+					case d.ci:
+						cols = []string{num(d.d), num(d.lo), num(d.hi), strconv.FormatBool(d.significant())}
+					case d.has:
+						cols = []string{num(d.d), "", "", "false"}
+					}
+					rec = append(rec, cols...)
+				}
 				if err := cw.Write(rec); err != nil {
 					return err
 				}

@@ -1,6 +1,11 @@
 package table
 
-import "math"
+import (
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+)
 
 // confidence is the two-sided level of the intervals shown with --baseline.
 const confidence = 0.95
@@ -141,4 +146,95 @@ func regIncBeta(a, b, x, y float64) float64 {
 		}
 	}
 	return front * h
+}
+
+// compare fills g.diffs with every cell's difference to the baseline
+// method's cell in the same group and with the same row-field values. It
+// fails when no row has the baseline method.
+func (g *grid) compare(baseline string) error {
+	var methods []string
+	for _, r := range g.rows {
+		if !slices.Contains(methods, r.method) {
+			methods = append(methods, r.method)
+		}
+	}
+	if !slices.Contains(methods, baseline) {
+		if len(methods) == 0 {
+			return fmt.Errorf("unknown baseline method %q: no method has a successful run", baseline)
+		}
+		return fmt.Errorf("unknown baseline method %q (methods: %s)", baseline, strings.Join(methods, ", "))
+	}
+	g.baseline = baseline
+	g.diffs = make([][][]diff, len(g.rows))
+	for ri, r := range g.rows {
+		bi := slices.IndexFunc(g.rows, func(o row) bool { return o.method == baseline && slices.Equal(o.fields, r.fields) })
+		g.diffs[ri] = make([][]diff, len(g.groups))
+		for gi := range g.groups {
+			g.diffs[ri][gi] = make([]diff, len(g.metrics))
+			if bi < 0 || bi == ri {
+				continue
+			}
+			for mi := range g.metrics {
+				g.diffs[ri][gi][mi] = welch(g.cells[ri][gi][mi], g.cells[bi][gi][mi], confidence)
+			}
+		}
+	}
+	return nil
+}
+
+// signed formats a difference in display units with an explicit sign
+// ("+0.25", "-0.25"; "0.00" when it rounds to zero).
+func signed(sp spec, v float64) string {
+	s := sp.format(v)
+	if !strings.HasPrefix(s, "-") && strings.Trim(s, "0.") != "" {
+		s = "+" + s
+	}
+	return s
+}
+
+// diffText returns the " Δ +D [LO, HI]*" suffix of a cell (LaTeX: in math
+// mode), or "" when the cell has no difference to show. The interval is
+// left out when it cannot be computed; * marks an interval excluding 0.
+func diffText(d diff, sp spec, latex bool) string {
+	if !d.has {
+		return ""
+	}
+	body := signed(sp, d.d)
+	if latex {
+		body = "{" + body + "}"
+	}
+	if d.ci {
+		body += " [" + sp.format(d.lo) + ", " + sp.format(d.hi) + "]"
+	}
+	star := ""
+	if d.significant() {
+		star = "*"
+	}
+	if latex {
+		if star != "" {
+			star = "^*"
+		}
+		return ` $\Delta\,` + strings.Replace(body, " ", `\,`, 1) + star + "$"
+	}
+	return " Δ " + body + star
+}
+
+// baselineNotes returns the footnote sentences of a --baseline table.
+func (g *grid) baselineNotes() []string {
+	out := []string{fmt.Sprintf("Δ vs %s: difference of means with a %g %% Welch t interval over seeds; * the interval excludes 0.", g.baseline, 100*confidence)}
+	if slices.ContainsFunc(g.metrics, func(m string) bool { return metricSpec(m).scale == 100 }) {
+		out[0] += " ACC differences in percentage points."
+	}
+	noCI := false
+	for ri := range g.diffs {
+		for gi := range g.diffs[ri] {
+			for _, d := range g.diffs[ri][gi] {
+				noCI = noCI || (d.has && !d.ci)
+			}
+		}
+	}
+	if noCI {
+		out = append(out, "Δ without an interval: fewer than 2 seeds on a side or zero variance on both; never marked significant.")
+	}
+	return append(out, fmt.Sprintf("Bold: best per column and significantly better than %s (interval on the better side of 0); %s itself is never bold.", g.baseline, g.baseline))
 }

@@ -2,6 +2,7 @@ package table
 
 import (
 	"math"
+	"strings"
 	"testing"
 )
 
@@ -102,5 +103,35 @@ func TestWelch(t *testing.T) {
 					d, d.significant(), tc.d, tc.lo, tc.hi, tc.df, tc.ci, tc.has, tc.signf)
 			}
 		})
+	}
+}
+
+func TestDiffText(t *testing.T) {
+	acc, nll := metricSpec("acc"), metricSpec("nll")
+	tests := []struct {
+		d        diff
+		sp       spec
+		md, ltex string
+	}{
+		{diff{has: true, d: 0.0042, lo: 0.001, hi: 0.0074, ci: true}, acc, " Δ +0.42 [0.10, 0.74]*", ` $\Delta\,{+0.42}\,[0.10, 0.74]^*$`},
+		{diff{has: true, d: -0.01, lo: -0.03, hi: 0.01, ci: true}, nll, " Δ -0.0100 [-0.0300, 0.0100]", ` $\Delta\,{-0.0100}\,[-0.0300, 0.0100]$`},
+		{diff{has: true, d: -0.00001}, nll, " Δ 0.0000", ` $\Delta\,{0.0000}$`},
+		{diff{}, acc, "", ""},
+	}
+	for _, tc := range tests {
+		if got := diffText(tc.d, tc.sp, false); got != tc.md {
+			t.Errorf("markdown %+v: %q, want %q", tc.d, got, tc.md)
+		}
+		if got := diffText(tc.d, tc.sp, true); got != tc.ltex {
+			t.Errorf("latex %+v: %q, want %q", tc.d, got, tc.ltex)
+		}
+	}
+}
+
+func TestBaselineUnknown(t *testing.T) {
+	err := Run(&strings.Builder{}, []string{"testdata/baseline.jsonl", "--baseline", "Adam"})
+	want := `unknown baseline method "Adam" (methods: SGD, SAM, ASAM)`
+	if err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("err = %v, want containing %q", err, want)
 	}
 }

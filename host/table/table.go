@@ -55,6 +55,13 @@ type Options struct {
 	Metrics []string
 	// Format is the output format; empty means Markdown.
 	Format Format
+	// Baseline, when not empty, names the method (as in the Method column)
+	// every other row is compared with: each cell also shows the
+	// difference of its mean to the baseline's mean in the same column
+	// group, with a 95 % Welch t interval over seeds, and bold requires
+	// that difference to be significantly better. CSV gets diff, diff_lo,
+	// diff_hi and significant columns. An unknown name is an error.
+	Baseline string
 }
 
 // stat summarises one cell's values.
@@ -105,6 +112,10 @@ type grid struct {
 	uniformN  int  // the common n of all non-empty cells, or 0
 	mixedN    bool // whether non-empty cells have different n
 	anyValues bool
+	// baseline is Options.Baseline; diffs[r][g][m] is cell (r, g, m)'s
+	// difference to it (nil without a baseline).
+	baseline string
+	diffs    [][][]diff
 }
 
 // failure counts failed runs of one row/group.
@@ -377,6 +388,11 @@ func build(recs []results.Record, opts Options) (*grid, error) {
 		fi[label] = len(g.failed)
 		g.failed = append(g.failed, failure{label: label, count: 1})
 	}
+	if opts.Baseline != "" {
+		if err := g.compare(opts.Baseline); err != nil {
+			return nil, err
+		}
+	}
 	return g, nil
 }
 
@@ -404,7 +420,8 @@ func (g *grid) groupLabel(gi int) string {
 // best returns, for each (group, metric) column, which rows to bold: the
 // rows whose displayed mean equals the best displayed mean, when the
 // metric has a direction, at least two rows have a value and not all of
-// them display the same mean.
+// them display the same mean. With a baseline, such a row is bold only if
+// its interval lies on the better side of 0, so the baseline never is.
 func (g *grid) best() [][][]bool {
 	out := make([][][]bool, len(g.rows))
 	for ri := range out {
@@ -439,7 +456,8 @@ func (g *grid) best() [][][]bool {
 			}
 			for ri := range g.rows {
 				s := g.cells[ri][gi][mi]
-				out[ri][gi][mi] = s.n > 0 && sp.rounded(s.mean) == bestV
+				out[ri][gi][mi] = s.n > 0 && sp.rounded(s.mean) == bestV &&
+					(g.diffs == nil || g.diffs[ri][gi][mi].better(sp.dir))
 			}
 		}
 	}
@@ -461,7 +479,11 @@ func (g *grid) notes() []string {
 		if slices.ContainsFunc(g.metrics, func(m string) bool { return metricSpec(m).scale == 100 }) {
 			out[len(out)-1] += " ACC in %."
 		}
-		out = append(out, "Best per column in bold.")
+		if g.diffs != nil {
+			out = append(out, g.baselineNotes()...)
+		} else {
+			out = append(out, "Best per column in bold.")
+		}
 	}
 	if len(g.failed) > 0 {
 		total := 0

@@ -31,6 +31,10 @@ func TestGolden(t *testing.T) {
 		{"specials.tex", []string{"testdata/specials.jsonl", "--format", "latex", "testdata/specials_shard.jsonl"}},
 		{"specials.csv", []string{"testdata/specials.jsonl", "testdata/specials_shard.jsonl", "--format", "csv"}},
 		{"specials_by_none.md", []string{"--by", "none", "--", "testdata/specials.jsonl"}},
+		{"baseline.md", []string{"testdata/baseline.jsonl", "--baseline", "SGD"}},
+		{"baseline.tex", []string{"testdata/baseline.jsonl", "--baseline=SGD", "--format", "latex"}},
+		{"baseline.csv", []string{"testdata/baseline.jsonl", "--baseline", "SGD", "--format", "csv", "--metrics", "acc,nll,ece"}},
+		{"baseline_by_none.md", []string{"--by", "none", "--baseline", "SGD", "testdata/baseline.jsonl", "--metrics", "acc"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.golden, func(t *testing.T) {
