@@ -49,8 +49,17 @@ import (
 
 // dataDir is the CIFAR folder the experiment files name; the README tells
 // users to put the data there with `bin/host data get cifar10 --dir
-// data/cifar`.
+// data/cifar`. The MNIST-format datasets go to data/<dataset> (dirOf).
 const dataDir = "data/cifar"
+
+// dirOf is the data folder experiment files name for a dataset read from a
+// folder.
+func dirOf(dataset string) string {
+	if isCIFAR(dataset) {
+		return dataDir
+	}
+	return "data/" + dataset
+}
 
 var (
 	// pluginDir holds the plugin binaries built by TestMain.
@@ -60,6 +69,8 @@ var (
 	// genDir holds generated CIFAR-10 and CIFAR-100 files in the layout
 	// `host data get` produces (cifar-10-batches-bin, cifar-100-binary).
 	genDir string
+	// genMNIST holds generated MNIST-format files, one folder per dataset.
+	genMNIST string
 )
 
 func TestMain(m *testing.M) {
@@ -87,6 +98,13 @@ func testMain(m *testing.M) int {
 	for kind, sub := range map[string]string{data.CIFAR10: "cifar-10-batches-bin", data.CIFAR100: "cifar-100-binary"} {
 		// 16 records per training batch (80 training samples), 32 test.
 		if err := data.WriteCIFAR(filepath.Join(genDir, sub), kind, 16, 32, 1); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+	}
+	genMNIST = filepath.Join(tmp, "mnist-format")
+	for _, kind := range []string{data.FashionMNIST, data.MNIST} {
+		if err := data.WriteMNIST(filepath.Join(genMNIST, kind), kind, 80, 32, 1); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			return 1
 		}
@@ -180,8 +198,9 @@ func isCIFAR(name string) bool {
 	return name == experiment.DatasetCIFAR10 || name == experiment.DatasetCIFAR100
 }
 
-// dirLine matches a data.dir or data.ood_dir line naming dataDir.
-var dirLine = regexp.MustCompile(`(?m)^([ \t]*(?:ood_)?dir[ \t]*=[ \t]*)"` + regexp.QuoteMeta(dataDir) + `"`)
+// dirLine matches a data.dir or data.ood_dir line naming dataDir or
+// data/<MNIST-format dataset>.
+var dirLine = regexp.MustCompile(`(?m)^([ \t]*(?:ood_)?dir[ \t]*=[ \t]*)"(` + regexp.QuoteMeta(dataDir) + `|data/(?:fashion-mnist|mnist))"`)
 
 // seedsLine matches the train.seeds line.
 var seedsLine = regexp.MustCompile(`(?m)^([ \t]*seeds[ \t]*=[ \t]*)\[[^\]\n]*\]`)
@@ -189,7 +208,14 @@ var seedsLine = regexp.MustCompile(`(?m)^([ \t]*seeds[ \t]*=[ \t]*)\[[^\]\n]*\]`
 // withGeneratedData returns the text of an experiment file with its CIFAR
 // folders replaced by the generated ones.
 func withGeneratedData(text string) string {
-	return dirLine.ReplaceAllString(text, "${1}"+strings.ReplaceAll(strconv.Quote(genDir), "$", "$$"))
+	return dirLine.ReplaceAllStringFunc(text, func(line string) string {
+		m := dirLine.FindStringSubmatch(line)
+		gen := genDir
+		if m[2] != dataDir {
+			gen = filepath.Join(genMNIST, strings.TrimPrefix(m[2], "data/"))
+		}
+		return m[1] + strconv.Quote(gen)
+	})
 }
 
 // firstSeedOnly returns the text with train.seeds reduced to its first
@@ -226,11 +252,11 @@ func TestConventions(t *testing.T) {
 		if exp.ResultsDir != "results" {
 			t.Errorf("%s: results_dir = %q, want the default \"results\"", f, exp.ResultsDir)
 		}
-		if isCIFAR(exp.Data.Dataset) && exp.Data.Dir != dataDir {
-			t.Errorf("%s: data.dir = %q, want %q", f, exp.Data.Dir, dataDir)
+		if experiment.HasDir(exp.Data.Dataset) && exp.Data.Dir != dirOf(exp.Data.Dataset) {
+			t.Errorf("%s: data.dir = %q, want %q", f, exp.Data.Dir, dirOf(exp.Data.Dataset))
 		}
-		if isCIFAR(exp.Data.OOD) && exp.Data.OODDir != dataDir {
-			t.Errorf("%s: data.ood_dir = %q, want %q", f, exp.Data.OODDir, dataDir)
+		if experiment.HasDir(exp.Data.OOD) && exp.Data.OODDir != dirOf(exp.Data.OOD) {
+			t.Errorf("%s: data.ood_dir = %q, want %q", f, exp.Data.OODDir, dirOf(exp.Data.OOD))
 		}
 	}
 }
@@ -246,7 +272,7 @@ func TestCheck(t *testing.T) {
 				t.Fatal(err)
 			}
 			path := f
-			if isCIFAR(exp.Data.Dataset) || isCIFAR(exp.Data.OOD) {
+			if experiment.HasDir(exp.Data.Dataset) || experiment.HasDir(exp.Data.OOD) {
 				path = writeCopy(t, f, withGeneratedData(string(text)))
 			}
 			out := host(t, "check", "--plugins", pluginDir, path)
