@@ -377,7 +377,25 @@ func (c *Client) Exited() bool {
 func (c *Client) Close() error {
 	c.closeOnce.Do(func() {
 		c.closed.Store(true)
-		c.pc.Kill()
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			c.pc.Kill()
+		}()
+		// go-plugin's Kill waits for the plugin's output to end; it cannot
+		// hang once the process group is dead, but never wait unbounded.
+		select {
+		case <-done:
+		case <-time.After(closeTimeout):
+			if c.proc != nil {
+				killGroup(c.proc.pid)
+			}
+			c.logger.Warn("plugin did not stop in time; abandoned", "plugin", c.name, "pid", c.pid)
+		}
+		if c.proc != nil {
+			// Whatever the plugin started is ended with it.
+			killGroup(c.proc.pid)
+		}
 		if c.reattach && c.proto != nil {
 			// Kill does nothing to a reattached test-mode plugin; closing
 			// the connection asks it to stop serving.
@@ -386,6 +404,10 @@ func (c *Client) Close() error {
 	})
 	return nil
 }
+
+// closeTimeout bounds Close: go-plugin's graceful stop (2 s) and forced
+// kill, plus the wait for the output pipes.
+const closeTimeout = 10 * time.Second
 
 // Stats counts the traffic of the optlab protocol through a Client: calls
 // of the Optimizer service (host→plugin), calls of the Host service

@@ -7,7 +7,12 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"strconv"
 	"sync"
+	"syscall"
+	"time"
+
+	"github.com/optlab/optlab/internal/wire"
 )
 
 // procRunner runs a plugin binary for go-plugin (runner.Runner). Using our
@@ -30,7 +35,14 @@ type procRunner struct {
 // plugin gets no stdin: it must never read it.
 func newProcRunner(path string, args, env []string) (*procRunner, error) {
 	cmd := exec.Command(path, args...)
-	cmd.Env = env
+	// The plugin and whatever it starts (a wrapper script's program) form
+	// their own process group, which Kill ends as a whole; and they know the
+	// host's PID, to exit when the host dies (serve.Serve watches it).
+	cmd.Env = append(env, wire.HostPIDEnv+"="+strconv.Itoa(os.Getpid()))
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	// Once the plugin has exited, do not wait longer than this for a
+	// process it left behind to close the output pipes.
+	cmd.WaitDelay = pipeWaitDelay
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		return nil, fmt.Errorf("stdout pipe: %w", err)
@@ -73,16 +85,31 @@ func (r *procRunner) exitStatus() string {
 	return r.waitErr.Error()
 }
 
-// Kill implements runner.Runner.
+// Kill implements runner.Runner: it kills the plugin's whole process group
+// (the plugin and anything it started, e.g. the program a wrapper script
+// runs without exec), so that no process outlives it holding its pipes.
 func (r *procRunner) Kill(context.Context) error {
 	if r.cmd.Process == nil {
 		return nil
 	}
+	killGroup(r.pid)
 	if err := r.cmd.Process.Kill(); err != nil && !errors.Is(err, os.ErrProcessDone) {
 		return fmt.Errorf("kill plugin pid %d: %w", r.pid, err)
 	}
 	return nil
 }
+
+// killGroup sends SIGKILL to the process group led by pid (a no-op when it
+// is gone).
+func killGroup(pid int) {
+	if pid > 0 {
+		_ = syscall.Kill(-pid, syscall.SIGKILL)
+	}
+}
+
+// pipeWaitDelay bounds how long Wait waits, after the plugin exited, for
+// the output pipes to close.
+const pipeWaitDelay = 2 * time.Second
 
 // Stdout implements runner.Runner.
 func (r *procRunner) Stdout() io.ReadCloser { return r.stdout }

@@ -33,6 +33,12 @@ const (
 )
 
 // Handshake returns the go-plugin handshake of the optlab protocol. Its
+// HostPIDEnv is the environment variable through which the host tells a
+// plugin its process ID, so that the plugin exits when the host is gone
+// even when it is not the host's direct child (a wrapper script that starts
+// it without exec).
+const HostPIDEnv = "OPTLAB_HOST_PID"
+
 // ProtocolVersion is optim.ProtocolMajor.
 func Handshake() plugin.HandshakeConfig {
 	return plugin.HandshakeConfig{

@@ -19,7 +19,9 @@ import (
 	"fmt"
 	"os"
 	"runtime/debug"
+	"strconv"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -52,7 +54,7 @@ func Serve(newOpt func() optim.Optimizer) {
 		Output:     os.Stderr,
 		JSONFormat: true,
 	})
-	go watchParent(logger, os.Getppid(), ParentPollInterval, os.Exit)
+	go watchParent(logger, os.Getppid(), hostPID(), ParentPollInterval, os.Exit)
 	plugin.Serve(&plugin.ServeConfig{
 		HandshakeConfig:  wire.Handshake(),
 		VersionedPlugins: map[int]plugin.PluginSet{optim.ProtocolMajor: pluginSet(newOpt, logger)},
@@ -61,13 +63,34 @@ func Serve(newOpt func() optim.Optimizer) {
 	})
 }
 
-// watchParent calls exit(3) once the parent process is no longer ppid: the
-// host died (even by SIGKILL) and the plugin was reparented.
-func watchParent(logger hclog.Logger, ppid int, every time.Duration, exit func(int)) {
+// hostPID is the host's process ID as the host passed it (0 when absent).
+func hostPID() int {
+	pid, err := strconv.Atoi(os.Getenv(wire.HostPIDEnv))
+	if err != nil || pid <= 0 {
+		return 0
+	}
+	return pid
+}
+
+// hostGone reports whether the host has died: the process hostPID no longer
+// exists when the host named itself (the plugin may be a wrapper script's
+// child, whose parent outlives the host), else the plugin was reparented
+// away from ppid.
+func hostGone(ppid, hostPID int) (bool, int) {
+	if hostPID > 0 {
+		return errors.Is(syscall.Kill(hostPID, 0), syscall.ESRCH), hostPID
+	}
+	now := os.Getppid()
+	return now != ppid, now
+}
+
+// watchParent calls exit(3) once the host has died (even by SIGKILL); see
+// hostGone.
+func watchParent(logger hclog.Logger, ppid, hostPID int, every time.Duration, exit func(int)) {
 	t := time.NewTicker(every)
 	defer t.Stop()
 	for range t.C {
-		if now := os.Getppid(); now != ppid {
+		if gone, now := hostGone(ppid, hostPID); gone {
 			// The dead host cannot remove the socket directory it made
 			// for this plugin (go-plugin passes it in
 			// PLUGIN_UNIX_SOCKET_DIR). Do it before logging: with nobody
@@ -75,7 +98,7 @@ func watchParent(logger hclog.Logger, ppid int, every time.Duration, exit func(i
 			if dir := os.Getenv(plugin.EnvUnixSocketDir); dir != "" {
 				_ = os.RemoveAll(dir)
 			}
-			logger.Error("host process died; plugin exiting", "host_pid", ppid, "new_parent", now)
+			logger.Error("host process died; plugin exiting", "host_pid", max(hostPID, ppid), "parent", now)
 			exit(3)
 			return
 		}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"reflect"
 	"strings"
@@ -324,7 +325,7 @@ func TestWatchParent(t *testing.T) {
 	t.Setenv(goplugin.EnvUnixSocketDir, sockets)
 	var code atomic.Int32
 	done := make(chan struct{})
-	go watchParent(hclog.NewNullLogger(), -1, time.Millisecond, func(c int) {
+	go watchParent(hclog.NewNullLogger(), -1, 0, time.Millisecond, func(c int) {
 		code.Store(int32(c))
 		close(done)
 	})
@@ -338,6 +339,25 @@ func TestWatchParent(t *testing.T) {
 	}
 	if _, err := os.Stat(sockets); !os.IsNotExist(err) {
 		t.Fatalf("socket dir not removed: %v", err)
+	}
+}
+
+// TestHostGone: with the host's PID given, the plugin watches that process,
+// not its parent (a wrapper script between them outlives the host).
+func TestHostGone(t *testing.T) {
+	if gone, _ := hostGone(os.Getppid(), os.Getpid()); gone {
+		t.Fatal("a live host counts as gone")
+	}
+	cmd := exec.Command("true")
+	if err := cmd.Run(); err != nil {
+		t.Fatal(err)
+	}
+	// The parent is unchanged, but the named host process has exited.
+	if gone, _ := hostGone(os.Getppid(), cmd.Process.Pid); !gone {
+		t.Fatal("a dead host counts as alive")
+	}
+	if gone, _ := hostGone(os.Getppid(), 0); gone {
+		t.Fatal("without a host PID, an unchanged parent counts as gone")
 	}
 }
 

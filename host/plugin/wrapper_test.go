@@ -1,0 +1,166 @@
+package plugin
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/optlab/optlab/internal/testplugin"
+	"github.com/optlab/optlab/sdk/optim"
+)
+
+// A plugin is often a shell script that starts the real program without
+// exec, so that the host's child is the shell and the plugin its
+// grandchild, holding the host's pipes. These tests check that such a
+// plugin never hangs the host and never outlives it.
+
+// wrapper writes a script into a folder of its own that runs the binary bin
+// with its arguments without exec, and returns the script's path.
+func wrapper(t *testing.T, bin string, args ...string) string {
+	t.Helper()
+	dir := t.TempDir()
+	script := fmt.Sprintf("#!/bin/sh\n%q %s \"$@\"\necho wrapper done >&2\n", bin, strings.Join(args, " "))
+	path := filepath.Join(dir, "wrapped")
+	if err := os.WriteFile(path, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// childrenRunning returns the live processes whose executable is exe.
+func childrenRunning(exe string) []int {
+	entries, _ := os.ReadDir("/proc")
+	var pids []int
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if p, err := os.Readlink(filepath.Join("/proc", e.Name(), "exe")); err == nil && p == exe && alive(pid) {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
+
+// copyBinary copies the executable src into a new folder and returns the
+// copy's path, so that its processes can be told from any other's.
+func copyBinary(t *testing.T, src string) string {
+	t.Helper()
+	dst := filepath.Join(t.TempDir(), filepath.Base(src)+"-copy")
+	in, err := os.Open(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer in.Close()
+	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o755)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		t.Fatal(err)
+	}
+	if err := out.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return dst
+}
+
+// waitNone waits up to d for every process running exe to end.
+func waitNone(t *testing.T, exe string, d time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for len(childrenRunning(exe)) > 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("processes of %s still running after %v: %v", exe, d, childrenRunning(exe))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// within runs fn and fails the test if it takes longer than d.
+func within(t *testing.T, what string, d time.Duration, fn func()) {
+	t.Helper()
+	done := make(chan struct{})
+	go func() { defer close(done); fn() }()
+	select {
+	case <-done:
+	case <-time.After(d):
+		t.Fatalf("%s did not return within %v", what, d)
+	}
+}
+
+func TestWrapperStepTimeoutAndClose(t *testing.T) {
+	toy := copyBinary(t, filepath.Join(binDir, "toy"))
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	c, err := Launch(ctx, LaunchSpec{Path: wrapper(t, toy), Timeouts: Timeouts{Step: time.Second}, Logger: quietLogger(t), Output: testWriter{t}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	configure(t, c, testplugin.NewFakeHost(10), map[string]any{"mode": testplugin.ModeHang})
+	if len(childrenRunning(toy)) != 1 {
+		t.Fatalf("the wrapped plugin is not running")
+	}
+	_, err = c.Step(context.Background(), optim.StepInput{})
+	if !errors.Is(err, ErrTimeout) {
+		t.Fatalf("Step: %v, want ErrTimeout", err)
+	}
+	within(t, "Close", 15*time.Second, func() { _ = c.Close() })
+	waitNone(t, toy, 5*time.Second)
+}
+
+func TestWrapperStartTimeout(t *testing.T) {
+	sleeper := copyBinary(t, "/bin/sleep")
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	var err error
+	within(t, "Launch", 15*time.Second, func() {
+		_, err = Launch(ctx, LaunchSpec{Path: wrapper(t, sleeper, "600"), StartTimeout: time.Second, Logger: quietLogger(t), Output: testWriter{t}})
+	})
+	if err == nil {
+		t.Fatal("a plugin that never answers the handshake was launched")
+	}
+	t.Logf("error: %v", err)
+	waitNone(t, sleeper, 5*time.Second)
+}
+
+// TestWrapperExitsWhenHostDies kills a host with SIGKILL: the wrapped plugin
+// (the host's grandchild, whose parent shell outlives the host) must exit.
+func TestWrapperExitsWhenHostDies(t *testing.T) {
+	toy := copyBinary(t, filepath.Join(binDir, "toy"))
+	helper := exec.Command(os.Args[0], "-test.run=^$")
+	helper.Env = append(os.Environ(), helperEnv+"="+wrapper(t, toy))
+	helper.Stderr = testWriter{t}
+	out, err := helper.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := helper.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = helper.Process.Kill(); _ = helper.Wait() })
+	if _, err := bufio.NewReader(out).ReadString('\n'); err != nil {
+		t.Fatalf("helper host printed no PID: %v", err)
+	}
+	pids := childrenRunning(toy)
+	if len(pids) != 1 {
+		t.Fatalf("wrapped plugin processes: %v", pids)
+	}
+	t.Cleanup(func() { _ = syscall.Kill(pids[0], syscall.SIGKILL) })
+	if err := helper.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	_ = helper.Wait()
+	waitNone(t, toy, 5*time.Second)
+}
