@@ -356,25 +356,7 @@ func malformed(format string, args ...any) error {
 
 // decode parses a safetensors file of size bytes read through r.
 func decode(r io.ReaderAt, size int64) (map[string]Tensor, map[string]string, error) {
-	if size < 8 {
-		return nil, nil, malformed("truncated: %d bytes, too short for the 8-byte header size", size)
-	}
-	var sz [8]byte
-	if err := readFull(r, sz[:], 0); err != nil {
-		return nil, nil, err
-	}
-	n := binary.LittleEndian.Uint64(sz[:])
-	if n > MaxHeaderSize {
-		return nil, nil, malformed("header size %d exceeds the limit of %d bytes", n, MaxHeaderSize)
-	}
-	if int64(n) > size-8 {
-		return nil, nil, malformed("truncated: the header size says %d bytes but only %d follow", n, size-8)
-	}
-	hdr := make([]byte, n)
-	if err := readFull(r, hdr, 8); err != nil {
-		return nil, nil, err
-	}
-	entries, order, meta, err := parseHeader(hdr)
+	entries, order, meta, n, err := readHeader(r, size)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -394,6 +376,50 @@ func decode(r io.ReaderAt, size int64) (map[string]Tensor, map[string]string, er
 		out[name] = t
 	}
 	return out, meta, nil
+}
+
+// readHeader reads and parses the header of a safetensors file of the given
+// size; n is the header's length in bytes.
+func readHeader(r io.ReaderAt, size int64) (map[string]entry, []string, map[string]string, uint64, error) {
+	if size < 8 {
+		return nil, nil, nil, 0, malformed("truncated: %d bytes, too short for the 8-byte header size", size)
+	}
+	var sz [8]byte
+	if err := readFull(r, sz[:], 0); err != nil {
+		return nil, nil, nil, 0, err
+	}
+	n := binary.LittleEndian.Uint64(sz[:])
+	if n > MaxHeaderSize {
+		return nil, nil, nil, 0, malformed("header size %d exceeds the limit of %d bytes", n, MaxHeaderSize)
+	}
+	if int64(n) > size-8 {
+		return nil, nil, nil, 0, malformed("truncated: the header size says %d bytes but only %d follow", n, size-8)
+	}
+	hdr := make([]byte, n)
+	if err := readFull(r, hdr, 8); err != nil {
+		return nil, nil, nil, 0, err
+	}
+	entries, order, meta, err := parseHeader(hdr)
+	return entries, order, meta, n, err
+}
+
+// ReadMeta reads only the metadata of the safetensors file at path (its
+// "__metadata__" strings), without the tensors.
+func ReadMeta(path string) (map[string]string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("reading checkpoint: %w", err)
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, fmt.Errorf("reading checkpoint: %w", err)
+	}
+	_, _, meta, _, err := readHeader(f, st.Size())
+	if err != nil {
+		return nil, fmt.Errorf("reading checkpoint %s: %w", path, err)
+	}
+	return meta, nil
 }
 
 // parseHeader decodes the JSON header: the tensors' entries, their names in

@@ -85,7 +85,9 @@ func TestBadFlags(t *testing.T) {
 	}{
 		{"unknown flag", []string{"run", "--bogus", exp}, []string{"host: run: flag provided but not defined: -bogus (`host run -h` lists the flags)"}},
 		{"bad shard", []string{"run", "--plugins", pluginDir, "--shard", "3", exp}, []string{`host: --shard "3": want i/n, e.g. 2/8`}},
-		{"shard out of range", []string{"run", "--plugins", pluginDir, "--shard", "3/2", exp}, []string{"host: shard index must be in 1..2 (got 3)"}},
+		{"shard out of range", []string{"run", "--plugins", pluginDir, "--shard", "3/2", exp}, []string{`host: --shard "3/2": want i/n with n ≥ 1 and 1 ≤ i ≤ n`}},
+		{"shard 0/0", []string{"run", "--plugins", pluginDir, "--shard", "0/0", exp}, []string{`host: --shard "0/0": want i/n with n ≥ 1 and 1 ≤ i ≤ n`}},
+		{"shard 1/0", []string{"run", "--plugins", pluginDir, "--shard", "1/0", exp}, []string{`host: --shard "1/0": want i/n with n ≥ 1 and 1 ≤ i ≤ n`}},
 		{"bad step timeout", []string{"run", "--step-timeout", "0s", exp}, []string{"host: --step-timeout 0s: want a positive duration"}},
 		{"no experiment", []string{"check", "--plugins", pluginDir}, []string{"host: usage: host check EXPERIMENT.toml"}},
 		{"missing file", []string{"check", "--plugins", pluginDir, "testdata/no-such.toml"}, []string{"host: experiment: open testdata/no-such.toml: no such file or directory"}},

@@ -48,6 +48,13 @@ type plan struct {
 	timeouts plugin.Timeouts
 }
 
+// method is what a run's record says about its optimizer (without the
+// optimizer itself, which a launched plugin provides).
+func (p *plan) method(run experiment.Run) train.Method {
+	info := p.infos[run.Method.Name]
+	return train.Method{Plugin: info.Name, Version: info.Version, Params: p.params[run.Method.Name]}
+}
+
 // launchSpec says how to start the plugin of method m.
 func (p *plan) launchSpec(m experiment.Method) plugin.LaunchSpec {
 	name := m.Plugin
@@ -147,11 +154,89 @@ func checkCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		info := p.infos[r.Method.Name]
 		fmt.Fprintf(stdout, "  %3d  %-40s plugin %s %s, %d parameters\n", r.Index, r.Key, info.Name, info.Version, params)
 	}
+	if err := preflight(ctx, p, sp, shape); err != nil {
+		return err
+	}
 	for _, n := range p.exp.Notes {
 		fmt.Fprintln(stdout, "note:", n)
 	}
 	fmt.Fprintln(stdout, "ok")
 	return nil
+}
+
+// preflight fails on what would make runs fail at their start: a batch
+// larger than the training set, a missing or mismatched model.init_from, a
+// hyperparameter the plugin rejects when configured, a run's file names too
+// long for the file system, a results folder that cannot be written. Each
+// method is configured once, on its first run, through the same code a run
+// uses (train.Runner.Preflight), so the messages are the run's.
+func preflight(ctx context.Context, p *plan, sp data.Split, shape []int64) error {
+	var errs []error
+	for _, r := range p.runs {
+		if err := results.CheckKeyFileName(r.Key); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if err := checkWritable(filepath.Join(p.exp.ResultsDir, p.exp.Name)); err != nil {
+		errs = append(errs, fmt.Errorf("results_dir: %w", err))
+	}
+	w := tensor.NewWorker(p.exp.Train.Threads)
+	defer w.Close()
+	var dev tensor.Device
+	if err := w.Do(ctx, func() (err error) { dev, err = tensor.ParseDevice(p.exp.Train.Device); return err }); err != nil {
+		return errors.Join(append(errs, err)...)
+	}
+	r := &train.Runner{W: w, Dev: dev, Exp: p.exp, Zoo: model.Builtin(),
+		Data: &train.Data{Classes: sp.Train.Classes, Shape: shape, TrainSize: sp.Train.Len(), TestSz: sp.Test.Len()}}
+	seen := map[string]bool{}
+	for _, run := range p.runs {
+		if seen[run.Method.Name] {
+			continue
+		}
+		seen[run.Method.Name] = true
+		if err := preflightRun(ctx, r, p, run); err != nil {
+			errs = append(errs, fmt.Errorf("%s:%d: %s: %w", p.exp.File, run.Method.Line, run.Key, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func preflightRun(ctx context.Context, r *train.Runner, p *plan, run experiment.Run) error {
+	m := p.method(run)
+	c, err := plugin.Launch(ctx, p.launchSpec(run.Method))
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	m.Optimizer = c.AsOptimizer()
+	return r.Preflight(ctx, run, m)
+}
+
+// checkWritable reports whether files can be created in dir, or, when dir
+// does not exist yet, in its nearest existing ancestor (where it would be
+// made). It creates and removes one temporary file.
+func checkWritable(dir string) error {
+	d := dir
+	for {
+		st, err := os.Stat(d)
+		if err == nil {
+			if !st.IsDir() {
+				return fmt.Errorf("cannot create %s: %s is not a folder", dir, d)
+			}
+			break
+		}
+		parent := filepath.Dir(d)
+		if parent == d {
+			return fmt.Errorf("cannot create %s: %w", dir, err)
+		}
+		d = parent
+	}
+	f, err := os.CreateTemp(d, ".optlab-write-test-*")
+	if err != nil {
+		return fmt.Errorf("cannot write results into %s: %w", dir, err)
+	}
+	f.Close()
+	return os.Remove(f.Name())
 }
 
 func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -279,7 +364,7 @@ func runExperiment(ctx context.Context, path string, o runOpts, stderr io.Writer
 			done[k] = true
 		}
 	}
-	r := &train.Runner{W: w, Dev: dev, Exp: exp, Data: d, Zoo: model.Builtin(), Progress: o.progress,
+	r := &train.Runner{W: w, Dev: dev, Exp: exp, Data: d, Zoo: model.Builtin(), Progress: o.progress, Log: stderr,
 		Terminal: isTerminal(stderr), Meta: train.Meta{GitCommit: gitCommit(), Host: train.DefaultHost()}}
 	if o.smoke {
 		r.SmokeSteps = smokeSteps
@@ -322,7 +407,7 @@ func runExperiment(ctx context.Context, path string, o runOpts, stderr io.Writer
 
 // runOne launches the method's plugin for one run and trains.
 func runOne(ctx context.Context, r *train.Runner, p *plan, run experiment.Run) (results.Record, error) {
-	m := train.Method{Plugin: p.infos[run.Method.Name].Name, Version: p.infos[run.Method.Name].Version, Params: p.params[run.Method.Name]}
+	m := p.method(run)
 	c, err := plugin.Launch(ctx, p.launchSpec(run.Method))
 	if err != nil {
 		return r.Record(run, m), err
@@ -344,6 +429,9 @@ func parseShard(s string) (int, int, error) {
 	n, err2 := strconv.Atoi(b)
 	if !ok || err1 != nil || err2 != nil {
 		return 0, 0, fmt.Errorf("--shard %q: want i/n, e.g. 2/8", s)
+	}
+	if n < 1 || i < 1 || i > n {
+		return 0, 0, fmt.Errorf("--shard %q: want i/n with n ≥ 1 and 1 ≤ i ≤ n, e.g. 2/8", s)
 	}
 	return i, n, nil
 }

@@ -26,6 +26,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/optlab/optlab/host/results"
 )
 
 // CurvesDir is the folder, inside results/<experiment>/, that holds one
@@ -141,25 +143,9 @@ func cell(v float64) string {
 	return strconv.FormatFloat(v, 'g', -1, 64)
 }
 
-// KeyFileName turns a run key ("method=SAM/arch=cnn/seed=1") into a file
-// name ("method=SAM,arch=cnn,seed=1.csv"): '/' becomes ',', letters, digits
-// and ._=+- are kept, and every other byte (',' and '%' included) is written
-// %XX, so KeyFromFileName recovers the key exactly.
-func KeyFileName(key string) string {
-	var b strings.Builder
-	for i := 0; i < len(key); i++ {
-		c := key[i]
-		switch {
-		case c == '/':
-			b.WriteByte(',')
-		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9', strings.IndexByte("._=+-", c) >= 0:
-			b.WriteByte(c)
-		default:
-			fmt.Fprintf(&b, "%%%02X", c)
-		}
-	}
-	return b.String() + CurveExt
-}
+// KeyFileName is the curve file name of a run key:
+// results.KeyFileStem(key) + ".csv".
+func KeyFileName(key string) string { return results.KeyFileStem(key) + CurveExt }
 
 // KeyFromFileName inverts KeyFileName (a directory part of name is
 // ignored).
@@ -168,26 +154,11 @@ func KeyFromFileName(name string) (string, error) {
 	if !ok {
 		return "", fmt.Errorf("curve file %q: want a %s file", name, CurveExt)
 	}
-	var b strings.Builder
-	for i := 0; i < len(base); i++ {
-		switch c := base[i]; c {
-		case ',':
-			b.WriteByte('/')
-		case '%':
-			if i+2 >= len(base) {
-				return "", fmt.Errorf("curve file %q: truncated %%XX escape", name)
-			}
-			v, err := strconv.ParseUint(base[i+1:i+3], 16, 8)
-			if err != nil {
-				return "", fmt.Errorf("curve file %q: bad escape %q: %w", name, base[i:i+3], err)
-			}
-			b.WriteByte(byte(v))
-			i += 2
-		default:
-			b.WriteByte(c)
-		}
+	key, err := results.KeyFromFileStem(base)
+	if err != nil {
+		return "", fmt.Errorf("curve file: %w", err)
 	}
-	return b.String(), nil
+	return key, nil
 }
 
 // CurvePath returns the curve file of run key in experiment below the

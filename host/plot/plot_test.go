@@ -326,3 +326,13 @@ func TestHeatMapsPNG(t *testing.T) {
 		t.Error("ragged grid: no error")
 	}
 }
+
+// TestMeanOverSeedsNoTestCurve: asking for test curves of runs that never
+// evaluated on the test set says how to get them.
+func TestMeanOverSeedsNoTestCurve(t *testing.T) {
+	nan := math.NaN()
+	_, err := MeanOverSeeds([]Curve{curve("method=SAM/arch=cnn/seed=1", nan, nan)}, ColTestAcc, MeanOptions{})
+	if err == nil || !strings.Contains(err.Error(), "eval.every_epochs") {
+		t.Fatalf("error %v, want a hint about eval.every_epochs", err)
+	}
+}

@@ -86,6 +86,9 @@ func MeanOverSeeds(curves []Curve, metric string, opts MeanOptions) ([]Series, e
 		out = append(out, s)
 	}
 	if len(out) == 0 {
+		if strings.HasPrefix(metric, "test_") {
+			return nil, fmt.Errorf("no curve has a value of %s: test curves are evaluated only on the epochs eval.every_epochs selects (0, the default, means none); set it, e.g. every_epochs = 1, and run again", metric)
+		}
 		return nil, fmt.Errorf("no curve has a value of %s", metric)
 	}
 	return out, nil

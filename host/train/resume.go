@@ -11,10 +11,12 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/optlab/optlab/host/checkpoint"
 	"github.com/optlab/optlab/host/engine"
 	"github.com/optlab/optlab/host/experiment"
+	"github.com/optlab/optlab/host/results"
 	"github.com/optlab/optlab/sdk/optim"
 )
 
@@ -39,17 +41,12 @@ type schedSave struct {
 	BadEpochs int     `json:"bad_epochs"`
 }
 
-// fileName turns a run key into a file name.
-func fileName(key string) string {
-	return strings.NewReplacer("/", "_", "=", "-", " ", "_").Replace(key)
-}
-
 // StatePath is where run's resumable training state lives.
 func (r *Runner) StatePath(run experiment.Run) string {
 	if r.StateDir == "" {
 		return ""
 	}
-	return filepath.Join(r.StateDir, fileName(run.Key)+".safetensors")
+	return filepath.Join(r.StateDir, results.KeyFileStem(run.Key)+".safetensors")
 }
 
 // ModelPath is where run's final model checkpoint goes.
@@ -57,11 +54,11 @@ func (r *Runner) ModelPath(run experiment.Run) string {
 	if r.StateDir == "" {
 		return ""
 	}
-	return filepath.Join(filepath.Dir(r.StateDir), "checkpoints", fileName(run.Key)+".safetensors")
+	return filepath.Join(filepath.Dir(r.StateDir), "checkpoints", results.KeyFileStem(run.Key)+".safetensors")
 }
 
 // saveState writes the training state at the end of an epoch.
-func (r *Runner) saveState(ctx context.Context, path string, eng *engine.Engine, opt optim.Optimizer, ls loopState, srcs []*rand.PCG, aug *rand.PCG, sched *Schedule) error {
+func (r *Runner) saveState(ctx context.Context, path string, cfg map[string]any, eng *engine.Engine, opt optim.Optimizer, ls loopState, srcs []*rand.PCG, aug *rand.PCG, sched *Schedule) error {
 	var vecs []optim.Vec
 	if st, ok := opt.(optim.Stateful); ok {
 		blob, v, err := st.SaveState(ctx)
@@ -98,10 +95,65 @@ func (r *Runner) saveState(ctx context.Context, path string, eng *engine.Engine,
 		return err
 	}
 	meta["optlab.loop"] = base64.StdEncoding.EncodeToString(j)
+	c, err := json.Marshal(cfg)
+	if err != nil {
+		return err
+	}
+	meta[metaConfig] = string(c)
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return err
 	}
 	return checkpoint.Write(path, ts, meta)
+}
+
+// metaConfig is the training-state metadata key holding the run's
+// configuration (its record's Config, as JSON).
+const metaConfig = "optlab.config"
+
+// SupersededDir is the folder, inside results/<experiment>/, where the
+// records and files of runs whose configuration was changed are kept.
+const SupersededDir = "superseded"
+
+// retireStaleState moves run's saved training state aside when it was saved
+// with another configuration than cfg (the experiment was edited since), so
+// that the run starts over instead of resuming someone else's training, and
+// says what changed. States without a saved configuration (older optlab)
+// are left to resume.
+func (r *Runner) retireStaleState(run experiment.Run, path string, cfg map[string]any) error {
+	if path == "" {
+		return nil
+	}
+	meta, err := checkpoint.ReadMeta(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("resuming: %w", err)
+	}
+	saved, ok := meta[metaConfig]
+	if !ok {
+		return nil
+	}
+	var old map[string]any
+	if err := json.Unmarshal([]byte(saved), &old); err != nil {
+		return fmt.Errorf("resuming from %s: configuration: %w", path, err)
+	}
+	diff := results.ConfigDiff(old, cfg)
+	if len(diff) == 0 {
+		return nil
+	}
+	dst := filepath.Join(filepath.Dir(r.StateDir), SupersededDir, "state", filepath.Base(path)+"."+time.Now().UTC().Format("20060102T150405Z"))
+	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+		return err
+	}
+	if err := os.Rename(path, dst); err != nil {
+		return fmt.Errorf("moving the stale training state of %s aside: %w", run.Key, err)
+	}
+	if r.Log != nil {
+		fmt.Fprintf(r.Log, "host: %s: not resuming its saved state: the experiment changed since (%s); state moved to %s; training from the start\n",
+			run.Key, strings.Join(diff, "; "), dst)
+	}
+	return nil
 }
 
 // loadState restores a run from its training state; ok is false when there

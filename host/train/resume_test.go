@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/optlab/optlab/host/experiment"
@@ -80,5 +81,59 @@ func TestResumeMidRun(t *testing.T) {
 				t.Errorf("training curve after resuming: %+v, want epochs 1, 2, 3", rows)
 			}
 		})
+	}
+}
+
+// A run interrupted after an epoch and then rerun with another learning
+// rate (the experiment was edited) does not resume the old state: it starts
+// over, says what changed, and keeps the old state aside. The result equals
+// an uninterrupted run at the new rate.
+func TestStaleStateNotResumed(t *testing.T) {
+	w := tensor.NewWorker(2)
+	defer w.Close()
+	r, exp := newRunner(t, w, digitsTOML)
+	run := experiment.Grid(exp)[0]
+	dir := t.TempDir()
+	given := map[string]any{"rho": 0.05}
+
+	lr := exp.Train.Optimizer.LR
+	exp.Train.Optimizer.LR = 2 * lr
+	r.StateDir = filepath.Join(dir, "full", "state")
+	full, err := r.Run(context.Background(), run, method(t, sam.New(), given))
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	exp.Train.Optimizer.LR = lr
+	r.StateDir = filepath.Join(dir, "cut", "state")
+	crash := errors.New("simulated crash")
+	r.afterEpoch = func(e int) error {
+		if e == 1 {
+			return crash
+		}
+		return nil
+	}
+	if _, err := r.Run(context.Background(), run, method(t, sam.New(), given)); !errors.Is(err, crash) {
+		t.Fatalf("interrupted run: %v", err)
+	}
+	r.afterEpoch = nil
+	exp.Train.Optimizer.LR = 2 * lr
+	var log strings.Builder
+	r.Log = &log
+	rerun, err := r.Run(context.Background(), run, method(t, sam.New(), given))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(log.String(), "not resuming its saved state: the experiment changed since (train.optimizer.lr: 0.05 → 0.1; ") {
+		t.Errorf("no notice of the stale state:\n%s", log.String())
+	}
+	for _, k := range []string{"acc", "nll", "train_loss"} {
+		if full.Metrics[k] != rerun.Metrics[k] {
+			t.Errorf("%s: rerun %v, uninterrupted run at the new rate %v", k, rerun.Metrics[k], full.Metrics[k])
+		}
+	}
+	kept, _ := filepath.Glob(filepath.Join(dir, "cut", SupersededDir, "state", "*"))
+	if len(kept) != 1 {
+		t.Errorf("the old state was not kept aside: %v", kept)
 	}
 }

@@ -14,6 +14,8 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"reflect"
+	"strings"
 	"time"
 
 	"github.com/optlab/optlab/host/engine"
@@ -35,6 +37,9 @@ type Runner struct {
 	Zoo  model.Zoo
 	// Progress receives progress output; nil discards it.
 	Progress io.Writer
+	// Log receives notices that must reach the user even without
+	// progress output (a saved state not resumed, …); nil discards them.
+	Log io.Writer
 	// Terminal selects a redrawn progress line instead of periodic lines.
 	Terminal bool
 	// Meta fills the provenance fields of every record.
@@ -97,6 +102,27 @@ func (r *Runner) Record(run experiment.Run, m Method) results.Record {
 	cfg["train.max_steps"] = int64(tr.MaxSteps)
 	cfg["data.augment"] = fmt.Sprint(r.Exp.Data.Augment)
 	cfg["plugin"] = m.Plugin
+	// Everything else that changes what a run trains or how it is scored
+	// (ConfigDiff ignores keys that records of older versions lack).
+	d := r.Exp.Data
+	cfg["data.dataset"] = d.Dataset
+	cfg["data.validation"] = d.Validation
+	cfg["data.test_fraction"] = d.TestFraction
+	cfg["data.normalize"] = d.Normalize
+	cfg["data.shuffle"] = d.Shuffle
+	cfg["data.classes"] = int64(d.Classes)
+	if d.Dataset == experiment.DatasetSynthetic || d.OOD == experiment.DatasetSynthetic {
+		addTable(cfg, "data.synthetic", d.Synthetic)
+	}
+	cfg["data.ood"] = d.OOD
+	addTable(cfg, "train.schedule", tr.Schedule)
+	addTable(cfg, "train.optimizer", tr.Optimizer)
+	cfg["model.variational"] = r.Exp.Model.Variational
+	if r.Exp.Model.Variational {
+		addTable(cfg, "model.variational_opts", r.Exp.Model.VariationalOpts)
+	}
+	cfg["model.init_from"] = r.Exp.Model.InitFrom
+	addTable(cfg, "eval", r.Exp.Eval)
 	return results.Record{
 		Experiment: r.Exp.Name, Key: run.Key, Method: run.Method.Name, Plugin: m.Plugin, PluginVersion: m.Version,
 		Config: cfg, Dataset: r.Exp.Data.Dataset, Arch: run.Arch, Seed: run.Seed, Epochs: tr.Epochs,
@@ -104,16 +130,49 @@ func (r *Runner) Record(run experiment.Run, m Method) results.Record {
 	}
 }
 
-// Run trains one run and returns its record (Status ok). On failure it
-// returns the error; the caller records the failure.
-func (r *Runner) Run(ctx context.Context, run experiment.Run, m Method) (results.Record, error) {
-	rec := r.Record(run, m)
-	start := time.Now()
-	models := make([]*model.Model, len(run.Members))
+// addTable adds the fields of an experiment table (a struct with toml
+// tags) to a run's configuration as prefix.<toml key> entries, nested
+// tables flattened the same way.
+func addTable(cfg map[string]any, prefix string, v any) {
+	rv := reflect.ValueOf(v)
+	rt := rv.Type()
+	for i := range rt.NumField() {
+		f := rt.Field(i)
+		key, _, _ := strings.Cut(f.Tag.Get("toml"), ",")
+		if key == "" || key == "-" || !f.IsExported() {
+			continue
+		}
+		fv := rv.Field(i)
+		if fv.Kind() == reflect.Struct {
+			addTable(cfg, prefix+"."+key, fv.Interface())
+			continue
+		}
+		cfg[prefix+"."+key] = fv.Interface()
+	}
+}
+
+// Preflight does what the start of Run does, without training: it builds
+// the run's models and engine, loads model.init_from, checks that an epoch
+// has a step, and configures the optimizer, which validates its
+// hyperparameters. host check uses it so that it fails exactly where and
+// how a run would. The engine is closed again.
+func (r *Runner) Preflight(ctx context.Context, run experiment.Run, m Method) error {
+	eng, _, _, _, err := r.build(ctx, run, m)
+	if err == nil {
+		eng.Close()
+	}
+	return err
+}
+
+// build makes run's models and engine, initializes them (model.init_from)
+// and configures the optimizer; it returns the models, the steps per epoch
+// and the total steps. On error nothing is left open.
+func (r *Runner) build(ctx context.Context, run experiment.Run, m Method) (eng *engine.Engine, models []*model.Model, perEpoch, total int64, err error) {
+	models = make([]*model.Model, len(run.Members))
 	for i, arch := range run.Members {
 		mod, err := r.Zoo.New(arch, r.Data.Classes, r.Data.Shape)
 		if err != nil {
-			return rec, err
+			return nil, nil, 0, 0, err
 		}
 		models[i] = mod
 	}
@@ -132,25 +191,42 @@ func (r *Runner) Run(ctx context.Context, run experiment.Run, m Method) (results
 		ecfg.Variational = &engine.Variational{PriorSigma: v.PriorSigma, RhoInit: v.RhoInit, RhoInitStd: 0.1,
 			KL: v.KL, KLReduction: v.KLReduction, Beta: v.Beta, LocalReparam: v.LocalReparam}
 	}
-	eng, err := engine.New(ctx, r.W, ecfg, models)
-	if err != nil {
-		return rec, err
+	perEpoch, total = r.Steps()
+	if perEpoch == 0 {
+		return nil, nil, 0, 0, fmt.Errorf("the training set (%d samples) is smaller than one batch (%d)", r.Data.TrainSize, tr.BatchSize)
 	}
-	defer eng.Close()
+	eng, err = engine.New(ctx, r.W, ecfg, models)
+	if err != nil {
+		return nil, nil, 0, 0, err
+	}
+	fail := func(e error) (*engine.Engine, []*model.Model, int64, int64, error) {
+		eng.Close()
+		return nil, nil, 0, 0, e
+	}
 	if from := r.Exp.Model.InitFrom; from != "" {
 		if err := eng.LoadCheckpoint(ctx, from); err != nil {
-			return rec, fmt.Errorf("model.init_from: %w", err)
+			return fail(fmt.Errorf("model.init_from: %w", err))
 		}
-	}
-	perEpoch, total := r.Steps()
-	if perEpoch == 0 {
-		return rec, fmt.Errorf("the training set (%d samples) is smaller than one batch (%d)", r.Data.TrainSize, tr.BatchSize)
 	}
 	if err := m.Optimizer.Configure(ctx, eng, optim.Config{
 		Params: m.Params, Seed: run.Seed, TotalSteps: total, StepsPerEpoch: perEpoch, Members: len(models),
 	}); err != nil {
-		return rec, fmt.Errorf("configure: %w", err)
+		return fail(fmt.Errorf("configure: %w", err))
 	}
+	return eng, models, perEpoch, total, nil
+}
+
+// Run trains one run and returns its record (Status ok). On failure it
+// returns the error; the caller records the failure.
+func (r *Runner) Run(ctx context.Context, run experiment.Run, m Method) (results.Record, error) {
+	rec := r.Record(run, m)
+	start := time.Now()
+	eng, models, perEpoch, total, err := r.build(ctx, run, m)
+	if err != nil {
+		return rec, err
+	}
+	defer eng.Close()
+	tr := r.Exp.Train
 	sched := NewSchedule(tr)
 	// One data order for all members, or one per member when the optimizer
 	// asks for it (deep ensembles).
@@ -169,6 +245,9 @@ func (r *Runner) Run(ctx context.Context, run experiment.Run, m Method) (results
 	augSrc := rand.NewPCG(uint64(run.Seed), 2)
 	augRNG := rand.New(augSrc)
 	statePath := r.StatePath(run)
+	if err := r.retireStaleState(run, statePath, rec.Config); err != nil {
+		return rec, err
+	}
 	ls, resumed, err := r.loadState(ctx, statePath, eng, m.Optimizer, srcs, augSrc, sched)
 	if err != nil {
 		return rec, err
@@ -277,7 +356,7 @@ func (r *Runner) Run(ctx context.Context, run experiment.Run, m Method) (results
 		}
 		if statePath != "" && step < total {
 			ls := loopState{Epoch: epochs, Step: step, TrainLoss: trainLoss, TrainAcc: trainAcc, Elapsed: ls.Elapsed + time.Since(start).Seconds()}
-			if err := r.saveState(ctx, statePath, eng, m.Optimizer, ls, srcs, augSrc, sched); err != nil {
+			if err := r.saveState(ctx, statePath, rec.Config, eng, m.Optimizer, ls, srcs, augSrc, sched); err != nil {
 				return rec, fmt.Errorf("saving the training state after epoch %d: %w", epochs, err)
 			}
 		}

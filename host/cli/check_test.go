@@ -1,0 +1,76 @@
+package cli_test
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/optlab/optlab/host/checkpoint"
+)
+
+// TestCheckCatchesRunFailures: host check fails, with the message the run
+// would give, on experiments whose every run would fail at its start.
+func TestCheckCatchesRunFailures(t *testing.T) {
+	dir := t.TempDir()
+	// A checkpoint of another architecture for init_from.
+	wrongArch := filepath.Join(dir, "other.safetensors")
+	if err := checkpoint.Write(wrongArch, []checkpoint.Tensor{checkpoint.NewF32("conv9.weight", []int64{2}, make([]float32, 2))}, nil); err != nil {
+		t.Fatal(err)
+	}
+	notADir := filepath.Join(dir, "file")
+	os.WriteFile(notADir, nil, 0o644)
+	long := strings.Repeat("m", 240)
+	cases := []struct {
+		name  string
+		s     spec
+		extra string // appended to the file
+		want  []string
+	}{
+		{"batch larger than the training set", spec{Batch: 4096, Methods: []method{{Name: "SGD", Plugin: "sgd"}}},
+			"", []string{"method=SGD/arch=mlp/seed=1: the training set (1438 samples) is smaller than one batch (4096)"}},
+		{"rho rejected at configure", spec{Methods: []method{{Name: "SAM", Plugin: "sam", Params: []string{"rho = -1"}}}},
+			"", []string{"method=SAM/arch=mlp/seed=1: configure: plugin sam: Configure: sam: need m ≥ 1, rho ≥ 0"}},
+		{"particles rejected at configure", spec{Methods: []method{{Name: "OT", Plugin: "otmdr", Params: []string{"particles = 0"}}}},
+			"", []string{"method=OT/arch=mlp/seed=1: configure: plugin otmdr: Configure: otmdr: particles = 0: need at least 1"}},
+		{"missing init_from", spec{Methods: []method{{Name: "SGD", Plugin: "sgd"}}},
+			"[model]\n", []string{"model.init_from: reading checkpoint: open " + filepath.Join(dir, "missing.safetensors")}},
+		{"init_from of another architecture", spec{Methods: []method{{Name: "SGD", Plugin: "sgd"}}},
+			"[model]\n", []string{"model.init_from:", "other.safetensors"}},
+		{"file names too long", spec{Methods: []method{{Name: long, Plugin: "sgd"}}},
+			"", []string{"its file names would be", "more than the 255 file systems allow"}},
+		{"results folder not writable", spec{Methods: []method{{Name: "SGD", Plugin: "sgd"}}},
+			"", []string{"results_dir: cannot create", "is not a folder"}},
+	}
+	for i, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			c.s.Name = "bad"
+			path := c.s.write(t, t.TempDir())
+			b, _ := os.ReadFile(path)
+			text := string(b)
+			switch i {
+			case 3, 4:
+				from := filepath.Join(dir, "missing.safetensors")
+				if i == 4 {
+					from = wrongArch
+				}
+				text = strings.Replace(text, "[model]\n", "[model]\ninit_from = \""+from+"\"\n", 1)
+			case 6:
+				text = "results_dir = \"" + filepath.Join(notADir, "results") + "\"\n" + text
+			}
+			os.WriteFile(path, []byte(text), 0o644)
+			r := host(t, "check", "--plugins", pluginDir, path)
+			if r.code != 1 {
+				t.Fatalf("exit code %d, want 1\n%s", r.code, r.stdout)
+			}
+			for _, w := range c.want {
+				if !strings.Contains(r.stderr, w) {
+					t.Errorf("stderr does not say %q:\n%s", w, r.stderr)
+				}
+			}
+			if strings.HasSuffix(r.stdout, "\nok\n") {
+				t.Errorf("check says ok:\n%s", r.stdout)
+			}
+		})
+	}
+}

@@ -1,0 +1,39 @@
+package results
+
+import (
+	"fmt"
+	"reflect"
+	"sort"
+	"strings"
+)
+
+// ConfigDiff lists how a run's configuration now differs from the one a
+// finished record was trained with, one "key: old → new" line per
+// difference, sorted by key; nil means the same run. Values compare by their
+// canonical encoding (HashConfig's), so 5, 5.0 and a JSON round trip are
+// equal. A key the record lacks is not compared: records written by an
+// older optlab carry fewer keys, and a key it added is not a change the
+// user made. A key the record has and the new configuration lacks is a
+// difference ("(unset)").
+func ConfigDiff(old, now map[string]any) []string {
+	var out []string
+	for k, ov := range old {
+		nv, ok := now[k]
+		o := canonString(ov)
+		if !ok {
+			out = append(out, fmt.Sprintf("%s: %s → (unset)", k, o))
+			continue
+		}
+		if n := canonString(nv); n != o {
+			out = append(out, fmt.Sprintf("%s: %s → %s", k, o, n))
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+func canonString(v any) string {
+	var b strings.Builder
+	canon(&b, reflect.ValueOf(v))
+	return b.String()
+}

@@ -1,0 +1,67 @@
+package results
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestKeyFileStem(t *testing.T) {
+	cases := []struct{ key, stem string }{
+		{"method=SAM/arch=cnn/seed=1", "method=SAM,arch=cnn,seed=1"},
+		{"method=A B/arch=cnn/seed=1", "method=A%20B,arch=cnn,seed=1"},
+		{"method=A_B/arch=cnn/seed=1", "method=A_B,arch=cnn,seed=1"},
+		{"method=a,b/arch=x/seed=2", "method=a%2Cb,arch=x,seed=2"},
+		{"method=OT-MDR σ 0/arch=lenet5/seed=3", "method=OT-MDR%20%CF%83%200,arch=lenet5,seed=3"},
+	}
+	seen := map[string]string{}
+	for _, c := range cases {
+		got := KeyFileStem(c.key)
+		if got != c.stem {
+			t.Errorf("KeyFileStem(%q) = %q, want %q", c.key, got, c.stem)
+		}
+		if other, ok := seen[got]; ok {
+			t.Errorf("%q and %q share the file stem %q", other, c.key, got)
+		}
+		seen[got] = c.key
+		back, err := KeyFromFileStem(got)
+		if err != nil || back != c.key {
+			t.Errorf("KeyFromFileStem(%q) = %q, %v", got, back, err)
+		}
+	}
+	if err := CheckKeyFileName("method=" + strings.Repeat("x", 300) + "/arch=cnn/seed=1"); err == nil || !strings.Contains(err.Error(), "more than the 255") {
+		t.Errorf("long key: %v", err)
+	}
+	if err := CheckKeyFileName("method=SAM/arch=cnn/seed=1"); err != nil {
+		t.Error(err)
+	}
+}
+
+// FuzzKeyFileStem checks the mapping is injective (it round-trips) and
+// yields one path element.
+func FuzzKeyFileStem(f *testing.F) {
+	f.Add("method=A B/arch=cnn/seed=1")
+	f.Add("%2F,/..")
+	f.Fuzz(func(t *testing.T, key string) {
+		stem := KeyFileStem(key)
+		if strings.ContainsAny(stem, "/\\ \x00") {
+			t.Fatalf("stem %q of %q is not one safe path element", stem, key)
+		}
+		back, err := KeyFromFileStem(stem)
+		if err != nil || back != key {
+			t.Fatalf("round trip of %q: %q, %v", key, back, err)
+		}
+	})
+}
+
+func TestConfigDiff(t *testing.T) {
+	old := map[string]any{"train.epochs": float64(10), "params.rho": 0.05, "train.optimizer": "sgd lr=0.05", "params.fail_at": float64(1)}
+	now := map[string]any{"train.epochs": int64(10), "params.rho": 0.1, "train.optimizer": "sgd lr=0.1", "data.validation": 0.1}
+	got := strings.Join(ConfigDiff(old, now), "; ")
+	want := `params.fail_at: 1 → (unset); params.rho: 0.05 → 0.1; train.optimizer: "sgd lr=0.05" → "sgd lr=0.1"`
+	if got != want {
+		t.Errorf("ConfigDiff = %s\nwant        %s", got, want)
+	}
+	if d := ConfigDiff(map[string]any{"a": float64(5)}, map[string]any{"a": int64(5), "b": 1}); d != nil {
+		t.Errorf("equal configurations differ: %v", d)
+	}
+}
