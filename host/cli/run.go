@@ -18,6 +18,7 @@ import (
 	"github.com/optlab/optlab/host/data"
 	"github.com/optlab/optlab/host/experiment"
 	"github.com/optlab/optlab/host/model"
+	"github.com/optlab/optlab/host/plot"
 	"github.com/optlab/optlab/host/plugin"
 	"github.com/optlab/optlab/host/results"
 	"github.com/optlab/optlab/host/table"
@@ -352,17 +353,10 @@ func runExperiment(ctx context.Context, path string, o runOpts, stderr io.Writer
 	}
 	defer d.Drop()
 	// Runs finished in any results file of the experiment (unsharded or any
-	// shard) are not run again.
-	files, _ := filepath.Glob(filepath.Join(filepath.Dir(runsPath), "*.jsonl"))
-	done := map[string]bool{}
-	for _, f := range files {
-		fin, err := results.Finished(f)
-		if err != nil {
-			return res, err
-		}
-		for k := range fin {
-			done[k] = true
-		}
+	// shard) with the same configuration are not run again.
+	done, err := finishedRuns(filepath.Dir(runsPath))
+	if err != nil {
+		return res, err
 	}
 	r := &train.Runner{W: w, Dev: dev, Exp: exp, Data: d, Zoo: model.Builtin(), Progress: o.progress, Log: stderr,
 		Terminal: isTerminal(stderr), Meta: train.Meta{GitCommit: gitCommit(), Host: train.DefaultHost()}}
@@ -376,9 +370,18 @@ func runExperiment(ctx context.Context, path string, o runOpts, stderr io.Writer
 		return fmt.Errorf("%v; finished runs are kept in %s (run the same command again to continue)", context.Cause(ctx), runsPath)
 	}
 	for _, run := range runs {
-		if done[run.Key] {
-			fmt.Fprintf(stderr, "host: %s already finished in %s; skipping\n", run.Key, filepath.Dir(runsPath))
-			continue
+		if fin, ok := done[run.Key]; ok {
+			diff := results.ConfigDiff(fin.rec.Config, r.Record(run, p.method(run)).Config)
+			if len(diff) == 0 {
+				fmt.Fprintf(stderr, "host: %s already finished in %s; skipping\n", run.Key, filepath.Dir(runsPath))
+				continue
+			}
+			where, err := supersede(filepath.Dir(runsPath), fin.file, run.Key)
+			if err != nil {
+				return res, err
+			}
+			fmt.Fprintf(stderr, "host: %s finished before with another configuration (%s); its result is kept in %s, and the run is trained again\n",
+				run.Key, strings.Join(diff, "; "), where)
 		}
 		if ctx.Err() != nil {
 			return res, interrupted()
@@ -403,6 +406,60 @@ func runExperiment(ctx context.Context, path string, o runOpts, stderr io.Writer
 	res.files, _ = filepath.Glob(filepath.Join(filepath.Dir(runsPath), "*.jsonl"))
 	res.recs, err = results.Read(res.files...)
 	return res, err
+}
+
+// finished is a run's finished record and the results file holding it.
+type finished struct {
+	rec  results.Record
+	file string
+}
+
+// finishedRuns returns the runs recorded as finished (status ok) in the
+// results files of an experiment's results folder, by key; the latest
+// record wins.
+func finishedRuns(dir string) (map[string]finished, error) {
+	files, _ := filepath.Glob(filepath.Join(dir, "*.jsonl"))
+	done := map[string]finished{}
+	for _, f := range files {
+		recs, err := results.Read(f)
+		if err != nil {
+			return nil, err
+		}
+		for _, rec := range recs {
+			if rec.Status == results.StatusOK {
+				done[rec.Key] = finished{rec, f}
+			}
+		}
+	}
+	return done, nil
+}
+
+// supersede moves the record of run key from the results file to
+// <dir>/superseded/runs.jsonl, and its training curve and final model into
+// <dir>/superseded/ with the time appended to their names, so that the run
+// can be trained again without losing its old result. It returns the
+// superseded folder.
+func supersede(dir, file, key string) (string, error) {
+	sup := filepath.Join(dir, train.SupersededDir)
+	if _, err := results.Supersede(file, key, filepath.Join(sup, "runs.jsonl")); err != nil {
+		return "", err
+	}
+	stamp := "." + time.Now().UTC().Format("20060102T150405Z")
+	stem := results.KeyFileStem(key)
+	for _, f := range []string{filepath.Join(plot.CurvesDir, stem+plot.CurveExt), filepath.Join("checkpoints", stem+".safetensors")} {
+		src := filepath.Join(dir, f)
+		if _, err := os.Stat(src); err != nil {
+			continue
+		}
+		dst := filepath.Join(sup, f+stamp)
+		if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+			return "", err
+		}
+		if err := os.Rename(src, dst); err != nil {
+			return "", fmt.Errorf("keeping the old %s: %w", f, err)
+		}
+	}
+	return sup, nil
 }
 
 // runOne launches the method's plugin for one run and trains.

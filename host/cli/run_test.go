@@ -1,6 +1,7 @@
 package cli_test
 
 import (
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -226,5 +227,69 @@ func TestHelp(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestEditedExperimentNotSkipped: after lr, rho and epochs are changed, a
+// rerun does not skip the finished runs as if they were the same: it trains
+// them again, says what changed, and keeps the old records aside.
+func TestEditedExperimentNotSkipped(t *testing.T) {
+	dir := t.TempDir()
+	s := spec{Name: "edited", Methods: []method{{Name: "SGD", Plugin: "sgd"}, {Name: "SAM", Plugin: "sam", Params: []string{"rho = 0.05"}}}}
+	exp := s.write(t, dir)
+	res := filepath.Join(dir, "results")
+	args := []string{"run", "-q", "--plugins", pluginDir, "--results", res, exp}
+	if r := host(t, args...); r.code != 0 {
+		t.Fatalf("first run: exit code %d", r.code)
+	}
+	s.LR = 0.1
+	s.Methods[1].Params = []string{"rho = 0.1"}
+	s.write(t, dir)
+	r := host(t, args...)
+	if r.code != 0 {
+		t.Fatalf("second run: exit code %d", r.code)
+	}
+	if strings.Contains(r.stderr, "skipping") {
+		t.Errorf("an edited run was skipped:\n%s", r.stderr)
+	}
+	sup := filepath.Join(res, s.Name, "superseded")
+	for _, want := range []string{
+		"host: method=SAM/arch=mlp/seed=1 finished before with another configuration (params.rho: 0.05 → 0.1; train.optimizer.lr: 0.05 → 0.1;",
+		"its result is kept in " + sup,
+		"host: method=SGD/arch=mlp/seed=1 finished before with another configuration (train.optimizer.lr: 0.05 → 0.1;",
+	} {
+		if !strings.Contains(r.stderr, want) {
+			t.Errorf("stderr does not say %q:\n%s", want, r.stderr)
+		}
+	}
+	now := readRecords(t, results.Path(res, s.Name))
+	old := readRecords(t, filepath.Join(sup, "runs.jsonl"))
+	if len(now) != 2 || len(old) != 2 {
+		t.Fatalf("%d current and %d superseded records, want 2 and 2", len(now), len(old))
+	}
+	if now["method=SAM/arch=mlp/seed=1"].Config["params.rho"] != 0.1 || old["method=SAM/arch=mlp/seed=1"].Config["params.rho"] != 0.05 {
+		t.Errorf("rho: now %v, superseded %v", now["method=SAM/arch=mlp/seed=1"].Config["params.rho"], old["method=SAM/arch=mlp/seed=1"].Config["params.rho"])
+	}
+	// A third run with the edited file skips both.
+	if r := host(t, args...); strings.Count(r.stderr, "skipping") != 2 {
+		t.Errorf("third run did not skip the runs:\n%s", r.stderr)
+	}
+}
+
+// TestRunKeysDistinctFiles: method names "A B" and "A_B" used to share one
+// state and one final-model file; now each run has its own.
+func TestRunKeysDistinctFiles(t *testing.T) {
+	dir := t.TempDir()
+	s := spec{Name: "names", Methods: []method{{Name: "A B", Plugin: "sgd"}, {Name: "A_B", Plugin: "sgd"}}}
+	exp := s.write(t, dir)
+	b, _ := os.ReadFile(exp)
+	os.WriteFile(exp, []byte(strings.Replace(string(b), "[train]\n", "[train]\ncheckpoint = true\n", 1)), 0o644)
+	res := filepath.Join(dir, "results")
+	if r := host(t, "run", "-q", "--plugins", pluginDir, "--results", res, exp); r.code != 0 {
+		t.Fatalf("exit code %d", r.code)
+	}
+	models, _ := filepath.Glob(filepath.Join(res, s.Name, "checkpoints", "*.safetensors"))
+	if len(models) != 2 {
+		t.Errorf("final models: %v, want one per run", models)
 	}
 }
