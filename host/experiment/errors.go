@@ -4,17 +4,27 @@ import (
 	"cmp"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 )
 
 // Error is one problem found in an experiment file. It prints as
 // "file:line: message", or "file: message" when the line is unknown (for
 // example for a missing required key, or for an Experiment built in code).
+// The message is one line, except that a TOML syntax error is followed by
+// the lines around it with a caret under the column. Text quoted from the
+// file is escaped, so that no message holds control characters or bytes
+// that are not UTF-8.
 type Error struct {
 	// File is the name the experiment was loaded under (Experiment.File).
 	File string
 	// Line is the 1-based line of the offending key, or 0 if unknown.
 	Line int
+	// Col is the 1-based byte column on Line of a syntax error or of a
+	// byte that no TOML file may contain, or 0.
+	Col int
 	// Key is the dotted key the problem is about (e.g. "train.batch_size",
 	// "method[1].params.rho"); it may be empty for file-level problems.
 	Key string
@@ -74,7 +84,7 @@ type errs struct {
 
 // add records a problem at line (0 = unknown) about key.
 func (c *errs) add(line int, key, format string, args ...any) {
-	c.list = append(c.list, &Error{File: c.file, Line: line, Key: key, Msg: fmt.Sprintf(format, args...)})
+	c.list = append(c.list, &Error{File: c.file, Line: line, Key: key, Msg: printable(fmt.Sprintf(format, args...))})
 }
 
 // err returns the collected problems sorted by line, or nil if there are none.
@@ -84,4 +94,30 @@ func (c *errs) err() error {
 	}
 	slices.SortStableFunc(c.list, func(a, b *Error) int { return cmp.Compare(a.Line, b.Line) })
 	return c.list
+}
+
+// printable returns s with every non-printable rune (control characters,
+// newlines, invalid UTF-8 bytes, format characters such as U+202E) written
+// as a Go escape (\x1b, \n, \u202e), so that a message quoting file content
+// stays on one line and cannot drive the terminal. Printable text, quotes
+// and backslashes are kept as they are.
+func printable(s string) string {
+	if !strings.ContainsFunc(s, func(r rune) bool { return r == utf8.RuneError || !unicode.IsPrint(r) }) {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); {
+		r, n := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case r == utf8.RuneError && n == 1:
+			fmt.Fprintf(&b, `\x%02x`, s[i])
+		case unicode.IsPrint(r):
+			b.WriteString(s[i : i+n])
+		default:
+			q := strconv.QuoteRune(r)
+			b.WriteString(q[1 : len(q)-1])
+		}
+		i += n
+	}
+	return b.String()
 }

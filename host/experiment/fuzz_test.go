@@ -9,7 +9,8 @@ import (
 )
 
 // FuzzParse checks that no input makes Parse, Validate, Grid, Shard or
-// ValidateParams panic, and that the results keep their invariants.
+// ValidateParams panic, that errors print no control characters, and that
+// the results keep their invariants.
 func FuzzParse(f *testing.F) {
 	files, _ := filepath.Glob(filepath.Join("testdata", "*.toml"))
 	for _, file := range files {
@@ -30,6 +31,9 @@ func FuzzParse(f *testing.F) {
 		"[train.schedule]\nkind = \"step\"\nmilestones = [nan, inf, -0.0]\n",
 		"x = '''\n'''''\n[a]\n[[a.b]]\n",
 		"name = \"x\"\n[[method]]\nname = \"m\"\nplugin = \"p\"\n[method.params]\n\"\\u00e9\\t\\\"\" = 1\n'lit\\' = 2\n\"\\x41\" = 3\n",
+		"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR",
+		"a = 1\n[train\nepochs = 3\n",
+		"\"k\u202e\" = = 1\n",
 	} {
 		f.Add([]byte(s))
 	}
@@ -48,7 +52,13 @@ func FuzzParse(f *testing.F) {
 					}
 				}
 			}
-			_ = err.Error()
+			if r, ok := onlyPrintable(err.Error(), "\n"); !ok {
+				t.Errorf("error holds non-printable rune %U or invalid UTF-8: %q", r, err)
+			}
+			var e *Error
+			if errors.As(err, &e) && e.Line > strings.Count(string(data), "\n")+1 {
+				t.Errorf("error cites line %d of a %d-line input: %v", e.Line, strings.Count(string(data), "\n")+1, err)
+			}
 			return
 		}
 		for k := range e.defined {

@@ -59,9 +59,14 @@ func Load(path string) (*Experiment, error) {
 // their lines in Method.ParamLines, for ValidateParams.
 //
 // The error is an ErrorList (or, for a syntax error, an *Error wrapping the
-// toml.ParseError).
+// toml.ParseError, with Line and Col set; or, for a file that is not UTF-8
+// text without control characters, e.g. a binary file, a one-line *Error
+// citing the first offending byte). Text quoted from the file is escaped.
 func Parse(data []byte, name string) (*Experiment, error) {
 	src := string(data)
+	if err := textError(name, src); err != nil {
+		return nil, err
+	}
 	var tree map[string]any
 	if _, err := decode(src, &tree); err != nil {
 		return nil, syntaxError(name, src, err)
@@ -110,7 +115,7 @@ func Parse(data []byte, name string) (*Experiment, error) {
 		if err := md.PrimitiveDecode(m.Params, &params); err != nil {
 			p := keyPath{"method"}.index(i).child("params")
 			c.list = append(c.list, &Error{File: name, Line: lines[p.String()], Key: p.String(),
-				Msg: fmt.Sprintf("%s: %v", p, err), Err: err})
+				Msg: printable(fmt.Sprintf("%s: %v", p, err)), Err: err})
 			continue
 		}
 		pl := make(map[string]int, len(params))
@@ -168,45 +173,138 @@ func decode(src string, v any) (md toml.MetaData, err error) {
 	return toml.Decode(src, v)
 }
 
-// syntaxError turns a decoder error into an *Error citing the line, with
-// the offending line and a caret as printed by ErrorWithPosition.
+// syntaxError turns a decoder error into an *Error citing the line and
+// column, followed by the source lines around it with a caret under the
+// column (see sourceContext).
+//
+// The line is recomputed from the error's byte offset rather than taken
+// from the decoder: toml v1.6.0 reports the NEXT line when the offending
+// character is the newline that ends a line (an unterminated table header
+// "[train", a key without "=", a string ending in a backslash), and some
+// errors at the end of the input carry line 0 or the previous line.
 func syntaxError(name, src string, err error) error {
 	var pe toml.ParseError
 	if !errors.As(err, &pe) {
-		return &Error{File: name, Msg: err.Error(), Err: err}
+		return &Error{File: name, Msg: printable(err.Error()), Err: err}
 	}
-	msg := pe.Message
-	if ctx := positionContext(pe, src); ctx != "" {
-		msg += "\n" + ctx
-	}
-	line := pe.Position.Line
-	if n := strings.Count(src, "\n") + 1; line > n {
-		line = n // EOF errors may point past the last line
-	}
-	return &Error{File: name, Line: line, Msg: msg, Err: err}
+	// The decoder drops a leading byte-order mark before lexing, so its
+	// offsets are relative to the text after it.
+	src = strings.TrimPrefix(src, "\uFEFF")
+	at := min(max(pe.Position.Start, 0), len(src))
+	line := strings.Count(src[:at], "\n") + 1
+	col := at - (strings.LastIndexByte(src[:at], '\n') + 1)
+	msg := printable(pe.Message) + "\n" + sourceContext(src, line, col)
+	return &Error{File: name, Line: line, Col: col + 1, Msg: msg, Err: err}
 }
 
-// positionContext returns the source lines around a parse error with a
-// caret under it, from ErrorWithPosition, or "" if it cannot be rendered.
-// ErrorWithPosition in toml v1.6.0 panics on positions outside the input
-// (BurntSushi/toml#498, #517), which some EOF errors have; those are
-// skipped, and any other panic in it is recovered.
-func positionContext(pe toml.ParseError, src string) (ctx string) {
-	p := pe.Position
-	if p.Line < 1 || p.Line > strings.Count(src, "\n")+1 || p.Col < 1 || p.Len < 0 {
-		return ""
-	}
-	defer func() {
-		if recover() != nil {
-			ctx = ""
+// sourceContext renders line n of src (1-based) and up to two lines before
+// it, numbered, and a caret under byte offset col of line n. Tabs are
+// expanded and non-printable characters escaped (see printable), and long
+// lines are shortened around the caret, so that the context cannot drive
+// the terminal.
+func sourceContext(src string, n, col int) string {
+	lines := strings.Split(src, "\n")
+	var b strings.Builder
+	for i := max(n-2, 1); i <= n && i <= len(lines); i++ {
+		text := strings.TrimSuffix(lines[i-1], "\r")
+		at := len(text)
+		if i == n {
+			at = min(col, len(text))
 		}
-	}()
-	// ErrorWithPosition is "toml: error: <msg>\n\nAt line …:\n\n<context>".
-	parts := strings.SplitN(pe.ErrorWithPosition(), "\n\n", 3)
-	if len(parts) != 3 {
-		return ""
+		before, after := displayAround(text, at)
+		fmt.Fprintf(&b, "%7d | %s%s\n", i, before, after)
+		if i == n {
+			fmt.Fprintf(&b, "%s^", strings.Repeat(" ", 10+utf8.RuneCountInString(before)))
+		}
 	}
-	return strings.TrimRight(parts[2], "\n")
+	return b.String()
+}
+
+// displayAround returns the display forms of text before and after byte
+// offset at, each cut to about snippetContext runes away from at with "…".
+func displayAround(text string, at int) (before, after string) {
+	before = printable(strings.ReplaceAll(text[:at], "\t", "    "))
+	after = printable(strings.ReplaceAll(text[at:], "\t", "    "))
+	if r := []rune(before); len(r) > 2*snippetContext {
+		before = "…" + string(r[len(r)-2*snippetContext:])
+	}
+	if r := []rune(after); len(r) > 2*snippetContext {
+		after = string(r[:2*snippetContext]) + "…"
+	}
+	return before, after
+}
+
+// snippetContext is how many runes of a line snippet shows on either side
+// of the column it is about.
+const snippetContext = 30
+
+// snippet returns line quoted as by strconv.Quote (so that control
+// characters and bytes that are not UTF-8 print as escapes), shortened to
+// at most snippetContext runes before and after byte offset col, with "…"
+// where it was cut.
+func snippet(line string, col int) string {
+	var starts []int // byte offset of every rune (or invalid byte)
+	for i := 0; i < len(line); {
+		starts = append(starts, i)
+		_, n := utf8.DecodeRuneInString(line[i:])
+		i += n
+	}
+	k, _ := slices.BinarySearch(starts, col)
+	lo, hi := max(k-snippetContext, 0), min(k+snippetContext, len(starts))
+	start, end := 0, len(line)
+	if lo > 0 {
+		start = starts[lo]
+	}
+	if hi < len(starts) {
+		end = starts[hi]
+	}
+	s := line[start:end]
+	if start > 0 {
+		s = "…" + s
+	}
+	if end < len(line) {
+		s += "…"
+	}
+	return strconv.Quote(s)
+}
+
+// textError reports the first byte of src that no TOML file may contain,
+// the same ones the decoder rejects, with its exact line and column (the
+// decoder cites the byte before a control character) and a one-line
+// message that shows it escaped: a byte that is not UTF-8, a control
+// character other than tab, or a carriage return not followed by a
+// newline. A leading byte-order mark is allowed. It returns nil if there
+// is none.
+func textError(name, src string) *Error {
+	line, lineStart := 1, 0
+	for i := 0; i < len(src); {
+		r, n := utf8.DecodeRuneInString(src[i:])
+		var what, why string
+		switch {
+		case r == utf8.RuneError && n == 1:
+			what = fmt.Sprintf("invalid UTF-8 byte 0x%02x", src[i])
+			why = "an experiment file must be UTF-8 text (is it a binary file?)"
+		case r == '\n':
+			line, lineStart = line+1, i+1
+		case r == '\r' && strings.HasPrefix(src[i+1:], "\n"), r == '\t':
+		case r == 0:
+			what = "NUL byte"
+			why = "an experiment file must be UTF-8 text (is it a binary or UTF-16 file?)"
+		case r < 0x20 || r == 0x7f:
+			what = fmt.Sprintf("control character %U", r)
+			why = "TOML allows no control characters other than tab and newline"
+		}
+		if what != "" {
+			text := src[lineStart:]
+			if j := strings.IndexByte(text, '\n'); j >= 0 {
+				text = text[:j]
+			}
+			return &Error{File: name, Line: line, Col: i - lineStart + 1,
+				Msg: fmt.Sprintf("%s in %s: %s", what, snippet(text, i-lineStart), why)}
+		}
+		i += n
+	}
+	return nil
 }
 
 // checker walks the generic decoded tree against the schema types.

@@ -2,12 +2,15 @@ package experiment
 
 import (
 	"errors"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"reflect"
 	"regexp"
 	"strings"
 	"testing"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/BurntSushi/toml"
 )
@@ -492,5 +495,118 @@ func TestDocsReferenceCoversEveryKey(t *testing.T) {
 				t.Errorf("docs/EXPERIMENTS.md documents %q in table %q, which the decoder does not accept", key, section)
 			}
 		}
+	}
+}
+
+// onlyPrintable reports the first rune of s that is neither printable nor
+// one of the allowed ones, or -1 and true.
+func onlyPrintable(s string, allowed string) (rune, bool) {
+	if !utf8.ValidString(s) {
+		return utf8.RuneError, false
+	}
+	for _, r := range s {
+		if !unicode.IsPrint(r) && !strings.ContainsRune(allowed, r) {
+			return r, false
+		}
+	}
+	return -1, true
+}
+
+// TestParseBinaryInput checks that a file that is not UTF-8 text, such as
+// a PNG renamed .toml, gives a one-line error citing the first offending
+// byte, with the file's bytes escaped rather than echoed to the terminal.
+func TestParseBinaryInput(t *testing.T) {
+	random := make([]byte, 256)
+	rng := rand.New(rand.NewPCG(1, 2))
+	for i := range random {
+		random[i] = byte(rng.Uint32())
+	}
+	tests := []struct {
+		name      string
+		src       string
+		line, col int
+		want      string
+	}{
+		{"png", "\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\x00\x00\x00\x10", 1, 1,
+			`t.toml:1: invalid UTF-8 byte 0x89 in "\x89PNG\r": an experiment file must be UTF-8 text (is it a binary file?)`},
+		{"random bytes", string(random), 0, 0, "is it a binary"},
+		{"utf-16", "\xff\xfen\x00a\x00m\x00e\x00", 1, 1, "invalid UTF-8 byte 0xff"},
+		{"nul after text", "name = \"x\"\nx = 1\x00\x00", 2, 6, `t.toml:2: NUL byte in "x = 1\x00\x00"`},
+		{"escape sequence in a key", "name = \"x\"\n\x1b[2J\x1b[31mevil = 1\n", 2, 1,
+			`t.toml:2: control character U+001B in "\x1b[2J\x1b[31mevil = 1": TOML allows no control characters other than tab and newline`},
+		{"control character in a string", "name = \"a\x07b\"\n", 1, 10, `control character U+0007 in "name = \"a\ab\""`},
+		{"lone carriage return", "a = 1\rb = 2\n", 1, 6, `control character U+000D in "a = 1\rb = 2"`},
+		{"long line is shortened", "x = \"" + strings.Repeat("y", 100) + "\x01\"", 1, 106,
+			`control character U+0001 in "…` + strings.Repeat("y", 30) + `\x01\"": `},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Parse([]byte(tc.src), "t.toml")
+			var e *Error
+			if !errors.As(err, &e) {
+				t.Fatalf("Parse = %v, want an *Error", err)
+			}
+			msg := err.Error()
+			if !strings.Contains(msg, tc.want) {
+				t.Errorf("error\n%s\ndoes not contain\n%s", msg, tc.want)
+			}
+			if tc.line > 0 && (e.Line != tc.line || e.Col != tc.col) {
+				t.Errorf("line:col = %d:%d, want %d:%d", e.Line, e.Col, tc.line, tc.col)
+			}
+			if r, ok := onlyPrintable(msg, ""); !ok {
+				t.Errorf("error holds non-printable rune %U or invalid UTF-8: %q", r, msg)
+			}
+		})
+	}
+}
+
+// TestParseSyntaxErrorEscapes checks that the source lines shown with a
+// syntax error escape characters that could drive the terminal.
+func TestParseSyntaxErrorEscapes(t *testing.T) {
+	src := "a = 1\n\"k\u202eey\" = = 2\n"
+	_, err := Parse([]byte(src), "t.toml")
+	if err == nil {
+		t.Fatal("no error")
+	}
+	msg := err.Error()
+	if r, ok := onlyPrintable(msg, "\n"); !ok {
+		t.Errorf("error holds non-printable rune %U: %q", r, msg)
+	}
+	if want := `2 | "k\u202eey" = = 2`; !strings.Contains(msg, want) {
+		t.Errorf("error\n%s\ndoes not contain %s", msg, want)
+	}
+}
+
+// TestParseUnterminatedHeader checks that a table header missing its "]"
+// is reported on its own line, not on the next one (toml v1.6.0 cites the
+// line after the newline it stopped at).
+func TestParseUnterminatedHeader(t *testing.T) {
+	tests := []struct {
+		name, header string
+	}{
+		{"table", "[train"},
+		{"dotted table", "[train."},
+		{"array of tables", "[[method"},
+		{"array of tables, one bracket", "[[method]"},
+		{"crlf", "[train\r"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			src := "name = \"t\"\n# comment\n\nresults_dir = \"r\"\n" + tc.header + "\nepochs = 3\nbatch_size = 8\n"
+			_, err := Parse([]byte(src), "t.toml")
+			var e *Error
+			if !errors.As(err, &e) {
+				t.Fatalf("Parse = %v, want an *Error", err)
+			}
+			if e.Line != 5 {
+				t.Errorf("line %d, want 5:\n%v", e.Line, err)
+			}
+			if want := "5 | " + strings.TrimSuffix(tc.header, "\r") + "\n"; !strings.Contains(err.Error(), want) {
+				t.Errorf("error\n%v\ndoes not show %q", err, want)
+			}
+			if strings.Contains(err.Error(), "6 | ") {
+				t.Errorf("error shows line 6:\n%v", err)
+			}
+		})
 	}
 }
