@@ -11,6 +11,12 @@
 //
 // The struct fields below document each key and its default; the defaults
 // are those of Default.
+//
+// Paths in an experiment file (data.dir, data.ood_dir, data.path,
+// model.init_from, results_dir, a method's path) are relative to the file's
+// folder: Load resolves them, so the fields of the Experiment it returns
+// hold paths usable from the current directory. Parse, which has no file
+// location, keeps them as written.
 package experiment
 
 import "path/filepath"
@@ -85,7 +91,9 @@ type Experiment struct {
 	// Description (key "description", optional) is free text.
 	Description string
 	// ResultsDir (key "results_dir", default "results") is the directory
-	// that holds one subdirectory per experiment.
+	// that holds one subdirectory per experiment. When written in the file
+	// it is relative to the file's folder (see Load); the default is
+	// relative to the current directory.
 	ResultsDir string
 	// Data is the [data] table.
 	Data Data
@@ -128,10 +136,12 @@ type Data struct {
 	// cifar100, fashion-mnist, mnist, csv, synthetic.
 	Dataset string `toml:"dataset"`
 	// Dir is the dataset directory; required for cifar10, cifar100,
-	// fashion-mnist and mnist and not allowed for the others.
+	// fashion-mnist and mnist and not allowed for the others. Like every
+	// path in the file, it is relative to the file's folder (see Load).
 	Dir string `toml:"dir"`
 	// Path is the CSV file; required for csv and not allowed otherwise.
 	// Each row is the features followed by an integer class label.
+	// Relative to the file's folder (see Load).
 	Path string `toml:"path"`
 	// Classes (csv only, default 0) is the number of classes; 0 infers it
 	// from the labels, otherwise it must be ≥ 2.
@@ -159,6 +169,7 @@ type Data struct {
 	OOD string `toml:"ood"`
 	// OODDir is the directory of the OOD dataset; required when ood is
 	// cifar10, cifar100, mnist or fashion-mnist and not allowed otherwise.
+	// Relative to the file's folder (see Load).
 	OODDir string `toml:"ood_dir"`
 	// Synthetic is the [data.synthetic] table; it may be written only when
 	// dataset or ood is "synthetic".
@@ -190,7 +201,8 @@ type Model struct {
 	// backprop) layers.
 	Variational bool `toml:"variational"`
 	// InitFrom (default "", random init) is a safetensors file to
-	// initialise every member from.
+	// initialise every member from, relative to the file's folder (see
+	// Load).
 	InitFrom string `toml:"init_from"`
 	// VariationalOpts is the [model.variational_opts] table; it may be
 	// written only when variational = true.
@@ -360,7 +372,8 @@ type Method struct {
 	// Plugin is a built-in plugin name, looked up in the plugin directory
 	// (letters, digits, '_', '-', '.'). Exactly one of Plugin and Path.
 	Plugin string
-	// Path is the path of a third-party plugin binary.
+	// Path is the path of a third-party plugin binary, relative to the
+	// file's folder (see Load).
 	Path string
 	// Params holds [method.params] as decoded TOML values (string, int64,
 	// float64, bool, time values, []any, map[string]any); ValidateParams

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"path/filepath"
 	"reflect"
 	"slices"
 	"strconv"
@@ -38,17 +39,53 @@ type methodDoc struct {
 }
 
 // Load reads and decodes the experiment file at path; see Parse.
+//
+// Unlike Parse, Load resolves the relative paths written in the file
+// against the file's folder, as Cargo and Compose files do: data.dir,
+// data.ood_dir, data.path, model.init_from, results_dir and each method's
+// path. "data/x.csv" in experiments/e.toml becomes experiments/data/x.csv
+// (relative to the current directory when path is relative). Absolute
+// paths, blank values and defaults the file does not write are kept as
+// they are, so the default results_dir "results" stays relative to the
+// current directory.
 func Load(path string) (*Experiment, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("experiment: %w", err)
 	}
-	return Parse(data, path)
+	e, err := Parse(data, path)
+	if err != nil {
+		return nil, err
+	}
+	e.resolvePaths(filepath.Dir(path))
+	return e, nil
+}
+
+// resolvePaths joins dir to every relative, non-blank path written in the
+// file (see Load).
+func (e *Experiment) resolvePaths(dir string) {
+	resolve := func(p *string) {
+		if strings.TrimSpace(*p) != "" && !filepath.IsAbs(*p) {
+			*p = filepath.Join(dir, *p)
+		}
+	}
+	if e.has("results_dir") {
+		resolve(&e.ResultsDir)
+	}
+	resolve(&e.Data.Dir)
+	resolve(&e.Data.OODDir)
+	resolve(&e.Data.Path)
+	resolve(&e.Model.InitFrom)
+	for i := range e.Methods {
+		resolve(&e.Methods[i].Path)
+	}
 }
 
 // Parse decodes an experiment file strictly; name is the file name that
 // messages cite. It fills in defaults (see Default and the field docs) but
-// does not check values: call Validate for that.
+// does not check values: call Validate for that. Parse keeps paths as
+// written: it does not know where the file lives, so relative paths are
+// resolved only by Load.
 //
 // It rejects, with the line of the key: syntax errors; unknown keys (with a
 // did-you-mean suggestion); keys that match a schema key only when case is

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"unicode"
@@ -608,5 +609,98 @@ func TestParseUnterminatedHeader(t *testing.T) {
 				t.Errorf("error shows line 6:\n%v", err)
 			}
 		})
+	}
+}
+
+// TestLoadResolvesRelativePaths checks that Load resolves the relative
+// paths written in a file against the file's folder, not the current
+// directory, and leaves absolute paths, blank values and unwritten
+// defaults alone. The current directory (the package folder) is never
+// the file's folder here.
+func TestLoadResolvesRelativePaths(t *testing.T) {
+	tmp := t.TempDir()
+	sub := filepath.Join(tmp, "exps", "sub")
+	abs := filepath.Join(tmp, "abs", "cifar100")
+	type paths struct {
+		results, dir, oodDir, path, initFrom string
+		methods                              []string
+	}
+	tests := []struct {
+		name string
+		file string // path to Load; written with src when src is set
+		src  string
+		want paths
+	}{
+		{
+			name: "file named relative to the current directory",
+			file: filepath.Join("testdata", "paths", "sub", "relative.toml"),
+			want: paths{
+				results:  filepath.Join("testdata", "paths", "out"),
+				path:     filepath.Join("testdata", "paths", "sub", "data", "x.csv"),
+				initFrom: filepath.Join("testdata", "paths", "sub", "weights", "w.safetensors"),
+				methods:  []string{filepath.Join("testdata", "paths", "sub", "bin", "my-optimizer")},
+			},
+		},
+		{
+			name: "absolute, parent and dot paths; default results_dir",
+			file: filepath.Join(sub, "cifar.toml"),
+			src: "name = \"c\"\n[data]\ndataset = \"cifar10\"\ndir = \"../../data/cifar\"\nood = \"cifar100\"\nood_dir = " +
+				strconv.Quote(abs) + "\n[[method]]\nname = \"SGD\"\nplugin = \"sgd\"\n[[method]]\nname = \"A\"\npath = \"./bin/a\"\n" +
+				"[[method]]\nname = \"B\"\npath = " + strconv.Quote(filepath.Join(tmp, "b")) + "\n",
+			want: paths{
+				results: "results",
+				dir:     filepath.Join(tmp, "data", "cifar"),
+				oodDir:  abs,
+				methods: []string{"", filepath.Join(sub, "bin", "a"), filepath.Join(tmp, "b")},
+			},
+		},
+		{
+			name: "results_dir written as the default is still relative to the file",
+			file: filepath.Join(sub, "written.toml"),
+			src:  "name = \"w\"\nresults_dir = \"results\"\n[model]\ninit_from = \"\"\n[[method]]\nname = \"SGD\"\nplugin = \"sgd\"\n",
+			want: paths{results: filepath.Join(sub, "results"), methods: []string{""}},
+		},
+		{
+			name: "blank values are kept for Validate to report",
+			file: filepath.Join(sub, "blank.toml"),
+			src:  "name = \"b\"\nresults_dir = \" \"\n[data]\ndataset = \"csv\"\npath = \"  \"\n[model]\ninit_from = \" \"\n[[method]]\nname = \"A\"\npath = \" \"\n",
+			want: paths{results: " ", path: "  ", initFrom: " ", methods: []string{" "}},
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.src != "" {
+				if err := os.MkdirAll(filepath.Dir(tc.file), 0o755); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.WriteFile(tc.file, []byte(tc.src), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			e, err := Load(tc.file)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := paths{results: e.ResultsDir, dir: e.Data.Dir, oodDir: e.Data.OODDir, path: e.Data.Path, initFrom: e.Model.InitFrom}
+			for _, m := range e.Methods {
+				got.methods = append(got.methods, m.Path)
+			}
+			if !reflect.DeepEqual(got, tc.want) {
+				t.Errorf("Load resolved\n %+v\nwant\n %+v", got, tc.want)
+			}
+		})
+	}
+
+	// Parse has no file location and keeps the paths as written.
+	data, err := os.ReadFile(tests[0].file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := Parse(data, tests[0].file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e.ResultsDir != "../out" || e.Data.Path != "data/x.csv" || e.Model.InitFrom != "weights/w.safetensors" || e.Methods[0].Path != "bin/my-optimizer" {
+		t.Errorf("Parse changed the paths: %q, %q, %q, %q", e.ResultsDir, e.Data.Path, e.Model.InitFrom, e.Methods[0].Path)
 	}
 }
