@@ -17,6 +17,11 @@ Renders mean ± std over seeds per method from results files. Several files
 are merged (duplicates collapse; mixed configurations are refused). Flags
 may come before or after the files.
 
+--metrics takes metric keys (acc, nll, brier, ece, aac, auroc, auroc_ood,
+temperature, cal_*, *_loss, seconds_per_epoch, wall_seconds, or any key in
+the records); an unknown key, or one that no successful run has, is an
+error.
+
 --baseline METHOD adds to every other row's cells the difference of means
 to METHOD in the same column group with a 95 % Welch t interval over seeds,
 as "Δ +0.25 [0.01, 0.49]*" (* = the interval excludes 0; no interval with

@@ -162,7 +162,7 @@ func (g *grid) compare(baseline string) error {
 		if len(methods) == 0 {
 			return fmt.Errorf("unknown baseline method %q: no method has a successful run", baseline)
 		}
-		return fmt.Errorf("unknown baseline method %q (methods: %s)", baseline, strings.Join(methods, ", "))
+		return fmt.Errorf("unknown baseline method %q (methods: %s)", baseline, joinPrintable(methods))
 	}
 	g.baseline = baseline
 	g.diffs = make([][][]diff, len(g.rows))

@@ -14,7 +14,10 @@ import (
 	"io"
 	"math"
 	"slices"
+	"strconv"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/optlab/optlab/host/results"
 )
@@ -51,7 +54,9 @@ type Options struct {
 	// Metrics lists the metric keys to show, in order. Empty means acc,
 	// nll and ece, those of them present in some run (or every present
 	// metric when none of the three is), for Markdown and LaTeX; and every
-	// present metric for CSV.
+	// present metric for CSV. A key that is neither a metric this package
+	// knows nor one in some record's Metrics is an error listing the valid
+	// keys, and so is a key that no successful run has a value for.
 	Metrics []string
 	// Format is the output format; empty means Markdown.
 	Format Format
@@ -197,6 +202,111 @@ func chooseMetrics(ok []results.Record, opts Options, format Format) []string {
 	return out
 }
 
+// checkMetrics checks the metric keys asked for: each must be one this
+// package knows (canonicalOrder and the time metrics) or one in some
+// record's Metrics, and some successful run must have a value for it, so
+// that a typo or a metric that was never measured is an error rather than
+// a column of dashes. When no run succeeded the table shows only the
+// failure note, and only the names are checked.
+func checkMetrics(want []string, all, ok []results.Record) error {
+	if len(want) == 0 {
+		return nil
+	}
+	valid := append(canonicalOrder(), secondsPerEpoch, wallSeconds)
+	for i := range all {
+		for k := range all[i].Metrics {
+			if !slices.Contains(valid, k) {
+				valid = append(valid, k)
+			}
+		}
+	}
+	valid = sortMetrics(valid)
+	for _, m := range want {
+		if !slices.Contains(valid, m) {
+			return fmt.Errorf("unknown metric %q%s (valid metrics: %s)", m, didYouMean(m, valid), joinPrintable(valid))
+		}
+	}
+	if len(ok) == 0 {
+		return nil
+	}
+	present := presentMetrics(ok, true)
+	for _, m := range want {
+		if slices.Contains(present, m) {
+			continue
+		}
+		runs := "the only successful run"
+		if len(ok) > 1 {
+			runs = fmt.Sprintf("all %d successful runs", len(ok))
+		}
+		has := "metrics present: " + joinPrintable(present)
+		if len(present) == 0 {
+			has = "no metric has a value"
+		}
+		return fmt.Errorf("metric %q is missing from %s (%s)", m, runs, has)
+	}
+	return nil
+}
+
+// joinPrintable joins strings read from results files with ", " for an
+// error message, each as quoteOdd returns it.
+func joinPrintable(items []string) string {
+	out := make([]string, len(items))
+	for i, s := range items {
+		out[i] = quoteOdd(s)
+	}
+	return strings.Join(out, ", ")
+}
+
+// quoteOdd returns s, or s quoted by strconv.Quote if it holds a character
+// that is not printable, so that a message quoting a results file cannot
+// drive the terminal or span lines.
+func quoteOdd(s string) string {
+	if !utf8.ValidString(s) || strings.ContainsFunc(s, func(r rune) bool { return !unicode.IsPrint(r) }) {
+		return strconv.Quote(s)
+	}
+	return s
+}
+
+// didYouMean returns "; did you mean "x"?" for the candidate closest to
+// name by edit distance (ignoring case) when it is a plausible typo (at
+// most max(2, len/3) edits, and fewer edits than the longer string has
+// runes), or "".
+func didYouMean(name string, candidates []string) string {
+	best, bestD := "", -1
+	for _, c := range candidates {
+		if d := editDistance(strings.ToLower(name), strings.ToLower(c)); bestD < 0 || d < bestD {
+			best, bestD = c, d
+		}
+	}
+	n := max(len([]rune(name)), len([]rune(best)))
+	if bestD < 0 || bestD > max(2, n/3) || bestD >= n {
+		return ""
+	}
+	return fmt.Sprintf("; did you mean %q?", best)
+}
+
+// editDistance is the Levenshtein distance between a and b, in runes.
+func editDistance(a, b string) int {
+	ra, rb := []rune(a), []rune(b)
+	prev := make([]int, len(rb)+1)
+	cur := make([]int, len(rb)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(ra); i++ {
+		cur[0] = i
+		for j := 1; j <= len(rb); j++ {
+			cost := 1
+			if ra[i-1] == rb[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(rb)]
+}
+
 // normalize validates opts and fills defaults.
 func normalize(opts Options) (Options, error) {
 	if opts.Format == "" {
@@ -248,6 +358,9 @@ func build(recs []results.Record, opts Options) (*grid, error) {
 		} else {
 			failed = append(failed, r)
 		}
+	}
+	if err := checkMetrics(opts.Metrics, merged, ok); err != nil {
+		return nil, err
 	}
 	g := &grid{groupFields: opts.By}
 	g.metrics = chooseMetrics(ok, opts, opts.Format)
@@ -319,7 +432,7 @@ func build(recs []results.Record, opts Options) (*grid, error) {
 		}
 		if c.hash != r.ConfigHash {
 			return nil, fmt.Errorf("table cell %q %s pools runs with different configurations: %q (config hash %s) and %q (config hash %s)",
-				r.Method, g.describe(gv, rf), c.key, c.hash, r.Key, r.ConfigHash)
+				r.Method, quoteOdd(g.describe(gv, rf)), c.key, quoteOdd(c.hash), r.Key, quoteOdd(r.ConfigHash))
 		}
 		for _, m := range g.metrics {
 			if v, has := metricValue(r, m); has {

@@ -94,14 +94,14 @@ func TestRenderBoldAndMissing(t *testing.T) {
 		okRec("C", "cifar10", "r18", 1, cfg, map[string]float64{"acc": 0.95}),
 	}
 	var buf bytes.Buffer
-	if err := Render(&buf, recs, Options{Metrics: []string{"acc", "nll", "temperature", "auroc"}}); err != nil {
+	if err := Render(&buf, recs, Options{Metrics: []string{"acc", "nll", "temperature"}}); err != nil {
 		t.Fatal(err)
 	}
 	out := strings.Join(strings.Fields(buf.String()), " ") // ignore padding
 	for _, want := range []string{
-		"| A | 90.00 | 0.5000 | 1.500 | – |",
-		"| B | **95.00** | **0.4000** | 1.100 | – |",
-		"| C | **95.00** | – | – | – |",
+		"| A | 90.00 | 0.5000 | 1.500 |",
+		"| B | **95.00** | **0.4000** | 1.100 |",
+		"| C | **95.00** | – | – |",
 		"Single seed per cell. ACC in %.",
 	} {
 		if !strings.Contains(out, want) {
@@ -145,6 +145,14 @@ func TestRenderErrors(t *testing.T) {
 	b := okRec("SAM", "cifar10", "r18", 2, map[string]any{"rho": 0.1}, map[string]float64{"acc": 0.9})
 	otherExp := b
 	otherExp.Experiment = "e2"
+	// For Options.Metrics, which must be errors rather than a column of
+	// dashes when unknown or when no successful run has them.
+	cfg := map[string]any{"x": 1}
+	withKL := okRec("A", "cifar10", "r18", 1, cfg, map[string]float64{"acc": 0.9, "kl_div": 0.1})
+	accOnly := okRec("B", "cifar10", "r18", 1, cfg, map[string]float64{"acc": 0.8})
+	failed := okRec("C", "cifar10", "r18", 1, map[string]any{"x": 2}, map[string]float64{"brier": 0.2})
+	failed.Status = results.StatusFailed
+	metrics := func(m ...string) Options { return Options{Metrics: m} }
 	tests := []struct {
 		name string
 		recs []results.Record
@@ -157,6 +165,21 @@ func TestRenderErrors(t *testing.T) {
 		{"bad by", []results.Record{a}, Options{By: []string{"seed"}}, "unknown grouping field"},
 		{"by twice", []results.Record{a}, Options{By: []string{"arch", "arch"}}, "twice"},
 		{"none with others", []results.Record{a}, Options{By: []string{"none", "arch"}}, "cannot be combined"},
+		{"unknown metric, close to a known one", []results.Record{withKL, accOnly}, metrics("acc", "accc"),
+			`unknown metric "accc"; did you mean "acc"? (valid metrics: acc, nll, brier, ece, aac, auroc, auroc_ood, temperature, cal_nll, cal_brier, cal_ece, cal_aac, test_loss, train_loss, kl_div, seconds_per_epoch, wall_seconds)`},
+		{"unknown metric, close to a record's key", []results.Record{withKL, accOnly}, metrics("kl_dvi"), `unknown metric "kl_dvi"; did you mean "kl_div"?`},
+		{"unknown metric, nothing close", []results.Record{withKL}, metrics("zzzzzz"), `unknown metric "zzzzzz" (valid metrics: acc, nll`},
+		{"metric in the wrong case", []results.Record{withKL}, metrics("ACC"), `unknown metric "ACC"; did you mean "acc"?`},
+		{"known metric no run has", []results.Record{withKL, accOnly}, metrics("acc", "brier"),
+			`metric "brier" is missing from all 2 successful runs (metrics present: acc, kl_div)`},
+		{"metric only a failed run has", []results.Record{accOnly, failed}, metrics("brier"),
+			`metric "brier" is missing from the only successful run (metrics present: acc)`},
+		{"odd metric keys from the file are escaped", []results.Record{okRec("A", "cifar10", "r18", 1, cfg, map[string]float64{"e\x1b[2Jvil": 1})},
+			metrics("zzzzzz"), `, "e\x1b[2Jvil", seconds_per_epoch`},
+		{"odd method names from the file are escaped", []results.Record{okRec("A\x1b[2J", "cifar10", "r18", 1, cfg, map[string]float64{"acc": 1})},
+			Options{Baseline: "B"}, `unknown baseline method "B" (methods: "A\x1b[2J")`},
+		{"time not measured", []results.Record{accOnly}, metrics("seconds_per_epoch"),
+			`metric "seconds_per_epoch" is missing from the only successful run`},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -191,6 +214,9 @@ func TestRunCLI(t *testing.T) {
 		{"missing file", []string{filepath.Join(dir, "nope.jsonl")}, "no such file", false},
 		{"mixed configs refused", []string{mixed}, `run "SAM/cifar10/r18/1" has config hash`, false},
 		{"bad format", []string{"testdata/specials.jsonl", "--format=html"}, "unknown format", false},
+		{"unknown metric", []string{"testdata/specials.jsonl", "--metrics", "accc"}, `table: unknown metric "accc"; did you mean "acc"? (valid metrics: acc, nll,`, false},
+		{"metric no run has", []string{"testdata/specials.jsonl", "--metrics", "acc,brier"},
+			`table: metric "brier" is missing from all 3 successful runs (metrics present: acc, nll, ece, seconds_per_epoch, wall_seconds)`, false},
 		{"help", []string{"-h"}, "usage: table FILE.jsonl", true},
 		{"flags between files", []string{"testdata/specials.jsonl", "--format", "csv", "testdata/specials_shard.jsonl", "--metrics", "acc"},
 			"OT_MDR & K=2 (50%),cifar10,resnet18,acc,0.9659,0.0007000000000000339,3", true},
@@ -210,5 +236,36 @@ func TestRunCLI(t *testing.T) {
 				t.Fatalf("err = %v, want containing %q", err, tc.want)
 			}
 		})
+	}
+}
+
+func TestRenderMetricChecks(t *testing.T) {
+	cfg := map[string]any{"x": 1}
+	a := okRec("A", "cifar10", "r18", 1, cfg, map[string]float64{"acc": 0.9, "kl_div": 0.1})
+	b := okRec("B", "cifar10", "r18", 1, cfg, map[string]float64{"acc": 0.8})
+	failed := okRec("C", "cifar10", "r18", 1, cfg, map[string]float64{"acc": 0.7})
+	failed.Status = results.StatusFailed
+	tests := []struct {
+		name    string
+		recs    []results.Record
+		metrics []string
+		want    string
+	}{
+		{"a record's own metric, missing from some runs", []results.Record{a, b}, []string{"acc", "kl_div"}, "| B | 80.00 | – |"},
+		{"only failed runs: the failure note, no error", []results.Record{failed}, []string{"acc", "nll"}, "Excluded 1 failed run"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var buf bytes.Buffer
+			if err := Render(&buf, tc.recs, Options{Metrics: tc.metrics}); err != nil {
+				t.Fatal(err)
+			}
+			if out := strings.Join(strings.Fields(buf.String()), " "); !strings.Contains(out, tc.want) {
+				t.Errorf("output lacks %q:\n%s", tc.want, buf.String())
+			}
+		})
+	}
+	if err := RenderTime(&bytes.Buffer{}, []results.Record{b}, Options{}); err == nil || !strings.Contains(err.Error(), `metric "seconds_per_epoch" is missing`) {
+		t.Errorf("RenderTime without times: err = %v", err)
 	}
 }
