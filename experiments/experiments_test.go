@@ -47,10 +47,11 @@ import (
 	"github.com/optlab/optlab/internal/testutil"
 )
 
-// dataDir is the CIFAR folder the experiment files name; the README tells
-// users to put the data there with `bin/host data get cifar10 --dir
-// data/cifar`. The MNIST-format datasets go to data/<dataset> (dirOf).
-const dataDir = "data/cifar"
+// dataDir is the CIFAR folder the experiment files name, relative to their
+// folder (experiments/): the repository's data/cifar, where the README tells
+// users to put the data with `bin/host data get cifar10 --dir data/cifar`.
+// The MNIST-format datasets go to ../data/<dataset> (dirOf).
+const dataDir = "../data/cifar"
 
 // dirOf is the data folder experiment files name for a dataset read from a
 // folder.
@@ -58,7 +59,7 @@ func dirOf(dataset string) string {
 	if isCIFAR(dataset) {
 		return dataDir
 	}
-	return "data/" + dataset
+	return "../data/" + dataset
 }
 
 var (
@@ -96,15 +97,16 @@ func testMain(m *testing.M) int {
 	}
 	genDir = filepath.Join(tmp, "cifar")
 	for kind, sub := range map[string]string{data.CIFAR10: "cifar-10-batches-bin", data.CIFAR100: "cifar-100-binary"} {
-		// 16 records per training batch (80 training samples), 32 test.
-		if err := data.WriteCIFAR(filepath.Join(genDir, sub), kind, 16, 32, 1); err != nil {
+		// 206 records per training batch (1,030 training samples: one batch of
+		// 1,024, Table 4's, so that host check can configure every method), 32 test.
+		if err := data.WriteCIFAR(filepath.Join(genDir, sub), kind, 206, 32, 1); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			return 1
 		}
 	}
 	genMNIST = filepath.Join(tmp, "mnist-format")
 	for _, kind := range []string{data.FashionMNIST, data.MNIST} {
-		if err := data.WriteMNIST(filepath.Join(genMNIST, kind), kind, 80, 32, 1); err != nil {
+		if err := data.WriteMNIST(filepath.Join(genMNIST, kind), kind, 200, 32, 1); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			return 1
 		}
@@ -199,8 +201,8 @@ func isCIFAR(name string) bool {
 }
 
 // dirLine matches a data.dir or data.ood_dir line naming dataDir or
-// data/<MNIST-format dataset>.
-var dirLine = regexp.MustCompile(`(?m)^([ \t]*(?:ood_)?dir[ \t]*=[ \t]*)"(` + regexp.QuoteMeta(dataDir) + `|data/(?:fashion-mnist|mnist))"`)
+// ../data/<MNIST-format dataset>.
+var dirLine = regexp.MustCompile(`(?m)^([ \t]*(?:ood_)?dir[ \t]*=[ \t]*)"(` + regexp.QuoteMeta(dataDir) + `|\.\./data/(?:fashion-mnist|mnist))"`)
 
 // seedsLine matches the train.seeds line.
 var seedsLine = regexp.MustCompile(`(?m)^([ \t]*seeds[ \t]*=[ \t]*)\[[^\]\n]*\]`)
@@ -212,7 +214,7 @@ func withGeneratedData(text string) string {
 		m := dirLine.FindStringSubmatch(line)
 		gen := genDir
 		if m[2] != dataDir {
-			gen = filepath.Join(genMNIST, strings.TrimPrefix(m[2], "data/"))
+			gen = filepath.Join(genMNIST, strings.TrimPrefix(m[2], "../data/"))
 		}
 		return m[1] + strconv.Quote(gen)
 	})

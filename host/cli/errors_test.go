@@ -46,8 +46,8 @@ func TestConfigErrors(t *testing.T) {
 			`host: testdata/errors/unknown_param.toml:11: method "SAM": unknown parameter "rhoo"; did you mean "rho"?`,
 		}},
 		{"missing_cifar.toml", []string{
-			"host: testdata/errors/missing_cifar.toml: data: cifar10: no CIFAR-10 binary files in testdata/no-such-cifar",
-			"get them with `host data get cifar10 --dir testdata/no-such-cifar`",
+			"host: testdata/errors/missing_cifar.toml: data: cifar10: no CIFAR-10 binary files in testdata/errors/no-such-cifar",
+			"get them with `host data get cifar10 --dir testdata/errors/no-such-cifar`",
 		}},
 	}
 	for _, tt := range tests {
