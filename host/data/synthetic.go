@@ -36,6 +36,9 @@ type SyntheticOptions struct {
 // features too up to rounding in their last bits on architectures that fuse
 // multiply-adds. It has F set, X nil and no normalization.
 //
+// Synthetic refuses, with an error and before allocating anything, a
+// problem that does not fit in the memory available (see CheckSize).
+//
 // With the defaults a linear classifier reaches high but imperfect accuracy,
 // so optimizers can be told apart; raise Noise or lower Separation to make
 // the problem harder.
@@ -72,6 +75,13 @@ func Synthetic(opts SyntheticOptions) (*Set, error) {
 		return nil, fmt.Errorf("synthetic: %w", err)
 	}
 	dim := s.SampleSize()
+	// The set, the shuffled order (one int per sample) and the class
+	// centres (one float64 per class and feature) are held at once.
+	need := addSat(addSat(setBytes(opts.N, dim), mulSat(uint64(opts.N), 8)), mulSat(mulSat(uint64(opts.Classes), uint64(dim)), 8))
+	what := fmt.Sprintf("synthetic %s: %d samples of %d features in %d classes", opts.Name, opts.N, dim, opts.Classes)
+	if err := fits(what, need, "the samples, their order and the class centres", availableMemory()); err != nil {
+		return nil, err
+	}
 	r := newRNG(opts.Seed, streamSynthetic)
 	centres := make([]float64, opts.Classes*dim)
 	scale := opts.Separation / math.Sqrt(float64(dim))
