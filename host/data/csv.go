@@ -21,7 +21,9 @@ type CSVOptions struct {
 	// defaults it to the file name without its extensions.
 	Name string
 	// Classes fixes the number of classes; labels must then be below it.
-	// 0 means the largest label plus one.
+	// 0 means the largest label plus one, provided that leaves at most
+	// half of the classes without a sample (a larger label is taken for a
+	// typo and refused).
 	Classes int
 	// Shape is the per-sample shape; its product must equal the number of
 	// feature columns. Nil means [number of features].
@@ -61,8 +63,9 @@ func LoadCSV(path string, opts CSVOptions) (*Set, error) {
 // non-negative integers (an integral value written as "3.0" is accepted).
 // When a field of the first line is neither empty nor a number, that line is
 // taken as a header and skipped. Blank lines and lines starting with '#' are ignored.
-// Every line must have as many fields as the first. Errors name the line
-// (and column) at fault. The result has F set, X nil and no normalization.
+// Every line must have as many fields as the first. The labels must cover
+// at least 2 classes; see CSVOptions.Classes for when the number of classes
+// is inferred. Errors name the line (and column) at fault. The result has F set, X nil and no normalization.
 func ReadCSV(r io.Reader, opts CSVOptions) (*Set, error) {
 	name := opts.Name
 	if name == "" {
@@ -80,7 +83,7 @@ func ReadCSV(r io.Reader, opts CSVOptions) (*Set, error) {
 	s := &Set{Name: name, F: []float32{}, Y: []int32{}}
 	columns := 0
 	first := true
-	maxLabel := -1
+	maxLabel, maxLine := -1, 0 // the largest label and the line it first appears on
 	for {
 		rec, err := cr.Read()
 		if errors.Is(err, io.EOF) {
@@ -127,7 +130,9 @@ func ReadCSV(r io.Reader, opts CSVOptions) (*Set, error) {
 		if opts.Classes > 0 && label >= opts.Classes {
 			return nil, fmt.Errorf("csv %s: line %d: label %d out of range 0..%d", name, line, label, opts.Classes-1)
 		}
-		maxLabel = max(maxLabel, label)
+		if label > maxLabel {
+			maxLabel, maxLine = label, line
+		}
 		s.Y = append(s.Y, int32(label))
 	}
 	if len(s.Y) == 0 {
@@ -153,10 +158,36 @@ func ReadCSV(r io.Reader, opts CSVOptions) (*Set, error) {
 	if s.Classes == 0 {
 		s.Classes = maxLabel + 1
 	}
+	if err := checkLabels(s, opts.Classes == 0, maxLabel, maxLine); err != nil {
+		return nil, err
+	}
 	if err := s.Validate(); err != nil {
 		return nil, fmt.Errorf("csv %s: %w", name, err)
 	}
 	return s, nil
+}
+
+// checkLabels refuses labels a classifier cannot learn from: a single class,
+// and, when the number of classes was inferred, a largest label (maxLabel,
+// first on line maxLine) that leaves more than half of the classes
+// 0..maxLabel without a sample, which is most likely a typo.
+func checkLabels(s *Set, inferred bool, maxLabel, maxLine int) error {
+	seen := make([]bool, maxLabel+1)
+	present := 0
+	for _, y := range s.Y {
+		if !seen[y] {
+			seen[y] = true
+			present++
+		}
+	}
+	if present < 2 {
+		return fmt.Errorf("csv %s: every label is %d: a classifier needs samples of at least 2 classes", s.Name, maxLabel)
+	}
+	if empty := s.Classes - present; inferred && 2*empty > s.Classes {
+		return fmt.Errorf("csv %s: line %d: label %d makes %d classes, %d of them without a sample; fix the label, or set data.classes = %d if that many classes is intended",
+			s.Name, maxLine, maxLabel, s.Classes, empty, s.Classes)
+	}
+	return nil
 }
 
 // isHeader reports whether some field of rec is neither empty nor a number.

@@ -25,20 +25,28 @@ func TestReadCSV(t *testing.T) {
 			shape: []int{2}, classes: 3, f: []float32{1, 2, 3, 4.5}, y: []int32{0, 2},
 		},
 		{
-			name: "header", in: ",b,label\n1,2,1\n",
-			shape: []int{2}, classes: 2, f: []float32{1, 2}, y: []int32{1},
+			name: "header", in: ",b,label\n1,2,1\n3,4,0\n",
+			shape: []int{2}, classes: 2, f: []float32{1, 2, 3, 4}, y: []int32{1, 0},
 		},
 		{
-			name: "bom header crlf spaces blanks comments", in: "\ufeffx, y ,class\r\n\r\n# note\r\n 1e-1 , -2 , 3.0 \r\n",
-			shape: []int{2}, classes: 4, f: []float32{0.1, -2}, y: []int32{3},
+			name: "bom header crlf spaces blanks comments", in: "\ufeffx, y ,class\r\n\r\n# note\r\n 1e-1 , -2 , 3.0 \r\n5,6,1\r\n",
+			shape: []int{2}, classes: 4, f: []float32{0.1, -2, 5, 6}, y: []int32{3, 1},
 		},
 		{
-			name: "given classes and shape and scale", in: "16,8,4,0,1\n", opts: CSVOptions{Classes: 5, Shape: []int{1, 2, 2}, Scale: 0.25},
-			shape: []int{1, 2, 2}, classes: 5, f: []float32{4, 2, 1, 0}, y: []int32{1},
+			name: "given classes and shape and scale", in: "16,8,4,0,1\n0,0,0,4,3\n", opts: CSVOptions{Classes: 5, Shape: []int{1, 2, 2}, Scale: 0.25},
+			shape: []int{1, 2, 2}, classes: 5, f: []float32{4, 2, 1, 0, 0, 0, 0, 1}, y: []int32{1, 3},
 		},
 		{
-			name: "quoted", in: "\"1\",\"2\",\"0\"\n",
-			shape: []int{2}, classes: 1, f: []float32{1, 2}, y: []int32{0},
+			name: "quoted", in: "\"1\",\"2\",\"0\"\n\"3\",\"4\",\"1\"\n",
+			shape: []int{2}, classes: 2, f: []float32{1, 2, 3, 4}, y: []int32{0, 1},
+		},
+		{
+			name: "half the classes empty", in: "1,0\n2,3\n",
+			shape: []int{1}, classes: 4, f: []float32{1, 2}, y: []int32{0, 3},
+		},
+		{
+			name: "many classes given", in: "1,0\n2,1\n3,999999\n", opts: CSVOptions{Classes: 1000000},
+			shape: []int{1}, classes: 1000000, f: []float32{1, 2, 3}, y: []int32{0, 1, 999999},
 		},
 	}
 	for _, tc := range tests {
@@ -77,6 +85,12 @@ func TestReadCSVErrors(t *testing.T) {
 		{"fractional label", "1,2,1.5\n", CSVOptions{}, []string{"line 1", "not an integer"}},
 		{"huge label", "1,2,99999999\n", CSVOptions{}, []string{"line 1", "out of range"}},
 		{"label over classes", "1,2,0\n1,2,3\n", CSVOptions{Classes: 3}, []string{"line 2", "label 3 out of range 0..2"}},
+		{"typo label over classes", "1,0\n2,1\n3,999999\n", CSVOptions{Classes: 2}, []string{"line 3", "label 999999 out of range 0..1"}},
+		{"one class", "1,2,0\n3,4,0\n", CSVOptions{}, []string{"every label is 0", "at least 2 classes"}},
+		{"one class of several", "1,2,3\n3,4,3\n", CSVOptions{Classes: 5}, []string{"every label is 3", "at least 2 classes"}},
+		{"one given class", "1,2,0\n", CSVOptions{Classes: 1}, []string{"every label is 0", "at least 2 classes"}},
+		{"typo label", "1,0\n2,1\n# x\n3,999999\n4,999999\n5,2\n", CSVOptions{}, []string{"csv csv: line 4: label 999999 makes 1000000 classes, 999996 of them without a sample", "set data.classes = 1000000 if that many classes is intended"}},
+		{"most classes empty", "1,0\n2,4\n", CSVOptions{}, []string{"line 2", "label 4 makes 5 classes, 3 of them"}},
 		{"shape", "1,2,0\n", CSVOptions{Shape: []int{3}}, []string{"shape [3]"}},
 		{"bad classes", "1,2,0\n", CSVOptions{Classes: -1}, []string{"classes"}},
 		{"quote", "1,\"2,0\n", CSVOptions{}, []string{"quote"}},
