@@ -2,6 +2,7 @@ package data
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -138,7 +139,8 @@ func TestLoadCIFARErrors(t *testing.T) {
 		kind  string
 		setup func(t *testing.T, dir string) // dir is the data folder
 		want  []string
-		miss  bool // wraps ErrMissing
+		not   string // a substring the error must not have
+		miss  bool   // wraps ErrMissing
 	}{
 		{
 			name:  "missing folder",
@@ -176,6 +178,66 @@ func TestLoadCIFARErrors(t *testing.T) {
 				}
 			},
 			want: []string{"data_batch_2.bin", "truncated", "byte offset 6146"},
+		},
+		{
+			name: "cut at a record without marker",
+			kind: CIFAR10,
+			setup: func(t *testing.T, dir string) {
+				write(t, dir, CIFAR10)
+				remove(t, filepath.Join(dir, "optlab-generated.txt"))
+			},
+			want: []string{string(filepath.Separator) + filepath.Join("d", "data_batch_1.bin") + " has 3 records, the published file has 10000: truncated?"},
+		},
+		{
+			name: "cifar100 cut at a record without marker",
+			kind: CIFAR100,
+			setup: func(t *testing.T, dir string) {
+				write(t, dir, CIFAR100)
+				remove(t, filepath.Join(dir, "optlab-generated.txt"))
+			},
+			want: []string{"train.bin has 15 records, the published file has 50000: truncated?"},
+		},
+		{
+			name: "generated batch cut at a record",
+			kind: CIFAR10,
+			setup: func(t *testing.T, dir string) {
+				write(t, dir, CIFAR10)
+				if err := os.Truncate(filepath.Join(dir, "data_batch_2.bin"), 2*3073); err != nil {
+					t.Fatal(err)
+				}
+			},
+			want: []string{"data_batch_2.bin has 2 records, ", "optlab-generated.txt lists 3: truncated?"},
+		},
+		{
+			name: "batch is a directory",
+			kind: CIFAR10,
+			setup: func(t *testing.T, dir string) {
+				write(t, dir, CIFAR10)
+				remove(t, filepath.Join(dir, "data_batch_4.bin"))
+				if err := os.Mkdir(filepath.Join(dir, "data_batch_4.bin"), 0o755); err != nil {
+					t.Fatal(err)
+				}
+			},
+			want: []string{"batch file ", "data_batch_4.bin is a directory"},
+			not:  "truncated",
+		},
+		{
+			name: "bad marker count",
+			kind: CIFAR10,
+			setup: func(t *testing.T, dir string) {
+				write(t, dir, CIFAR10)
+				writeFile(t, filepath.Join(dir, "optlab-generated.txt"), "test_batch.bin many\n")
+			},
+			want: []string{"optlab-generated.txt", `"many" is not a positive record count for test_batch.bin`},
+		},
+		{
+			name: "marker without counts",
+			kind: CIFAR100,
+			setup: func(t *testing.T, dir string) {
+				write(t, dir, CIFAR100)
+				writeFile(t, filepath.Join(dir, "optlab-generated.txt"), "generated\n")
+			},
+			want: []string{"optlab-generated.txt lists no record count for train.bin"},
 		},
 		{
 			name: "bad label",
@@ -219,6 +281,9 @@ func TestLoadCIFARErrors(t *testing.T) {
 					t.Errorf("error %q lacks %q", err, w)
 				}
 			}
+			if tc.not != "" && strings.Contains(err.Error(), tc.not) {
+				t.Errorf("error %q has %q", err, tc.not)
+			}
 			if got := errors.Is(err, ErrMissing); got != tc.miss {
 				t.Errorf("errors.Is(err, ErrMissing) = %v, want %v", got, tc.miss)
 			}
@@ -233,6 +298,88 @@ func write(t *testing.T, dir, kind string) {
 	t.Helper()
 	if err := WriteCIFAR(dir, kind, 3, 4, 9); err != nil {
 		t.Fatal(err)
+	}
+}
+
+func remove(t *testing.T, path string) {
+	t.Helper()
+	if err := os.Remove(path); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func writeFile(t *testing.T, path, text string) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestCIFARPublishedCounts checks folders without the generated-data marker
+// against the published record counts, with sparse files of zero records
+// (label 0, black images).
+func TestCIFARPublishedCounts(t *testing.T) {
+	tests := []struct {
+		kind    string
+		records map[string]int64
+		short   string // the file made one record short
+	}{
+		{CIFAR10, map[string]int64{"data_batch_1.bin": 10000, "data_batch_2.bin": 10000, "data_batch_3.bin": 10000, "data_batch_4.bin": 10000, "data_batch_5.bin": 10000, "test_batch.bin": 10000}, "data_batch_5.bin"},
+		{CIFAR100, map[string]int64{"train.bin": 50000, "test.bin": 10000}, "test.bin"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.kind, func(t *testing.T) {
+			f, err := cifarFormatFor(tc.kind)
+			if err != nil {
+				t.Fatal(err)
+			}
+			dir := t.TempDir()
+			for name, n := range tc.records {
+				path := filepath.Join(dir, name)
+				writeFile(t, path, "")
+				if err := os.Truncate(path, n*int64(f.recordSize())); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := f.complete(dir); err != nil {
+				t.Fatalf("published sizes: %v", err)
+			}
+			if !testing.Short() {
+				sp, err := LoadCIFAR(tc.kind, dir)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if sp.Test.Len() != 10000 || sp.Train.Len() != 50000 {
+					t.Errorf("train/test = %d/%d", sp.Train.Len(), sp.Test.Len())
+				}
+			}
+			short := filepath.Join(dir, tc.short)
+			if err := os.Truncate(short, (tc.records[tc.short]-1)*int64(f.recordSize())); err != nil {
+				t.Fatal(err)
+			}
+			want := fmt.Sprintf("%s: %s has %d records, the published file has %d: truncated?", tc.kind, short, tc.records[tc.short]-1, tc.records[tc.short])
+			for name, err := range map[string]error{"complete": f.complete(dir), "LoadCIFAR": func() error { _, err := LoadCIFAR(tc.kind, dir); return err }()} {
+				if err == nil || !strings.Contains(err.Error(), want) {
+					t.Errorf("%s = %v, want an error containing %q", name, err, want)
+				}
+			}
+		})
+	}
+}
+
+func TestWriteCIFARMarker(t *testing.T) {
+	dir := t.TempDir()
+	if err := WriteCIFAR(dir, CIFAR100, 3, 4, 1); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "optlab-generated.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range []string{"synthetic CIFAR-100 data", "not the\npublished dataset", "\ntrain.bin 15\ntest.bin 4\n"} {
+		if !strings.Contains(string(b), w) {
+			t.Errorf("marker lacks %q:\n%s", w, b)
+		}
 	}
 }
 

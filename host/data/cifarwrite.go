@@ -25,6 +25,12 @@ func cifar10Names() []string {
 // train.bin with 5 × nTrainPerBatch records (the same training size as
 // CIFAR10) and test.bin with nTest records; coarse labels are fine/5.
 //
+// It also writes optlab-generated.txt, which marks the folder as generated
+// data and lists the record count of every file. The readers (LoadCIFAR,
+// Get) require the published record counts of a folder without it, so that
+// a truncated download cut at a record boundary is not taken for a small
+// dataset; in a folder with it they require the listed counts instead.
+//
 // The images are learnable: every class has its own colour and stripe
 // pattern, blurred by per-pixel noise, so a small network separates the
 // classes well above chance. The output depends only on the arguments (up
@@ -56,6 +62,15 @@ func WriteCIFAR(dir, kind string, nTrainPerBatch, nTest int, seed int64) error {
 		if err := os.WriteFile(filepath.Join(dir, f.namesFile), []byte(names), 0o644); err != nil {
 			return fmt.Errorf("write %s: %w", kind, err)
 		}
+	}
+	// The marker comes last: a folder whose writing failed has none, and
+	// the readers then expect the published counts and refuse it.
+	counts := map[string]int{f.testFile: nTest}
+	for _, name := range f.trainFiles {
+		counts[name] = perFile
+	}
+	if err := os.WriteFile(filepath.Join(dir, generatedMarker), []byte(f.markerText(counts)), 0o644); err != nil {
+		return fmt.Errorf("write %s: %w", kind, err)
 	}
 	return nil
 }

@@ -54,8 +54,9 @@ type GetOptions struct {
 // FashionMNIST and MNIST it is dir itself (see getMNIST).
 //
 // It is idempotent: when that folder (or dir itself) already holds every
-// batch file with a whole number of records, Get does nothing and returns
-// it. Otherwise, if dir holds the
+// batch file with the published number of records (or the number listed
+// in the marker of generated data, see WriteCIFAR), Get does nothing and
+// returns it. Otherwise, if dir holds the
 // archive (cifar-10-binary.tar.gz or cifar-100-binary.tar.gz, e.g. copied
 // there by hand on a machine without internet access), Get extracts it;
 // failing that it downloads the archive from BaseURL. The archive's MD5 is
@@ -136,24 +137,12 @@ func (o *GetOptions) printf(format string, args ...any) {
 	}
 }
 
-// complete checks that dir holds every batch file with a valid size. Files
-// with the published record counts pass; so do smaller whole-record files,
-// so that archives of generated test data are accepted too.
+// complete checks that dir holds every batch file with the published
+// record count, or, for generated data (archives of test data included),
+// with the count its marker lists (see WriteCIFAR).
 func (f *cifarFormat) complete(dir string) error {
-	for _, name := range f.files() {
-		p := filepath.Join(dir, name)
-		st, err := os.Stat(p)
-		if err != nil {
-			return err
-		}
-		if !st.Mode().IsRegular() {
-			return fmt.Errorf("%s is not a regular file", p)
-		}
-		if err := f.checkSize(p, st.Size()); err != nil {
-			return err
-		}
-	}
-	return nil
+	_, err := f.checkFiles(dir, f.files())
+	return err
 }
 
 // verifyFile checks the MD5 of the file at path against want (hex); an

@@ -61,6 +61,12 @@ func makeTarGz(t *testing.T, entries []tarEntry) []byte {
 // holding small generated batches.
 func cifarArchive(t *testing.T, kind string) []byte {
 	t.Helper()
+	return cifarArchiveWithout(t, kind, "")
+}
+
+// cifarArchiveWithout is cifarArchive without the file named skip.
+func cifarArchiveWithout(t *testing.T, kind, skip string) []byte {
+	t.Helper()
 	f, err := cifarFormatFor(kind)
 	if err != nil {
 		t.Fatal(err)
@@ -75,6 +81,9 @@ func cifarArchive(t *testing.T, kind string) []byte {
 		t.Fatal(err)
 	}
 	for _, fi := range files {
+		if fi.Name() == skip {
+			continue
+		}
 		b, err := os.ReadFile(filepath.Join(src, fi.Name()))
 		if err != nil {
 			t.Fatal(err)
@@ -251,6 +260,7 @@ func TestGetFailures(t *testing.T) {
 		{name: "hardlink", archive: makeTarGz(t, []tarEntry{{name: "cifar-10-batches-bin/x", typeflag: tar.TypeLink, link: "/etc/passwd"}}), want: "unsupported type"},
 		{name: "incomplete", archive: makeTarGz(t, []tarEntry{{name: "cifar-10-batches-bin/test_batch.bin", body: batch}}), want: "does not hold"},
 		{name: "wrong folder", archive: makeTarGz(t, []tarEntry{{name: "other/test_batch.bin", body: batch}}), want: "does not hold"},
+		{name: "generated without marker", archive: cifarArchiveWithout(t, CIFAR10, "optlab-generated.txt"), want: "data_batch_1.bin has 4 records, the published file has 10000: truncated?"},
 		{name: "duplicate", archive: makeTarGz(t, []tarEntry{{name: "a", body: batch}, {name: "./a", body: batch}}), want: "duplicate"},
 	}
 	for _, tc := range tests {
