@@ -11,6 +11,7 @@ import (
 	"hash"
 	"io"
 	"io/fs"
+	"net"
 	"net/http"
 	"os"
 	"path"
@@ -28,8 +29,14 @@ const DefaultBaseURL = "https://www.cs.toronto.edu/~kriz/"
 // archives hold about 180 MB.
 const maxExtractBytes = 2 << 30
 
+// Default download timeouts (see GetOptions).
+const (
+	DefaultConnectTimeout = 30 * time.Second
+	DefaultIdleTimeout    = 60 * time.Second
+)
+
 // GetOptions configures Get. The zero value downloads from DefaultBaseURL
-// with http.DefaultClient, verifies the published MD5 and prints nothing.
+// with the default timeouts, verifies the published MD5 and prints nothing.
 type GetOptions struct {
 	// BaseURL replaces DefaultBaseURL; the archive's name is appended.
 	BaseURL string
@@ -40,8 +47,19 @@ type GetOptions struct {
 	FileMD5 map[string]string
 	// SkipVerify disables the MD5 check entirely.
 	SkipVerify bool
-	// Client performs the download; nil means http.DefaultClient.
+	// Client performs the download; nil means a client like
+	// http.DefaultClient (proxy settings from the environment included)
+	// whose connections time out after ConnectTimeout.
 	Client *http.Client
+	// ConnectTimeout bounds establishing a connection (TCP and TLS
+	// handshakes) when Client is nil; zero means DefaultConnectTimeout,
+	// a negative value no limit.
+	ConnectTimeout time.Duration
+	// IdleTimeout fails a download when no data arrives for that long,
+	// whether the server is silent before its response or stalls in the
+	// middle of the body; zero means DefaultIdleTimeout, a negative value
+	// no limit. It applies to any Client.
+	IdleTimeout time.Duration
 	// Progress receives human-readable progress lines; nil means none.
 	Progress io.Writer
 	// KeepArchive keeps the downloaded archive in dir after extraction.
@@ -170,14 +188,111 @@ func checkSum(what string, h hash.Hash, want string) error {
 	return nil
 }
 
+// timeoutOr returns d, or def when d is zero, or 0 (no limit) when d is
+// negative.
+func timeoutOr(d, def time.Duration) time.Duration {
+	switch {
+	case d == 0:
+		return def
+	case d < 0:
+		return 0
+	}
+	return d
+}
+
+// newClient returns an HTTP client configured like http.DefaultClient whose
+// TCP and TLS handshakes each time out after connect (0: never).
+func newClient(connect time.Duration) *http.Client {
+	var t *http.Transport
+	if dt, ok := http.DefaultTransport.(*http.Transport); ok {
+		t = dt.Clone()
+	} else {
+		t = &http.Transport{Proxy: http.ProxyFromEnvironment, ForceAttemptHTTP2: true}
+	}
+	t.DialContext = (&net.Dialer{Timeout: connect, KeepAlive: 30 * time.Second}).DialContext
+	t.TLSHandshakeTimeout = connect
+	return &http.Client{Transport: t}
+}
+
+// idleError is the cause of a download cancelled for receiving nothing for
+// idle.
+type idleError struct{ idle time.Duration }
+
+func (e *idleError) Error() string {
+	return fmt.Sprintf("no data received for %v: the server stopped answering", e.idle)
+}
+
+// watchdog cancels a download through cancel when it is not fed for idle.
+type watchdog struct {
+	idle  time.Duration
+	timer *time.Timer // nil when idle is 0 (no limit)
+}
+
+func newWatchdog(idle time.Duration, cancel context.CancelCauseFunc) *watchdog {
+	w := &watchdog{idle: idle}
+	if idle > 0 {
+		w.timer = time.AfterFunc(idle, func() { cancel(&idleError{idle}) })
+	}
+	return w
+}
+
+// feed restarts the idle period.
+func (w *watchdog) feed() {
+	if w.timer != nil {
+		w.timer.Reset(w.idle)
+	}
+}
+
+func (w *watchdog) stop() {
+	if w.timer != nil {
+		w.timer.Stop()
+	}
+}
+
+// watchedReader feeds its watchdog whenever data arrives.
+type watchedReader struct {
+	r  io.Reader
+	wd *watchdog
+}
+
+func (w *watchedReader) Read(p []byte) (int, error) {
+	n, err := w.r.Read(p)
+	if n > 0 {
+		w.wd.feed()
+	}
+	return n, err
+}
+
+// downloadError explains err, which ended a download running under ctx:
+// the idle watchdog's cause when it fired, a connection timeout when the
+// client is ours (connect > 0), err itself otherwise.
+func downloadError(ctx context.Context, err error, ours bool, connect time.Duration) error {
+	var idle *idleError
+	if errors.As(context.Cause(ctx), &idle) {
+		return idle
+	}
+	var ne net.Error
+	if ctx.Err() == nil && ours && connect > 0 && errors.As(err, &ne) && ne.Timeout() {
+		return fmt.Errorf("no connection within %v: %w", connect, err)
+	}
+	return err
+}
+
 // download fetches url into the file dst, verifying its MD5 against want
 // while writing. The data goes to a temporary file renamed to dst only when
-// complete and verified.
+// complete and verified. The download fails when connecting takes longer
+// than opts.ConnectTimeout or no data arrives for opts.IdleTimeout.
 func download(ctx context.Context, url, dst, want string, opts GetOptions) (err error) {
-	client := opts.Client
-	if client == nil {
-		client = http.DefaultClient
+	connect := timeoutOr(opts.ConnectTimeout, DefaultConnectTimeout)
+	client, ours := opts.Client, opts.Client == nil
+	if ours {
+		client = newClient(connect)
+		defer client.CloseIdleConnections()
 	}
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	wd := newWatchdog(timeoutOr(opts.IdleTimeout, DefaultIdleTimeout), cancel)
+	defer wd.stop()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return fmt.Errorf("download %s: %w", url, err)
@@ -185,8 +300,9 @@ func download(ctx context.Context, url, dst, want string, opts GetOptions) (err 
 	opts.printf("downloading %s\n", url)
 	resp, err := client.Do(req)
 	if err != nil {
-		return fmt.Errorf("download %s: %w", url, err)
+		return fmt.Errorf("download %s: %w", url, downloadError(ctx, err, ours, connect))
 	}
+	wd.feed()
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		return fmt.Errorf("download %s: %s", url, resp.Status)
@@ -204,8 +320,8 @@ func download(ctx context.Context, url, dst, want string, opts GetOptions) (err 
 	}()
 	h := md5.New()
 	pw := &progressWriter{out: opts.Progress, total: resp.ContentLength, start: time.Now()}
-	if _, err := io.Copy(io.MultiWriter(tmp, h, pw), resp.Body); err != nil {
-		return fmt.Errorf("download %s: %w", url, err)
+	if _, err := io.Copy(io.MultiWriter(tmp, h, pw), &watchedReader{r: resp.Body, wd: wd}); err != nil {
+		return fmt.Errorf("download %s: %w", url, downloadError(ctx, err, ours, connect))
 	}
 	pw.finish()
 	if err := tmp.Close(); err != nil {

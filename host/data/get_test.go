@@ -7,14 +7,17 @@ import (
 	"context"
 	"crypto/md5"
 	"encoding/hex"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 )
 
 type tarEntry struct {
@@ -330,5 +333,154 @@ func TestGetRefusals(t *testing.T) {
 	}
 	if hits.Load() != 0 {
 		t.Errorf("%d requests, want 0", hits.Load())
+	}
+}
+
+// silentListener accepts connections and never sends a byte on them, like a
+// server that hangs; the connections are closed when the test ends.
+func silentListener(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var conns []net.Conn
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			conns = append(conns, c)
+		}
+	}()
+	t.Cleanup(func() {
+		ln.Close()
+		<-done
+		for _, c := range conns {
+			c.Close()
+		}
+	})
+	return ln.Addr().String()
+}
+
+// stallingServer sends the first half of body and then nothing until the
+// client gives up or the test ends. With trickle it instead sends body in
+// ten pieces, trickle apart.
+func stallingServer(t *testing.T, body []byte, trickle time.Duration) string {
+	t.Helper()
+	release := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Length", strconv.Itoa(len(body)))
+		if trickle > 0 {
+			step := (len(body) + 9) / 10
+			for i := 0; i < len(body); i += step {
+				w.Write(body[i:min(i+step, len(body))])
+				w.(http.Flusher).Flush()
+				time.Sleep(trickle)
+			}
+			return
+		}
+		w.Write(body[:len(body)/2])
+		w.(http.Flusher).Flush()
+		select {
+		case <-r.Context().Done():
+		case <-release:
+		}
+	}))
+	t.Cleanup(srv.Close)
+	t.Cleanup(func() { close(release) })
+	return srv.URL
+}
+
+// TestGetTimeouts checks that a server that never answers, or stops in the
+// middle, fails the download after the timeouts instead of hanging.
+func TestGetTimeouts(t *testing.T) {
+	archive := cifarArchive(t, CIFAR10)
+	const short = 200 * time.Millisecond
+	tests := []struct {
+		name    string
+		url     func(t *testing.T) string
+		opts    GetOptions
+		want    string // "" means success
+		atLeast time.Duration
+	}{
+		{
+			name: "never answers",
+			url:  func(t *testing.T) string { return "http://" + silentListener(t) },
+			opts: GetOptions{IdleTimeout: short},
+			want: "no data received for 200ms: the server stopped answering",
+		},
+		{
+			name: "never answers, own client",
+			url:  func(t *testing.T) string { return "http://" + silentListener(t) },
+			opts: GetOptions{IdleTimeout: short, Client: &http.Client{}},
+			want: "no data received for 200ms",
+		},
+		{
+			name: "stalls mid-body",
+			url:  func(t *testing.T) string { return stallingServer(t, archive, 0) },
+			opts: GetOptions{IdleTimeout: short},
+			want: "no data received for 200ms: the server stopped answering",
+		},
+		{
+			name: "TLS handshake never answered",
+			url:  func(t *testing.T) string { return "https://" + silentListener(t) },
+			opts: GetOptions{ConnectTimeout: short, IdleTimeout: time.Minute},
+			want: "no connection within 200ms",
+		},
+		{
+			name:    "slow but steady",
+			url:     func(t *testing.T) string { return stallingServer(t, archive, 50*time.Millisecond) },
+			opts:    GetOptions{IdleTimeout: short},
+			atLeast: 400 * time.Millisecond, // longer than the idle timeout
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			// The guard keeps a regression from hanging the test.
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			parent := t.TempDir()
+			dir := filepath.Join(parent, "data")
+			opts := tc.opts
+			opts.BaseURL, opts.MD5 = tc.url(t), md5Hex(archive)
+			start := time.Now()
+			_, err := Get(ctx, CIFAR10, dir, opts)
+			took := time.Since(start)
+			if tc.want == "" {
+				if err != nil {
+					t.Fatal(err)
+				}
+				if took < tc.atLeast {
+					t.Errorf("took %v, want at least %v", took, tc.atLeast)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("Get = %v, want an error containing %q", err, tc.want)
+			}
+			if took > 10*time.Second {
+				t.Errorf("took %v", took)
+			}
+			if left := listAll(t, parent); !slices.Equal(left, []string{"data"}) {
+				t.Errorf("left behind: %v", left)
+			}
+		})
+	}
+}
+
+// TestGetCancelWhileStalled checks that cancelling (Ctrl-C) a stalled
+// download reports the cancellation, not a timeout.
+func TestGetCancelWhileStalled(t *testing.T) {
+	archive := cifarArchive(t, CIFAR10)
+	url := stallingServer(t, archive, 0)
+	ctx, cancel := context.WithCancel(context.Background())
+	time.AfterFunc(100*time.Millisecond, cancel)
+	_, err := Get(ctx, CIFAR10, t.TempDir(), GetOptions{BaseURL: url, MD5: md5Hex(archive), IdleTimeout: time.Minute})
+	if err == nil || !strings.Contains(err.Error(), "canceled") || strings.Contains(err.Error(), "no data") {
+		t.Errorf("Get = %v, want a cancellation", err)
 	}
 }
