@@ -15,6 +15,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"math"
 	"os"
@@ -248,26 +249,42 @@ func readFile(path string) ([]Record, error) {
 	}
 	defer f.Close()
 	var out []Record
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 0, 64*1024), 64*1024*1024)
-	for n := 1; sc.Scan(); n++ {
-		line := bytes.TrimSpace(sc.Bytes())
-		if len(line) == 0 {
-			continue
-		}
+	err = readLines(path, f, func(line []byte) error {
 		var r Record
 		if err := json.Unmarshal(line, &r); err != nil {
-			return nil, fmt.Errorf("%s:%d: %w", path, n, err)
+			return err
 		}
 		if err := r.validate(); err != nil {
-			return nil, fmt.Errorf("%s:%d: %w", path, n, err)
+			return err
 		}
 		out = append(out, r)
-	}
-	if err := sc.Err(); err != nil {
-		return nil, fmt.Errorf("read %s: %w", path, err)
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	return out, nil
+}
+
+// readLines calls fn with every non-blank line of r, however long, trimmed
+// of surrounding white space. Errors of reading and of fn are returned as
+// "path:line: error", path naming r.
+func readLines(path string, r io.Reader, fn func(line []byte) error) error {
+	br := bufio.NewReaderSize(r, 64<<10)
+	for n := 1; ; n++ {
+		line, err := br.ReadBytes('\n')
+		if err != nil && !errors.Is(err, io.EOF) {
+			return fmt.Errorf("%s:%d: %w", path, n, err)
+		}
+		if trimmed := bytes.TrimSpace(line); len(trimmed) > 0 {
+			if ferr := fn(trimmed); ferr != nil {
+				return fmt.Errorf("%s:%d: %w", path, n, ferr)
+			}
+		}
+		if err != nil { // io.EOF
+			return nil
+		}
+	}
 }
 
 // Finished returns the keys of the runs recorded in path with status "ok",

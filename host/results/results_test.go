@@ -231,6 +231,43 @@ func TestReadErrors(t *testing.T) {
 	if _, err := Read(filepath.Join(dir, "missing.jsonl")); !errors.Is(err, fs.ErrNotExist) {
 		t.Fatalf("missing file: err = %v, want fs.ErrNotExist", err)
 	}
+	// A read error names the file and line too.
+	if _, err := Read(dir); err == nil || !strings.Contains(err.Error(), dir+":1: ") {
+		t.Fatalf("reading a directory: err = %v, want one naming %s:1", err, dir)
+	}
+}
+
+// TestReadLongLine checks that a line longer than any buffer (here 65 MiB,
+// over bufio.Scanner's old 64 MiB limit) is read, and that an error on the
+// line after it still names the file and line.
+func TestReadLongLine(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "runs.jsonl")
+	big := rec("big", "SAM", 1, map[string]any{"blob": strings.Repeat("x", 65<<20)}, t0)
+	for _, r := range []Record{rec("a", "SAM", 1, nil, t0), big} {
+		if err := Append(path, r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := Read(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 2 || got[1].Key != "big" || len(got[1].Config["blob"].(string)) != 65<<20 {
+		t.Fatalf("read %d records", len(got))
+	}
+	f, err := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteString("{oops\n"); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Read(path); err == nil || !strings.Contains(err.Error(), path+":3: ") {
+		t.Fatalf("err = %v, want one naming %s:3", err, path)
+	}
 }
 
 func TestFinished(t *testing.T) {
