@@ -5,8 +5,8 @@
 // Appends are atomic: the whole new file is written to a temporary file in
 // the same directory, synced and renamed over the old one, so a reader (or a
 // crash) never observes a half-written line. Appends from several processes
-// to the same file are not serialised; give each shard its own file and
-// combine them with Merge.
+// to the same file are serialised by a lock file next to it (see Lock), so
+// none is lost; Claim lets such processes share one experiment's runs.
 package results
 
 import (
@@ -188,18 +188,21 @@ func Marshal(rec Record) ([]byte, error) {
 // and its directories when missing. The file is replaced atomically: the old
 // contents plus the new line are written to a temporary file in the same
 // directory, synced, and renamed over path, so path always holds complete
-// lines. Before writing, Append fills an empty ConfigHash (and rejects one
-// that does not match Config), moves NaN/±Inf metrics to Undefined and sets
-// a zero Finished to the current UTC time.
+// lines. The read, rewrite and rename happen under the file's Lock, so
+// appends from several processes (or goroutines) all land. Before writing,
+// Append fills an empty ConfigHash (and rejects one that does not match
+// Config), moves NaN/±Inf metrics to Undefined and sets a zero Finished to
+// the current UTC time.
 func Append(path string, rec Record) error {
 	line, err := Marshal(rec)
 	if err != nil {
 		return fmt.Errorf("append to %s: %w", path, err)
 	}
-	dir := filepath.Dir(path)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	unlock, err := Lock(path)
+	if err != nil {
 		return fmt.Errorf("append to %s: %w", path, err)
 	}
+	defer unlock()
 	old, err := os.ReadFile(path)
 	mode := fs.FileMode(0o644)
 	switch {
