@@ -369,6 +369,7 @@ func runExperiment(ctx context.Context, path string, o runOpts, stderr io.Writer
 	interrupted := func() error {
 		return fmt.Errorf("%v; finished runs are kept in %s (run the same command again to continue)", context.Cause(ctx), runsPath)
 	}
+	owner := results.Owner()
 	for _, run := range runs {
 		if fin, ok := done[run.Key]; ok {
 			diff := results.ConfigDiff(fin.rec.Config, r.Record(run, p.method(run)).Config)
@@ -386,10 +387,22 @@ func runExperiment(ctx context.Context, path string, o runOpts, stderr io.Writer
 		if ctx.Err() != nil {
 			return res, interrupted()
 		}
+		// Several hosts may work on one experiment: each run is trained by
+		// the host that claims it (a host that died leaves its claims to be
+		// taken over).
+		mine, err := results.Claim(runsPath, run.Key, owner, results.OwnerGone)
+		if err != nil {
+			return res, err
+		}
+		if !mine {
+			fmt.Fprintf(stderr, "host: %s is being trained by another host, or has just finished; skipping\n", run.Key)
+			continue
+		}
 		rec, err := runOne(ctx, r, p, run)
 		if err != nil && ctx.Err() != nil {
 			// Interrupted: not a failure of the method, and not recorded.
 			// A run that finished as the signal came (err == nil) is.
+			_ = results.Release(runsPath, run.Key, owner)
 			return res, fmt.Errorf("%s: %w", run.Key, interrupted())
 		}
 		if err != nil {
@@ -401,6 +414,9 @@ func runExperiment(ctx context.Context, path string, o runOpts, stderr io.Writer
 		}
 		if err := results.Append(runsPath, rec); err != nil {
 			return res, fmt.Errorf("saving result of %s: %w", run.Key, err)
+		}
+		if err := results.Release(runsPath, run.Key, owner); err != nil {
+			return res, err
 		}
 	}
 	res.files, _ = filepath.Glob(filepath.Join(filepath.Dir(runsPath), "*.jsonl"))
@@ -441,7 +457,13 @@ func finishedRuns(dir string) (map[string]finished, error) {
 // superseded folder.
 func supersede(dir, file, key string) (string, error) {
 	sup := filepath.Join(dir, train.SupersededDir)
-	if _, err := results.Supersede(file, key, filepath.Join(sup, "runs.jsonl")); err != nil {
+	unlock, err := results.Lock(file)
+	if err != nil {
+		return "", err
+	}
+	_, err = results.Supersede(file, key, filepath.Join(sup, "runs.jsonl"))
+	unlock()
+	if err != nil {
 		return "", err
 	}
 	stamp := "." + time.Now().UTC().Format("20060102T150405Z")

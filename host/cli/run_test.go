@@ -1,7 +1,9 @@
 package cli_test
 
 import (
+	"bytes"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -291,5 +293,49 @@ func TestRunKeysDistinctFiles(t *testing.T) {
 	models, _ := filepath.Glob(filepath.Join(res, s.Name, "checkpoints", "*.safetensors"))
 	if len(models) != 2 {
 		t.Errorf("final models: %v, want one per run", models)
+	}
+}
+
+// TestHostsShareGrid starts several hosts on one experiment at once: they
+// share its grid, each run trained by exactly one of them, and no finished
+// run is lost from the results file.
+func TestHostsShareGrid(t *testing.T) {
+	dir := t.TempDir()
+	s := spec{Name: "shared", Seeds: "[1, 2, 3]", Methods: []method{{Name: "SGD", Plugin: "sgd"}, {Name: "SAM", Plugin: "sam"}}}
+	exp := s.write(t, dir)
+	res := filepath.Join(dir, "results")
+	const hosts = 3
+	cmds := make([]*exec.Cmd, hosts)
+	outs := make([]*bytes.Buffer, hosts)
+	for i := range cmds {
+		outs[i] = &bytes.Buffer{}
+		cmds[i] = exec.Command(hostBin, "run", "-q", "--plugins", pluginDir, "--results", res, exp)
+		cmds[i].Stderr = outs[i]
+		if err := cmds[i].Start(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i, c := range cmds {
+		if err := c.Wait(); err != nil {
+			t.Fatalf("host %d: %v\n%s", i, err, outs[i])
+		}
+	}
+	recs := readRecords(t, results.Path(res, s.Name)) // fails on a run recorded twice
+	if len(recs) != 6 {
+		t.Fatalf("%d records, want 6", len(recs))
+	}
+	for key := range recs {
+		skipped := 0
+		for _, o := range outs {
+			if strings.Contains(o.String(), "host: "+key+" is being trained by another host") || strings.Contains(o.String(), "host: "+key+" already finished") {
+				skipped++
+			}
+		}
+		if skipped != hosts-1 {
+			t.Errorf("%s: skipped by %d of %d hosts, want all but the one that trained it", key, skipped, hosts)
+		}
+	}
+	if claims, err := results.Claims(results.Path(res, s.Name)); err != nil || len(claims) != 0 {
+		t.Errorf("claims left after every host finished: %v, %v", claims, err)
 	}
 }
