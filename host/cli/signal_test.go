@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/optlab/optlab/host/results"
+	"github.com/optlab/optlab/internal/testutil"
 )
 
 // copyFile copies the executable src to dst.
@@ -118,6 +119,64 @@ func TestInterrupt(t *testing.T) {
 	}
 	if rec := recs["method=SGD/arch=mlp/seed=1"]; rec.Status != results.StatusOK {
 		t.Errorf("finished run: status %q (%s), want ok", rec.Status, rec.Error)
+	}
+	if left := waitNoProcesses(plugins, 5*time.Second); len(left) > 0 {
+		t.Errorf("plugin processes %v still running after the host exited", left)
+	}
+}
+
+// TestInterruptWrapper: Ctrl-C while a run's plugin is a shell script that
+// started the real plugin without exec (so the plugin is the host's
+// grandchild): the host still exits promptly and leaves no plugin running.
+func TestInterruptWrapper(t *testing.T) {
+	dir := t.TempDir()
+	plugins := filepath.Join(dir, "plugins")
+	if err := os.Mkdir(plugins, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	real := filepath.Join(plugins, "faultplugin.bin")
+	copyFile(t, filepath.Join(pluginDir, "faultplugin"), real)
+	script := "#!/bin/sh\n\"" + real + "\" \"$@\"\n"
+	if err := os.WriteFile(filepath.Join(plugins, "stuck"), []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	s := spec{Name: "wrapped", Methods: []method{{Name: "Stuck", Plugin: "stuck", Params: []string{"hang_at = 0"}}}}
+	exp := s.write(t, dir)
+	var stderr testutil.SyncBuffer
+	cmd := exec.Command(hostBin, "run", "-q", "--plugins", plugins, "--results", filepath.Join(dir, "results"), exp)
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan struct{}) // closed when the host has exited
+	go func() { _ = cmd.Wait(); close(exited) }()
+	defer func() {
+		select {
+		case <-exited:
+		default:
+			cmd.Process.Kill()
+			<-exited
+		}
+	}()
+	// Wait until the run's plugin is running: the start-up line comes after
+	// the plugins were asked for their schemas.
+	deadline := time.Now().Add(60 * time.Second)
+	for !strings.Contains(stderr.String(), "host: libtorch") || len(processesOf(plugins)) == 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("the run did not start in time:\n%s", stderr.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err := cmd.Process.Signal(os.Interrupt); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-exited:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("host did not exit within 30s of SIGINT:\n%s", stderr.String())
+	}
+	if !strings.Contains(stderr.String(), "interrupted") {
+		t.Errorf("stderr does not say the run was interrupted:\n%s", stderr.String())
 	}
 	if left := waitNoProcesses(plugins, 5*time.Second); len(left) > 0 {
 		t.Errorf("plugin processes %v still running after the host exited", left)
