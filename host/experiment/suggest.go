@@ -3,58 +3,18 @@ package experiment
 import (
 	"fmt"
 	"strings"
+
+	"github.com/optlab/optlab/internal/suggest"
 )
 
 // suggestion returns "; did you mean "x"?" for the candidate closest to
 // name, or " (valid <noun>: a, b, c)" when none is close enough.
 func suggestion(name string, candidates []string, noun string) string {
-	if best, ok := closest(name, candidates); ok {
+	if best, ok := suggest.Closest(name, candidates); ok {
 		return fmt.Sprintf("; did you mean %q?", best)
 	}
 	if len(candidates) == 0 {
 		return fmt.Sprintf(" (there are no %s)", noun)
 	}
 	return fmt.Sprintf(" (valid %s: %s)", noun, strings.Join(candidates, ", "))
-}
-
-// closest returns the candidate with the smallest edit distance to name
-// (ignoring case), if it is close enough to be a plausible typo: at most
-// max(2, len/3) edits, and fewer edits than the longer string has runes.
-// Ties go to the earlier candidate.
-func closest(name string, candidates []string) (string, bool) {
-	best, bestD := "", -1
-	for _, c := range candidates {
-		d := editDistance(strings.ToLower(name), strings.ToLower(c))
-		if bestD < 0 || d < bestD {
-			best, bestD = c, d
-		}
-	}
-	if bestD < 0 {
-		return "", false
-	}
-	n := max(len([]rune(name)), len([]rune(best)))
-	limit := max(2, n/3)
-	return best, bestD <= limit && bestD < n
-}
-
-// editDistance is the Levenshtein distance between a and b, in runes.
-func editDistance(a, b string) int {
-	ra, rb := []rune(a), []rune(b)
-	prev := make([]int, len(rb)+1)
-	cur := make([]int, len(rb)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(ra); i++ {
-		cur[0] = i
-		for j := 1; j <= len(rb); j++ {
-			cost := 1
-			if ra[i-1] == rb[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(rb)]
 }

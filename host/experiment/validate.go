@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"unicode"
+
+	"github.com/optlab/optlab/internal/suggest"
 )
 
 // Validate checks every value of exp: ranges, enums and consistency
@@ -107,7 +109,7 @@ func (v *validator) data() {
 		key := fmt.Sprintf("data.augment[%d]", i)
 		switch {
 		case a != "crop" && a != "flip":
-			v.add(v.line(key, "data.augment"), key, "data.augment: unknown augmentation %q (allowed: crop, flip)%s", a, suggestionIfClose(a, []string{"crop", "flip"}))
+			v.add(v.line(key, "data.augment"), key, "data.augment: unknown augmentation %q (allowed: crop, flip)%s", a, suggest.DidYouMean(a, []string{"crop", "flip"}))
 		case seen[a]:
 			v.add(v.line(key, "data.augment"), key, "data.augment lists %q twice", a)
 		}
@@ -438,7 +440,7 @@ func (v *validator) enum(key, got string, allowed ...string) {
 	if slices.Contains(allowed, got) {
 		return
 	}
-	v.fail(key, "must be one of %s (got %q)%s", strings.Join(allowed, ", "), got, suggestionIfClose(got, allowed))
+	v.fail(key, "must be one of %s (got %q)%s", strings.Join(allowed, ", "), got, suggest.DidYouMean(got, allowed))
 }
 
 // nonBlank requires got (the value of key) to be non-blank because of the
@@ -480,12 +482,4 @@ func (v *validator) floatIn(key string, x, lo, hi float64, loClosed, hiClosed bo
 			formatFloat(hi) + map[bool]string{true: "]", false: ")"}[hiClosed]
 	}
 	v.fail(key, "must be %s (got %s)", want, formatFloat(x))
-}
-
-// suggestionIfClose returns "; did you mean "x"?" or "".
-func suggestionIfClose(name string, candidates []string) string {
-	if best, ok := closest(name, candidates); ok && name != "" {
-		return fmt.Sprintf("; did you mean %q?", best)
-	}
-	return ""
 }

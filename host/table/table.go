@@ -20,6 +20,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/optlab/optlab/host/results"
+	"github.com/optlab/optlab/internal/suggest"
 )
 
 // Format is an output format.
@@ -223,7 +224,7 @@ func checkMetrics(want []string, all, ok []results.Record) error {
 	valid = sortMetrics(valid)
 	for _, m := range want {
 		if !slices.Contains(valid, m) {
-			return fmt.Errorf("unknown metric %q%s (valid metrics: %s)", m, didYouMean(m, valid), joinPrintable(valid))
+			return fmt.Errorf("unknown metric %q%s (valid metrics: %s)", m, suggest.DidYouMean(m, valid), joinPrintable(valid))
 		}
 	}
 	if len(ok) == 0 {
@@ -265,46 +266,6 @@ func quoteOdd(s string) string {
 		return strconv.Quote(s)
 	}
 	return s
-}
-
-// didYouMean returns "; did you mean "x"?" for the candidate closest to
-// name by edit distance (ignoring case) when it is a plausible typo (at
-// most max(2, len/3) edits, and fewer edits than the longer string has
-// runes), or "".
-func didYouMean(name string, candidates []string) string {
-	best, bestD := "", -1
-	for _, c := range candidates {
-		if d := editDistance(strings.ToLower(name), strings.ToLower(c)); bestD < 0 || d < bestD {
-			best, bestD = c, d
-		}
-	}
-	n := max(len([]rune(name)), len([]rune(best)))
-	if bestD < 0 || bestD > max(2, n/3) || bestD >= n {
-		return ""
-	}
-	return fmt.Sprintf("; did you mean %q?", best)
-}
-
-// editDistance is the Levenshtein distance between a and b, in runes.
-func editDistance(a, b string) int {
-	ra, rb := []rune(a), []rune(b)
-	prev := make([]int, len(rb)+1)
-	cur := make([]int, len(rb)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(ra); i++ {
-		cur[0] = i
-		for j := 1; j <= len(rb); j++ {
-			cost := 1
-			if ra[i-1] == rb[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(rb)]
 }
 
 // normalize validates opts and fills defaults.
