@@ -13,8 +13,12 @@
 // then one base-optimizer step (BaseStep) from θ with (1/K) Σₖ Gₖ.
 // Norms are global L2 norms over all parameters; the 1e-12 in the
 // denominators (the paper has none) is the released code's and keeps a
-// zero gradient finite. ε ~ N(0, σ²I) with σ = noise_std, default 0.01:
-// the appendix's fixed N(0, 1e-4) (Algorithm 1 writes N(0, ρI)). ρ₂ = 2ρ₁
+// zero gradient finite. ε ~ N(0, σ²I) with σ = noise_std, default 0: the
+// appendix's fixed N(0, 1e-4) (Algorithm 1 writes N(0, ρI)) read as σ =
+// 0.01 or σ = 1e-4 made no measurable difference on the Fashion-MNIST
+// benchmark (docs/RESULTS.md), the released code that produced the paper's
+// numbers never adds noise, and σ = 0.01 on every weight is a perturbation
+// of norm σ√d ≈ 60 on WRN-28-10 (600 ρ₂); set noise_std to use it. ρ₂ = 2ρ₁
 // unless given, as in all of the paper's experiments.
 //
 // Reference mode (mode = "reference") is what the released code runs:
@@ -77,7 +81,8 @@ import (
 )
 
 // Auto as the value of rho2 or noise_std means "as the mode says": 2ρ₁,
-// and σ = 0.01 (paper) or 0 (reference).
+// and σ = 0 in both modes (see the package doc for why paper mode has no
+// noise by default).
 const Auto = -1.0
 
 // Config holds OT-MDR's hyperparameters. Values of "" or Auto are
@@ -86,7 +91,7 @@ type Config struct {
 	Mode              string  `hp:"mode" doc:"\"paper\" (Algorithm 1) or \"reference\" (released code: merge_grad, no noise, particles summed, loader-order halves for K = 1)"`
 	Rho1              float64 `hp:"rho1" doc:"first ascent radius ρ₁ (paper: 0.05 on CIFAR-10, 0.1 on CIFAR-100)"`
 	Rho2              float64 `hp:"rho2" doc:"second ascent radius ρ₂; -1: 2ρ₁ (the paper's setting)"`
-	NoiseStd          float64 `hp:"noise_std" doc:"std σ of the noise ε added after each ascent; -1: the mode's (paper 0.01, reference 0)"`
+	NoiseStd          float64 `hp:"noise_std" doc:"std σ of the noise ε added after each ascent; -1: the mode's (0 in both: docs/RESULTS.md; the appendix's N(0, 1e-4) is 0.01)"`
 	Particles         int     `hp:"particles" doc:"particles K per member"`
 	ParticleReduction string  `hp:"particle_reduction" doc:"\"mean\" or \"sum\" of the K gradients; \"\": the mode's (paper mean, reference sum)"`
 	MergeGrad         bool    `hp:"merge_grad" doc:"second ascent along g¹+g², divided by ‖g²‖ (released --merge_grad; forced on by mode = reference)"`
@@ -121,10 +126,9 @@ func ParseConfig(params map[string]any) (Config, error) {
 		c.Rho2 = 2 * c.Rho1
 	}
 	if c.NoiseStd == Auto {
-		c.NoiseStd = 0.01
-		if ref {
-			c.NoiseStd = 0
-		}
+		// Both modes: see the package doc (decided by the Fashion-MNIST
+		// benchmark, docs/RESULTS.md).
+		c.NoiseStd = 0
 	}
 	c.MergeGrad = c.MergeGrad || ref
 	if c.MergeMean && !c.MergeGrad {

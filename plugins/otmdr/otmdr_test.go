@@ -74,7 +74,7 @@ func TestInfo(t *testing.T) {
 }
 
 func TestParseConfig(t *testing.T) {
-	paper := otmdr.Config{Mode: "paper", Rho1: 0.05, Rho2: 0.1, NoiseStd: 0.01, Particles: 1,
+	paper := otmdr.Config{Mode: "paper", Rho1: 0.05, Rho2: 0.1, NoiseStd: 0, Particles: 1,
 		ParticleReduction: "mean", Split: "random", BN: "halves"}
 	ref := otmdr.Config{Mode: "reference", Rho1: 0.05, Rho2: 0.1, NoiseStd: 0, Particles: 1,
 		ParticleReduction: "sum", MergeGrad: true, Split: "loader", BN: "halves"}
