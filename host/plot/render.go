@@ -11,7 +11,6 @@ import (
 	gplot "gonum.org/v1/plot"
 	"gonum.org/v1/plot/palette/moreland"
 	"gonum.org/v1/plot/plotter"
-	"gonum.org/v1/plot/plotutil"
 	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
 	"gonum.org/v1/plot/vg/vgimg"
@@ -103,7 +102,7 @@ func linePlot(pn Panel) (*gplot.Plot, error) {
 		if len(s.X) != len(s.Y) {
 			return nil, fmt.Errorf("series %q: %d x values, %d y values", s.Label, len(s.X), len(s.Y))
 		}
-		col := plotutil.Color(s.Color)
+		col := seriesColor(s.Color)
 		if len(s.Lo) == len(s.X) && len(s.Hi) == len(s.X) && len(s.X) > 1 {
 			poly, err := plotter.NewPolygon(band(s))
 			if err == nil {
@@ -123,7 +122,7 @@ func linePlot(pn Panel) (*gplot.Plot, error) {
 		}
 		l.Color = col
 		l.Width = vg.Points(1.6)
-		if s.Dashed {
+		if s.Dashed || s.Color >= paletteSize {
 			l.Dashes = []vg.Length{vg.Points(5), vg.Points(3)}
 		}
 		p.Add(l)
@@ -372,4 +371,18 @@ func renderSafely(render func(draw.Canvas), dc draw.Canvas) (err error) {
 	}()
 	render(dc)
 	return nil
+}
+
+// paletteSize is the number of distinct line colours; series beyond it
+// reuse them with dashed lines.
+const paletteSize = 10
+
+// seriesColor is the colour of series number i: ten colours that stay
+// distinct from each other (the Tableau 10 palette).
+func seriesColor(i int) color.Color {
+	palette := [paletteSize]color.NRGBA{
+		{0x4E, 0x79, 0xA7, 0xFF}, {0xF2, 0x8E, 0x2B, 0xFF}, {0xE1, 0x57, 0x59, 0xFF}, {0x76, 0xB7, 0xB2, 0xFF}, {0x59, 0xA1, 0x4F, 0xFF},
+		{0xED, 0xC9, 0x48, 0xFF}, {0xB0, 0x7A, 0xA1, 0xFF}, {0xFF, 0x9D, 0xA7, 0xFF}, {0x9C, 0x75, 0x5F, 0xFF}, {0x4D, 0x4D, 0x4D, 0xFF},
+	}
+	return palette[((i%paletteSize)+paletteSize)%paletteSize]
 }
