@@ -1,0 +1,72 @@
+// Package docs_test keeps the tables in the documentation honest: every
+// block of a markdown file under docs/ that is introduced by
+//
+//	<!-- host table ARGS -->
+//
+// and closed by <!-- end --> must be exactly what `host table ARGS` prints
+// (paths in ARGS relative to the repository root). Run
+//
+//	go test ./docs -update
+//
+// to regenerate the blocks after the results files change.
+package docs_test
+
+import (
+	"bytes"
+	"flag"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/optlab/optlab/host/table"
+)
+
+var update = flag.Bool("update", false, "rewrite the generated tables in the docs")
+
+var block = regexp.MustCompile(`(?s)(<!-- host table ([^\n]*?) -->\n)(.*?)(<!-- end -->)`)
+
+func TestGeneratedTables(t *testing.T) {
+	files, err := filepath.Glob("*.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var failed bool
+		out := block.ReplaceAllFunc(b, func(m []byte) []byte {
+			sub := block.FindSubmatch(m)
+			n++
+			args := strings.Fields(string(sub[2]))
+			for i, a := range args {
+				if strings.HasSuffix(a, ".jsonl") {
+					args[i] = filepath.Join("..", a)
+				}
+			}
+			var got bytes.Buffer
+			if err := table.Run(&got, args); err != nil {
+				t.Errorf("%s: host table %s: %v", f, sub[2], err)
+				failed = true
+				return m
+			}
+			want := got.String()
+			if !*update && string(sub[3]) != want {
+				t.Errorf("%s: the block of `host table %s` differs from what it prints (go test ./docs -update):\n--- in the file\n%s\n--- printed\n%s", f, sub[2], sub[3], want)
+			}
+			return append(append(append([]byte{}, sub[1]...), want...), sub[4]...)
+		})
+		if *update && !failed && !bytes.Equal(out, b) {
+			if err := os.WriteFile(f, out, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if n == 0 {
+		t.Fatal("no generated table blocks found in docs/*.md")
+	}
+}
