@@ -3,7 +3,6 @@ package cli_test
 import (
 	"bytes"
 	"errors"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,26 +13,6 @@ import (
 	"github.com/optlab/optlab/host/results"
 	"github.com/optlab/optlab/internal/testutil"
 )
-
-// copyFile copies the executable src to dst.
-func copyFile(t *testing.T, src, dst string) {
-	t.Helper()
-	in, err := os.Open(src)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer in.Close()
-	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o755)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := io.Copy(out, in); err != nil {
-		t.Fatal(err)
-	}
-	if err := out.Close(); err != nil {
-		t.Fatal(err)
-	}
-}
 
 // TestInterrupt sends SIGINT to a `host run` process during its second run:
 // the process exits non-zero saying that the finished runs are kept, the
@@ -47,7 +26,7 @@ func TestInterrupt(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, p := range []string{"sgd", "faultplugin"} {
-		copyFile(t, filepath.Join(pluginDir, p), filepath.Join(plugins, p))
+		testutil.CopyExecutable(t, filepath.Join(pluginDir, p), filepath.Join(plugins, p))
 	}
 	// The second run hangs in its first step, so that it is surely in
 	// progress, with its plugin running, when the signal comes.
@@ -135,7 +114,7 @@ func TestInterruptWrapper(t *testing.T) {
 		t.Fatal(err)
 	}
 	real := filepath.Join(plugins, "faultplugin.bin")
-	copyFile(t, filepath.Join(pluginDir, "faultplugin"), real)
+	testutil.CopyExecutable(t, filepath.Join(pluginDir, "faultplugin"), real)
 	script := "#!/bin/sh\n\"" + real + "\" \"$@\"\n"
 	if err := os.WriteFile(filepath.Join(plugins, "stuck"), []byte(script), 0o755); err != nil {
 		t.Fatal(err)

@@ -321,21 +321,7 @@ func TestOpErrorsReachTheHost(t *testing.T) {
 }
 
 func TestPluginExitsWhenHostDies(t *testing.T) {
-	helper := exec.Command(os.Args[0], "-test.run=^$")
-	helper.Env = append(os.Environ(), helperEnv+"="+filepath.Join(binDir, "toy"))
-	helper.Stderr = testWriter{t}
-	out, err := helper.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := helper.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = helper.Process.Kill(); _ = helper.Wait() })
-	line, err := bufio.NewReader(out).ReadString('\n')
-	if err != nil {
-		t.Fatalf("helper host printed no PID: %v", err)
-	}
+	helper, line := startHelperHost(t, filepath.Join(binDir, "toy"))
 	pid, err := strconv.Atoi(strings.TrimSpace(line))
 	if err != nil || !alive(pid) {
 		t.Fatalf("helper host printed %q; plugin alive = %v", line, alive(pid))
@@ -355,6 +341,29 @@ func TestPluginExitsWhenHostDies(t *testing.T) {
 	if _, err := os.Stat(socketDir); !os.IsNotExist(err) {
 		t.Errorf("socket dir %s left behind: %v", socketDir, err)
 	}
+}
+
+// startHelperHost starts this test binary as a host (helperHost) that
+// launches the plugin at path, and returns it with the line it printed (the
+// plugin's PID) once the plugin runs. The helper is killed at cleanup.
+func startHelperHost(t *testing.T, path string) (*exec.Cmd, string) {
+	t.Helper()
+	helper := exec.Command(os.Args[0], "-test.run=^$")
+	helper.Env = append(os.Environ(), helperEnv+"="+path)
+	helper.Stderr = testWriter{t}
+	out, err := helper.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := helper.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = helper.Process.Kill(); _ = helper.Wait() })
+	line, err := bufio.NewReader(out).ReadString('\n')
+	if err != nil {
+		t.Fatalf("helper host printed no PID: %v", err)
+	}
+	return helper, line
 }
 
 // envOf returns an environment variable of process pid (Linux).

@@ -1,13 +1,10 @@
 package plugin
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -16,6 +13,7 @@ import (
 	"time"
 
 	"github.com/optlab/optlab/internal/testplugin"
+	"github.com/optlab/optlab/internal/testutil"
 	"github.com/optlab/optlab/sdk/optim"
 )
 
@@ -58,21 +56,7 @@ func childrenRunning(exe string) []int {
 func copyBinary(t *testing.T, src string) string {
 	t.Helper()
 	dst := filepath.Join(t.TempDir(), filepath.Base(src)+"-copy")
-	in, err := os.Open(src)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer in.Close()
-	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o755)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := io.Copy(out, in); err != nil {
-		t.Fatal(err)
-	}
-	if err := out.Close(); err != nil {
-		t.Fatal(err)
-	}
+	testutil.CopyExecutable(t, src, dst)
 	return dst
 }
 
@@ -139,20 +123,7 @@ func TestWrapperStartTimeout(t *testing.T) {
 // (the host's grandchild, whose parent shell outlives the host) must exit.
 func TestWrapperExitsWhenHostDies(t *testing.T) {
 	toy := copyBinary(t, filepath.Join(binDir, "toy"))
-	helper := exec.Command(os.Args[0], "-test.run=^$")
-	helper.Env = append(os.Environ(), helperEnv+"="+wrapper(t, toy))
-	helper.Stderr = testWriter{t}
-	out, err := helper.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := helper.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = helper.Process.Kill(); _ = helper.Wait() })
-	if _, err := bufio.NewReader(out).ReadString('\n'); err != nil {
-		t.Fatalf("helper host printed no PID: %v", err)
-	}
+	helper, _ := startHelperHost(t, wrapper(t, toy))
 	pids := childrenRunning(toy)
 	if len(pids) != 1 {
 		t.Fatalf("wrapped plugin processes: %v", pids)

@@ -4,10 +4,12 @@ package testutil
 import (
 	"bytes"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"strings"
 	"sync"
+	"testing"
 )
 
 // SyncBuffer is a bytes.Buffer safe for concurrent writes: the host writes
@@ -42,4 +44,25 @@ func GoBuild(out string, pkgs ...string) error {
 		return fmt.Errorf("go %s: %w", strings.Join(args, " "), err)
 	}
 	return nil
+}
+
+// CopyExecutable copies the executable src to the new file dst, so that
+// the processes running the copy can be told from any other's.
+func CopyExecutable(t testing.TB, src, dst string) {
+	t.Helper()
+	in, err := os.Open(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer in.Close()
+	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o755)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		t.Fatal(err)
+	}
+	if err := out.Close(); err != nil {
+		t.Fatal(err)
+	}
 }
