@@ -32,6 +32,14 @@ func ConfigDiff(old, now map[string]any) []string {
 	return out
 }
 
+// SameConfig reports whether two recorded configurations describe the same
+// run: one's keys are all in the other with equal values (the record with
+// fewer keys was written by an older optlab, which recorded fewer
+// settings).
+func SameConfig(a, b map[string]any) bool {
+	return ConfigDiff(a, b) == nil || ConfigDiff(b, a) == nil
+}
+
 func canonString(v any) string {
 	var b strings.Builder
 	canon(&b, reflect.ValueOf(v))

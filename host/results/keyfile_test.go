@@ -65,3 +65,20 @@ func TestConfigDiff(t *testing.T) {
 		t.Errorf("equal configurations differ: %v", d)
 	}
 }
+
+// TestMergeOlderRecord: a record written by an older optlab (fewer config
+// keys, so another hash) merges with a newer one of the same settings; a
+// real difference is still refused.
+func TestMergeOlderRecord(t *testing.T) {
+	base := Record{Experiment: "e", Method: "SAM", Dataset: "d", Arch: "cnn", Status: StatusOK}
+	old, now, other := base, base, base
+	old.Key, old.Config = "method=SAM/arch=cnn/seed=1", map[string]any{"params.rho": 0.05}
+	now.Key, now.Config = "method=SAM/arch=cnn/seed=2", map[string]any{"params.rho": 0.05, "train.optimizer.lr": 0.1}
+	other.Key, other.Config = "method=SAM/arch=cnn/seed=3", map[string]any{"params.rho": 0.1, "train.optimizer.lr": 0.1}
+	if _, err := Merge([]Record{old, now}); err != nil {
+		t.Errorf("older and newer record of one configuration: %v", err)
+	}
+	if _, err := Merge([]Record{old, now, other}); err == nil || !strings.Contains(err.Error(), "mixes configurations") {
+		t.Errorf("different rho merged: %v", err)
+	}
+}

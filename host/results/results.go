@@ -319,7 +319,9 @@ func Finished(path string) (map[string]bool, error) {
 // same Method within the same experiment, dataset and arch whose
 // ConfigHash differs: they would be pooled into one table cell although
 // they are different configurations. A record with an empty ConfigHash is
-// compared by HashConfig(Config).
+// compared by HashConfig(Config). Records whose hashes differ only because
+// one was written by an older optlab, whose config has fewer keys, are the
+// same configuration (SameConfig).
 func Merge(recs []Record) ([]Record, error) {
 	type id struct{ exp, key string }
 	index := make(map[id]int)
@@ -349,7 +351,7 @@ func Merge(recs []Record) ([]Record, error) {
 			first[c] = i
 			continue
 		}
-		if o := out[j]; o.ConfigHash != r.ConfigHash {
+		if o := out[j]; o.ConfigHash != r.ConfigHash && !SameConfig(o.Config, r.Config) {
 			return nil, fmt.Errorf("merge: method %q (experiment %q, dataset %q, arch %q) mixes configurations: run %q has config hash %s but run %q has %s",
 				r.Method, r.Experiment, r.Dataset, r.Arch, o.Key, o.ConfigHash, r.Key, r.ConfigHash)
 		}
