@@ -457,28 +457,12 @@ func finishedRuns(dir string) (map[string]finished, error) {
 // superseded folder.
 func supersede(dir, file, key string) (string, error) {
 	sup := filepath.Join(dir, train.SupersededDir)
-	unlock, err := results.Lock(file)
-	if err != nil {
+	if _, err := results.Supersede(file, key, filepath.Join(sup, "runs.jsonl")); err != nil {
 		return "", err
 	}
-	_, err = results.Supersede(file, key, filepath.Join(sup, "runs.jsonl"))
-	unlock()
-	if err != nil {
-		return "", err
-	}
-	stamp := "." + time.Now().UTC().Format("20060102T150405Z")
-	stem := results.KeyFileStem(key)
-	for _, f := range []string{filepath.Join(plot.CurvesDir, stem+plot.CurveExt), filepath.Join("checkpoints", stem+".safetensors")} {
-		src := filepath.Join(dir, f)
-		if _, err := os.Stat(src); err != nil {
-			continue
-		}
-		dst := filepath.Join(sup, f+stamp)
-		if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+	for _, f := range []string{filepath.Join(plot.CurvesDir, plot.KeyFileName(key)), train.ModelFile(key)} {
+		if _, err := train.KeepAside(dir, f); err != nil {
 			return "", err
-		}
-		if err := os.Rename(src, dst); err != nil {
-			return "", fmt.Errorf("keeping the old %s: %w", f, err)
 		}
 	}
 	return sup, nil

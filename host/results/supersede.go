@@ -16,8 +16,14 @@ import (
 // the results file dst (appended, its folder created), and returns how many
 // it moved. The other lines of path stay as they are. It is how a run whose
 // configuration changed keeps its old result without counting as finished:
-// dst is read by nothing but the user.
+// dst is read by nothing but the user. It works under path's Lock, as
+// Append does.
 func Supersede(path, key, dst string) (int, error) {
+	unlock, err := Lock(path)
+	if err != nil {
+		return 0, fmt.Errorf("supersede %s in %s: %w", key, path, err)
+	}
+	defer unlock()
 	b, err := os.ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return 0, nil

@@ -54,7 +54,32 @@ func (r *Runner) ModelPath(run experiment.Run) string {
 	if r.StateDir == "" {
 		return ""
 	}
-	return filepath.Join(filepath.Dir(r.StateDir), "checkpoints", results.KeyFileStem(run.Key)+".safetensors")
+	return filepath.Join(filepath.Dir(r.StateDir), ModelFile(run.Key))
+}
+
+// ModelFile is the final model of run key, relative to the experiment's
+// results folder.
+func ModelFile(key string) string {
+	return filepath.Join("checkpoints", results.KeyFileStem(key)+".safetensors")
+}
+
+// KeepAside moves the file rel of an experiment's results folder dir (if it
+// exists) to dir/superseded/rel with the time appended to its name, where a
+// run's files go when its configuration changed; it returns the new path,
+// or "" when there was no file.
+func KeepAside(dir, rel string) (string, error) {
+	src := filepath.Join(dir, rel)
+	if _, err := os.Stat(src); err != nil {
+		return "", nil
+	}
+	dst := filepath.Join(dir, SupersededDir, rel+"."+time.Now().UTC().Format("20060102T150405Z"))
+	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+		return "", err
+	}
+	if err := os.Rename(src, dst); err != nil {
+		return "", fmt.Errorf("keeping the old %s aside: %w", rel, err)
+	}
+	return dst, nil
 }
 
 // saveState writes the training state at the end of an epoch.
@@ -142,12 +167,10 @@ func (r *Runner) retireStaleState(run experiment.Run, path string, cfg map[strin
 	if len(diff) == 0 {
 		return nil
 	}
-	dst := filepath.Join(filepath.Dir(r.StateDir), SupersededDir, "state", filepath.Base(path)+"."+time.Now().UTC().Format("20060102T150405Z"))
-	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+	dir := filepath.Dir(r.StateDir)
+	dst, err := KeepAside(dir, filepath.Join(filepath.Base(r.StateDir), filepath.Base(path)))
+	if err != nil {
 		return err
-	}
-	if err := os.Rename(path, dst); err != nil {
-		return fmt.Errorf("moving the stale training state of %s aside: %w", run.Key, err)
 	}
 	if r.Log != nil {
 		fmt.Fprintf(r.Log, "host: %s: not resuming its saved state: the experiment changed since (%s); state moved to %s; training from the start\n",
