@@ -387,9 +387,6 @@ func (c *Client) Close() error {
 		select {
 		case <-done:
 		case <-time.After(closeTimeout):
-			if c.proc != nil {
-				killGroup(c.proc.pid)
-			}
 			c.logger.Warn("plugin did not stop in time; abandoned", "plugin", c.name, "pid", c.pid)
 		}
 		if c.proc != nil {

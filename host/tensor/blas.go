@@ -41,7 +41,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 )
 
 // BLASKind classifies the BLAS library that libtorch's BLAS calls reach.
@@ -127,10 +126,11 @@ func ClassifyBLAS(path string) (b BLAS, ok bool) {
 	return b, true
 }
 
-// blasInUse finds the library that provides sgemm_ (not merely one that
-// is loaded: Debian's liblapack.so.3 may be OpenBLAS while libblas.so.3 is
-// the reference BLAS, and the BLAS calls go to the latter).
-func blasInUse() BLAS {
+// BLASInUse describes the BLAS library of this process: the library that
+// provides sgemm_ (not merely one that is loaded: Debian's liblapack.so.3
+// may be OpenBLAS while libblas.so.3 is the reference BLAS, and the BLAS
+// calls go to the latter). It is a symbol lookup, cheap to repeat.
+func BLASInUse() BLAS {
 	c := C.optlab_blas_file()
 	if c == nil {
 		return BLAS{Kind: BLASBuiltin}
@@ -150,12 +150,6 @@ func blasInUse() BLAS {
 	}
 	return b
 }
-
-var blasOnce = sync.OnceValue(blasInUse)
-
-// BLASInUse describes the BLAS library loaded in this process. It is
-// computed once (the libraries do not change while the process runs).
-func BLASInUse() BLAS { return blasOnce() }
 
 // tuneBLAS sets what the BLAS in use needs to share the CPU with libtorch's
 // own threads: OpenBLAS built with pthreads runs its own thread pool beside
