@@ -14,6 +14,35 @@ import (
 	"github.com/optlab/optlab/internal/testutil"
 )
 
+// hostProc is a `host` process started by a test.
+type hostProc struct {
+	cmd            *exec.Cmd
+	stdout, stderr testutil.SyncBuffer
+	exited         chan struct{} // closed when the process has exited
+	waitErr        error         // valid once exited is closed
+}
+
+// startHost starts the host binary with args; the process is killed at the
+// end of the test if it is still running.
+func startHost(t *testing.T, args ...string) *hostProc {
+	t.Helper()
+	h := &hostProc{cmd: exec.Command(hostBin, args...), exited: make(chan struct{})}
+	h.cmd.Stdout, h.cmd.Stderr = &h.stdout, &h.stderr
+	if err := h.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { h.waitErr = h.cmd.Wait(); close(h.exited) }()
+	t.Cleanup(func() {
+		select {
+		case <-h.exited:
+		default:
+			h.cmd.Process.Kill()
+			<-h.exited
+		}
+	})
+	return h
+}
+
 // TestInterrupt sends SIGINT to a `host run` process during its second run:
 // the process exits non-zero saying that the finished runs are kept, the
 // first run is in runs.jsonl, and no plugin process is left running.
@@ -38,24 +67,8 @@ func TestInterrupt(t *testing.T) {
 	res := filepath.Join(dir, "results")
 	path := results.Path(res, s.Name)
 
-	var stdout, stderr bytes.Buffer
-	cmd := exec.Command(hostBin, "run", "-q", "--plugins", plugins, "--results", res, exp)
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	// exited is closed when the process has exited, with waitErr set.
-	exited := make(chan struct{})
-	var waitErr error
-	go func() { waitErr = cmd.Wait(); close(exited) }()
-	defer func() {
-		select {
-		case <-exited:
-		default:
-			cmd.Process.Kill()
-			<-exited
-		}
-	}()
+	h := startHost(t, "run", "-q", "--plugins", plugins, "--results", res, exp)
+	cmd, exited, stderr := h.cmd, h.exited, &h.stderr
 
 	// Wait for the first run's record and the second run's plugin.
 	deadline := time.Now().Add(60 * time.Second)
@@ -66,7 +79,7 @@ func TestInterrupt(t *testing.T) {
 		}
 		select {
 		case <-exited:
-			t.Fatalf("host exited early (%v):\n%s", waitErr, stderr.String())
+			t.Fatalf("host exited early (%v):\n%s", h.waitErr, stderr.String())
 		default:
 		}
 		if time.Now().After(deadline) {
@@ -83,8 +96,8 @@ func TestInterrupt(t *testing.T) {
 		t.Fatalf("host did not exit within 30s of SIGINT")
 	}
 	var exit *exec.ExitError
-	if !errors.As(waitErr, &exit) || exit.ExitCode() <= 0 {
-		t.Errorf("host exited with %v; want a non-zero exit code", waitErr)
+	if !errors.As(h.waitErr, &exit) || exit.ExitCode() <= 0 {
+		t.Errorf("host exited with %v; want a non-zero exit code", h.waitErr)
 	}
 	out := stderr.String()
 	assertNoPanic(t, out)
@@ -121,22 +134,8 @@ func TestInterruptWrapper(t *testing.T) {
 	}
 	s := spec{Name: "wrapped", Methods: []method{{Name: "Stuck", Plugin: "stuck", Params: []string{"hang_at = 0"}}}}
 	exp := s.write(t, dir)
-	var stderr testutil.SyncBuffer
-	cmd := exec.Command(hostBin, "run", "-q", "--plugins", plugins, "--results", filepath.Join(dir, "results"), exp)
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan struct{}) // closed when the host has exited
-	go func() { _ = cmd.Wait(); close(exited) }()
-	defer func() {
-		select {
-		case <-exited:
-		default:
-			cmd.Process.Kill()
-			<-exited
-		}
-	}()
+	h := startHost(t, "run", "-q", "--plugins", plugins, "--results", filepath.Join(dir, "results"), exp)
+	cmd, exited, stderr := h.cmd, h.exited, &h.stderr
 	// Wait until the run's plugin is running: the start-up line comes after
 	// the plugins were asked for their schemas.
 	deadline := time.Now().Add(60 * time.Second)
