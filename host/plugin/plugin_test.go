@@ -24,9 +24,9 @@ import (
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 
-	pb "github.com/optlab/optlab/internal/pluginpb"
-	"github.com/optlab/optlab/internal/testplugin"
-	"github.com/optlab/optlab/internal/wire"
+	pb "github.com/optlab/optlab/sdk/internal/pluginpb"
+	"github.com/optlab/optlab/sdk/protocoltest"
+	"github.com/optlab/optlab/sdk/internal/wire"
 	"github.com/optlab/optlab/sdk/optim"
 	"github.com/optlab/optlab/sdk/serve"
 )
@@ -97,7 +97,7 @@ func TestRoundTrip(t *testing.T) {
 		t.Errorf("AsOptimizer().Info() = %+v, want %+v", opt.Info(), info)
 	}
 
-	host := testplugin.NewFakeHost(1000)
+	host := protocoltest.NewFakeHost(1000)
 	if err := opt.Configure(ctx, host, optim.Config{Params: map[string]any{"scale": 2.0}, Members: 1}); err != nil {
 		t.Fatalf("Configure: %v", err)
 	}
@@ -113,11 +113,11 @@ func TestRoundTrip(t *testing.T) {
 		}
 	}
 
-	want := []*optim.Program{optim.Prog().Alloc(testplugin.GradVec)}
+	want := []*optim.Program{optim.Prog().Alloc(protocoltest.GradVec)}
 	for range steps {
 		want = append(want,
-			optim.Prog().Grad(testplugin.GradVec, optim.Params, optim.Batch{}, optim.BNUpdate).Norm(testplugin.GradVec),
-			optim.Prog().Axpy(optim.Params, -0.1*2/(2+1e-12), testplugin.GradVec))
+			optim.Prog().Grad(protocoltest.GradVec, optim.Params, optim.Batch{}, optim.BNUpdate).Norm(protocoltest.GradVec),
+			optim.Prog().Axpy(optim.Params, -0.1*2/(2+1e-12), protocoltest.GradVec))
 	}
 	if got := host.Programs(); !reflect.DeepEqual(got, want) {
 		t.Fatalf("host saw programs\n%#v\nwant\n%#v", got, want)
@@ -130,13 +130,13 @@ func TestRoundTrip(t *testing.T) {
 	}
 
 	pred, err := opt.(optim.Predictor).Predictive(ctx)
-	wantPred := optim.Predictive{Kind: optim.Members, Vecs: []optim.Vec{optim.Params, testplugin.GradVec}, Weights: []float64{0.5, 0.5}}
+	wantPred := optim.Predictive{Kind: optim.Members, Vecs: []optim.Vec{optim.Params, protocoltest.GradVec}, Weights: []float64{0.5, 0.5}}
 	if err != nil || !reflect.DeepEqual(pred, wantPred) {
 		t.Fatalf("Predictive = %+v, %v; want %+v", pred, err, wantPred)
 	}
 	st := opt.(optim.Stateful)
 	blob, vecs, err := st.SaveState(ctx)
-	if err != nil || string(blob) != `{"steps":3}` || !reflect.DeepEqual(vecs, []optim.Vec{testplugin.GradVec}) {
+	if err != nil || string(blob) != `{"steps":3}` || !reflect.DeepEqual(vecs, []optim.Vec{protocoltest.GradVec}) {
 		t.Fatalf("SaveState = %q %v %v", blob, vecs, err)
 	}
 	if err := st.LoadState(ctx, []byte("restored")); err != nil {
@@ -170,7 +170,7 @@ func TestOptionalInterfaces(t *testing.T) {
 		t.Error("plain plugin adapter implements optim.Stateful")
 	}
 	ctx := context.Background()
-	configure(t, c, testplugin.NewFakeHost(10), nil)
+	configure(t, c, protocoltest.NewFakeHost(10), nil)
 	_, err := c.Predictive(ctx)
 	if !errors.Is(err, errors.ErrUnsupported) {
 		t.Errorf("Predictive of plain: %v, want ErrUnsupported", err)
@@ -189,7 +189,7 @@ func TestOptionalInterfaces(t *testing.T) {
 
 func TestLargeMessages(t *testing.T) {
 	c := launch(t, "toy", Timeouts{})
-	host := testplugin.NewFakeHost(10)
+	host := protocoltest.NewFakeHost(10)
 	const terms = 400_000
 	configure(t, c, host, map[string]any{"big_terms": terms})
 	ctx := context.Background()
@@ -222,7 +222,7 @@ func TestLargeMessages(t *testing.T) {
 
 func TestPanicInStep(t *testing.T) {
 	c := launch(t, "toy", Timeouts{Step: 20 * time.Second})
-	configure(t, c, testplugin.NewFakeHost(10), map[string]any{"mode": testplugin.ModePanic})
+	configure(t, c, protocoltest.NewFakeHost(10), map[string]any{"mode": protocoltest.ModePanic})
 	_, err := c.Step(context.Background(), optim.StepInput{Step: 7})
 	if err == nil {
 		t.Fatal("Step succeeded, want the panic")
@@ -233,7 +233,7 @@ func TestPanicInStep(t *testing.T) {
 		"plugin toy: Step: panic in Step: toy optimizer exploded at step 7",
 		"last stderr lines:",
 		"recovered panic in optimizer", // the plugin's log line
-		"testplugin.(*Toy).Step",       // a frame of the stack from stderr
+		"protocoltest.(*Toy).Step",       // a frame of the stack from stderr
 	} {
 		if !strings.Contains(msg, want) {
 			t.Errorf("error lacks %q:\n%s", want, msg)
@@ -250,7 +250,7 @@ func TestPanicInStep(t *testing.T) {
 
 func TestCrashInStep(t *testing.T) {
 	c := launch(t, "toy", Timeouts{Step: 20 * time.Second})
-	configure(t, c, testplugin.NewFakeHost(10), map[string]any{"mode": testplugin.ModeCrash})
+	configure(t, c, protocoltest.NewFakeHost(10), map[string]any{"mode": protocoltest.ModeCrash})
 	start := time.Now()
 	_, err := c.Step(context.Background(), optim.StepInput{})
 	if !errors.Is(err, ErrCrashed) {
@@ -279,7 +279,7 @@ func TestCrashInStep(t *testing.T) {
 
 func TestHangingStep(t *testing.T) {
 	c := launch(t, "toy", Timeouts{Step: time.Second})
-	configure(t, c, testplugin.NewFakeHost(10), map[string]any{"mode": testplugin.ModeHang})
+	configure(t, c, protocoltest.NewFakeHost(10), map[string]any{"mode": protocoltest.ModeHang})
 	start := time.Now()
 	_, err := c.Step(context.Background(), optim.StepInput{})
 	if !errors.Is(err, ErrTimeout) || !errors.Is(err, context.DeadlineExceeded) {
@@ -301,7 +301,7 @@ func TestHangingStep(t *testing.T) {
 
 func TestCallerContext(t *testing.T) {
 	c := launch(t, "toy", Timeouts{})
-	configure(t, c, testplugin.NewFakeHost(10), map[string]any{"mode": testplugin.ModeHang})
+	configure(t, c, protocoltest.NewFakeHost(10), map[string]any{"mode": protocoltest.ModeHang})
 	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 	defer cancel()
 	_, err := c.Step(ctx, optim.StepInput{})
@@ -312,7 +312,7 @@ func TestCallerContext(t *testing.T) {
 
 func TestOpErrorsReachTheHost(t *testing.T) {
 	c := launch(t, "toy", Timeouts{})
-	configure(t, c, testplugin.NewFakeHost(10), map[string]any{"mode": testplugin.ModeBadOp})
+	configure(t, c, protocoltest.NewFakeHost(10), map[string]any{"mode": protocoltest.ModeBadOp})
 	_, err := c.Step(context.Background(), optim.StepInput{})
 	var we *wire.Error
 	if !errors.As(err, &we) || we.Op != 1 || we.Code != codes.InvalidArgument || !strings.Contains(err.Error(), "op 1: nil op") {
@@ -468,7 +468,7 @@ func TestHostServiceUnimplementedOp(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	host := testplugin.NewFakeHost(10)
+	host := protocoltest.NewFakeHost(10)
 	s := grpc.NewServer()
 	pb.RegisterHostServer(s, &hostServer{h: host, logger: quietLogger(t)})
 	go func() { _ = s.Serve(lis) }()
@@ -522,7 +522,7 @@ func TestHostServiceUnimplementedOp(t *testing.T) {
 	}
 }
 
-type panickyHost struct{ testplugin.FakeHost }
+type panickyHost struct{ protocoltest.FakeHost }
 
 func (h *panickyHost) Exec(context.Context, *optim.Program) (optim.Result, error) {
 	panic("host bug")
@@ -530,7 +530,7 @@ func (h *panickyHost) Exec(context.Context, *optim.Program) (optim.Result, error
 
 func TestHostPanicIsAnError(t *testing.T) {
 	c := launch(t, "toy", Timeouts{})
-	h := &panickyHost{FakeHost: *testplugin.NewFakeHost(10)}
+	h := &panickyHost{FakeHost: *protocoltest.NewFakeHost(10)}
 	err := c.Configure(context.Background(), h, optim.Config{})
 	if err == nil || !strings.Contains(err.Error(), "host panic in Exec: host bug") {
 		t.Fatalf("Configure with a panicking host: %v", err)
@@ -540,7 +540,7 @@ func TestHostPanicIsAnError(t *testing.T) {
 func TestInProcessReattach(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	rc, stopped, err := serve.ServeInProcess(ctx, testplugin.New)
+	rc, stopped, err := serve.ServeInProcess(ctx, protocoltest.New)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -548,7 +548,7 @@ func TestInProcessReattach(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	host := testplugin.NewFakeHost(10)
+	host := protocoltest.NewFakeHost(10)
 	configure(t, c, host, nil)
 	if _, err := c.Step(ctx, optim.StepInput{LR: 0.1}); err != nil {
 		t.Fatal(err)

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/optlab/optlab/internal/testplugin"
+	"github.com/optlab/optlab/sdk/protocoltest"
 	"github.com/optlab/optlab/internal/testutil"
 	"github.com/optlab/optlab/sdk/optim"
 )
@@ -92,7 +92,7 @@ func TestWrapperStepTimeoutAndClose(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	configure(t, c, testplugin.NewFakeHost(10), map[string]any{"mode": testplugin.ModeHang})
+	configure(t, c, protocoltest.NewFakeHost(10), map[string]any{"mode": protocoltest.ModeHang})
 	if len(childrenRunning(toy)) != 1 {
 		t.Fatalf("the wrapped plugin is not running")
 	}

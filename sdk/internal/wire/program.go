@@ -5,7 +5,7 @@ import (
 
 	"google.golang.org/grpc/codes"
 
-	pb "github.com/optlab/optlab/internal/pluginpb"
+	pb "github.com/optlab/optlab/sdk/internal/pluginpb"
 	"github.com/optlab/optlab/sdk/optim"
 )
 
@@ -73,11 +73,11 @@ func opToProto(i int, op optim.Op) (*pb.Op, error) {
 		b := &pb.Batch{Part: o.Batch.Part, Of: o.Batch.Of, Shuffle: o.Batch.Shuffle}
 		return &pb.Op{Kind: &pb.Op_JointGrad{JointGrad: &pb.JointGradOp{Outs: vecsToProto(o.Outs), Ats: vecsToProto(o.Ats), Batch: b, Bn: pb.BNMode(o.BN)}}}, nil
 	case nil:
-		return nil, OpErrorf(codes.InvalidArgument, i, "nil op")
+		return nil, OpErrorf(codes.InvalidArgument, i, "nil", "nil op")
 	default:
 		// Unreachable while optim.Op's method set is unexported; kept so a
 		// new op type added to sdk/optim without a wire mapping fails loudly.
-		return nil, OpErrorf(codes.Unimplemented, i, "op type %T has no wire encoding", op)
+		return nil, OpErrorf(codes.Unimplemented, i, optim.OpName(op), "op type %T has no wire encoding", op)
 	}
 }
 
@@ -184,14 +184,14 @@ func opFromProto(i int, op *pb.Op) (optim.Op, error) {
 		o := k.Unary
 		kind := optim.UnaryKind(o.GetKind())
 		if kind < optim.Abs || kind > optim.Reciprocal {
-			return nil, OpErrorf(codes.Unimplemented, i, "unknown unary kind %d", kind)
+			return nil, OpErrorf(codes.Unimplemented, i, "Unary", "unknown unary kind %d", kind)
 		}
 		return optim.Unary{Dst: v(o.GetDst()), Src: v(o.GetSrc()), Kind: kind}, nil
 	case *pb.Op_Binary:
 		o := k.Binary
 		kind := optim.BinaryKind(o.GetKind())
 		if kind < optim.Mul || kind > optim.Min {
-			return nil, OpErrorf(codes.Unimplemented, i, "unknown binary kind %d", kind)
+			return nil, OpErrorf(codes.Unimplemented, i, "Binary", "unknown binary kind %d", kind)
 		}
 		return optim.Binary{Dst: v(o.GetDst()), A: v(o.GetA()), B: v(o.GetB()), Kind: kind}, nil
 	case *pb.Op_RandN:
@@ -206,7 +206,7 @@ func opFromProto(i int, op *pb.Op) (optim.Op, error) {
 		o := k.Grad
 		bn := optim.BNMode(o.GetBn())
 		if bn != optim.BNUpdate && bn != optim.BNFreeze {
-			return nil, OpErrorf(codes.Unimplemented, i, "unknown BatchNorm mode %d", bn)
+			return nil, OpErrorf(codes.Unimplemented, i, "Grad", "unknown BatchNorm mode %d", bn)
 		}
 		b := o.GetBatch()
 		return optim.Grad{
@@ -227,7 +227,7 @@ func opFromProto(i int, op *pb.Op) (optim.Op, error) {
 		o := k.JointGrad
 		bn := optim.BNMode(o.GetBn())
 		if bn != optim.BNUpdate && bn != optim.BNFreeze {
-			return nil, OpErrorf(codes.Unimplemented, i, "unknown BatchNorm mode %d", bn)
+			return nil, OpErrorf(codes.Unimplemented, i, "JointGrad", "unknown BatchNorm mode %d", bn)
 		}
 		b := o.GetBatch()
 		return optim.JointGrad{
@@ -237,7 +237,7 @@ func opFromProto(i int, op *pb.Op) (optim.Op, error) {
 			BN:    bn,
 		}, nil
 	default:
-		return nil, OpErrorf(codes.Unimplemented, i, "unknown op kind (sent by a newer protocol minor version?)")
+		return nil, OpErrorf(codes.Unimplemented, i, "unknown", "unknown op kind (sent by a newer protocol minor version?)")
 	}
 }
 
@@ -276,5 +276,5 @@ func vecsFromProto(vs []int32) []optim.Vec {
 
 // errorf builds a non-op *Error.
 func errorf(code codes.Code, format string, args ...any) *Error {
-	return &Error{Code: code, Op: -1, Msg: fmt.Sprintf(format, args...)}
+	return &Error{Code: code, Msg: fmt.Sprintf(format, args...)}
 }

@@ -436,8 +436,12 @@ type ParamSpec struct {
 	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
 	Type  ParamType              `protobuf:"varint,2,opt,name=type,proto3,enum=optlab.plugin.v1.ParamType" json:"type,omitempty"`
 	// default is absent when the hyperparameter has no default (required).
-	Default       *Value `protobuf:"bytes,3,opt,name=default,proto3" json:"default,omitempty"`
-	Doc           string `protobuf:"bytes,4,opt,name=doc,proto3" json:"doc,omitempty"`
+	Default *Value `protobuf:"bytes,3,opt,name=default,proto3" json:"default,omitempty"`
+	Doc     string `protobuf:"bytes,4,opt,name=doc,proto3" json:"doc,omitempty"`
+	// enum lists the values a string hyperparameter may take; range is the
+	// interval ("[0,1]", "(0,)") a number must lie in. Empty: unconstrained.
+	Enum          []string `protobuf:"bytes,5,rep,name=enum,proto3" json:"enum,omitempty"`
+	Range         string   `protobuf:"bytes,6,opt,name=range,proto3" json:"range,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -496,6 +500,20 @@ func (x *ParamSpec) GetDefault() *Value {
 func (x *ParamSpec) GetDoc() string {
 	if x != nil {
 		return x.Doc
+	}
+	return ""
+}
+
+func (x *ParamSpec) GetEnum() []string {
+	if x != nil {
+		return x.Enum
+	}
+	return nil
+}
+
+func (x *ParamSpec) GetRange() string {
+	if x != nil {
+		return x.Range
 	}
 	return ""
 }
@@ -3336,8 +3354,12 @@ func (x *ExecResponse) GetResult() *Result {
 // OpError is attached to a failed Exec's gRPC status details: the index of
 // the op that failed (0-based, in Program.ops).
 type OpError struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	OpIndex       int32                  `protobuf:"varint,1,opt,name=op_index,json=opIndex,proto3" json:"op_index,omitempty"`
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	OpIndex int32                  `protobuf:"varint,1,opt,name=op_index,json=opIndex,proto3" json:"op_index,omitempty"`
+	// The failing op's kind ("Grad", "Norm", …) and its own error message,
+	// without the "op <index> (<kind>): " prefix (empty from older senders).
+	Op            string `protobuf:"bytes,2,opt,name=op,proto3" json:"op,omitempty"`
+	Message       string `protobuf:"bytes,3,opt,name=message,proto3" json:"message,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3379,6 +3401,20 @@ func (x *OpError) GetOpIndex() int32 {
 	return 0
 }
 
+func (x *OpError) GetOp() string {
+	if x != nil {
+		return x.Op
+	}
+	return ""
+}
+
+func (x *OpError) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
 var File_optlab_plugin_v1_plugin_proto protoreflect.FileDescriptor
 
 const file_optlab_plugin_v1_plugin_proto_rawDesc = "" +
@@ -3391,12 +3427,14 @@ const file_optlab_plugin_v1_plugin_proto_rawDesc = "" +
 	"\n" +
 	"bool_value\x18\x03 \x01(\bH\x00R\tboolValue\x12#\n" +
 	"\fstring_value\x18\x04 \x01(\tH\x00R\vstringValueB\x06\n" +
-	"\x04kind\"\x95\x01\n" +
+	"\x04kind\"\xbf\x01\n" +
 	"\tParamSpec\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12/\n" +
 	"\x04type\x18\x02 \x01(\x0e2\x1b.optlab.plugin.v1.ParamTypeR\x04type\x121\n" +
 	"\adefault\x18\x03 \x01(\v2\x17.optlab.plugin.v1.ValueR\adefault\x12\x10\n" +
-	"\x03doc\x18\x04 \x01(\tR\x03doc\"\xb4\x01\n" +
+	"\x03doc\x18\x04 \x01(\tR\x03doc\x12\x12\n" +
+	"\x04enum\x18\x05 \x03(\tR\x04enum\x12\x14\n" +
+	"\x05range\x18\x06 \x01(\tR\x05range\"\xb4\x01\n" +
 	"\x04Info\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\tR\aversion\x12%\n" +
@@ -3580,9 +3618,11 @@ const file_optlab_plugin_v1_plugin_proto_rawDesc = "" +
 	"\vExecRequest\x123\n" +
 	"\aprogram\x18\x01 \x01(\v2\x19.optlab.plugin.v1.ProgramR\aprogram\"@\n" +
 	"\fExecResponse\x120\n" +
-	"\x06result\x18\x01 \x01(\v2\x18.optlab.plugin.v1.ResultR\x06result\"$\n" +
+	"\x06result\x18\x01 \x01(\v2\x18.optlab.plugin.v1.ResultR\x06result\"N\n" +
 	"\aOpError\x12\x19\n" +
-	"\bop_index\x18\x01 \x01(\x05R\aopIndex*}\n" +
+	"\bop_index\x18\x01 \x01(\x05R\aopIndex\x12\x0e\n" +
+	"\x02op\x18\x02 \x01(\tR\x02op\x12\x18\n" +
+	"\amessage\x18\x03 \x01(\tR\amessage*}\n" +
 	"\tParamType\x12\x1a\n" +
 	"\x16PARAM_TYPE_UNSPECIFIED\x10\x00\x12\x14\n" +
 	"\x10PARAM_TYPE_FLOAT\x10\x01\x12\x12\n" +
@@ -3625,7 +3665,7 @@ const file_optlab_plugin_v1_plugin_proto_rawDesc = "" +
 	"\tLoadState\x12\".optlab.plugin.v1.LoadStateRequest\x1a#.optlab.plugin.v1.LoadStateResponse2\x9a\x01\n" +
 	"\x04Host\x12K\n" +
 	"\x06Layout\x12\x1f.optlab.plugin.v1.LayoutRequest\x1a .optlab.plugin.v1.LayoutResponse\x12E\n" +
-	"\x04Exec\x12\x1d.optlab.plugin.v1.ExecRequest\x1a\x1e.optlab.plugin.v1.ExecResponseB5Z3github.com/optlab/optlab/internal/pluginpb;pluginpbb\x06proto3"
+	"\x04Exec\x12\x1d.optlab.plugin.v1.ExecRequest\x1a\x1e.optlab.plugin.v1.ExecResponseB9Z7github.com/optlab/optlab/sdk/internal/pluginpb;pluginpbb\x06proto3"
 
 var (
 	file_optlab_plugin_v1_plugin_proto_rawDescOnce sync.Once

@@ -1,7 +1,7 @@
-// Package testplugin holds a toy optimizer and a fake host for the tests of
-// the plugin protocol (sdk/serve, host/plugin). The toyplugin command serves
+// Package protocoltest holds a toy optimizer and a fake host for the tests of
+// the plugin protocol (sdk/serve, host/plugin). The host's toyplugin command serves
 // the toy optimizer as a real plugin binary.
-package testplugin
+package protocoltest
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/optlab/optlab/sdk/optim"
+	"github.com/optlab/optlab/sdk/optimtest"
 )
 
 // Modes of the toy optimizer's Step, chosen with the "mode" hyperparameter.
@@ -28,7 +29,9 @@ const (
 	ModeBadOp = "badop"
 )
 
-// GradVec is the handle the toy optimizer allocates for its gradient.
+// GradVec is the handle of the toy optimizer's gradient: the first handle
+// of its namespace (Configure checks it), named here for the tests that
+// look at the programs it sends.
 const GradVec optim.Vec = 1
 
 // Toy is a toy optimizer: normalized gradient descent, g = ∇L(θ),
@@ -40,6 +43,7 @@ type Toy struct {
 	steps     int64
 	blob      []byte
 	configure optim.Config
+	hs        *optim.Handles
 }
 
 // New returns a Toy (as optim.Optimizer for serve.Serve).
@@ -85,7 +89,7 @@ func (t *Toy) Info() optim.Info {
 		Name:          "toy",
 		Version:       "0.1.0",
 		ProtocolMinor: optim.ProtocolMinor,
-		Capabilities:  []string{"state"},
+		Capabilities:  []optim.Capability{optim.CapMembers},
 		Params: []optim.ParamSpec{
 			{Name: "scale", Type: optim.Float, Default: 1, Doc: "step size multiplier"},
 			{Name: "mode", Type: optim.String, Default: ModeNormal, Doc: "test behaviour of Step"},
@@ -116,7 +120,11 @@ func (t *Toy) Configure(ctx context.Context, h optim.Host, cfg optim.Config) err
 	if len(l.Members) == 0 {
 		return fmt.Errorf("toy: layout has no members")
 	}
-	if _, err := h.Exec(ctx, optim.Prog().Alloc(GradVec)); err != nil {
+	t.hs = cfg.Namespace("toy")
+	if g := t.hs.New("grad"); g != GradVec {
+		return fmt.Errorf("toy: gradient handle %d, want %d: Configure with a fresh namespace", g, GradVec)
+	}
+	if _, err := h.Exec(ctx, t.hs.Prog().Alloc(GradVec, 0)); err != nil {
 		return fmt.Errorf("toy: alloc: %w", err)
 	}
 	return nil
@@ -138,12 +146,15 @@ func (t *Toy) Step(ctx context.Context, h optim.Host, in optim.StepInput) (optim
 		_, err := h.Exec(ctx, &optim.Program{Ops: []optim.Op{optim.Norm{X: GradVec}, nil}})
 		return optim.StepOutput{}, err
 	}
-	r, err := h.Exec(ctx, optim.Prog().Grad(GradVec, optim.Params, optim.Batch{}, optim.BNUpdate).Norm(GradVec))
+	q := t.hs.Prog()
+	ev := q.Grad(GradVec, optim.Params, optim.Batch{}, optim.BNUpdate)
+	norm := q.Norm(GradVec)
+	r, err := h.Exec(ctx, q)
 	if err != nil {
 		return optim.StepOutput{}, fmt.Errorf("toy: gradient: %w", err)
 	}
-	gn := r.Scalar(2)
-	p := optim.Prog().Axpy(optim.Params, -in.LR*t.scale/(gn+1e-12), GradVec)
+	gn := r.Get(norm)
+	p := t.hs.Prog().Axpy(optim.Params, -in.LR*t.scale/(gn+1e-12), GradVec)
 	if t.bigTerms > 0 {
 		terms := make([]optim.Term, t.bigTerms)
 		for i := range terms {
@@ -155,7 +166,7 @@ func (t *Toy) Step(ctx context.Context, h optim.Host, in optim.StepInput) (optim
 		return optim.StepOutput{}, fmt.Errorf("toy: update: %w", err)
 	}
 	t.steps++
-	return optim.StepOutput{Metrics: map[string]float64{"loss": r.Scalar(0), "acc": r.Scalar(1), "gnorm": gn}}, nil
+	return optim.StepOutput{Metrics: map[string]float64{"loss": r.Get(ev.Loss), "acc": r.Get(ev.Acc), "gnorm": gn}}, nil
 }
 
 // Predictive implements optim.Predictor: an even mix of the live
@@ -180,60 +191,40 @@ func (t *Toy) LoadState(_ context.Context, blob []byte) error {
 	return nil
 }
 
-// FakeHost is an optim.Host that records the programs it executes and
-// answers with fixed scalars: Grad emits (1.5, 0.25), Norm 2, Dot 3. It
-// checks handles: an op naming a vector that was never allocated (or a
-// member it does not have) fails with a HandleError carrying the op index.
+// FakeHost is the host of the protocol tests: optimtest's exact float64
+// host on a quadratic, L(θ) = ½‖θ‖², from θ = 1 (so every op has its
+// documented result; the conformance suite proves it), that also records
+// the programs it is sent and the deadline each call had left.
 type FakeHost struct {
-	// L is what Layout returns.
-	L optim.Layout
+	*optimtest.Host
 	// Discard stops the recording of programs (for benchmarks).
 	Discard bool
 
 	mu        sync.Mutex
 	programs  []*optim.Program
 	deadlines []time.Duration
-	live      map[optim.Vec]bool
 }
 
-// NewFakeHost returns a FakeHost with one member of n parameters.
+// NewFakeHost returns a FakeHost with one member of n parameters, a
+// training set of 1,000 and batches of 10 (for Layout).
 func NewFakeHost(n int64) *FakeHost {
-	return &FakeHost{L: optim.Layout{
-		Members:   []optim.MemberLayout{{Arch: "toy", Numel: n, Tensors: []optim.Tensor{{Name: "w", Shape: []int64{n}, Kind: "weight"}}}},
-		TrainSize: 1000,
-		BatchSize: 10,
-	}}
-}
-
-// HandleError reports an op that named an unknown vector.
-type HandleError struct {
-	Index int
-	Vec   optim.Vec
-}
-
-// Error describes the error.
-func (e *HandleError) Error() string {
-	return fmt.Sprintf("op %d: unknown vector handle %d", e.Index, e.Vec)
-}
-
-// OpIndex returns the index of the failing op.
-func (e *HandleError) OpIndex() int { return e.Index }
-
-// Layout implements optim.Host.
-func (h *FakeHost) Layout(ctx context.Context) (optim.Layout, error) {
-	if err := ctx.Err(); err != nil {
-		return optim.Layout{}, err
+	d := make([]float64, n)
+	x0 := make([]float64, n)
+	for i := range d {
+		d[i], x0[i] = 1, 1
 	}
-	return h.L, nil
+	q := optimtest.DiagQuadratic(d...)
+	q.X0 = x0
+	h, err := optimtest.NewHost(q, optimtest.WithTrainSize(1000), optimtest.WithBatchSize(10))
+	if err != nil {
+		panic(err) // a quadratic with n > 0 parameters always builds
+	}
+	return &FakeHost{Host: h}
 }
 
 // Exec implements optim.Host.
 func (h *FakeHost) Exec(ctx context.Context, p *optim.Program) (optim.Result, error) {
-	if err := ctx.Err(); err != nil {
-		return optim.Result{}, err
-	}
 	h.mu.Lock()
-	defer h.mu.Unlock()
 	if !h.Discard {
 		var left time.Duration
 		if d, ok := ctx.Deadline(); ok {
@@ -242,40 +233,8 @@ func (h *FakeHost) Exec(ctx context.Context, p *optim.Program) (optim.Result, er
 		h.programs = append(h.programs, p)
 		h.deadlines = append(h.deadlines, left)
 	}
-	if h.live == nil {
-		h.live = map[optim.Vec]bool{}
-	}
-	var res optim.Result
-	for i, op := range p.Ops {
-		var used []optim.Vec
-		switch o := op.(type) {
-		case optim.Alloc:
-			h.live[o.ID] = true
-		case optim.Free:
-			used = append(used, o.ID)
-			delete(h.live, o.ID)
-		case optim.Axpy:
-			used = append(used, o.Dst, o.X)
-		case optim.LinComb:
-			used = append(used, o.Dst)
-		case optim.Grad:
-			used = append(used, o.Out, o.At)
-			res.Scalars = append(res.Scalars, 1.5, 0.25)
-		case optim.Norm:
-			used = append(used, o.X)
-			res.Scalars = append(res.Scalars, 2)
-		case optim.Dot:
-			used = append(used, o.A, o.B)
-			res.Scalars = append(res.Scalars, 3)
-		}
-		for _, v := range used {
-			if m, ok := v.Member(); ok && m < len(h.L.Members) || h.live[v] {
-				continue
-			}
-			return optim.Result{}, &HandleError{Index: i, Vec: v}
-		}
-	}
-	return res, nil
+	h.mu.Unlock()
+	return h.Host.Exec(ctx, p)
 }
 
 // Programs returns the programs executed so far.

@@ -7,7 +7,7 @@ import (
 
 	"google.golang.org/grpc/codes"
 
-	pb "github.com/optlab/optlab/internal/pluginpb"
+	pb "github.com/optlab/optlab/sdk/internal/pluginpb"
 	"github.com/optlab/optlab/sdk/optim"
 )
 
@@ -161,7 +161,7 @@ func defaultToProto(t optim.ParamType, d any) (*pb.Value, error) {
 // the optim ParamType constants, and a non-nil default must fit it: an
 // integer default of a float parameter becomes a float.
 func ParamSpecToProto(s optim.ParamSpec) (*pb.ParamSpec, error) {
-	out := &pb.ParamSpec{Name: s.Name, Type: paramTypeToProto(s.Type), Doc: s.Doc}
+	out := &pb.ParamSpec{Name: s.Name, Type: paramTypeToProto(s.Type), Doc: s.Doc, Enum: s.Enum, Range: s.Range}
 	if out.Type == pb.ParamType_PARAM_TYPE_UNSPECIFIED {
 		return nil, fmt.Errorf("hyperparameter %q: unknown type %q (want float, int, bool or string)", s.Name, s.Type)
 	}
@@ -176,7 +176,7 @@ func ParamSpecToProto(s optim.ParamSpec) (*pb.ParamSpec, error) {
 // ParamSpecFromProto converts a received hyperparameter spec. The default
 // comes back as float64, int64, bool or string, or nil when absent.
 func ParamSpecFromProto(s *pb.ParamSpec) (optim.ParamSpec, error) {
-	out := optim.ParamSpec{Name: s.GetName(), Type: paramTypeFromProto(s.GetType()), Doc: s.GetDoc()}
+	out := optim.ParamSpec{Name: s.GetName(), Type: paramTypeFromProto(s.GetType()), Doc: s.GetDoc(), Enum: s.GetEnum(), Range: s.GetRange()}
 	if out.Type == "" {
 		return optim.ParamSpec{}, errorf(codes.Unimplemented, "hyperparameter %q: unknown type %v", s.GetName(), s.GetType())
 	}
@@ -196,7 +196,7 @@ func InfoToProto(in optim.Info) (*pb.Info, error) {
 		Name:          in.Name,
 		Version:       in.Version,
 		ProtocolMinor: int32(in.ProtocolMinor),
-		Capabilities:  in.Capabilities,
+		Capabilities:  capsToProto(in.Capabilities),
 	}
 	if in.Params != nil {
 		out.Params = make([]*pb.ParamSpec, len(in.Params))
@@ -217,7 +217,7 @@ func InfoFromProto(in *pb.Info) (optim.Info, error) {
 		Name:          in.GetName(),
 		Version:       in.GetVersion(),
 		ProtocolMinor: int(in.GetProtocolMinor()),
-		Capabilities:  in.GetCapabilities(),
+		Capabilities:  capsFromProto(in.GetCapabilities()),
 	}
 	if in.GetParams() != nil {
 		out.Params = make([]optim.ParamSpec, len(in.GetParams()))
@@ -378,6 +378,28 @@ func LayoutFromProto(l *pb.Layout) optim.Layout {
 			om.Tensors[j] = optim.Tensor{Name: t.GetName(), Shape: t.GetShape(), Offset: t.GetOffset(), Kind: t.GetKind()}
 		}
 		out.Members[i] = om
+	}
+	return out
+}
+
+func capsToProto(cs []optim.Capability) []string {
+	if cs == nil {
+		return nil
+	}
+	out := make([]string, len(cs))
+	for i, c := range cs {
+		out[i] = string(c)
+	}
+	return out
+}
+
+func capsFromProto(cs []string) []optim.Capability {
+	if cs == nil {
+		return nil
+	}
+	out := make([]optim.Capability, len(cs))
+	for i, c := range cs {
+		out[i] = optim.Capability(c)
 	}
 	return out
 }

@@ -13,7 +13,7 @@ import (
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 
-	pb "github.com/optlab/optlab/internal/pluginpb"
+	pb "github.com/optlab/optlab/sdk/internal/pluginpb"
 	"github.com/optlab/optlab/sdk/optim"
 )
 
@@ -92,8 +92,10 @@ func TestProgramRoundTripEveryOp(t *testing.T) {
 }
 
 func TestProgramBuilderRoundTrip(t *testing.T) {
-	p := optim.Prog().Alloc(1).AllocFor(2, 1).Grad(1, optim.Params, optim.Batch{}, optim.BNUpdate).Norm(1).
-		Copy(2, 1).Scale(2, 0.5).Axpy(optim.Params, 1, 2).BaseStep(optim.Params, 1).SetLR(0, 0.1).Free(2)
+	p := optim.Prog().Alloc(1, 0).Alloc(2, 1)
+	p.Grad(1, optim.Params, optim.Batch{}, optim.BNUpdate)
+	p.Norm(1)
+	p.Copy(2, 1).Scale(2, 0.5).Axpy(optim.Params, 1, 2).BaseStep(optim.Params, 1).SetLR(0, 0.1).Free(2)
 	enc, err := ProgramToProto(p)
 	if err != nil {
 		t.Fatal(err)
@@ -124,8 +126,7 @@ func TestProgramToProtoNilOp(t *testing.T) {
 	var nilAxpy *optim.Axpy
 	for _, op := range []optim.Op{nil, nilAxpy} {
 		_, err := ProgramToProto(&optim.Program{Ops: []optim.Op{optim.Norm{X: 1}, op}})
-		var we *Error
-		if !errors.As(err, &we) || we.Code != codes.InvalidArgument || we.Op != 1 {
+		if Code(err) != codes.InvalidArgument || opIndex(err) != 1 {
 			t.Fatalf("nil op %#v: err = %v, want InvalidArgument at op 1", op, err)
 		}
 	}
@@ -161,19 +162,15 @@ func TestProgramFromProtoUnknown(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			norm := &pb.Op{Kind: &pb.Op_Norm{Norm: &pb.NormOp{X: 1}}}
 			_, err := ProgramFromProto(&pb.Program{Ops: []*pb.Op{norm, norm, tt.op}})
-			var we *Error
-			if !errors.As(err, &we) {
-				t.Fatalf("err = %v, want *wire.Error", err)
-			}
-			if we.Code != codes.Unimplemented || we.Op != 2 || !strings.HasPrefix(we.Msg, "op 2: ") {
-				t.Fatalf("err = %+v, want Unimplemented at op 2", we)
+			if Code(err) != codes.Unimplemented || opIndex(err) != 2 || !strings.HasPrefix(err.Error(), "op 2 (") {
+				t.Fatalf("err = %v, want Unimplemented at op 2", err)
 			}
 			st := status.Convert(ToStatus(fmt.Errorf("exec: %w", err)))
 			if st.Code() != codes.Unimplemented {
 				t.Fatalf("status code = %v, want Unimplemented", st.Code())
 			}
 			back := FromStatus(st.Err())
-			if !errors.As(back, &we) || we.Op != 2 || !errors.Is(back, errors.ErrUnsupported) {
+			if opIndex(back) != 2 || !errors.Is(back, errors.ErrUnsupported) {
 				t.Fatalf("FromStatus = %#v, want op 2 and ErrUnsupported", back)
 			}
 		})
@@ -234,7 +231,7 @@ func TestInfoRoundTrip(t *testing.T) {
 		Name:          "sam",
 		Version:       "1.2.3",
 		ProtocolMinor: 0,
-		Capabilities:  []string{"members", "state"},
+		Capabilities:  []optim.Capability{"members", "state"},
 		Params: []optim.ParamSpec{
 			{Name: "rho", Type: optim.Float, Default: 0.05, Doc: "radius"},
 			{Name: "k", Type: optim.Int, Default: int64(4)},
@@ -385,10 +382,14 @@ func TestLayoutRoundTrip(t *testing.T) {
 	}
 }
 
-type hostOpErr struct{ i int }
-
-func (e hostOpErr) Error() string { return fmt.Sprintf("op %d: handle 9 not allocated", e.i) }
-func (e hostOpErr) OpIndex() int  { return e.i }
+// opIndex is the index of the *optim.OpError in err's chain, or -1.
+func opIndex(err error) int {
+	var oe *optim.OpError
+	if errors.As(err, &oe) {
+		return oe.Index
+	}
+	return -1
+}
 
 func TestStatusMapping(t *testing.T) {
 	tests := []struct {
@@ -402,8 +403,8 @@ func TestStatusMapping(t *testing.T) {
 		{"deadline", fmt.Errorf("exec: %w", context.DeadlineExceeded), codes.DeadlineExceeded, -1, context.DeadlineExceeded},
 		{"canceled", context.Canceled, codes.Canceled, -1, context.Canceled},
 		{"unsupported", fmt.Errorf("x: %w", errors.ErrUnsupported), codes.Unimplemented, -1, errors.ErrUnsupported},
-		{"wire op error", OpErrorf(codes.InvalidArgument, 4, "bad handle"), codes.InvalidArgument, 4, nil},
-		{"host op error", fmt.Errorf("exec: %w", hostOpErr{3}), codes.Unknown, 3, nil},
+		{"wire op error", OpErrorf(codes.InvalidArgument, 4, "Axpy", "bad handle"), codes.InvalidArgument, 4, nil},
+		{"host op error", fmt.Errorf("exec: %w", &optim.OpError{Index: 3, Op: "Norm", Err: errors.New("handle 9 not allocated")}), codes.Unknown, 3, nil},
 		{"status", status.Error(codes.ResourceExhausted, "oom"), codes.ResourceExhausted, -1, nil},
 	}
 	for _, tt := range tests {
@@ -414,15 +415,19 @@ func TestStatusMapping(t *testing.T) {
 			}
 			back := FromStatus(st.Err())
 			var we *Error
-			if !errors.As(back, &we) || we.Code != tt.code || we.Op != tt.op || we.Error() != tt.err.Error() {
+			if !errors.As(back, &we) || we.Code != tt.code || opIndex(back) != tt.op || we.Error() != tt.err.Error() {
 				t.Fatalf("FromStatus = %#v, want code %v op %d", back, tt.code, tt.op)
+			}
+			var sent, got *optim.OpError
+			if errors.As(tt.err, &sent) && (!errors.As(back, &got) || got.Error() != sent.Error()) {
+				t.Fatalf("the op's error did not survive: got %v, want %v", got, sent)
 			}
 			if tt.target != nil && !errors.Is(back, tt.target) {
 				t.Fatalf("errors.Is(%v, %v) = false", back, tt.target)
 			}
 			// A second hop keeps everything.
 			again := FromStatus(ToStatus(fmt.Errorf("step: %w", back)))
-			if !errors.As(again, &we) || we.Code != tt.code || we.Op != tt.op {
+			if !errors.As(again, &we) || we.Code != tt.code || opIndex(again) != tt.op {
 				t.Fatalf("second hop = %#v", again)
 			}
 		})
