@@ -17,9 +17,8 @@ import (
 //
 //	func TestTrace(t *testing.T) {
 //		var trace bytes.Buffer
-//		h := optimtest.Must(optimtest.NewHost(…))
-//		_, err := optimtest.Run(ctx, New(), h, 2, optimtest.WithTrace(&trace))
-//		…
+//		h := optimtest.MustHost(t, optimtest.NewMLP(optimtest.MLPConfig{Hidden: 4}))
+//		optimtest.MustRun(t, New(), h, 2, optimtest.WithTrace(&trace))
 //		optimtest.Golden(t, "testdata/trace.golden", trace.Bytes(), *update)
 //	}
 func Golden(t testing.TB, path string, got []byte, update bool) {
