@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -17,17 +16,11 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
-	"google.golang.org/grpc/status"
-	"google.golang.org/protobuf/encoding/protowire"
-	"google.golang.org/protobuf/proto"
 
-	pb "github.com/optlab/optlab/sdk/internal/pluginpb"
-	"github.com/optlab/optlab/sdk/protocoltest"
-	"github.com/optlab/optlab/sdk/internal/wire"
 	"github.com/optlab/optlab/sdk/optim"
+	"github.com/optlab/optlab/sdk/protocol"
+	"github.com/optlab/optlab/sdk/protocoltest"
 	"github.com/optlab/optlab/sdk/serve"
 )
 
@@ -199,11 +192,11 @@ func TestLargeMessages(t *testing.T) {
 	}
 	progs := host.Programs()
 	last := progs[len(progs)-1]
-	enc, err := wire.ProgramToProto(last)
+	n, err := protocol.ProgramSize(last)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n := proto.Size(&pb.ExecRequest{Program: enc}); n <= 4<<20 {
+	if n <= 4<<20 {
 		t.Fatalf("program is only %d bytes; the test needs > 4 MiB", n)
 	}
 	if lc, ok := last.Ops[1].(optim.LinComb); !ok || len(lc.Terms) != terms {
@@ -233,14 +226,14 @@ func TestPanicInStep(t *testing.T) {
 		"plugin toy: Step: panic in Step: toy optimizer exploded at step 7",
 		"last stderr lines:",
 		"recovered panic in optimizer", // the plugin's log line
-		"protocoltest.(*Toy).Step",       // a frame of the stack from stderr
+		"protocoltest.(*Toy).Step",     // a frame of the stack from stderr
 	} {
 		if !strings.Contains(msg, want) {
 			t.Errorf("error lacks %q:\n%s", want, msg)
 		}
 	}
-	if wire.Code(err) != codes.Internal || errors.Is(err, ErrCrashed) {
-		t.Errorf("code = %v, crashed = %v; want Internal, not crashed", wire.Code(err), errors.Is(err, ErrCrashed))
+	if protocol.Code(err) != codes.Internal || errors.Is(err, ErrCrashed) {
+		t.Errorf("code = %v, crashed = %v; want Internal, not crashed", protocol.Code(err), errors.Is(err, ErrCrashed))
 	}
 	// A recovered panic leaves the plugin serving.
 	if _, err := c.Info(context.Background()); err != nil {
@@ -314,9 +307,9 @@ func TestOpErrorsReachTheHost(t *testing.T) {
 	c := launch(t, "toy", Timeouts{})
 	configure(t, c, protocoltest.NewFakeHost(10), map[string]any{"mode": protocoltest.ModeBadOp})
 	_, err := c.Step(context.Background(), optim.StepInput{})
-	var we *wire.Error
-	if !errors.As(err, &we) || we.Op != 1 || we.Code != codes.InvalidArgument || !strings.Contains(err.Error(), "op 1: nil op") {
-		t.Fatalf("Step: %v (%#v), want InvalidArgument at op 1", err, we)
+	var oe *optim.OpError
+	if !errors.As(err, &oe) || oe.Index != 1 || protocol.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "op 1 (nil): nil op") {
+		t.Fatalf("Step: %v (%#v), want InvalidArgument at op 1", err, oe)
 	}
 }
 
@@ -458,67 +451,6 @@ func TestList(t *testing.T) {
 	}
 	if want := []string{"future", "notplugin", "plain", "toy"}; !reflect.DeepEqual(names, want) {
 		t.Fatalf("List names = %v, want %v", names, want)
-	}
-}
-
-// TestHostServiceUnimplementedOp sends the host's Host service, over real
-// gRPC, a program whose op 1 has a kind from a newer protocol minor.
-func TestHostServiceUnimplementedOp(t *testing.T) {
-	lis, err := net.Listen("unix", filepath.Join(t.TempDir(), "h.sock"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	host := protocoltest.NewFakeHost(10)
-	s := grpc.NewServer()
-	pb.RegisterHostServer(s, &hostServer{h: host, logger: quietLogger(t)})
-	go func() { _ = s.Serve(lis) }()
-	t.Cleanup(s.Stop)
-	conn, err := grpc.NewClient("unix://"+lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = conn.Close() })
-	hc := pb.NewHostClient(conn)
-
-	var raw []byte
-	raw = protowire.AppendTag(raw, 42, protowire.BytesType)
-	raw = protowire.AppendBytes(raw, nil)
-	newer := &pb.Op{}
-	if err := proto.Unmarshal(raw, newer); err != nil {
-		t.Fatal(err)
-	}
-	norm := &pb.Op{Kind: &pb.Op_Norm{Norm: &pb.NormOp{X: 0}}}
-	tests := []struct {
-		name string
-		ops  []*pb.Op
-		code codes.Code
-		op   int32
-	}{
-		{"newer op kind", []*pb.Op{norm, newer}, codes.Unimplemented, 1},
-		{"unknown unary kind", []*pb.Op{norm, norm, {Kind: &pb.Op_Unary{Unary: &pb.UnaryOp{Kind: 99}}}}, codes.Unimplemented, 2},
-		{"host error with op index", []*pb.Op{norm, {Kind: &pb.Op_Norm{Norm: &pb.NormOp{X: 5}}}}, codes.Unknown, 1},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			_, err := hc.Exec(context.Background(), &pb.ExecRequest{Program: &pb.Program{Ops: tt.ops}})
-			st := status.Convert(err)
-			if st.Code() != tt.code {
-				t.Fatalf("code = %v (%v), want %v", st.Code(), err, tt.code)
-			}
-			var idx int32 = -1
-			for _, d := range st.Details() {
-				if oe, ok := d.(*pb.OpError); ok {
-					idx = oe.GetOpIndex()
-				}
-			}
-			if idx != tt.op {
-				t.Fatalf("OpError index = %d, want %d (%v)", idx, tt.op, err)
-			}
-		})
-	}
-	res, err := hc.Exec(context.Background(), &pb.ExecRequest{Program: &pb.Program{Ops: []*pb.Op{norm}}})
-	if err != nil || !reflect.DeepEqual(res.GetResult().GetScalars(), []float64{2}) {
-		t.Fatalf("valid program: %v, %v", res, err)
 	}
 }
 
