@@ -80,4 +80,3 @@ func TestHostServiceUnimplementedOp(t *testing.T) {
 		t.Fatalf("valid program: %v, %v", res, err)
 	}
 }
-
