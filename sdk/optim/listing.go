@@ -17,13 +17,13 @@ func (p *Program) String() string {
 	slot := 1
 	for i, op := range p.Ops {
 		fmt.Fprintf(&b, "%2d %-9s %s", i, OpName(op), p.operands(op))
-		if n := Emits(op); n > 0 {
-			b.WriteString("  →")
-			for k := range n {
-				fmt.Fprintf(&b, " #%d", slot+k)
-			}
-			slot += n
+		switch n := Emits(op); n {
+		case 1:
+			fmt.Fprintf(&b, "  → #%d", slot)
+		case 2:
+			fmt.Fprintf(&b, "  → loss #%d, acc #%d", slot, slot+1)
 		}
+		slot += Emits(op)
 		b.WriteByte('\n')
 	}
 	return b.String()
