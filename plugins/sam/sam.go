@@ -64,8 +64,8 @@ type SAM struct {
 type memberVecs struct {
 	g       []optim.Vec // g[j]: the gradient of batch part j < m
 	saved   optim.Vec   // θ before the perturbation, restored bitwise
-	t       optim.Vec   // ASAM's T
-	scratch optim.Vec   // T⊙g, then T²⊙g (ASAM); the mean gradient (m > 1)
+	t       optim.Vec   // ASAM's T (adaptive only)
+	scratch optim.Vec   // T⊙g, then T²⊙g (ASAM); the mean gradient (m > 1); else none
 	mask    optim.Vec   // adaptive_scope "weights": 1 on weight tensors, else 0
 	rest    optim.Vec   // 1 − mask
 }
@@ -110,15 +110,30 @@ func (o *SAM) Configure(ctx context.Context, h optim.Host, cfg optim.Config) err
 			o.vecs[m].g = append(o.vecs[m].g, g)
 		}
 	}
-	saved, t, scratch := o.hs.PerMember("saved", members), o.hs.PerMember("t", members), o.hs.PerMember("scratch", members)
+	saved := o.hs.PerMember("saved", members)
+	var t, scratch []optim.Vec // only the modes that use them
+	if o.cfg.Adaptive {
+		t = o.hs.PerMember("t", members)
+	}
+	if o.cfg.Adaptive || o.cfg.M > 1 {
+		scratch = o.hs.PerMember("scratch", members)
+	}
 	p := o.hs.Prog()
 	for m := range o.vecs {
 		v := &o.vecs[m]
-		v.saved, v.t, v.scratch = saved[m], t[m], scratch[m]
+		v.saved = saved[m]
 		for _, g := range v.g {
 			p.Alloc(g, m)
 		}
-		p.Alloc(v.saved, m).Alloc(v.t, m).Alloc(v.scratch, m)
+		p.Alloc(v.saved, m)
+		if t != nil {
+			v.t = t[m]
+			p.Alloc(v.t, m)
+		}
+		if scratch != nil {
+			v.scratch = scratch[m]
+			p.Alloc(v.scratch, m)
+		}
 	}
 	if o.weightsOnly() {
 		if err := o.buildMasks(ctx, h, p); err != nil {
