@@ -36,6 +36,7 @@ package bsam
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 
@@ -93,8 +94,8 @@ func (v memberVecs) all() []optim.Vec {
 // New returns a bSAM optimizer with the default hyperparameters.
 func New() optim.Optimizer { return &BSAM{cfg: defaults()} }
 
-// S returns the handle of member m's s (m < Config.Members; valid after
-// Configure).
+// S returns the handle of member m's s. Like Momentum and Std it is valid
+// after Configure, for m < Config.Members.
 func (o *BSAM) S(m int) optim.Vec { return o.vecs[m].s }
 
 // Momentum returns the handle of member m's momentum g_m.
@@ -127,18 +128,19 @@ func (o *BSAM) Configure(ctx context.Context, h optim.Host, cfg optim.Config) er
 	o.delta = c.PriorPrec / o.n
 	members := max(cfg.Members, 1)
 	o.hs = cfg.Namespace("bsam")
-	s, mom, std := o.hs.PerMember("s", members), o.hs.PerMember("momentum", members), o.hs.PerMember("std", members)
-	pt, g, tmp := o.hs.PerMember("point", members), o.hs.PerMember("g", members), o.hs.PerMember("tmp", members)
-	sq, gEps, hm := o.hs.PerMember("sqrt_s", members), o.hs.PerMember("g_eps", members), o.hs.PerMember("h", members)
 	o.vecs = make([]memberVecs, members)
 	p := o.hs.Prog()
 	for m := range o.vecs {
-		o.vecs[m] = memberVecs{s: s[m], momentum: mom[m], std: std[m], point: pt[m], grad: g[m], tmp: tmp[m],
-			sqrtS: sq[m], gEps: gEps[m], h: hm[m]}
-		for _, v := range o.vecs[m].all() {
-			p.Alloc(v, m)
+		// Member by member, so that a standalone run's handles (those its
+		// checkpoints name) are the ones bsam numbered by hand before.
+		vec := func(name string) optim.Vec { return o.hs.New(fmt.Sprintf("%s[%d]", name, m)) }
+		v := memberVecs{s: vec("s"), momentum: vec("momentum"), std: vec("std"), point: vec("point"),
+			grad: vec("g"), tmp: vec("tmp"), sqrtS: vec("sqrt_s"), gEps: vec("g_eps"), h: vec("h")}
+		for _, x := range v.all() {
+			p.Alloc(x, m)
 		}
-		o.updateStd(p.Fill(s[m], c.SInit), o.vecs[m])
+		o.updateStd(p.Fill(v.s, c.SInit), v)
+		o.vecs[m] = v
 	}
 	if _, err := h.Exec(ctx, p); err != nil {
 		return fmt.Errorf("bsam: configure: %w", err)
@@ -218,6 +220,9 @@ func noiseSeed(seed, step int64, j int) int64 {
 // one member; for M > 1 the average of the members' probabilities at their
 // means (see the package documentation).
 func (o *BSAM) Predictive(context.Context) (optim.Predictive, error) {
+	if len(o.vecs) == 0 {
+		return optim.Predictive{}, errors.New("bsam: predictive before Configure")
+	}
 	if len(o.vecs) > 1 {
 		vecs := make([]optim.Vec, len(o.vecs))
 		for m := range vecs {
