@@ -27,7 +27,7 @@ demo: build
 
 # sdk/ (the plugin SDK), examples/ (a third-party plugin) and
 # tools/gotchprep are modules of their own.
-MODULES := sdk tools/gotchprep
+MODULES := sdk examples tools/gotchprep
 
 vet: gotch
 	$(GO) vet ./...
