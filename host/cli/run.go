@@ -98,6 +98,10 @@ func prepare(ctx context.Context, path, pluginDir string, timeouts plugin.Timeou
 			errs = append(errs, fmt.Errorf("%s:%d: plugin %s speaks protocol 1.%d; this host knows up to 1.%d: update optlab", exp.File, m.Line, info.Name, info.ProtocolMinor, optim.ProtocolMinor))
 			continue
 		}
+		if err := checkMembers(exp, info); err != nil {
+			errs = append(errs, fmt.Errorf("%s:%d: method %q: %w", exp.File, m.Line, m.Name, err))
+			continue
+		}
 		params, err := experiment.ValidateParams(m, info.Params)
 		if err != nil {
 			errs = append(errs, err)
@@ -211,6 +215,22 @@ func preflightRun(ctx context.Context, r *train.Runner, p *plan, run experiment.
 	defer c.Close()
 	m.Optimizer = c.AsOptimizer()
 	return r.Preflight(ctx, run, m)
+}
+
+// checkMembers refuses an optimizer that trains member 0 only (it does not
+// declare optim.CapMembers) for an experiment with several members, which
+// would otherwise train one model and evaluate the others untrained.
+func checkMembers(exp *experiment.Experiment, info optim.Info) error {
+	if info.Has(optim.CapMembers) {
+		return nil
+	}
+	for _, spec := range exp.Model.Archs {
+		if _, members, err := experiment.ParseArch(spec); err == nil && len(members) > 1 {
+			return fmt.Errorf("plugin %s trains one member (its Info lacks the %q capability), but archs entry %q has %d members",
+				info.Name, optim.CapMembers, spec, len(members))
+		}
+	}
+	return nil
 }
 
 // checkWritable reports whether files can be created in dir, or, when dir
