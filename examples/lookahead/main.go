@@ -7,10 +7,12 @@
 // Build it with `go build -o lookahead .` in this directory and name the
 // binary in an experiment:
 //
-//	[[methods]]
+//	[[method]]
 //	name = "Lookahead"
 //	path = "examples/lookahead/lookahead"
-//	params = { k = 5, alpha = 0.5 }
+//	[method.params]
+//	k = 5
+//	alpha = 0.5
 package main
 
 import (
