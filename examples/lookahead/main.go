@@ -92,12 +92,7 @@ func (o *Lookahead) Step(ctx context.Context, h optim.Host, _ optim.StepInput) (
 		return optim.StepOutput{}, fmt.Errorf("lookahead: step: %w", err)
 	}
 	o.steps++
-	var loss, acc float64
-	for _, ev := range evals {
-		loss += r.Get(ev.Loss) / float64(len(evals))
-		acc += r.Get(ev.Acc) / float64(len(evals))
-	}
-	return optim.StepOutput{Metrics: map[string]float64{"loss": loss, "acc": acc}}, nil
+	return optim.Metrics(r.Mean(evals)), nil
 }
 
 // SaveState implements optim.Stateful: the step count, and the slow weights

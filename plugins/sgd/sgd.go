@@ -67,11 +67,5 @@ func (o *SGD) Step(ctx context.Context, h optim.Host, _ optim.StepInput) (optim.
 	if err != nil {
 		return optim.StepOutput{}, fmt.Errorf("sgd: step: %w", err)
 	}
-	var loss, acc float64
-	n := float64(len(evs))
-	for _, ev := range evs {
-		loss += r.Get(ev.Loss) / n
-		acc += r.Get(ev.Acc) / n
-	}
-	return optim.StepOutput{Metrics: map[string]float64{"loss": loss, "acc": acc}}, nil
+	return optim.Metrics(r.Mean(evs)), nil
 }

@@ -93,12 +93,7 @@ func (o *faulty) Step(ctx context.Context, h optim.Host, in optim.StepInput) (op
 	if err != nil {
 		return optim.StepOutput{}, fmt.Errorf("faulty: step: %w", err)
 	}
-	var loss, acc float64
-	n := float64(len(evs))
-	for _, ev := range evs {
-		loss += r.Get(ev.Loss) / n
-		acc += r.Get(ev.Acc) / n
-	}
+	loss, acc := r.Mean(evs)
 	if k == o.cfg.NaNAt {
 		loss = math.NaN()
 	}
