@@ -62,17 +62,20 @@
 // B¹ₖ passes at θ and loss_perturbed and acc_perturbed of the full-batch
 // passes at θ²ₖ, averaged over members and particles.
 //
-// OT-MDR allocates every vector from its namespace, cfg.Namespace("otmdr")
-// (otmdr/pert[m], otmdr/g1[m], and otmdr/g2[m] with merge_grad and
-// otmdr/sum[m] for K > 1), so an optimizer that runs it inside itself passes
-// its own Handles in Config.Handles and never collides with it. NewFrom makes
-// one from a typed Config (no params to parse) with Hooks that add ops at
-// the start and end of a step, edit its Grad ops (e.g. their Eps and OutRho)
-// and extend its ascent norms: plugins/sgvb's otmdr-sgvb embeds StepConfig in
-// its own Config and runs this step on the means of a variational member with
-// the weight noise κ fixed for the iteration. The golden op traces in
-// testdata are the op-level description: trace.golden (paper mode, two
-// members, two particles), trace_reference.golden and trace_joint.golden.
+// OT-MDR allocates every vector from its namespace, cfg.Namespace("otmdr"):
+// otmdr/pert[m], otmdr/g[m] (g¹, then g² and Gₖ; with merge_grad
+// otmdr/g1[m] and otmdr/g2[m]) and, for K > 1, otmdr/sum[m]. An optimizer
+// that runs it inside itself passes its own Handles in Config.Handles, so
+// their vectors never collide. NewFrom makes one from a typed Config, with
+// Hooks that add ops at the start and end of a step, edit its Grad ops
+// (e.g. their Eps and OutRho) and extend its ascent norms: plugins/sgvb's
+// otmdr-sgvb embeds StepConfig in its own config and runs this step on the
+// means of a variational member with the weight noise κ fixed for the
+// iteration.
+//
+// The golden op traces in testdata are the op-level description:
+// trace.golden (paper mode, two particles), trace_reference.golden and
+// trace_joint.golden (two members).
 package otmdr
 
 import (
@@ -352,7 +355,11 @@ func (o *OTMDR) Configure(ctx context.Context, h optim.Host, cfg optim.Config) e
 		return fmt.Errorf("otmdr: joint = true trains the members as one ensemble model and needs at least 2 members, got %d", members)
 	}
 	o.hs = cfg.Namespace("otmdr")
-	pert, g1 := o.hs.PerMember("pert", members), o.hs.PerMember("g1", members)
+	g1Name := "g" // g¹, then g² and Gₖ
+	if c.MergeGrad {
+		g1Name = "g1" // g¹, then Gₖ
+	}
+	pert, g1 := o.hs.PerMember("pert", members), o.hs.PerMember(g1Name, members)
 	var g2, sum []optim.Vec // only when g¹'s buffer cannot serve
 	if c.MergeGrad {
 		g2 = o.hs.PerMember("g2", members)
