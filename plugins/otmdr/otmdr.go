@@ -213,8 +213,8 @@ const (
 	PhaseFull              // Gₖ on B at θ²ₖ
 )
 
-// Pass names one gradient pass of a step for the Hooks: member m's pass of
-// phase Phase for particle k.
+// Pass names one gradient pass of a step for the Hooks: the pass of phase
+// Phase of member Member's particle Particle.
 type Pass struct {
 	Member, Particle int
 	Phase            Phase
@@ -223,9 +223,9 @@ type Pass struct {
 // Hooks let another optimizer reuse OT-MDR's step (plugins/sgvb runs it on
 // the means μ of a variational member with the weight noise κ held fixed).
 // Nil fields change nothing. Grad and Norm act on per-member Grad passes,
-// so joint = true rejects them. The hooks use vectors of the wrapping
-// optimizer's own namespace, and read what their ops emit through the slots
-// the Program builder returns.
+// so NewFrom rejects them with joint = true. The hooks use vectors of the
+// wrapping optimizer's own namespace, and read what their ops emit through
+// the slots the Program builder returns.
 type Hooks struct {
 	// Begin appends ops at the start of every step's first program.
 	Begin func(p *optim.Program)
