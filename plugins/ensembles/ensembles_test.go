@@ -142,6 +142,46 @@ func TestInfo(t *testing.T) {
 	}
 }
 
+// The member optimizers are those of the registry in Options, and only
+// those in FollowsSetLR can be scheduled by snapshot and FGE.
+func TestOptions(t *testing.T) {
+	r := &optim.Registry{}
+	for _, e := range []optim.Entry{{Name: "sgd", New: sgd.New}, {Name: "sam", New: sam.New}} {
+		if err := r.Add(e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	newOpt := func() optim.Optimizer {
+		return ensembles.New(ensembles.Options{Members: r, FollowsSetLR: []string{"sam"}})
+	}
+	for _, s := range newOpt().Info().Params {
+		if strings.HasPrefix(s.Name, "bsam_") || strings.HasPrefix(s.Name, "otmdr_") {
+			t.Errorf("parameter %q of an optimizer that is not a member", s.Name)
+		}
+	}
+	tests := []struct {
+		name   string
+		opt    optim.Optimizer
+		params map[string]any
+		want   string // "" for success
+	}{
+		{"deep sgd", newOpt(), nil, ""},
+		{"snapshot sam", newOpt(), map[string]any{"kind": "snapshot", "member": "sam", "sam_rho": 0.1}, ""},
+		{"snapshot sgd", newOpt(), map[string]any{"kind": "snapshot"}, "SetLR sets (sam); sgd does its own update"},
+		{"not a member", newOpt(), map[string]any{"member": "bsam"}, `member "bsam": want one of ["sgd" "sam"]`},
+		{"no members", ensembles.New(ensembles.Options{}), nil, `member "sgd": want one of []`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := optimtest.MustHost(t, mlp(), optimtest.WithBatchSize(16))
+			_, err := optimtest.Run(context.Background(), tt.opt, h, 2, hp(tt.params))
+			if tt.want == "" && err != nil || tt.want != "" && (err == nil || !strings.Contains(err.Error(), tt.want)) {
+				t.Errorf("err = %v, want containing %q", err, tt.want)
+			}
+		})
+	}
+}
+
 func TestConfigErrors(t *testing.T) {
 	tests := []struct {
 		name    string
