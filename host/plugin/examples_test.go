@@ -2,6 +2,7 @@ package plugin
 
 import (
 	"context"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -61,5 +62,32 @@ func TestThirdPartyPlugin(t *testing.T) {
 	progs := host.Programs()
 	if len(progs) != 3 || len(progs[2].Ops) != 4 {
 		t.Fatalf("host saw %d programs (last %v)", len(progs), progs[len(progs)-1].Ops)
+	}
+}
+
+// TestInProcessSpec serves a built-in optimizer inside the test process
+// (host run --in-process) and checks that Close stops serving it.
+func TestInProcessSpec(t *testing.T) {
+	ctx := context.Background()
+	c, err := Launch(ctx, LaunchSpec{Name: "toy", InProcess: protocoltest.New, Logger: quietLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Pid() != os.Getpid() {
+		t.Errorf("in-process plugin pid %d, want this process's %d", c.Pid(), os.Getpid())
+	}
+	host := protocoltest.NewFakeHost(10)
+	if err := c.Configure(ctx, host, optim.Config{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Step(ctx, optim.StepInput{LR: 0.1}); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(host.Programs()); n != 3 {
+		t.Fatalf("host saw %d programs, want 3", n)
+	}
+	_ = c.Close()
+	if _, err := c.Step(ctx, optim.StepInput{}); err == nil {
+		t.Fatal("Step after Close succeeded")
 	}
 }
