@@ -162,7 +162,9 @@ func semGrad(t testing.TB, e *Engine, out, at optim.Vec) []float64 {
 }
 
 // semEval returns the loss and accuracy of a gradient pass.
-func semEval(r optim.Result, ev optim.Eval) []float64 { return []float64{r.Get(ev.Loss), r.Get(ev.Acc)} }
+func semEval(r optim.Result, ev optim.Eval) []float64 {
+	return []float64{r.Get(ev.Loss), r.Get(ev.Acc)}
+}
 
 // semLogits is the float64 forward pass of semTiny for one sample.
 func semLogits(m *model.Model, p []float64, x []float64) []float64 {
