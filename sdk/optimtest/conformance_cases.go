@@ -890,6 +890,9 @@ func variationalCases() []hostCase {
 		{name: "ρ/of a deterministic member", needs: needDeterministic, run: func(c *conf) {
 			c.fails("", func(p *optim.Program) { p.Fill(optim.RhoOf(c.dm), 1) })
 		}},
+		{name: "ρ/of a missing member", run: func(c *conf) {
+			c.fails("17", func(p *optim.Program) { p.Fill(optim.RhoOf(noMember), 1) })
+		}},
 		{name: "Grad/variational: a shared Eps repeats the pass", needs: needVariational, run: func(c *conf) {
 			m := c.vm
 			eps, g1, g2, r1, r2 := c.randn(m, "eps", 4), c.alloc(m, "g1"), c.alloc(m, "g2"), c.alloc(m, "r1"), c.alloc(m, "r2")
@@ -968,6 +971,11 @@ func variationalCases() []hostCase {
 					return nil
 				})
 			}
+		}},
+		{name: "JointGrad/a ρ handle", needs: needVariational, run: func(c *conf) {
+			c.fails("", func(p *optim.Program) {
+				p.JointGrad(nil, []optim.Vec{optim.RhoOf(c.vm)}, whole, optim.BNUpdate)
+			})
 		}},
 		{name: "JointGrad/a variational member", needs: needVariational, run: func(c *conf) {
 			c.fails("", func(p *optim.Program) {
