@@ -44,12 +44,13 @@ type HostTestOptions struct {
 // them, halves of a batch against the whole, a gradient against finite
 // differences of the loss, …). Failing programs must return an
 // *optim.OpError (errors.As) with the index and kind (optim.OpName) of the
-// failing op; an op kind, unary or binary kind or BatchNorm mode the host
-// does not know must wrap errors.ErrUnsupported. Cases that need two
+// failing op, and a message that names the offending value where the case
+// knows it (an unknown handle, a missing member, a vector's length); an op
+// kind, unary or binary kind or BatchNorm mode the host does not know must
+// wrap errors.ErrUnsupported. Cases that need two
 // members, members of different layouts, a variational member or a
 // deterministic one are skipped when the layout has none.
 func TestHost(t *testing.T, newHost func(t *testing.T) optim.Host, opts HostTestOptions) {
-	t.Helper()
 	if opts.Tol == 0 {
 		opts.Tol = 1e-12
 	}
