@@ -90,7 +90,8 @@ func ckptTrainStep(t *testing.T, e *Engine) {
 	p := optim.Prog()
 	for m := range e.members {
 		g := optim.Vec(100 + m)
-		p.AllocFor(g, m).Grad(g, optim.ParamsOf(m), optim.Batch{}, optim.BNUpdate).BaseStep(optim.ParamsOf(m), g).Free(g)
+		p.Alloc(g, m).Grad(g, optim.ParamsOf(m), optim.Batch{}, optim.BNUpdate)
+		p.BaseStep(optim.ParamsOf(m), g).Free(g)
 	}
 	if _, err := e.Exec(ctx, p); err != nil {
 		t.Fatal(err)

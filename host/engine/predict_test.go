@@ -106,8 +106,8 @@ func TestPredict(t *testing.T) {
 	e := semEngine(t, Config{Seed: 13}, m0, m1, m2)
 	ds := semUpload(t, e, set, true)
 	p0, p2 := semRead(t, e, optim.Params), semRead(t, e, optim.ParamsOf(2))
-	semExec(t, e, optim.Prog().Alloc(1).Copy(1, optim.Params).Scale(1, -0.5).AddConst(1, 0.1).
-		Alloc(2).Alloc(3).Fill(3, 0.05))
+	semExec(t, e, optim.Prog().Alloc(1, 0).Copy(1, optim.Params).Scale(1, -0.5).AddConst(1, 0.1).
+		Alloc(2, 0).Alloc(3, 0).Fill(3, 0.05))
 	q := semRead(t, e, 1)
 	point := semPredict(t, e, optim.Predictive{Kind: optim.Point}, ds, 0, 1)
 	semRowsSumToOne(t, "point", point, n, c)
@@ -172,14 +172,14 @@ func TestPredict(t *testing.T) {
 	}
 	xb, yb := semData(4, f, c, 3)
 	semBatch(t, e, 0, xb, yb)
-	semExec(t, e, optim.Prog().Grad(2, optim.Params, optim.Batch{}, optim.BNUpdate))
+	semGrad(t, e, 2, optim.Params)
 }
 
 func TestPredictErrors(t *testing.T) {
 	set := semFeatureSet(5, 4, 3)
 	e := semEngine(t, Config{Seed: 13}, semTiny(t, []int64{4}, 5, 3), semTiny(t, []int64{4}, 6, 3))
 	ds := semUpload(t, e, set, true)
-	semExec(t, e, optim.Prog().Alloc(1).AllocFor(2, 1))
+	semExec(t, e, optim.Prog().Alloc(1, 0).Alloc(2, 1))
 	tests := []struct {
 		name    string
 		pred    optim.Predictive
@@ -205,7 +205,7 @@ func TestPredictErrors(t *testing.T) {
 	// A failed Predict leaves grad mode on.
 	xb, yb := semData(4, 4, 3, 3)
 	semBatch(t, e, 0, xb, yb)
-	semExec(t, e, optim.Prog().Grad(1, optim.Params, optim.Batch{}, optim.BNUpdate))
+	semGrad(t, e, 1, optim.Params)
 }
 
 // TestPredictImagesEvalMode predicts raw 8-bit images: the inputs are
@@ -260,7 +260,7 @@ func TestPredictImagesEvalMode(t *testing.T) {
 		tr.Drop()
 		return nil
 	})
-	semExec(t, ec, optim.Prog().Grad(0, optim.Params, optim.Batch{}, optim.BNUpdate))
+	semGrad(t, ec, 0, optim.Params)
 	whole := semPredict(t, ec, optim.Predictive{Kind: optim.Point}, dc, 0, 1)
 	semRowsSumToOne(t, "cnn", whole, n, c)
 	semCheckVec(t, "cnn one sample at a time", semPredict(t, ec, optim.Predictive{Kind: optim.Point}, dc, 1, 1), whole, 1e-6, 1e-5)
