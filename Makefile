@@ -7,7 +7,7 @@ PLUGIN_DIRS := $(wildcard plugins/*/cmd/*)
 BIN     := bin
 EXPERIMENT ?= experiments/quickstart.toml
 
-.PHONY: all gotch build plugins demo test vet bench proto clean
+.PHONY: all gotch build plugins demo test vet bench proto proto-python python-deps test-python clean
 
 all: build
 
@@ -39,8 +39,19 @@ test: build vet
 
 # Regenerate the protocol's Go code from sdk/proto (needs protoc,
 # protoc-gen-go and protoc-gen-go-grpc on PATH).
-proto:
+proto: proto-python
 	cd sdk && $(GO) generate ./internal/pluginpb
+
+# Regenerate the Python SDK's protobuf code (sdk/python/optlab/_pb) from
+# sdk/proto and sdk/python/proto (needs protoc; the gRPC service glue is
+# written by hand in sdk/python/optlab/_runtime.py).
+PY_PB := sdk/python/optlab/_pb
+proto-python:
+	@tmp=$$(mktemp -d) && \
+	protoc -I sdk/proto --python_out=$$tmp optlab/plugin/v1/plugin.proto && \
+	protoc -I sdk/python/proto --python_out=$$tmp optlab/python/v1/runtime.proto && \
+	cp $$tmp/optlab/plugin/v1/plugin_pb2.py $$tmp/optlab/python/v1/runtime_pb2.py $(PY_PB)/ && \
+	rm -rf $$tmp
 
 bench: build
 	$(GO) test -run '^$$' -bench . -benchtime 20x ./bench/...
