@@ -89,17 +89,16 @@ class _Stdio:
 
     def __init__(self):
         self._q: "queue.Queue" = queue.Queue()
-        self._closed = threading.Event()
 
     def writer(self, channel: int) -> "_StreamWriter":
         return _StreamWriter(self._q, channel)
 
     def close(self) -> None:
-        self._closed.set()
+        """End the stream once what was written before has been sent."""
         self._q.put(None)
 
     def stream(self, request, context):
-        while not self._closed.is_set() and context.is_active():
+        while context.is_active():
             try:
                 item = self._q.get(timeout=0.5)
             except queue.Empty:
@@ -239,6 +238,18 @@ def error_from_rpc(e: grpc.RpcError) -> Error:
     return err
 
 
+_PKG_DIR = os.path.dirname(os.path.realpath(__file__)) + os.sep
+
+
+def user_traceback(e: BaseException) -> str:
+    """e's traceback without the SDK's own frames on top (the optimizer's
+    code is what the reader wants)."""
+    tb = e.__traceback__
+    while tb is not None and os.path.realpath(tb.tb_frame.f_code.co_filename).startswith(_PKG_DIR):
+        tb = tb.tb_next
+    return "".join(traceback.format_exception(type(e), e, tb if tb is not None else e.__traceback__))
+
+
 def _status_details(code: int, message: str, op) -> bytes:
     st = rt.Status(code=int(code), message=message)
     st.details.add().Pack(pb.OpError(op_index=op.index, op=op.op, message=op.message))
@@ -275,7 +286,7 @@ class _OptimizerService:
             _exit(e.code if isinstance(e.code, int) else 1)
         except Exception as e:
             what = f"{type(e).__name__}: {e}"
-            self.log.error("recovered panic in optimizer", method=method, panic=what, stack=traceback.format_exc())
+            self.log.error("recovered panic in optimizer", method=method, panic=what, stack=user_traceback(e))
             raise _Failure(Code.INTERNAL, f"panic in {method}: {what}") from None
 
     def info(self, request, context):

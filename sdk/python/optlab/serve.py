@@ -62,8 +62,7 @@ def _ensure_grpc() -> None:
     except ImportError as e:
         missing = e
     target = os.environ.get("OPTLAB_PYTHON") or SYSTEM_PYTHON
-    here = os.path.realpath(sys.executable or "")
-    if os.environ.get(_REEXEC_ENV) != "1" and os.path.exists(target) and os.path.realpath(target) != here:
+    if os.environ.get(_REEXEC_ENV) != "1" and os.path.exists(target):
         os.environ[_REEXEC_ENV] = "1"
         argv = list(getattr(sys, "orig_argv", []))[1:] or sys.argv
         sys.stderr.flush()
