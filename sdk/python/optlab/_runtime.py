@@ -89,6 +89,7 @@ class _Stdio:
 
     def __init__(self):
         self._q: "queue.Queue" = queue.Queue()
+        self.drained = threading.Event()  # set when the stream has sent everything
 
     def writer(self, channel: int) -> "_StreamWriter":
         return _StreamWriter(self._q, channel)
@@ -104,6 +105,7 @@ class _Stdio:
             except queue.Empty:
                 continue
             if item is None:
+                self.drained.set()
                 return
             channel, data = item
             yield rt.StdioData(channel=channel, data=data)
@@ -526,7 +528,8 @@ def run(optimizer) -> None:
 
     stop.wait()
     stdio.close()
-    server.stop(grace=0.2).wait(1.0)
+    stdio.drained.wait(0.5)  # what the optimizer printed reaches the host
+    server.stop(grace=0).wait(1.0)
     try:
         os.remove(path)
     except OSError:
