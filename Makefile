@@ -33,9 +33,21 @@ vet: gotch
 	$(GO) vet ./...
 	@for m in $(MODULES); do (cd $$m && $(GO) vet ./...) || exit 1; done
 
-test: build vet
+test: build vet python-deps
 	$(GO) test -count=1 ./...
 	@for m in $(MODULES); do (cd $$m && $(GO) test -count=1 ./...) || exit 1; done
+	$(PYTHON) -m unittest discover -s sdk/python/tests
+
+# The Python plugin SDK (sdk/python) runs on Debian's python3-grpcio and
+# python3-protobuf for /usr/bin/python3; python-deps installs them with apt
+# when they are missing and this runs as root (as gotchprep does libtorch).
+PYTHON := /usr/bin/python3
+
+python-deps:
+	@scripts/python-deps.sh
+
+test-python: python-deps
+	$(PYTHON) -m unittest discover -s sdk/python/tests
 
 # Regenerate the protocol's Go code from sdk/proto (needs protoc,
 # protoc-gen-go and protoc-gen-go-grpc on PATH).
