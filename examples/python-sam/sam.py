@@ -35,6 +35,16 @@ class Params:
     m: int = optlab.param(1, range="[1,)", doc="m-sharpness: sub-batches perturbed separately (1 = plain SAM)")
 
 
+class Vecs:
+    """One member's handles: g[j] the gradient of batch part j; saved, θ
+    before the perturbation; t, ASAM's T; scratch, T⊙g or the mean gradient;
+    mask and rest, the weight mask and its complement."""
+
+    def __init__(self, g, saved, t=0, scratch=0):
+        self.g, self.saved, self.t, self.scratch = g, saved, t, scratch
+        self.mask = self.rest = 0
+
+
 class SAM(optlab.Optimizer):
     def info(self):
         return optlab.Info(name="python-sam", version="0.1.0", capabilities=[optlab.CAP_MEMBERS],
@@ -59,7 +69,7 @@ class SAM(optlab.Optimizer):
         self.members = []
         p = hs.prog()
         for m in range(members):
-            v = _Vecs(g=grads[m], saved=saved[m], t=t[m] if t else 0, scratch=scratch[m] if scratch else 0)
+            v = Vecs(g=grads[m], saved=saved[m], t=t[m] if t else 0, scratch=scratch[m] if scratch else 0)
             for g in v.g:
                 p.alloc(g, m)
             p.alloc(v.saved, m)
@@ -147,16 +157,6 @@ class SAM(optlab.Optimizer):
         with optlab.wrap_errors("sam: descent"):
             host.exec(second)
         return {"loss": loss, "acc": acc}
-
-
-class _Vecs:
-    """One member's handles: g[j] the gradient of batch part j; saved, θ
-    before the perturbation; t, ASAM's T; scratch, T⊙g or the mean gradient;
-    mask and rest, the weight mask and its complement."""
-
-    def __init__(self, g, saved, t=0, scratch=0):
-        self.g, self.saved, self.t, self.scratch = g, saved, t, scratch
-        self.mask = self.rest = 0
 
 
 if __name__ == "__main__":
