@@ -289,4 +289,21 @@ func TestPythonPluginFailures(t *testing.T) {
 	if out[0] != out[1] {
 		t.Errorf("the host's messages differ\n--- Go plugins:\n%s\n--- Python plugins:\n%s", out[0], out[1])
 	}
+
+	// A Python exception is a bug, reported as Go reports a panic: the run
+	// fails with the traceback, the next run trains.
+	bug := spec{Name: "exception", Methods: []method{
+		{Name: "Raises", Plugin: "faultplugin", Params: []string{"raise_at = 1"}},
+		{Name: "Plain", Plugin: "faultplugin"},
+	}}
+	res := filepath.Join(dir, "results", "exception")
+	r := host(t, "run", "-q", "--plugins", pyDir, "--results", res, bug.write(t, dir))
+	wantFailedRuns(t, r, 1, 2,
+		"host: run method=Raises/arch=mlp/seed=1 failed: step 1 (epoch 1): plugin faultplugin: Step: panic in Step: ZeroDivisionError: division by zero; last stderr lines:\n"+
+			"  [ERROR] recovered panic in optimizer method=Step panic=ZeroDivisionError: division by zero\n"+
+			"  stack:\n    Traceback (most recent call last):\n",
+		`      return {"loss": 1 / 0}`, "    ZeroDivisionError: division by zero\n")
+	if rec := readRecords(t, results.Path(res, bug.Name))["method=Plain/arch=mlp/seed=1"]; rec.Status != results.StatusOK {
+		t.Errorf("the run after the failed one: status %q (%s)", rec.Status, rec.Error)
+	}
 }
