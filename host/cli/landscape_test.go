@@ -14,11 +14,11 @@ import (
 	"time"
 
 	"github.com/optlab/optlab/host/checkpoint"
+	"github.com/optlab/optlab/host/curves"
 	"github.com/optlab/optlab/host/engine"
 	"github.com/optlab/optlab/host/experiment"
 	"github.com/optlab/optlab/host/landscape"
 	"github.com/optlab/optlab/host/model"
-	"github.com/optlab/optlab/host/plot"
 	"github.com/optlab/optlab/host/results"
 	"github.com/optlab/optlab/host/tensor"
 	"github.com/optlab/optlab/host/train"
@@ -371,12 +371,12 @@ func TestPlotCmd(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "results")
 	for _, m := range []string{"SGD", "SAM"} {
 		for seed := int64(1); seed <= 2; seed++ {
-			cw, err := plot.CreateCurve(plot.CurvePath(dir, "exp", experiment.RunKey(m, "cnn", seed)))
+			cw, err := curves.Create(curves.Path(dir, "exp", experiment.RunKey(m, "cnn", seed)))
 			if err != nil {
 				t.Fatal(err)
 			}
 			for e := 1; e <= 5; e++ {
-				r := plot.NaNRow(e, int64(10*e))
+				r := curves.NaNRow(e, int64(10*e))
 				r.LR, r.TrainLoss, r.TrainAcc, r.Seconds = 0.1, 2/float64(e)+0.1*float64(seed), 1-1/float64(e+1), float64(e)
 				if e%2 == 1 {
 					r.TestLoss, r.TestAcc = 2.2/float64(e), 0.9-0.5/float64(e)-0.01*float64(seed)

@@ -18,11 +18,11 @@ import (
 	"strings"
 	"time"
 
+	"github.com/optlab/optlab/host/curves"
 	"github.com/optlab/optlab/host/engine"
 	"github.com/optlab/optlab/host/experiment"
 	"github.com/optlab/optlab/host/metrics"
 	"github.com/optlab/optlab/host/model"
-	"github.com/optlab/optlab/host/plot"
 	"github.com/optlab/optlab/host/results"
 	"github.com/optlab/optlab/host/tensor"
 	"github.com/optlab/optlab/sdk/optim"
@@ -255,13 +255,13 @@ func (r *Runner) Run(ctx context.Context, run experiment.Run, m Method) (results
 	if resumed && r.Progress != nil {
 		fmt.Fprintf(r.Progress, "%s: resuming after epoch %d (step %d) from %s\n", run.Key, ls.Epoch, ls.Step, statePath)
 	}
-	var curve *plot.CurveWriter
+	var curve *curves.Writer
 	if r.Exp.ResultsDir != "" {
-		path := plot.CurvePath(r.Exp.ResultsDir, r.Exp.Name, run.Key)
+		path := curves.Path(r.Exp.ResultsDir, r.Exp.Name, run.Key)
 		if resumed {
-			curve, err = plot.ContinueCurve(path, ls.Epoch)
+			curve, err = curves.Continue(path, ls.Epoch)
 		} else {
-			curve, err = plot.CreateCurve(path)
+			curve, err = curves.Create(path)
 		}
 		if err != nil {
 			return rec, err
@@ -333,7 +333,7 @@ func (r *Runner) Run(ctx context.Context, run experiment.Run, m Method) (results
 		}
 		epochs++
 		trainLoss, trainAcc = sumLoss/float64(n), sumAcc/float64(n)
-		row := plot.NaNRow(epochs, step)
+		row := curves.NaNRow(epochs, step)
 		row.LR, row.TrainLoss, row.TrainAcc = lastLR, trainLoss, trainAcc
 		every := r.Exp.Eval.EveryEpochs
 		if sched.NeedsMetric() || (every > 0 && epochs%every == 0) {
