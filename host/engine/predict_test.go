@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"github.com/optlab/optlab/host/data"
+	"github.com/optlab/optlab/host/data/devset"
+	"github.com/optlab/optlab/host/eval"
 	"github.com/optlab/optlab/host/model"
 	"github.com/optlab/optlab/host/tensor"
 	"github.com/optlab/optlab/sdk/optim"
@@ -58,9 +60,9 @@ func semProbs(m *model.Model, p []float64, x [][]float64) []float64 {
 	return out
 }
 
-func semUpload(t testing.TB, e *Engine, s *data.Set, normalize bool) *DeviceSet {
+func semUpload(t testing.TB, e *Engine, s *data.Set, normalize bool) *devset.Set {
 	t.Helper()
-	ds, err := Upload(context.Background(), e.w, e.cfg.Device, s, normalize)
+	ds, err := devset.Upload(context.Background(), e.w, e.cfg.Device, s, normalize)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -68,9 +70,11 @@ func semUpload(t testing.TB, e *Engine, s *data.Set, normalize bool) *DeviceSet 
 	return ds
 }
 
-func semPredict(t testing.TB, e *Engine, pred optim.Predictive, ds *DeviceSet, batch, seed int64) []float64 {
+// semPredict evaluates pred over ds with host/eval, which runs the engine's
+// Probs batch by batch.
+func semPredict(t testing.TB, e *Engine, pred optim.Predictive, ds *devset.Set, batch, seed int64) []float64 {
 	t.Helper()
-	p, err := e.Predict(context.Background(), pred, ds, batch, seed)
+	p, err := eval.Predict(context.Background(), e, pred, ds, batch, seed)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -106,8 +110,8 @@ func TestPredict(t *testing.T) {
 	e := semEngine(t, Config{Seed: 13}, m0, m1, m2)
 	ds := semUpload(t, e, set, true)
 	p0, p2 := semRead(t, e, optim.Params), semRead(t, e, optim.ParamsOf(2))
-	semExec(t, e, optim.Prog().Alloc(1).Copy(1, optim.Params).Scale(1, -0.5).AddConst(1, 0.1).
-		Alloc(2).Alloc(3).Fill(3, 0.05))
+	semExec(t, e, optim.Prog().Alloc(1, 0).Copy(1, optim.Params).Scale(1, -0.5).AddConst(1, 0.1).
+		Alloc(2, 0).Alloc(3, 0).Fill(3, 0.05))
 	q := semRead(t, e, 1)
 	point := semPredict(t, e, optim.Predictive{Kind: optim.Point}, ds, 0, 1)
 	semRowsSumToOne(t, "point", point, n, c)
@@ -172,14 +176,16 @@ func TestPredict(t *testing.T) {
 	}
 	xb, yb := semData(4, f, c, 3)
 	semBatch(t, e, 0, xb, yb)
-	semExec(t, e, optim.Prog().Grad(2, optim.Params, optim.Batch{}, optim.BNUpdate))
+	p := optim.Prog()
+	p.Grad(2, optim.Params, optim.Batch{}, optim.BNUpdate)
+	semExec(t, e, p)
 }
 
 func TestPredictErrors(t *testing.T) {
 	set := semFeatureSet(5, 4, 3)
 	e := semEngine(t, Config{Seed: 13}, semTiny(t, []int64{4}, 5, 3), semTiny(t, []int64{4}, 6, 3))
 	ds := semUpload(t, e, set, true)
-	semExec(t, e, optim.Prog().Alloc(1).AllocFor(2, 1))
+	semExec(t, e, optim.Prog().Alloc(1, 0).Alloc(2, 1))
 	tests := []struct {
 		name    string
 		pred    optim.Predictive
@@ -196,7 +202,7 @@ func TestPredictErrors(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := e.Predict(context.Background(), tc.pred, ds, 0, 1)
+			_, err := eval.Predict(context.Background(), e, tc.pred, ds, 0, 1)
 			if err == nil || !strings.Contains(err.Error(), tc.errWith) {
 				t.Fatalf("Predict: %v, want an error containing %q", err, tc.errWith)
 			}
@@ -205,7 +211,9 @@ func TestPredictErrors(t *testing.T) {
 	// A failed Predict leaves grad mode on.
 	xb, yb := semData(4, 4, 3, 3)
 	semBatch(t, e, 0, xb, yb)
-	semExec(t, e, optim.Prog().Grad(1, optim.Params, optim.Batch{}, optim.BNUpdate))
+	p := optim.Prog()
+	p.Grad(1, optim.Params, optim.Batch{}, optim.BNUpdate)
+	semExec(t, e, p)
 }
 
 // TestPredictImagesEvalMode predicts raw 8-bit images: the inputs are
@@ -247,12 +255,12 @@ func TestPredictImagesEvalMode(t *testing.T) {
 	ec := semEngine(t, Config{Seed: 2}, cnn)
 	dc := semUpload(t, ec, img, true)
 	// Move the running statistics away from (0, 1) first.
-	tr, err := Upload(context.Background(), ec.w, ec.cfg.Device, img, true)
+	tr, err := devset.Upload(context.Background(), ec.w, ec.cfg.Device, img, true)
 	if err != nil {
 		t.Fatal(err)
 	}
 	semDo(t, ec, func(s *tensor.Scope) error {
-		x, y := tr.Batch(s, []int64{0, 1, 2, 3, 4, 5}, Augment{}, nil, ec.cfg.Device)
+		x, y := tr.Batch(s, []int64{0, 1, 2, 3, 4, 5}, devset.Augment{}, nil, ec.cfg.Device)
 		if err := s.Err(); err != nil {
 			return err
 		}
@@ -260,7 +268,9 @@ func TestPredictImagesEvalMode(t *testing.T) {
 		tr.Drop()
 		return nil
 	})
-	semExec(t, ec, optim.Prog().Grad(0, optim.Params, optim.Batch{}, optim.BNUpdate))
+	p := optim.Prog()
+	p.Grad(0, optim.Params, optim.Batch{}, optim.BNUpdate)
+	semExec(t, ec, p)
 	whole := semPredict(t, ec, optim.Predictive{Kind: optim.Point}, dc, 0, 1)
 	semRowsSumToOne(t, "cnn", whole, n, c)
 	semCheckVec(t, "cnn one sample at a time", semPredict(t, ec, optim.Predictive{Kind: optim.Point}, dc, 1, 1), whole, 1e-6, 1e-5)

@@ -111,7 +111,7 @@ func (r *Runner) saveState(ctx context.Context, path string, cfg map[string]any,
 	if !math.IsInf(sched.best, 1) {
 		ls.Sched.Best, ls.Sched.HasBest = sched.best, true
 	}
-	ts, meta, err := eng.SaveState(ctx, vecs)
+	ts, meta, err := saveEngineState(ctx, eng, vecs)
 	if err != nil {
 		return err
 	}
@@ -203,7 +203,7 @@ func (r *Runner) loadState(ctx context.Context, path string, eng *engine.Engine,
 	if len(ls.Orders) != len(srcs) {
 		return ls, false, fmt.Errorf("resuming from %s: %d data orders saved, %d now", path, len(ls.Orders), len(srcs))
 	}
-	if err := eng.LoadState(ctx, ts, meta); err != nil {
+	if err := loadEngineState(ctx, eng, ts, meta); err != nil {
 		return ls, false, fmt.Errorf("resuming from %s: %w", path, err)
 	}
 	if st, ok := opt.(optim.Stateful); ok {

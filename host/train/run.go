@@ -18,8 +18,11 @@ import (
 	"strings"
 	"time"
 
+	"github.com/optlab/optlab/host/checkpoint/statedict"
 	"github.com/optlab/optlab/host/curves"
+	"github.com/optlab/optlab/host/data/devset"
 	"github.com/optlab/optlab/host/engine"
+	"github.com/optlab/optlab/host/eval"
 	"github.com/optlab/optlab/host/experiment"
 	"github.com/optlab/optlab/host/metrics"
 	"github.com/optlab/optlab/host/model"
@@ -204,7 +207,7 @@ func (r *Runner) build(ctx context.Context, run experiment.Run, m Method) (eng *
 		return nil, nil, 0, 0, e
 	}
 	if from := r.Exp.Model.InitFrom; from != "" {
-		if err := eng.LoadCheckpoint(ctx, from); err != nil {
+		if err := statedict.Load(ctx, eng, from); err != nil {
 			return fail(fmt.Errorf("model.init_from: %w", err))
 		}
 	}
@@ -371,7 +374,7 @@ func (r *Runner) Run(ctx context.Context, run experiment.Run, m Method) (results
 		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 			return rec, err
 		}
-		if err := eng.SaveCheckpoint(ctx, p, map[string]string{"run_key": run.Key, "experiment": r.Exp.Name}); err != nil {
+		if err := statedict.Save(ctx, eng, p, map[string]string{"run_key": run.Key, "experiment": r.Exp.Name}); err != nil {
 			return rec, fmt.Errorf("saving the final model: %w", err)
 		}
 		if statePath != "" {
@@ -405,7 +408,7 @@ func (r *Runner) calibration() metrics.Calibration {
 }
 
 // evaluate forms the optimizer's predictive on set and computes the metrics.
-func (r *Runner) evaluate(ctx context.Context, eng *engine.Engine, opt optim.Optimizer, set *engine.DeviceSet, seed int64, cal metrics.Calibration) (metrics.Report, error) {
+func (r *Runner) evaluate(ctx context.Context, eng *engine.Engine, opt optim.Optimizer, set *devset.Set, seed int64, cal metrics.Calibration) (metrics.Report, error) {
 	pred := optim.Predictive{Kind: optim.Point}
 	if p, ok := opt.(optim.Predictor); ok {
 		var err error
@@ -420,7 +423,7 @@ func (r *Runner) evaluate(ctx context.Context, eng *engine.Engine, opt optim.Opt
 		}
 	}
 	bs := int64(r.Exp.Train.EvalBatchSize)
-	probs, err := eng.Predict(ctx, pred, set, bs, seed)
+	probs, err := eval.Predict(ctx, eng, pred, set, bs, seed)
 	if err != nil {
 		return metrics.Report{}, fmt.Errorf("evaluation: %w", err)
 	}
@@ -430,7 +433,7 @@ func (r *Runner) evaluate(ctx context.Context, eng *engine.Engine, opt optim.Opt
 	}
 	opts := metrics.Options{AACSteps: r.Exp.Eval.AACSteps, Calibration: cal, Seed: uint64(seed)}
 	if cal == metrics.CalValidation && r.Data.Val != nil {
-		vp, err := eng.Predict(ctx, pred, r.Data.Val, bs, seed)
+		vp, err := eval.Predict(ctx, eng, pred, r.Data.Val, bs, seed)
 		if err != nil {
 			return metrics.Report{}, fmt.Errorf("evaluation on validation data: %w", err)
 		}
@@ -442,7 +445,7 @@ func (r *Runner) evaluate(ctx context.Context, eng *engine.Engine, opt optim.Opt
 		opts.ValidationLabels = vl
 	}
 	if r.Data.OOD != nil && set == r.Data.Test {
-		op, err := eng.Predict(ctx, pred, r.Data.OOD, bs, seed)
+		op, err := eval.Predict(ctx, eng, pred, r.Data.OOD, bs, seed)
 		if err != nil {
 			return metrics.Report{}, fmt.Errorf("evaluation on OOD data: %w", err)
 		}
@@ -451,7 +454,7 @@ func (r *Runner) evaluate(ctx context.Context, eng *engine.Engine, opt optim.Opt
 	return metrics.Evaluate(metrics.Predictions{Probs: probs, Classes: set.Classes}, labels, opts)
 }
 
-func (r *Runner) labels(ctx context.Context, set *engine.DeviceSet) ([]int32, error) {
+func (r *Runner) labels(ctx context.Context, set *devset.Set) ([]int32, error) {
 	var out []int32
 	err := r.W.Do(ctx, func() error {
 		s := tensor.NewScope()
