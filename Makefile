@@ -7,7 +7,7 @@ PLUGIN_DIRS := $(wildcard plugins/*/cmd/*)
 BIN     := bin
 EXPERIMENT ?= experiments/quickstart.toml
 
-.PHONY: all gotch build plugins demo test vet bench clean
+.PHONY: all gotch build plugins demo test vet bench proto clean
 
 all: build
 
@@ -25,13 +25,22 @@ plugins: gotch
 demo: build
 	$(BIN)/host run $(EXPERIMENT)
 
+# sdk/ (the plugin SDK), examples/ (a third-party plugin) and
+# tools/gotchprep are modules of their own.
+MODULES := sdk examples tools/gotchprep
+
 vet: gotch
 	$(GO) vet ./...
-	cd tools/gotchprep && $(GO) vet ./...
+	@for m in $(MODULES); do (cd $$m && $(GO) vet ./...) || exit 1; done
 
 test: build vet
 	$(GO) test -count=1 ./...
-	cd tools/gotchprep && $(GO) test -count=1 ./...
+	@for m in $(MODULES); do (cd $$m && $(GO) test -count=1 ./...) || exit 1; done
+
+# Regenerate the protocol's Go code from sdk/proto (needs protoc,
+# protoc-gen-go and protoc-gen-go-grpc on PATH).
+proto:
+	cd sdk && $(GO) generate ./internal/pluginpb
 
 bench: build
 	$(GO) test -run '^$$' -bench . -benchtime 20x ./bench/...

@@ -24,6 +24,7 @@ import (
 	"github.com/optlab/optlab/host/table"
 	"github.com/optlab/optlab/host/tensor"
 	"github.com/optlab/optlab/host/train"
+	"github.com/optlab/optlab/plugins/builtin"
 	"github.com/optlab/optlab/sdk/optim"
 )
 
@@ -47,6 +48,9 @@ type plan struct {
 	// timeouts are the deadlines of the calls into the plugins (zero
 	// fields: plugin.DefaultTimeouts).
 	timeouts plugin.Timeouts
+	// inProcess, when set, lists the methods served inside this process
+	// (host run --in-process) instead of as plugin processes.
+	inProcess *optim.Registry
 }
 
 // method is what a run's record says about its optimizer (without the
@@ -62,16 +66,20 @@ func (p *plan) launchSpec(m experiment.Method) plugin.LaunchSpec {
 	if name == "" {
 		name = filepath.Base(m.Path)
 	}
-	return plugin.LaunchSpec{
+	spec := plugin.LaunchSpec{
 		Name: name, Path: m.Path, Dir: p.pluginDir, Timeouts: p.timeouts, Output: p.stderr,
 		Logger: hclog.New(&hclog.LoggerOptions{Name: "optlab", Level: hclog.Warn, Output: p.stderr}),
 	}
+	if e, ok := p.inProcess.Lookup(m.Plugin); ok && m.Path == "" {
+		spec.InProcess = e.New
+	}
+	return spec
 }
 
 // prepare loads and validates the experiment, asks every method's plugin for
 // its schema and validates the hyperparameters against it. The plan's
 // plugins are started with timeouts and write their output to stderr.
-func prepare(ctx context.Context, path, pluginDir string, timeouts plugin.Timeouts, stderr io.Writer) (*plan, error) {
+func prepare(ctx context.Context, path, pluginDir string, timeouts plugin.Timeouts, inProcess *optim.Registry, stderr io.Writer) (*plan, error) {
 	exp, err := experiment.Load(path)
 	if err != nil {
 		return nil, err
@@ -80,7 +88,7 @@ func prepare(ctx context.Context, path, pluginDir string, timeouts plugin.Timeou
 		return nil, err
 	}
 	p := &plan{exp: exp, runs: experiment.Grid(exp), params: map[string]map[string]any{}, infos: map[string]optim.Info{},
-		pluginDir: pluginDir, stderr: stderr, timeouts: timeouts}
+		pluginDir: pluginDir, stderr: stderr, timeouts: timeouts, inProcess: inProcess}
 	var errs []error
 	for _, m := range exp.Methods {
 		c, err := plugin.Launch(ctx, p.launchSpec(m))
@@ -96,6 +104,10 @@ func prepare(ctx context.Context, path, pluginDir string, timeouts plugin.Timeou
 		}
 		if info.ProtocolMinor > optim.ProtocolMinor {
 			errs = append(errs, fmt.Errorf("%s:%d: plugin %s speaks protocol 1.%d; this host knows up to 1.%d: update optlab", exp.File, m.Line, info.Name, info.ProtocolMinor, optim.ProtocolMinor))
+			continue
+		}
+		if err := checkMembers(exp, info); err != nil {
+			errs = append(errs, fmt.Errorf("%s:%d: method %q: %w", exp.File, m.Line, m.Name, err))
 			continue
 		}
 		params, err := experiment.ValidateParams(m, info.Params)
@@ -122,7 +134,7 @@ func checkCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if len(pos) != 1 {
 		return errors.New("usage: host check EXPERIMENT.toml")
 	}
-	p, err := prepare(ctx, pos[0], *dir, plugin.Timeouts{}, stderr)
+	p, err := prepare(ctx, pos[0], *dir, plugin.Timeouts{}, nil, stderr)
 	if err != nil {
 		return err
 	}
@@ -213,6 +225,22 @@ func preflightRun(ctx context.Context, r *train.Runner, p *plan, run experiment.
 	return r.Preflight(ctx, run, m)
 }
 
+// checkMembers refuses an optimizer that trains member 0 only (it does not
+// declare optim.CapMembers) for an experiment with several members, which
+// would otherwise train one model and evaluate the others untrained.
+func checkMembers(exp *experiment.Experiment, info optim.Info) error {
+	if info.Has(optim.CapMembers) {
+		return nil
+	}
+	for _, spec := range exp.Model.Archs {
+		if _, members, err := experiment.ParseArch(spec); err == nil && len(members) > 1 {
+			return fmt.Errorf("plugin %s trains one member (its Info lacks the %q capability), but archs entry %q has %d members",
+				info.Name, optim.CapMembers, spec, len(members))
+		}
+	}
+	return nil
+}
+
 // checkWritable reports whether files can be created in dir, or, when dir
 // does not exist yet, in its nearest existing ancestor (where it would be
 // made). It creates and removes one temporary file.
@@ -250,6 +278,7 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	fs.StringVar(&o.device, "device", "", "override train.device: auto, cpu, cuda or cuda:N")
 	quiet := fs.Bool("q", false, "no progress output")
 	stepTimeout := fs.Duration("step-timeout", plugin.DefaultTimeouts().Step, "how long one optimizer step may take before the plugin counts as hung")
+	inProcess := fs.Bool("in-process", false, "serve the built-in methods inside this process, not as plugin processes (to step through an optimizer and the host in one debugger)")
 	pos, err := parseInterleaved(fs, args, stdout)
 	if err != nil {
 		return err
@@ -261,6 +290,9 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		return fmt.Errorf("--step-timeout %v: want a positive duration, e.g. 10m", *stepTimeout)
 	}
 	o.timeouts = plugin.Timeouts{Step: *stepTimeout}
+	if *inProcess {
+		o.inProcess = builtin.Registry()
+	}
 	if *shard != "" {
 		if o.shardI, o.shardN, err = parseShard(*shard); err != nil {
 			return err
@@ -299,6 +331,7 @@ type runOpts struct {
 	smoke                     bool
 	shardI, shardN            int
 	timeouts                  plugin.Timeouts
+	inProcess                 *optim.Registry
 	progress                  io.Writer
 }
 
@@ -312,7 +345,7 @@ type runResult struct {
 // runExperiment runs the unfinished runs of one experiment (of its shard).
 func runExperiment(ctx context.Context, path string, o runOpts, stderr io.Writer) (runResult, error) {
 	var res runResult
-	p, err := prepare(ctx, path, o.pluginDir, o.timeouts, stderr)
+	p, err := prepare(ctx, path, o.pluginDir, o.timeouts, o.inProcess, stderr)
 	if err != nil {
 		return res, err
 	}

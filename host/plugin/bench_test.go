@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/optlab/optlab/sdk/protocoltest"
 	"github.com/optlab/optlab/sdk/optim"
+	"github.com/optlab/optlab/sdk/protocoltest"
 	"github.com/optlab/optlab/sdk/serve"
 )
 

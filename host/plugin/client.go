@@ -31,6 +31,9 @@ type Client struct {
 	timeouts Timeouts
 	logger   hclog.Logger
 	reattach bool
+	// stopServing ends the server of an in-process optimizer
+	// (LaunchSpec.InProcess); nil otherwise.
+	stopServing func()
 
 	mu        sync.Mutex
 	info      optim.Info
@@ -89,6 +92,9 @@ func (c *Client) Close() error {
 			// Kill does nothing to a reattached test-mode plugin; closing
 			// the connection asks it to stop serving.
 			_ = c.proto.Close()
+		}
+		if c.stopServing != nil {
+			c.stopServing()
 		}
 	})
 	return nil

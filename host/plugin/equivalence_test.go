@@ -6,9 +6,9 @@ import (
 	"reflect"
 	"testing"
 
-	"github.com/optlab/optlab/sdk/protocoltest"
 	"github.com/optlab/optlab/sdk/optim"
 	"github.com/optlab/optlab/sdk/optimtest"
+	"github.com/optlab/optlab/sdk/protocoltest"
 )
 
 // TestPluginMatchesInProcess runs the toy optimizer on the exact float64

@@ -43,6 +43,7 @@ import (
 
 	"github.com/optlab/optlab/sdk/optim"
 	"github.com/optlab/optlab/sdk/protocol"
+	"github.com/optlab/optlab/sdk/serve"
 )
 
 // DefaultDir is where Launch looks up a plugin by name, relative to the
@@ -116,6 +117,11 @@ type LaunchSpec struct {
 	// Reattach connects to a plugin that is already being served, e.g. by
 	// sdk/serve.ServeInProcess in a test, instead of starting a process.
 	Reattach *goplugin.ReattachConfig
+	// InProcess, when set, serves the optimizer it makes inside this
+	// process (sdk/serve.ServeInProcess) for the life of the Client, over
+	// the same protocol as a plugin process: a debugger sees the optimizer
+	// and the host at once. Close stops serving it.
+	InProcess func() optim.Optimizer
 
 	// Timeouts are the per-call deadlines (zero fields: DefaultTimeouts).
 	Timeouts Timeouts
@@ -141,16 +147,37 @@ type LaunchSpec struct {
 // bounds the start; cancelling it later does not stop the plugin (Close
 // does).
 func Launch(ctx context.Context, spec LaunchSpec) (*Client, error) {
+	var stopServing func()
+	if spec.InProcess != nil {
+		sctx, cancel := context.WithCancel(context.Background())
+		rc, stopped, err := serve.ServeInProcess(sctx, spec.InProcess)
+		if err != nil {
+			cancel()
+			return nil, fmt.Errorf("plugin %s in process: %w", spec.Name, err)
+		}
+		spec.Reattach, spec.Path = rc, ""
+		stopServing = func() {
+			cancel()
+			select {
+			case <-stopped:
+			case <-time.After(closeTimeout):
+			}
+		}
+	}
 	path, name, err := spec.resolve()
 	if err != nil {
+		if stopServing != nil {
+			stopServing()
+		}
 		return nil, err
 	}
 	c := &Client{
-		name:     name,
-		stderr:   newRing(stderrLines),
-		timeouts: spec.Timeouts.withDefaults(),
-		logger:   spec.Logger,
-		reattach: spec.Reattach != nil,
+		name:        name,
+		stderr:      newRing(stderrLines),
+		timeouts:    spec.Timeouts.withDefaults(),
+		logger:      spec.Logger,
+		reattach:    spec.Reattach != nil,
+		stopServing: stopServing,
 	}
 	if c.logger == nil {
 		c.logger = hclog.New(&hclog.LoggerOptions{Name: "optlab", Level: hclog.Warn, Output: os.Stderr})
@@ -206,12 +233,21 @@ func Launch(ctx context.Context, spec LaunchSpec) (*Client, error) {
 	var s started
 	select {
 	case <-ctx.Done():
-		go func() { <-ch; c.pc.Kill() }()
+		go func() {
+			<-ch
+			c.pc.Kill()
+			if stopServing != nil {
+				stopServing()
+			}
+		}()
 		return nil, fmt.Errorf("launch plugin %s: %w", name, ctx.Err())
 	case s = <-ch:
 	}
 	if s.err != nil {
 		c.pc.Kill()
+		if stopServing != nil {
+			stopServing()
+		}
 		kind := ErrCrashed
 		if strings.Contains(s.err.Error(), "incompatible") {
 			kind = ErrIncompatible

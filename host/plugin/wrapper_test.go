@@ -12,9 +12,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/optlab/optlab/sdk/protocoltest"
 	"github.com/optlab/optlab/internal/testutil"
 	"github.com/optlab/optlab/sdk/optim"
+	"github.com/optlab/optlab/sdk/protocoltest"
 )
 
 // A plugin is often a shell script that starts the real program without

@@ -344,10 +344,11 @@ func TestConfigErrors(t *testing.T) {
 		want   string
 	}{
 		{map[string]any{"rh0": 0.1}, "unknown"},
-		{map[string]any{"m": 0}, "m ≥ 1"},
-		{map[string]any{"rho": -1.0}, "rho ≥ 0"},
+		{map[string]any{"m": 0}, `"m": 0 is out of range [1,): want ≥ 1`},
+		{map[string]any{"rho": -1.0}, `"rho": -1 is out of range [0,): want ≥ 0`},
+		{map[string]any{"eta": -0.5}, `"eta": -0.5 is out of range [0,): want ≥ 0`},
 		{map[string]any{"adaptive": 1}, "not a valid bool"},
-		{map[string]any{"adaptive": true, "adaptive_scope": "biases"}, `want "all" or "weights"`},
+		{map[string]any{"adaptive": true, "adaptive_scope": "biases"}, `"adaptive_scope": "biases" is not one of "all", "weights"`},
 		{map[string]any{"adaptive_scope": "weights"}, "set adaptive = true"},
 	}
 	for _, tt := range tests {

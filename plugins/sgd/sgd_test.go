@@ -42,9 +42,10 @@ func TestOneExecPerStepAndMembers(t *testing.T) {
 				t.Fatal(err)
 			}
 			ctx := context.Background()
+			gs := optim.NewHandles().PerMember("g", tt.members)
 			p := optim.Prog()
-			for m := range tt.members {
-				p.AllocFor(optim.Vec(100+m), m)
+			for m, g := range gs {
+				p.Alloc(g, m)
 			}
 			if _, err := ref.Exec(ctx, p); err != nil {
 				t.Fatal(err)
@@ -52,9 +53,9 @@ func TestOneExecPerStepAndMembers(t *testing.T) {
 			for s := range int64(steps) {
 				ref.BeginStep(optim.StepInput{Step: s, LR: 0.05})
 				p := optim.Prog()
-				for m := range tt.members {
-					g := optim.Vec(100 + m)
-					p.Grad(g, optim.ParamsOf(m), optim.Batch{}, optim.BNUpdate).BaseStep(optim.ParamsOf(m), g)
+				for m, g := range gs {
+					p.Grad(g, optim.ParamsOf(m), optim.Batch{}, optim.BNUpdate)
+					p.BaseStep(optim.ParamsOf(m), g)
 				}
 				if _, err := ref.Exec(ctx, p); err != nil {
 					t.Fatal(err)

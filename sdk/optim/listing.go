@@ -17,13 +17,13 @@ func (p *Program) String() string {
 	slot := 1
 	for i, op := range p.Ops {
 		fmt.Fprintf(&b, "%2d %-9s %s", i, OpName(op), p.operands(op))
-		if n := Emits(op); n > 0 {
-			b.WriteString("  →")
-			for k := range n {
-				fmt.Fprintf(&b, " #%d", slot+k)
-			}
-			slot += n
+		switch n := Emits(op); n {
+		case 1:
+			fmt.Fprintf(&b, "  → #%d", slot)
+		case 2:
+			fmt.Fprintf(&b, "  → loss #%d, acc #%d", slot, slot+1)
 		}
+		slot += Emits(op)
 		b.WriteByte('\n')
 	}
 	return b.String()
@@ -83,6 +83,12 @@ func (p *Program) operands(op Op) string {
 		}
 		return "[" + strings.Join(s, " ") + "]"
 	}
+	out := func(x Vec) string { // a gradient target: 0 is none, not params[0]
+		if x == 0 {
+			return "_"
+		}
+		return v(x)
+	}
 	switch o := op.(type) {
 	case Alloc:
 		return fmt.Sprintf("%s member=%d", v(o.ID), o.Member)
@@ -120,13 +126,20 @@ func (p *Program) operands(op Op) string {
 	case Norm:
 		return v(o.X)
 	case Grad:
-		s := fmt.Sprintf("%s = ∇L(%s) batch=%s bn=%s", v(o.Out), v(o.At), o.Batch, o.BN)
-		if o.Eps != 0 || o.OutRho != 0 {
-			s += fmt.Sprintf(" eps=%s rho-grad=%s", v(o.Eps), v(o.OutRho))
+		s := fmt.Sprintf("%s = ∇L(%s) batch=%s bn=%s", out(o.Out), v(o.At), o.Batch, o.BN)
+		if o.Eps != 0 {
+			s += " eps=" + v(o.Eps)
+		}
+		if o.OutRho != 0 {
+			s += " rho-grad=" + v(o.OutRho)
 		}
 		return s
 	case JointGrad:
-		return fmt.Sprintf("%s = ∇L(%s) batch=%s bn=%s", vecs(o.Outs), vecs(o.Ats), o.Batch, o.BN)
+		outs := make([]string, len(o.Outs))
+		for i, x := range o.Outs {
+			outs[i] = out(x)
+		}
+		return fmt.Sprintf("[%s] = ∇L(%s) batch=%s bn=%s", strings.Join(outs, " "), vecs(o.Ats), o.Batch, o.BN)
 	case BaseStep:
 		return fmt.Sprintf("%s with gradient %s", v(o.Params), v(o.Grad))
 	case SetLR:

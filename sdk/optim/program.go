@@ -438,3 +438,24 @@ func (r Result) Get(s Scalar) float64 {
 	}
 	return r.Scalars[i]
 }
+
+// Mean returns the mean loss and accuracy over the gradient passes evs
+// (e.g. one per member): the step's training metrics of most optimizers.
+// With no passes both are NaN.
+func (r Result) Mean(evs []Eval) (loss, acc float64) {
+	if len(evs) == 0 {
+		return nan(), nan()
+	}
+	n := float64(len(evs))
+	for _, ev := range evs {
+		loss += r.Get(ev.Loss) / n
+		acc += r.Get(ev.Acc) / n
+	}
+	return loss, acc
+}
+
+// Metrics returns the StepOutput of a step with training loss and
+// accuracy, the metrics the host's curves and tables expect.
+func Metrics(loss, acc float64) StepOutput {
+	return StepOutput{Metrics: map[string]float64{"loss": loss, "acc": acc}}
+}

@@ -34,8 +34,11 @@ func (r *Registry) Add(e Entry) error {
 	return nil
 }
 
-// Lookup returns the entry of name.
+// Lookup returns the entry of name; a nil Registry has none.
 func (r *Registry) Lookup(name string) (Entry, bool) {
+	if r == nil {
+		return Entry{}, false
+	}
 	i := slices.IndexFunc(r.entries, func(e Entry) bool { return e.Name == name })
 	if i < 0 {
 		return Entry{}, false

@@ -17,6 +17,7 @@ import (
 
 	pb "github.com/optlab/optlab/sdk/internal/pluginpb"
 	"github.com/optlab/optlab/sdk/internal/wire"
+	"github.com/optlab/optlab/sdk/optim"
 )
 
 // PluginName is the key of the optimizer in the go-plugin plugin set.
@@ -40,6 +41,16 @@ func Code(err error) codes.Code { return wire.Code(err) }
 // count traffic.
 func IsOptimizerMethod(method string) bool {
 	return strings.HasPrefix(method, "/"+pb.Optimizer_ServiceDesc.ServiceName+"/")
+}
+
+// ProgramSize returns the encoded size of p in an Exec request, the bytes
+// a program costs on the wire.
+func ProgramSize(p *optim.Program) (int, error) {
+	enc, err := wire.ProgramToProto(p)
+	if err != nil {
+		return 0, err
+	}
+	return proto.Size(&pb.ExecRequest{Program: enc}), nil
 }
 
 // MessageSize returns the encoded size of a protocol message, or 0 for a
