@@ -33,10 +33,9 @@ type training struct {
 	rngs   []*rand.Rand
 	augSrc *rand.PCG
 	augRNG *rand.Rand
-	// statePath is where the training state is saved ("" for none);
-	// resumed tells whether from was read from it.
+	// statePath is where the training state is saved ("" for none); from
+	// is the loop state the run starts at (read from it, or zero).
 	statePath string
-	resumed   bool
 	from      loopState
 	curve     *curves.Writer // nil without a results folder
 

@@ -113,7 +113,7 @@ func (r *Runner) resume(ctx context.Context, t *training, cfg map[string]any) er
 	if resumed && r.Progress != nil {
 		fmt.Fprintf(r.Progress, "%s: resuming after epoch %d (step %d) from %s\n", t.run.Key, ls.Epoch, ls.Step, t.statePath)
 	}
-	t.from, t.resumed = ls, resumed
+	t.from = ls
 	t.step, t.epochs, t.trainLoss, t.trainAcc = ls.Step, ls.Epoch, ls.TrainLoss, ls.TrainAcc
 	if r.Exp.ResultsDir != "" {
 		path := curves.Path(r.Exp.ResultsDir, r.Exp.Name, t.run.Key)
