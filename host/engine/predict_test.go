@@ -176,9 +176,7 @@ func TestPredict(t *testing.T) {
 	}
 	xb, yb := semData(4, f, c, 3)
 	semBatch(t, e, 0, xb, yb)
-	p := optim.Prog()
-	p.Grad(2, optim.Params, optim.Batch{}, optim.BNUpdate)
-	semExec(t, e, p)
+	semGrad(t, e, 2, optim.Params)
 }
 
 func TestPredictErrors(t *testing.T) {
@@ -211,9 +209,7 @@ func TestPredictErrors(t *testing.T) {
 	// A failed Predict leaves grad mode on.
 	xb, yb := semData(4, 4, 3, 3)
 	semBatch(t, e, 0, xb, yb)
-	p := optim.Prog()
-	p.Grad(1, optim.Params, optim.Batch{}, optim.BNUpdate)
-	semExec(t, e, p)
+	semGrad(t, e, 1, optim.Params)
 }
 
 // TestPredictImagesEvalMode predicts raw 8-bit images: the inputs are
@@ -268,9 +264,7 @@ func TestPredictImagesEvalMode(t *testing.T) {
 		tr.Drop()
 		return nil
 	})
-	p := optim.Prog()
-	p.Grad(0, optim.Params, optim.Batch{}, optim.BNUpdate)
-	semExec(t, ec, p)
+	semGrad(t, ec, 0, optim.Params)
 	whole := semPredict(t, ec, optim.Predictive{Kind: optim.Point}, dc, 0, 1)
 	semRowsSumToOne(t, "cnn", whole, n, c)
 	semCheckVec(t, "cnn one sample at a time", semPredict(t, ec, optim.Predictive{Kind: optim.Point}, dc, 1, 1), whole, 1e-6, 1e-5)

@@ -141,13 +141,29 @@ func semBatch(t testing.TB, e *Engine, m int, x [][]float64, y []int64) {
 	})
 }
 
-func semExec(t testing.TB, e *Engine, p *optim.Program) []float64 {
+// semExec runs p and fails on error; read the result with the slots p's
+// builder returned.
+func semExec(t testing.TB, e *Engine, p *optim.Program) optim.Result {
 	t.Helper()
 	r, err := e.Exec(context.Background(), p)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return r.Scalars
+	return r
+}
+
+// semGrad runs a Grad of the whole batch (BNUpdate) at at into out and
+// returns its loss and accuracy.
+func semGrad(t testing.TB, e *Engine, out, at optim.Vec) []float64 {
+	t.Helper()
+	p := optim.Prog()
+	ev := p.Grad(out, at, optim.Batch{}, optim.BNUpdate)
+	return semEval(semExec(t, e, p), ev)
+}
+
+// semEval returns the loss and accuracy of a gradient pass.
+func semEval(r optim.Result, ev optim.Eval) []float64 {
+	return []float64{r.Get(ev.Loss), r.Get(ev.Acc)}
 }
 
 // semLogits is the float64 forward pass of semTiny for one sample.

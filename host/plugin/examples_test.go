@@ -1,11 +1,13 @@
 package plugin
 
 import (
+	"bytes"
 	"context"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/optlab/optlab/sdk/optim"
@@ -90,4 +92,47 @@ func TestInProcessSpec(t *testing.T) {
 	if _, err := c.Step(ctx, optim.StepInput{}); err == nil {
 		t.Fatal("Step after Close succeeded")
 	}
+}
+
+// TestTraceReachesTheHost runs a plugin process with OPTLAB_TRACE=1: its
+// trace of every Exec reaches the host's output.
+func TestTraceReachesTheHost(t *testing.T) {
+	t.Setenv(optim.TraceEnv, "1")
+	var out syncBuffer
+	ctx := context.Background()
+	c, err := Launch(ctx, LaunchSpec{Name: "toy", Dir: binDir, Logger: quietLogger(t), Output: &out})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	if err := c.Configure(ctx, protocoltest.NewFakeHost(4), optim.Config{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Step(ctx, optim.StepInput{LR: 0.1}); err != nil {
+		t.Fatal(err)
+	}
+	_ = c.Close()
+	for _, want := range []string{"exec 1: 1 ops", "Alloc     toy/grad member=0", "exec 2: 2 ops", "Norm      toy/grad  → #3"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("plugin output lacks %q:\n%s", want, out.String())
+		}
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for the plugin's output goroutines.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }

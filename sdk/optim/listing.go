@@ -36,7 +36,7 @@ func num(f float64) string { return strconv.FormatFloat(f, 'g', 6, 64) }
 
 func (b Batch) String() string {
 	switch {
-	case b.Of < 2:
+	case b.Of == 0 && b.Part == 0, b.Of == 1 && b.Part == 0 && b.Shuffle == 0:
 		return "all"
 	case b.Shuffle != 0:
 		return fmt.Sprintf("%d/%d shuffle=%d", b.Part, b.Of, b.Shuffle)

@@ -23,7 +23,12 @@ func nan() float64 { return math.NaN() }
 type Host interface {
 	// Layout describes the members' parameters (metadata only).
 	Layout(ctx context.Context) (Layout, error)
-	// Exec runs the program's ops in order and returns the scalars they emit.
+	// Exec runs the program's ops in order and returns the scalars they
+	// emit (a nil program is an empty one). It stops at the first op that
+	// fails and returns an *OpError naming it; the effects of the ops before
+	// it remain, and the Result is then undefined. An op kind, UnaryKind,
+	// BinaryKind or BNMode the host does not know fails with an *OpError
+	// that wraps errors.ErrUnsupported.
 	Exec(ctx context.Context, p *Program) (Result, error)
 }
 

@@ -81,12 +81,13 @@ const (
 )
 
 // Batch selects the samples of the current batch that a Grad op uses.
-// The zero value is the whole batch. With Of ≥ 2 the batch (permuted by the
+// The zero value is the whole batch, and so is Of = 1. With Of ≥ 2 the batch (permuted by the
 // host with Shuffle as seed when Shuffle ≠ 0, else in loader order) is cut
 // into Of equal contiguous parts and Part (0-based) is used; the remainder of
 // an uneven split is dropped from the last part. Two ops with the same
 // Shuffle see the same permutation, so {0,2,s} and {1,2,s} are complementary
-// random halves.
+// random halves. A negative Of, or a Part outside [0, max(Of, 1)), is an
+// error.
 type Batch struct {
 	Part    int32
 	Of      int32
@@ -99,13 +100,15 @@ type Batch struct {
 type Op interface{ isOp() }
 
 // Alloc makes a new zero-filled vector with the layout of member Member's
-// parameters under the plugin-chosen handle ID (> 0).
+// parameters under the plugin-chosen handle ID (> 0, and not allocated).
+// Ops on vectors of different layouts (lengths) fail.
 type Alloc struct {
 	ID     Vec
 	Member int32
 }
 
-// Free releases a vector allocated with Alloc.
+// Free releases a vector allocated with Alloc; its handle then names no
+// vector (until allocated again).
 type Free struct{ ID Vec }
 
 // Copy sets Dst = Src. With BN set the BatchNorm running statistics travel
@@ -203,16 +206,18 @@ type Norm struct{ X Vec }
 // Grad evaluates the loss of the member that owns At, with the parameters
 // taken from At, on the selected part of the current batch, and writes the
 // gradient into Out (Out = 0 writes none: the live parameters are never a
-// gradient target). It emits two scalars: the mean loss and the accuracy of
-// that pass.
+// gradient target, and a reserved Out < 0 is an error). It emits two
+// scalars: the mean loss and the accuracy of that pass (NaN for a loss
+// without one). The pass changes neither At nor the parameters.
 //
 // For a variational member (Layout says so) At holds the means μ; the pass
 // uses the weights W = μ + softplus(ρ) ⊙ κ with the member's live ρ and the
 // standard-normal noise vector κ in Eps (Eps = 0: a fresh draw for this
 // pass), so passes that share Eps see the same weight sample. The loss is
 // then the mean NLL plus the KL term of the run's variational settings, and
-// OutRho (≠ 0) receives the gradient with respect to ρ. Eps and OutRho are
-// protocol minor 1.
+// OutRho (≠ 0) receives the gradient with respect to ρ. At must not be a ρ
+// handle; Eps and OutRho are allocated vectors or 0 (an error at a
+// deterministic member). Eps and OutRho are protocol minor 1.
 type Grad struct {
 	Out    Vec
 	At     Vec
@@ -237,8 +242,11 @@ type BaseStep struct {
 // predictive is the average p̄ of their softmax probabilities, and the loss is
 // the cross-entropy of log p̄ with the run's label smoothing — one loss on the
 // averaged probabilities, as the OT-MDR reference code trains ensembles.
-// Outs[i] (0 = none) receives the gradient with respect to Ats[i]. It emits
-// two scalars: the loss and the accuracy of p̄. Protocol minor 2.
+// Outs is empty (no gradients) or has one entry per Ats: Outs[i] (0 = none,
+// else an allocated vector that no other entry names) receives the gradient
+// with respect to Ats[i]. Ats needs at least one entry, each of a different
+// deterministic member. It emits two scalars: the loss and the accuracy of
+// p̄. Protocol minor 2.
 type JointGrad struct {
 	Outs  []Vec
 	Ats   []Vec
@@ -247,7 +255,8 @@ type JointGrad struct {
 }
 
 // SetLR overrides the learning rate that BaseStep uses for member Member
-// during the rest of the current step.
+// during the rest of the current step (across programs; a later SetLR
+// replaces it). LR must be ≥ 0 (not NaN).
 type SetLR struct {
 	Member int32
 	LR     float64

@@ -59,7 +59,11 @@ func (t *tracer) Exec(ctx context.Context, p *Program) (Result, error) {
 	defer t.mu.Unlock()
 	t.n++
 	var b strings.Builder
-	fmt.Fprintf(&b, "exec %d: %d ops", t.n, len(p.Ops))
+	ops := 0
+	if p != nil {
+		ops = len(p.Ops)
+	}
+	fmt.Fprintf(&b, "exec %d: %d ops", t.n, ops)
 	if t.timing {
 		fmt.Fprintf(&b, ", %v", took.Round(time.Microsecond))
 	}

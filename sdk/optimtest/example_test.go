@@ -90,5 +90,5 @@ func Example_gradientNoise() {
 	// loss decreased: true
 	// Exec calls in step 0: 1
 	// eta rejected as string: true
-	// gnsgd: hparams: "eta": -1 is out of range [0,): want ≥ 0
+	// optimtest: gnsgd: hparams: "eta": -1 is out of range [0,): want ≥ 0
 }

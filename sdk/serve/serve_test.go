@@ -376,3 +376,14 @@ func TestServeInProcessCancelled(t *testing.T) {
 		t.Fatal("in-process server did not stop")
 	}
 }
+
+func TestTraceEnv(t *testing.T) {
+	h := protocoltest.NewFakeHost(1)
+	if traced(h) != optim.Host(h) {
+		t.Error("traced without OPTLAB_TRACE")
+	}
+	t.Setenv(optim.TraceEnv, "1")
+	if traced(h) == optim.Host(h) {
+		t.Error("OPTLAB_TRACE=1 did not trace")
+	}
+}
