@@ -8,10 +8,10 @@ import (
 )
 
 // Accessors for the packages that work on an engine's vectors without
-// interpreting programs: host/checkpoint (state dicts), host/train (the
-// training state), host/landscape and host/eval (evaluation). Tensors they
-// return stay the engine's: use them only on the worker (Worker().Do) and
-// never drop them.
+// interpreting programs: host/checkpoint/statedict (state dicts),
+// host/train (the training state), host/landscape and host/eval
+// (evaluation). Tensors they return stay the engine's: use them only on the
+// worker (Worker().Do) and never drop them.
 
 // Vec returns the tensor behind handle h (a plugin vector, a member's live
 // parameters or its ρ) and the member whose layout it has. Call on the
