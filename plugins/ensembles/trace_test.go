@@ -1,7 +1,6 @@
 package ensembles_test
 
 import (
-	"bytes"
 	"flag"
 	"testing"
 
@@ -14,28 +13,15 @@ var update = flag.Bool("update", false, "rewrite testdata/*.golden")
 // kind: the golden files document the algorithm, with the member
 // optimizer's handles inside the ensemble's namespace.
 func TestTraceGolden(t *testing.T) {
-	tests := []struct {
-		golden  string
-		members int
-		steps   int
-		params  map[string]any
-	}{
+	optimtest.TestTraces(t, *update,
 		// Two sgd members, each its own model: sgd's own programs (and
 		// numbers: see plugins/sgd/testdata/trace.golden).
-		{"testdata/trace_deep.golden", 2, 2, nil},
+		optimtest.TraceCase{Golden: "testdata/trace_deep.golden", New: newEnsemble, Members: 2},
 		// Two cycles of two steps: a snapshot after the second step of each.
-		{"testdata/trace_snapshot.golden", 1, 4, map[string]any{"kind": "snapshot", "cycles": 2}},
+		optimtest.TraceCase{Golden: "testdata/trace_snapshot.golden", New: newEnsemble, Steps: 4,
+			Params: map[string]any{"kind": "snapshot", "cycles": 2}},
 		// Four steps per epoch, no pretraining, cycles of two epochs: a
 		// snapshot at the end of the first epoch.
-		{"testdata/trace_fge.golden", 1, 4, map[string]any{"kind": "fge", "pretrain_epochs": 0, "cycle": 2}},
-	}
-	for _, tt := range tests {
-		t.Run(tt.golden, func(t *testing.T) {
-			var trace bytes.Buffer
-			h := optimtest.MustHost(t, optimtest.NewMLP(optimtest.MLPConfig{Hidden: 4, Samples: 64}),
-				optimtest.WithBatchSize(16), optimtest.WithMembers(tt.members))
-			optimtest.MustRun(t, newEnsemble(), h, tt.steps, optimtest.WithLR(0.1), hp(tt.params), optimtest.WithTrace(&trace))
-			optimtest.Golden(t, tt.golden, trace.Bytes(), *update)
-		})
-	}
+		optimtest.TraceCase{Golden: "testdata/trace_fge.golden", New: newEnsemble, Steps: 4,
+			Params: map[string]any{"kind": "fge", "pretrain_epochs": 0, "cycle": 2}})
 }

@@ -1,7 +1,6 @@
 package sgd_test
 
 import (
-	"bytes"
 	"flag"
 	"testing"
 
@@ -14,9 +13,5 @@ var update = flag.Bool("update", false, "rewrite testdata/*.golden")
 // TestTraceGolden pins the ops that Configure and two steps of a
 // two-member run send: testdata/trace.golden documents the algorithm.
 func TestTraceGolden(t *testing.T) {
-	var trace bytes.Buffer
-	h := optimtest.MustHost(t, optimtest.NewMLP(optimtest.MLPConfig{Hidden: 4, Samples: 64}),
-		optimtest.WithBatchSize(16), optimtest.WithMembers(2))
-	optimtest.MustRun(t, sgd.New(), h, 2, optimtest.WithLR(0.1), optimtest.WithTrace(&trace))
-	optimtest.Golden(t, "testdata/trace.golden", trace.Bytes(), *update)
+	optimtest.TestTraces(t, *update, optimtest.TraceCase{Golden: "testdata/trace.golden", New: sgd.New, Members: 2})
 }
