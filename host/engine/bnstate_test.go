@@ -6,24 +6,14 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/optlab/optlab/internal/testutil"
+
 	"github.com/optlab/optlab/host/data"
 	"github.com/optlab/optlab/host/data/devset"
 	"github.com/optlab/optlab/host/model"
 	"github.com/optlab/optlab/host/tensor"
 	"github.com/optlab/optlab/sdk/optim"
 )
-
-// bnImages is a small image set for a CNN with BatchNorm.
-func bnImages(n, c int) *data.Set {
-	set := &data.Set{Name: "bn-images", Shape: []int{2, 4, 4}, Classes: c, Mean: []float32{0.5, 0.5}, Std: []float32{0.25, 0.25}}
-	for i := range n * 32 {
-		set.X = append(set.X, uint8((i*53+7)%256))
-	}
-	for i := range n {
-		set.Y = append(set.Y, int32(i%c))
-	}
-	return set
-}
 
 // bnEngine is a one-member CNN engine whose current batch is the whole set.
 func bnEngine(t *testing.T, set *data.Set) (*Engine, *devset.Set) {
@@ -76,7 +66,7 @@ func bnMaxDiff(a, b []float64) float64 {
 // member's later statistics and does not. Copying the state back into the
 // live parameters restores both.
 func TestCopyStateSnapshotsBatchNorm(t *testing.T) {
-	set := bnImages(8, 3)
+	set := testutil.BNImages(8, 3)
 	e, ds := bnEngine(t, set)
 	point := optim.Predictive{Kind: optim.Point}
 	bnTrain(t, e, 2)
@@ -87,14 +77,14 @@ func TestCopyStateSnapshotsBatchNorm(t *testing.T) {
 		t.Fatalf("training on changed the predictive by only %g", d)
 	}
 	snap := semPredict(t, e, optim.Predictive{Kind: optim.Members, Vecs: []optim.Vec{1}}, ds, 0, 1)
-	semCheckVec(t, "snapshot with its statistics", snap, then, 1e-7, 0)
+	testutil.CheckVec(t, "snapshot with its statistics", snap, then, 1e-7, 0)
 	plain := semPredict(t, e, optim.Predictive{Kind: optim.Members, Vecs: []optim.Vec{2}}, ds, 0, 1)
 	if d := bnMaxDiff(plain, then); d < 1e-4 {
 		t.Errorf("parameters alone with the later statistics differ by only %g: the test cannot tell the two apart", d)
 	}
 
 	semExec(t, e, optim.Prog().CopyState(optim.Params, 1))
-	semCheckVec(t, "restored state", semPredict(t, e, point, ds, 0, 1), then, 1e-7, 0)
+	testutil.CheckVec(t, "restored state", semPredict(t, e, point, ds, 0, 1), then, 1e-7, 0)
 
 	// A plain Copy into a vector drops the statistics it held.
 	semExec(t, e, optim.Prog().Copy(1, 2))

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/optlab/optlab/internal/testutil"
+
 	"github.com/optlab/optlab/host/checkpoint"
 	"github.com/optlab/optlab/host/data"
 	"github.com/optlab/optlab/host/data/devset"
@@ -16,18 +18,6 @@ import (
 	"github.com/optlab/optlab/host/tensor"
 	"github.com/optlab/optlab/sdk/optim"
 )
-
-// bnImages is a small image set for a CNN with BatchNorm.
-func bnImages(n, c int) *data.Set {
-	set := &data.Set{Name: "bn-images", Shape: []int{2, 4, 4}, Classes: c, Mean: []float32{0.5, 0.5}, Std: []float32{0.25, 0.25}}
-	for i := range n * 32 {
-		set.X = append(set.X, uint8((i*53+7)%256))
-	}
-	for i := range n {
-		set.Y = append(set.Y, int32(i%c))
-	}
-	return set
-}
 
 // bnEngine is a one-member CNN engine on the CPU whose current batch is the
 // whole set, with the set on the device and a gradient vector g allocated.
@@ -94,7 +84,7 @@ func TestCopyStateInTrainingState(t *testing.T) {
 	w := tensor.NewWorker(1)
 	defer w.Close()
 	ctx := context.Background()
-	set := bnImages(8, 3)
+	set := testutil.BNImages(8, 3)
 	hs := optim.NewHandles()
 	g, snap, plain := hs.New("g"), hs.New("snap"), hs.New("plain")
 	e, ds := bnEngine(t, w, set)

@@ -2,10 +2,11 @@ package devset
 
 import (
 	"context"
-	"math"
 	"math/rand/v2"
 	"slices"
 	"testing"
+
+	"github.com/optlab/optlab/internal/testutil"
 
 	"github.com/optlab/optlab/host/data"
 	"github.com/optlab/optlab/host/tensor"
@@ -95,95 +96,6 @@ func semWorker(t *testing.T) *tensor.Worker {
 	return w
 }
 
-// semFeatureSet is a float-feature set of n samples with f features,
-// normalized with per-feature Mean and Std.
-func semFeatureSet(n, f, classes int) *data.Set {
-	x, y := semData(n, f, classes, 77)
-	s := &data.Set{Name: "sem-features", Shape: []int{f}, Classes: classes}
-	for i := range x {
-		for _, v := range x[i] {
-			s.F = append(s.F, float32(v))
-		}
-		s.Y = append(s.Y, int32(y[i]))
-	}
-	for k := range f {
-		s.Mean = append(s.Mean, float32(0.1*float64(k)-0.2))
-		s.Std = append(s.Std, float32(0.5+0.25*float64(k)))
-	}
-	return s
-}
-
-// semData is a deterministic N×F feature batch with labels in [0, classes).
-func semData(n, f, classes int, seed uint64) ([][]float64, []int64) {
-	x := make([][]float64, n)
-	y := make([]int64, n)
-	s := seed
-	next := func() float64 { // xorshift, enough for test inputs
-		s ^= s << 13
-		s ^= s >> 7
-		s ^= s << 17
-		return float64(s%20001)/10000 - 1
-	}
-	for i := range x {
-		x[i] = make([]float64, f)
-		for k := range x[i] {
-			x[i][k] = float64(float32(2 * next()))
-		}
-		y[i] = int64(i % classes)
-	}
-	return x, y
-}
-
-// semInputs returns the normalized inputs of a feature set as the device
-// computes them (float32 arithmetic).
-func semInputs(s *data.Set) [][]float64 {
-	f := s.Shape[0]
-	out := make([][]float64, s.Len())
-	for i := range out {
-		out[i] = make([]float64, f)
-		for k := range f {
-			v := s.F[i*f+k]
-			if s.Mean != nil {
-				v = (v - s.Mean[k]) / s.Std[k]
-			}
-			out[i][k] = float64(v)
-		}
-	}
-	return out
-}
-
-// semClose compares float32 results against float64 references.
-func semClose(got, want, abs, rel float64) bool {
-	switch {
-	case math.IsNaN(want):
-		return math.IsNaN(got)
-	case math.IsInf(want, 0):
-		return got == want
-	}
-	return math.Abs(got-want) <= abs+rel*math.Abs(want)
-}
-
-// semCheckVec compares device results against references.
-func semCheckVec(t testing.TB, what string, got, want []float64, abs, rel float64) {
-	t.Helper()
-	if len(got) != len(want) {
-		t.Errorf("%s: %d values, want %d", what, len(got), len(want))
-		return
-	}
-	bad := 0
-	for i := range got {
-		if !semClose(got[i], want[i], abs, rel) {
-			if bad < 5 {
-				t.Errorf("%s[%d] = %.9g, want %.9g", what, i, got[i], want[i])
-			}
-			bad++
-		}
-	}
-	if bad > 5 {
-		t.Errorf("%s: %d of %d values differ", what, bad, len(got))
-	}
-}
-
 func semFlat(imgs ...[][][]float32) []float64 {
 	var out []float64
 	for _, img := range imgs {
@@ -219,7 +131,7 @@ func TestBatchPlain(t *testing.T) {
 			want = append(want, semFlat(semPixels(set, int(i), normalize))...)
 			wantY = append(wantY, int64(set.Y[i]))
 		}
-		semCheckVec(t, "pixels", x, want, 0, 1e-6)
+		testutil.CheckVec(t, "pixels", x, want, 0, 1e-6)
 		if !slices.Equal(y, wantY) {
 			t.Errorf("labels %v, want %v", y, wantY)
 		}
@@ -259,14 +171,14 @@ func TestBatchPlain(t *testing.T) {
 
 	// Float features: normalized per feature; image augmentations do not
 	// apply to them.
-	fs := semFeatureSet(6, 4, 3)
+	fs := testutil.FeatureSet(6, 4, 3)
 	ds := semUploadW(t, w, fs, true)
 	x, _, shape := semGetBatch(t, w, ds, []int64{5, 2}, Augment{Crop: 4, Flip: true}, rand.New(rand.NewPCG(1, 1)))
-	in := semInputs(fs)
+	in := testutil.Inputs(fs)
 	if !slices.Equal(shape, []int64{2, 4}) {
 		t.Fatalf("feature batch shape %v", shape)
 	}
-	semCheckVec(t, "features", x, append(slices.Clone(in[5]), in[2]...), 0, 1e-6)
+	testutil.CheckVec(t, "features", x, append(slices.Clone(in[5]), in[2]...), 0, 1e-6)
 }
 
 // semAugRef is the augmented image computed in Go from the same draws the
@@ -346,7 +258,7 @@ func TestBatchAugment(t *testing.T) {
 					t.Fatalf("labels %v do not follow the indices", y)
 				}
 			}
-			semCheckVec(t, "augmented pixels", x, semAugRef(set, idx, tc.aug, rand.New(rand.NewPCG(7, 8)), tc.normalize), 0, 1e-6)
+			testutil.CheckVec(t, "augmented pixels", x, semAugRef(set, idx, tc.aug, rand.New(rand.NewPCG(7, 8)), tc.normalize), 0, 1e-6)
 
 			// A fixed seed gives the same batch; another seed another.
 			x2, _, _ := semGetBatch(t, w, ds, idx, tc.aug, rand.New(rand.NewPCG(7, 8)))
