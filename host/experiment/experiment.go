@@ -105,6 +105,10 @@ type Experiment struct {
 	Eval Eval
 	// Methods are the [[method]] tables, in file order (at least one).
 	Methods []Method
+	// Sweeps are the [train] keys written as lists of two values or more
+	// (see SweepKeys), in file order; Train holds the first value of
+	// each, and Grid gives every run its own (Run.Experiment).
+	Sweeps []Sweep
 	// Notes are informational messages produced while decoding, e.g. a
 	// default that was adjusted to the rest of the file. They are not
 	// errors; a CLI may print them.
@@ -114,6 +118,9 @@ type Experiment struct {
 	lines map[string]int
 	// defined holds the keys the TOML decoder saw (toml.Key.String()).
 	defined map[string]bool
+	// sets maps the keys --set overrides set (keyPath strings) to the
+	// override.
+	sets map[string]string
 }
 
 // Line returns the 1-based line on which key is written in the file, or 0
@@ -377,8 +384,9 @@ type Method struct {
 	Path string
 	// Params holds [method.params] as decoded TOML values (string, int64,
 	// float64, bool, time values, []any, map[string]any); ValidateParams
-	// checks and converts them against the plugin's schema. Never nil
-	// after Parse.
+	// checks and converts them against the plugin's schema. A list ([]any
+	// of two values or more after Parse) is a sweep: Grid gives each run
+	// one of its values. Never nil after Parse.
 	Params map[string]any
 	// ParamLines maps each key of Params to its line (absent if unknown).
 	ParamLines map[string]int
@@ -386,6 +394,9 @@ type Method struct {
 	File string
 	// Line is the line of the method's [[method]] header (0 if unknown).
 	Line int
+
+	// sets maps "params.<name>" to the --set override that set it.
+	sets map[string]string
 }
 
 // Default returns an Experiment with every default applied and no methods;
