@@ -70,6 +70,18 @@ type Options struct {
 	// that difference to be significantly better. CSV gets diff, diff_lo,
 	// diff_hi and significant columns. An unknown name is an error.
 	Baseline string
+	// Select, when not empty, names a metric of the validation split with
+	// a direction (val_acc, val_nll, val_brier, val_ece, val_aac,
+	// val_auroc): for each method and each dataset × arch, among the
+	// settings of a sweep (records that share Base and differ in Setting)
+	// the one whose runs all succeeded and whose Select has the best mean
+	// over seeds is kept, as the method's row, and the others are left
+	// out. The table then shows the chosen settings' test metrics, and a
+	// note names them (CSV: a setting column). A test or training metric
+	// is refused (a choice is never made on test data), and so are records
+	// without the metric, with a message saying how to hold out a
+	// validation split.
+	Select string
 }
 
 // stat summarises one cell's values.
@@ -124,6 +136,8 @@ type grid struct {
 	// difference to it (nil without a baseline).
 	baseline string
 	diffs    [][][]diff
+	// sel is the outcome of Options.Select (nil without).
+	sel *selection
 }
 
 // failure counts failed runs of one row/group.
@@ -305,6 +319,11 @@ func normalize(opts Options) (Options, error) {
 			return opts, errors.New("empty metric name")
 		}
 	}
+	if opts.Select != "" {
+		if err := checkSelect(opts.Select); err != nil {
+			return opts, err
+		}
+	}
 	return opts, nil
 }
 
@@ -313,6 +332,12 @@ func build(recs []results.Record, opts Options) (*grid, error) {
 	merged, err := results.Merge(recs)
 	if err != nil {
 		return nil, err
+	}
+	var sel *selection
+	if opts.Select != "" {
+		if merged, sel, err = choose(merged, opts.Select); err != nil {
+			return nil, err
+		}
 	}
 	var ok, failed []results.Record
 	for _, r := range merged {
@@ -325,7 +350,7 @@ func build(recs []results.Record, opts Options) (*grid, error) {
 	if err := checkMetrics(opts.Metrics, merged, ok); err != nil {
 		return nil, err
 	}
-	g := &grid{groupFields: opts.By}
+	g := &grid{groupFields: opts.By, sel: sel}
 	g.metrics = chooseMetrics(ok, opts, opts.Format)
 
 	// Fields not used for columns become row columns when they vary.
@@ -560,6 +585,9 @@ func (g *grid) notes() []string {
 		} else {
 			out = append(out, "Best per column in bold.")
 		}
+	}
+	if g.sel != nil {
+		out = append(out, g.sel.notes...)
 	}
 	if len(g.failed) > 0 {
 		total := 0

@@ -40,6 +40,12 @@ func TestGolden(t *testing.T) {
 		{"baseline.tex", []string{"baseline.jsonl"}, Options{Baseline: "SGD", Format: LaTeX}, false},
 		{"baseline.csv", []string{"baseline.jsonl"}, Options{Baseline: "SGD", Format: CSV, Metrics: []string{"acc", "nll", "ece"}}, false},
 		{"baseline_by_none.md", []string{"baseline.jsonl"}, Options{By: []string{ByNone}, Baseline: "SGD", Metrics: []string{"acc"}}, false},
+		{"sweep.md", []string{"sweep.jsonl"}, Options{Metrics: []string{"acc", "val_acc", "nll"}}, false},
+		{"sweep_select.md", []string{"sweep.jsonl"}, Options{Select: "val_acc"}, false},
+		{"sweep_select_nll.md", []string{"sweep.jsonl"}, Options{Select: "val_nll", Metrics: []string{"acc"}}, false},
+		{"sweep_select.tex", []string{"sweep.jsonl"}, Options{Select: "val_acc", Format: LaTeX}, false},
+		{"sweep_select.csv", []string{"sweep.jsonl"}, Options{Select: "val_acc", Format: CSV, Metrics: []string{"acc", "val_acc"}}, false},
+		{"sweep_select_baseline.md", []string{"sweep.jsonl"}, Options{Select: "val_acc", Baseline: "SGD", Metrics: []string{"acc"}}, false},
 	}
 	for _, tc := range tests {
 		t.Run(tc.golden, func(t *testing.T) {

@@ -220,3 +220,137 @@ func TestRenderMetricChecks(t *testing.T) {
 		t.Errorf("RenderTime without times: err = %v", err)
 	}
 }
+
+// sweepRec is a successful record of a run of a sweep.
+func sweepRec(base, setting, arch string, seed int64, val, acc float64, validation any) results.Record {
+	cfg := map[string]any{"setting": setting}
+	if validation != nil {
+		cfg["data.validation"] = validation
+	}
+	r := okRec(base, "cifar10", arch, seed, cfg, map[string]float64{"acc": acc})
+	if val >= 0 {
+		r.Metrics["val_acc"] = val
+	}
+	if setting != "" {
+		r.Method, r.Base, r.Setting = base+" "+setting, base, setting
+	}
+	r.Key = "method=" + r.Method + "/arch=" + arch + "/seed=" + string(rune('0'+seed))
+	return r
+}
+
+func TestSelect(t *testing.T) {
+	tests := []struct {
+		name   string
+		recs   []results.Record
+		opts   Options
+		want   []string // substrings of the output
+		absent []string
+		err    string
+	}{
+		{
+			name: "chosen per arch, unswept method kept",
+			recs: []results.Record{
+				sweepRec("SAM", "rho=0.05", "cnn", 1, 0.90, 0.80, 0.1),
+				sweepRec("SAM", "rho=0.1", "cnn", 1, 0.91, 0.70, 0.1),
+				sweepRec("SAM", "rho=0.05", "mlp", 1, 0.95, 0.60, 0.1),
+				sweepRec("SAM", "rho=0.1", "mlp", 1, 0.94, 0.99, 0.1),
+				sweepRec("SGD", "", "cnn", 1, -1, 0.75, 0.0),
+			},
+			opts: Options{Select: "val_acc", By: []string{FieldArch}, Metrics: []string{"acc"}},
+			want: []string{"| SAM    |     70.00 |     60.00 |", "| SGD    | **75.00** |         – |",
+				"SAM: rho=0.1 on CIFAR-10 / cnn (val ACC 91.00, best of 2 settings), rho=0.05 on CIFAR-10 / mlp (val ACC 95.00, best of 2 settings)."},
+			absent: []string{"SGD:"},
+		},
+		{
+			name: "tie goes to the first setting",
+			recs: []results.Record{
+				sweepRec("SAM", "rho=0.05", "cnn", 1, 0.90, 0.80, 0.1),
+				sweepRec("SAM", "rho=0.1", "cnn", 1, 0.90, 0.70, 0.1),
+			},
+			opts: Options{Select: "val_acc", Format: CSV, Metrics: []string{"acc"}},
+			want: []string{"SAM,rho=0.05,cifar10,cnn,acc,0.8,,1"},
+		},
+		{
+			name: "every setting failed",
+			recs: []results.Record{
+				sweepRec("SAM", "rho=0.05", "cnn", 1, 0.90, 0.80, 0.1),
+				func() results.Record {
+					r := sweepRec("SAM", "rho=0.05", "cnn", 2, 0.90, 0.80, 0.1)
+					r.Status, r.Metrics = results.StatusFailed, nil
+					return r
+				}(),
+				func() results.Record {
+					r := sweepRec("SAM", "rho=0.1", "cnn", 1, 0.90, 0.80, 0.1)
+					r.Status, r.Metrics = results.StatusFailed, nil
+					return r
+				}(),
+			},
+			opts: Options{Select: "val_acc"},
+			want: []string{"No successful runs.", "SAM: none (each of the 2 settings has failed runs)", "Excluded 2 failed runs (SAM / CIFAR-10: 2)"},
+		},
+		{
+			name: "test metric refused",
+			opts: Options{Select: "acc"},
+			err:  "--select acc: a setting must be chosen on the validation split, never on test (or training) data: select val_acc (val_acc, val_nll,",
+		},
+		{
+			name: "test loss refused",
+			opts: Options{Select: "test_loss"},
+			err:  "select val_nll",
+		},
+		{
+			name: "no direction",
+			opts: Options{Select: "val_temperature"},
+			err:  `--select val_temperature: the metric has no direction`,
+		},
+		{
+			name: "no validation split",
+			recs: []results.Record{
+				sweepRec("SAM", "rho=0.05", "cnn", 1, -1, 0.80, 0.0),
+				sweepRec("SAM", "rho=0.1", "cnn", 1, -1, 0.70, 0.0),
+			},
+			opts: Options{Select: "val_acc"},
+			err:  `--select val_acc chooses on the validation split, but run "method=SAM rho=0.05/arch=cnn/seed=1" was trained without one (data.validation = 0): hold one out by setting data.validation in the experiment's [data] table, e.g. validation = 0.1`,
+		},
+		{
+			name: "no validation split, nothing swept",
+			recs: []results.Record{sweepRec("SGD", "", "cnn", 1, -1, 0.75, nil)},
+			opts: Options{Select: "val_acc"},
+			err:  `was trained without one (data.validation = 0)`,
+		},
+		{
+			name: "record of an older optlab",
+			recs: []results.Record{
+				sweepRec("SAM", "rho=0.05", "cnn", 1, 0.9, 0.80, 0.1),
+				sweepRec("SAM", "rho=0.1", "cnn", 1, -1, 0.70, 0.1),
+			},
+			opts: Options{Select: "val_acc"},
+			err:  `--select val_acc: run "method=SAM rho=0.1/arch=cnn/seed=1" has a validation split (data.validation = 0.1) but no val_acc in its record`,
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var buf bytes.Buffer
+			err := Render(&buf, tc.recs, tc.opts)
+			if tc.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.err) {
+					t.Fatalf("error %v, want %q", err, tc.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(buf.String(), w) {
+					t.Errorf("output does not contain %q:\n%s", w, buf.String())
+				}
+			}
+			for _, w := range tc.absent {
+				if strings.Contains(buf.String(), w) {
+					t.Errorf("output contains %q:\n%s", w, buf.String())
+				}
+			}
+		})
+	}
+}
