@@ -52,7 +52,7 @@ type training struct {
 // hyperparameters. host check uses it so that it fails exactly where and
 // how a run would. The engine is closed again.
 func (r *Runner) Preflight(ctx context.Context, run experiment.Run, m Method) error {
-	t, err := r.build(ctx, run, m)
+	t, err := r.forRun(run).build(ctx, run, m)
 	if err == nil {
 		t.eng.Close()
 	}

@@ -12,10 +12,15 @@ import (
 	"github.com/optlab/optlab/sdk/optim"
 )
 
+// ValPrefix starts the keys of the metrics of the validation split in a
+// record (val_acc, val_nll, val_brier, val_ece, val_aac, val_auroc),
+// present when data.validation > 0.
+const ValPrefix = "val_"
+
 // score evaluates a trained run on the test set, calibrated as the
-// experiment says, and completes its record: metrics, steps, epochs and
-// times (wall is the training's wall-clock time in seconds, over every
-// resumption).
+// experiment says, and on the validation split, if any, uncalibrated, and
+// completes its record: metrics, steps, epochs and times (wall is the
+// training's wall-clock time in seconds, over every resumption).
 func (r *Runner) score(ctx context.Context, t *training, rec results.Record, wall float64) (results.Record, error) {
 	rep, err := r.evaluate(ctx, t, r.Data.Test, r.calibration())
 	if err != nil {
@@ -25,6 +30,18 @@ func (r *Runner) score(ctx context.Context, t *training, rec results.Record, wal
 	rec.Metrics["train_loss"] = t.trainLoss
 	rec.Metrics["train_acc"] = t.trainAcc
 	rec.Metrics["test_loss"] = rep.NLL
+	if r.Data.Val != nil {
+		// The validation split's metrics (uncalibrated), for choosing
+		// among the settings of a sweep without looking at the test set
+		// (host table --select).
+		vrep, err := r.evaluate(ctx, t, r.Data.Val, metrics.CalNone)
+		if err != nil {
+			return rec, fmt.Errorf("validation split: %w", err)
+		}
+		for k, v := range vrep.Map() {
+			rec.Metrics[ValPrefix+k] = v
+		}
+	}
 	rec.Steps = t.step
 	rec.Epochs = t.epochs
 	rec.WallSeconds = wall

@@ -84,8 +84,22 @@ func (r *Runner) Steps() (perEpoch, total int64) {
 	return perEpoch, total
 }
 
+// forRun returns the runner for run: r itself, or, when the run sweeps
+// [train] keys, a copy whose Exp holds the run's values (see
+// experiment.Run.Experiment).
+func (r *Runner) forRun(run experiment.Run) *Runner {
+	e := run.Experiment(r.Exp)
+	if e == r.Exp {
+		return r
+	}
+	c := *r
+	c.Exp = e
+	return &c
+}
+
 // Record starts the result record of a run (without metrics).
 func (r *Runner) Record(run experiment.Run, m Method) results.Record {
+	r = r.forRun(run)
 	cfg := map[string]any{}
 	for k, v := range m.Params {
 		cfg["params."+k] = v
@@ -120,11 +134,15 @@ func (r *Runner) Record(run experiment.Run, m Method) results.Record {
 	}
 	cfg["model.init_from"] = r.Exp.Model.InitFrom
 	addTable(cfg, "eval", r.Exp.Eval)
-	return results.Record{
-		Experiment: r.Exp.Name, Key: run.Key, Method: run.Method.Name, Plugin: m.Plugin, PluginVersion: m.Version,
+	rec := results.Record{
+		Experiment: r.Exp.Name, Key: run.Key, Method: run.Label, Plugin: m.Plugin, PluginVersion: m.Version,
 		Config: cfg, Dataset: r.Exp.Data.Dataset, Arch: run.Arch, Seed: run.Seed, Epochs: tr.Epochs,
 		Device: r.Dev.String(), Libtorch: tensor.LibtorchDescription(), BLAS: tensor.BLASInUse().String(), GitCommit: r.Meta.GitCommit, Host: r.Meta.Host,
 	}
+	if len(run.Setting) > 0 {
+		rec.Base, rec.Setting = run.Method.Name, run.SettingString()
+	}
+	return rec
 }
 
 // addTable adds the fields of an experiment table (a struct with toml
@@ -151,6 +169,7 @@ func addTable(cfg map[string]any, prefix string, v any) {
 // Run trains one run and returns its record (Status ok). On failure it
 // returns the error; the caller records the failure.
 func (r *Runner) Run(ctx context.Context, run experiment.Run, m Method) (results.Record, error) {
+	r = r.forRun(run)
 	rec := r.Record(run, m)
 	start := time.Now()
 	t, err := r.build(ctx, run, m)
@@ -162,7 +181,7 @@ func (r *Runner) Run(ctx context.Context, run experiment.Run, m Method) (results
 		return rec, err
 	}
 	defer t.curve.Close()
-	prog := newProgress(r.Progress, r.Terminal, fmt.Sprintf("%s %s seed %d", run.Method.Name, run.Arch, run.Seed), t.total-t.from.Step)
+	prog := newProgress(r.Progress, r.Terminal, fmt.Sprintf("%s %s seed %d", run.Label, run.Arch, run.Seed), t.total-t.from.Step)
 	defer prog.done()
 	if err := r.loop(ctx, t, prog, rec.Config, start); err != nil {
 		return rec, err
