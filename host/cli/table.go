@@ -12,7 +12,7 @@ import (
 )
 
 // tableUsage is the synopsis of host table.
-const tableUsage = `usage: table FILE.jsonl [FILE2.jsonl ...] [--by dataset,arch] [--metrics acc,nll,ece] [--format markdown|csv|latex] [--time] [--baseline METHOD]
+const tableUsage = `usage: table FILE.jsonl [FILE2.jsonl ...] [--by dataset,arch] [--metrics acc,nll,ece] [--format markdown|csv|latex] [--time] [--baseline METHOD] [--select val_acc]
 
 Renders mean ± std over seeds per method from results files. Several files
 are merged (duplicates collapse; mixed configurations are refused). Flags
@@ -29,6 +29,14 @@ as "Δ +0.25 [0.01, 0.49]*" (* = the interval excludes 0; no interval with
 fewer than 2 seeds on a side or zero variance on both). Bold then marks the
 best cell only if it is significantly better than METHOD. CSV gets diff,
 diff_lo, diff_hi and significant columns.
+
+--select VAL_METRIC (val_acc, val_nll, val_brier, val_ece, val_aac or
+val_auroc) picks, for each method of a sweep and each dataset × arch, the
+setting whose runs all succeeded with the best mean of that validation
+metric over seeds, shows that setting's test metrics as the method's row
+and names the chosen values under the table (CSV: a setting column). The
+choice is never made on test data: a test metric is refused, and so are
+runs trained without a validation split (data.validation = 0).
 `
 
 // tableCmd implements host table: the result tables of results files
@@ -43,6 +51,7 @@ func tableCmd(w io.Writer, args []string) error {
 	format := fs.String("format", string(table.Markdown), "output format: markdown, csv or latex")
 	timeTable := fs.Bool("time", false, "render the training-time table (seconds per epoch per method × arch)")
 	baseline := fs.String("baseline", "", "method to compare every other row with (difference and 95 % Welch t interval)")
+	sel := fs.String("select", "", "per method, keep the setting of a sweep with the best mean of this validation metric (val_acc, val_nll, …)")
 
 	var files []string
 	for {
@@ -68,7 +77,7 @@ func tableCmd(w io.Writer, args []string) error {
 	if len(files) == 0 {
 		return errors.New("table: no results files given\n" + tableUsage)
 	}
-	opts := table.Options{By: splitList(*by), Metrics: splitList(*metricList), Format: table.Format(*format), Baseline: *baseline}
+	opts := table.Options{By: splitList(*by), Metrics: splitList(*metricList), Format: table.Format(*format), Baseline: *baseline, Select: *sel}
 	recs, err := results.Read(files...)
 	if err != nil {
 		return fmt.Errorf("table: %w", err)
