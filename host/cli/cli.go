@@ -13,7 +13,6 @@ import (
 	"strings"
 
 	"github.com/optlab/optlab/host/plugin"
-	"github.com/optlab/optlab/host/table"
 	"github.com/optlab/optlab/host/tensor"
 )
 
@@ -53,7 +52,7 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	case "check":
 		err = checkCmd(ctx, args[1:], stdout, stderr)
 	case "table":
-		err = table.Run(stdout, args[1:])
+		err = tableCmd(stdout, args[1:])
 	case "landscape":
 		err = landscapeCmd(ctx, args[1:], stdout, stderr)
 	case "plot":

@@ -15,10 +15,10 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/optlab/optlab/host/curves"
 	"github.com/optlab/optlab/host/data"
 	"github.com/optlab/optlab/host/experiment"
 	"github.com/optlab/optlab/host/model"
-	"github.com/optlab/optlab/host/plot"
 	"github.com/optlab/optlab/host/plugin"
 	"github.com/optlab/optlab/host/results"
 	"github.com/optlab/optlab/host/table"
@@ -493,7 +493,7 @@ func supersede(dir, file, key string) (string, error) {
 	if _, err := results.Supersede(file, key, filepath.Join(sup, "runs.jsonl")); err != nil {
 		return "", err
 	}
-	for _, f := range []string{filepath.Join(plot.CurvesDir, plot.KeyFileName(key)), train.ModelFile(key)} {
+	for _, f := range []string{filepath.Join(curves.Dir, curves.KeyFileName(key)), train.ModelFile(key)} {
 		if _, err := train.KeepAside(dir, f); err != nil {
 			return "", err
 		}

@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"github.com/optlab/optlab/host/data"
+	"github.com/optlab/optlab/host/data/devset"
+	"github.com/optlab/optlab/host/eval"
 	"github.com/optlab/optlab/host/model"
 	"github.com/optlab/optlab/host/tensor"
 	"github.com/optlab/optlab/sdk/optim"
@@ -58,9 +60,9 @@ func semProbs(m *model.Model, p []float64, x [][]float64) []float64 {
 	return out
 }
 
-func semUpload(t testing.TB, e *Engine, s *data.Set, normalize bool) *DeviceSet {
+func semUpload(t testing.TB, e *Engine, s *data.Set, normalize bool) *devset.Set {
 	t.Helper()
-	ds, err := Upload(context.Background(), e.w, e.cfg.Device, s, normalize)
+	ds, err := devset.Upload(context.Background(), e.w, e.cfg.Device, s, normalize)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -68,9 +70,11 @@ func semUpload(t testing.TB, e *Engine, s *data.Set, normalize bool) *DeviceSet 
 	return ds
 }
 
-func semPredict(t testing.TB, e *Engine, pred optim.Predictive, ds *DeviceSet, batch, seed int64) []float64 {
+// semPredict evaluates pred over ds with host/eval, which runs the engine's
+// Probs batch by batch.
+func semPredict(t testing.TB, e *Engine, pred optim.Predictive, ds *devset.Set, batch, seed int64) []float64 {
 	t.Helper()
-	p, err := e.Predict(context.Background(), pred, ds, batch, seed)
+	p, err := eval.Predict(context.Background(), e, pred, ds, batch, seed)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -196,7 +200,7 @@ func TestPredictErrors(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := e.Predict(context.Background(), tc.pred, ds, 0, 1)
+			_, err := eval.Predict(context.Background(), e, tc.pred, ds, 0, 1)
 			if err == nil || !strings.Contains(err.Error(), tc.errWith) {
 				t.Fatalf("Predict: %v, want an error containing %q", err, tc.errWith)
 			}
@@ -247,12 +251,12 @@ func TestPredictImagesEvalMode(t *testing.T) {
 	ec := semEngine(t, Config{Seed: 2}, cnn)
 	dc := semUpload(t, ec, img, true)
 	// Move the running statistics away from (0, 1) first.
-	tr, err := Upload(context.Background(), ec.w, ec.cfg.Device, img, true)
+	tr, err := devset.Upload(context.Background(), ec.w, ec.cfg.Device, img, true)
 	if err != nil {
 		t.Fatal(err)
 	}
 	semDo(t, ec, func(s *tensor.Scope) error {
-		x, y := tr.Batch(s, []int64{0, 1, 2, 3, 4, 5}, Augment{}, nil, ec.cfg.Device)
+		x, y := tr.Batch(s, []int64{0, 1, 2, 3, 4, 5}, devset.Augment{}, nil, ec.cfg.Device)
 		if err := s.Err(); err != nil {
 			return err
 		}

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/optlab/optlab/sdk/hparams"
 	"github.com/optlab/optlab/sdk/optim"
 )
 
@@ -71,6 +72,9 @@ func ValidateParams(m Method, schema []optim.ParamSpec) (map[string]any, error) 
 			continue
 		}
 		val, err := convertParam(s.Type, m.Params[k])
+		if err == nil {
+			err = hparams.Check(s, val) // the plugin's enum and range tags
+		}
 		if err != nil {
 			c.add(line, key, "%s: %s %v", label, key, err)
 			continue

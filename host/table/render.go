@@ -18,7 +18,7 @@ const missing = "–"
 
 // fieldTitle is the header of a leading row column.
 func fieldTitle(f string) string {
-	if f == fieldArch {
+	if f == FieldArch {
 		return "Arch"
 	}
 	return "Dataset"
@@ -268,8 +268,8 @@ func writeCSV(w io.Writer, g *grid) error {
 		return err
 	}
 	num := func(v float64) string { return strconv.FormatFloat(v, 'g', -1, 64) }
-	di := indexOf(g.groupFields, fieldDataset)
-	ai := indexOf(g.groupFields, fieldArch)
+	di := indexOf(g.groupFields, FieldDataset)
+	ai := indexOf(g.groupFields, FieldArch)
 	for ri, r := range g.rows {
 		for gi, gv := range g.groups {
 			for mi, m := range g.metrics {

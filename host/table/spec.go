@@ -154,7 +154,7 @@ func sortMetrics(keys []string) []string {
 // get their usual spelling (cifar10 → CIFAR-10); everything else is shown
 // as stored.
 func displayValue(field, v string) string {
-	if field == fieldDataset {
+	if field == FieldDataset {
 		switch strings.NewReplacer("-", "", "_", "", " ", "").Replace(strings.ToLower(v)) {
 		case "cifar10":
 			return "CIFAR-10"

@@ -38,10 +38,12 @@ const (
 
 // Grouping fields accepted in Options.By.
 const (
-	fieldDataset = "dataset"
-	fieldArch    = "arch"
-	// byNone in Options.By disables column grouping.
-	byNone = "none"
+	// FieldDataset groups the columns by dataset (the default).
+	FieldDataset = "dataset"
+	// FieldArch groups the columns by architecture.
+	FieldArch = "arch"
+	// ByNone in Options.By disables column grouping.
+	ByNone = "none"
 )
 
 // Options configures Render.
@@ -132,7 +134,7 @@ type failure struct {
 
 // fieldValue returns a record's value of a grouping field.
 func fieldValue(r *results.Record, field string) string {
-	if field == fieldArch {
+	if field == FieldArch {
 		return r.Arch
 	}
 	return r.Dataset
@@ -279,17 +281,17 @@ func normalize(opts Options) (Options, error) {
 		return opts, fmt.Errorf("unknown format %q (want markdown, latex or csv)", opts.Format)
 	}
 	if len(opts.By) == 0 {
-		opts.By = []string{fieldDataset}
+		opts.By = []string{FieldDataset}
 	}
 	var by []string
 	for _, f := range opts.By {
 		switch f {
-		case fieldDataset, fieldArch:
+		case FieldDataset, FieldArch:
 			if slices.Contains(by, f) {
 				return opts, fmt.Errorf("grouping field %q given twice", f)
 			}
 			by = append(by, f)
-		case byNone:
+		case ByNone:
 			if len(opts.By) > 1 {
 				return opts, errors.New(`grouping "none" cannot be combined with other fields`)
 			}
@@ -327,7 +329,7 @@ func build(recs []results.Record, opts Options) (*grid, error) {
 	g.metrics = chooseMetrics(ok, opts, opts.Format)
 
 	// Fields not used for columns become row columns when they vary.
-	for _, f := range []string{fieldDataset, fieldArch} {
+	for _, f := range []string{FieldDataset, FieldArch} {
 		if slices.Contains(opts.By, f) {
 			continue
 		}
@@ -594,7 +596,7 @@ func Render(w io.Writer, recs []results.Record, opts Options) error {
 		return fmt.Errorf("table: %w", err)
 	}
 	if opts.Format == CSV {
-		opts.By = []string{fieldDataset, fieldArch}
+		opts.By = []string{FieldDataset, FieldArch}
 	}
 	g, err := build(recs, opts)
 	if err != nil {
@@ -619,7 +621,7 @@ func Render(w io.Writer, recs []results.Record, opts Options) error {
 // arch (columns). opts.Format selects the format; By and Metrics are
 // ignored.
 func RenderTime(w io.Writer, recs []results.Record, opts Options) error {
-	opts.By = []string{fieldArch}
+	opts.By = []string{FieldArch}
 	opts.Metrics = []string{secondsPerEpoch}
 	return Render(w, recs, opts)
 }

@@ -8,8 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/optlab/optlab/host/curves"
 	"github.com/optlab/optlab/host/experiment"
-	"github.com/optlab/optlab/host/plot"
 	"github.com/optlab/optlab/host/tensor"
 	"github.com/optlab/optlab/plugins/otmdr"
 	"github.com/optlab/optlab/plugins/sam"
@@ -73,7 +73,7 @@ func TestResumeMidRun(t *testing.T) {
 			if _, err := os.Stat(r.ModelPath(run)); err != nil {
 				t.Errorf("final model checkpoint: %v", err)
 			}
-			rows, err := plot.ReadCurve(plot.CurvePath(exp.ResultsDir, exp.Name, run.Key))
+			rows, err := curves.Read(curves.Path(exp.ResultsDir, exp.Name, run.Key))
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -1,4 +1,4 @@
-package table
+package cli
 
 import (
 	"errors"
@@ -8,10 +8,11 @@ import (
 	"strings"
 
 	"github.com/optlab/optlab/host/results"
+	"github.com/optlab/optlab/host/table"
 )
 
-// usage is the CLI synopsis.
-const usage = `usage: table FILE.jsonl [FILE2.jsonl ...] [--by dataset,arch] [--metrics acc,nll,ece] [--format markdown|csv|latex] [--time] [--baseline METHOD]
+// tableUsage is the synopsis of host table.
+const tableUsage = `usage: table FILE.jsonl [FILE2.jsonl ...] [--by dataset,arch] [--metrics acc,nll,ece] [--format markdown|csv|latex] [--time] [--baseline METHOD]
 
 Renders mean ± std over seeds per method from results files. Several files
 are merged (duplicates collapse; mixed configurations are refused). Flags
@@ -30,15 +31,16 @@ best cell only if it is significantly better than METHOD. CSV gets diff,
 diff_lo, diff_hi and significant columns.
 `
 
-// Run implements the "table" command. args are the arguments after the
-// command name: results files and flags, in any order (a "--" ends the
-// flags). The table is written to w; -h prints the usage to w.
-func Run(w io.Writer, args []string) error {
+// tableCmd implements host table: the result tables of results files
+// (host/table renders them). args are the arguments after the command name:
+// results files and flags, in any order (a "--" ends the flags). The table
+// is written to w; -h prints the usage to w.
+func tableCmd(w io.Writer, args []string) error {
 	fs := flag.NewFlagSet("table", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
-	by := fs.String("by", fieldDataset, "comma-separated column grouping fields: dataset, arch, or none")
+	by := fs.String("by", table.FieldDataset, "comma-separated column grouping fields: dataset, arch, or none")
 	metricList := fs.String("metrics", "", "comma-separated metric keys (default: acc,nll,ece as present; all for csv)")
-	format := fs.String("format", string(Markdown), "output format: markdown, csv or latex")
+	format := fs.String("format", string(table.Markdown), "output format: markdown, csv or latex")
 	timeTable := fs.Bool("time", false, "render the training-time table (seconds per epoch per method × arch)")
 	baseline := fs.String("baseline", "", "method to compare every other row with (difference and 95 % Welch t interval)")
 
@@ -46,7 +48,7 @@ func Run(w io.Writer, args []string) error {
 	for {
 		err := fs.Parse(args)
 		if errors.Is(err, flag.ErrHelp) {
-			_, werr := io.WriteString(w, usage)
+			_, werr := io.WriteString(w, tableUsage)
 			return werr
 		}
 		if err != nil {
@@ -64,17 +66,17 @@ func Run(w io.Writer, args []string) error {
 		args = rest[1:]
 	}
 	if len(files) == 0 {
-		return errors.New("table: no results files given\n" + usage)
+		return errors.New("table: no results files given\n" + tableUsage)
 	}
-	opts := Options{By: splitList(*by), Metrics: splitList(*metricList), Format: Format(*format), Baseline: *baseline}
+	opts := table.Options{By: splitList(*by), Metrics: splitList(*metricList), Format: table.Format(*format), Baseline: *baseline}
 	recs, err := results.Read(files...)
 	if err != nil {
 		return fmt.Errorf("table: %w", err)
 	}
 	if *timeTable {
-		return RenderTime(w, recs, opts)
+		return table.RenderTime(w, recs, opts)
 	}
-	return Render(w, recs, opts)
+	return table.Render(w, recs, opts)
 }
 
 // splitList splits a comma-separated flag value, dropping empty items.

@@ -1,7 +1,8 @@
-package engine
+package devset
 
 import (
 	"context"
+	"math"
 	"math/rand/v2"
 	"slices"
 	"testing"
@@ -54,7 +55,7 @@ func semPixels(s *data.Set, i int, normalize bool) [][][]float32 {
 
 // semGetBatch cuts a batch on the device and returns x (flattened, float64)
 // and y.
-func semGetBatch(t *testing.T, w *tensor.Worker, ds *DeviceSet, idx []int64, aug Augment, rng *rand.Rand) ([]float64, []int64, []int64) {
+func semGetBatch(t *testing.T, w *tensor.Worker, ds *Set, idx []int64, aug Augment, rng *rand.Rand) ([]float64, []int64, []int64) {
 	t.Helper()
 	var xs []float64
 	var ys []int64
@@ -76,7 +77,7 @@ func semGetBatch(t *testing.T, w *tensor.Worker, ds *DeviceSet, idx []int64, aug
 	return xs, ys, shape
 }
 
-func semUploadW(t *testing.T, w *tensor.Worker, s *data.Set, normalize bool) *DeviceSet {
+func semUploadW(t *testing.T, w *tensor.Worker, s *data.Set, normalize bool) *Set {
 	t.Helper()
 	ds, err := Upload(context.Background(), w, tensor.CPU, s, normalize)
 	if err != nil {
@@ -84,6 +85,103 @@ func semUploadW(t *testing.T, w *tensor.Worker, s *data.Set, normalize bool) *De
 	}
 	t.Cleanup(func() { _ = w.Do(context.Background(), func() error { ds.Drop(); return nil }) })
 	return ds
+}
+
+// semWorker returns a worker closed when the test ends.
+func semWorker(t *testing.T) *tensor.Worker {
+	t.Helper()
+	w := tensor.NewWorker(1)
+	t.Cleanup(w.Close)
+	return w
+}
+
+// semFeatureSet is a float-feature set of n samples with f features,
+// normalized with per-feature Mean and Std.
+func semFeatureSet(n, f, classes int) *data.Set {
+	x, y := semData(n, f, classes, 77)
+	s := &data.Set{Name: "sem-features", Shape: []int{f}, Classes: classes}
+	for i := range x {
+		for _, v := range x[i] {
+			s.F = append(s.F, float32(v))
+		}
+		s.Y = append(s.Y, int32(y[i]))
+	}
+	for k := range f {
+		s.Mean = append(s.Mean, float32(0.1*float64(k)-0.2))
+		s.Std = append(s.Std, float32(0.5+0.25*float64(k)))
+	}
+	return s
+}
+
+// semData is a deterministic N×F feature batch with labels in [0, classes).
+func semData(n, f, classes int, seed uint64) ([][]float64, []int64) {
+	x := make([][]float64, n)
+	y := make([]int64, n)
+	s := seed
+	next := func() float64 { // xorshift, enough for test inputs
+		s ^= s << 13
+		s ^= s >> 7
+		s ^= s << 17
+		return float64(s%20001)/10000 - 1
+	}
+	for i := range x {
+		x[i] = make([]float64, f)
+		for k := range x[i] {
+			x[i][k] = float64(float32(2 * next()))
+		}
+		y[i] = int64(i % classes)
+	}
+	return x, y
+}
+
+// semInputs returns the normalized inputs of a feature set as the device
+// computes them (float32 arithmetic).
+func semInputs(s *data.Set) [][]float64 {
+	f := s.Shape[0]
+	out := make([][]float64, s.Len())
+	for i := range out {
+		out[i] = make([]float64, f)
+		for k := range f {
+			v := s.F[i*f+k]
+			if s.Mean != nil {
+				v = (v - s.Mean[k]) / s.Std[k]
+			}
+			out[i][k] = float64(v)
+		}
+	}
+	return out
+}
+
+// semClose compares float32 results against float64 references.
+func semClose(got, want, abs, rel float64) bool {
+	switch {
+	case math.IsNaN(want):
+		return math.IsNaN(got)
+	case math.IsInf(want, 0):
+		return got == want
+	}
+	return math.Abs(got-want) <= abs+rel*math.Abs(want)
+}
+
+// semCheckVec compares device results against references.
+func semCheckVec(t testing.TB, what string, got, want []float64, abs, rel float64) {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Errorf("%s: %d values, want %d", what, len(got), len(want))
+		return
+	}
+	bad := 0
+	for i := range got {
+		if !semClose(got[i], want[i], abs, rel) {
+			if bad < 5 {
+				t.Errorf("%s[%d] = %.9g, want %.9g", what, i, got[i], want[i])
+			}
+			bad++
+		}
+	}
+	if bad > 5 {
+		t.Errorf("%s: %d of %d values differ", what, bad, len(got))
+	}
 }
 
 func semFlat(imgs ...[][][]float32) []float64 {
@@ -103,7 +201,7 @@ func semFlat(imgs ...[][][]float32) []float64 {
 // TestBatchPlain checks batches without augmentation: pixels/255, then
 // normalized, in the order of the indices, with their labels.
 func TestBatchPlain(t *testing.T) {
-	w := semWorker()
+	w := semWorker(t)
 	set := semImageSet(5)
 	idx := []int64{3, 0, 4, 4, 1}
 	for _, normalize := range []bool{false, true} {
@@ -134,6 +232,28 @@ func TestBatchPlain(t *testing.T) {
 		})
 		if !slices.Equal(labels, set.Y) {
 			t.Errorf("Labels() = %v, want %v", labels, set.Y)
+		}
+
+		// Range gives the evaluation inputs: a batch of consecutive samples
+		// without augmentation.
+		var rx []float64
+		var ry []int64
+		err := w.Do(context.Background(), func() error {
+			s := tensor.NewScope()
+			defer s.Close()
+			x, y := ds.Range(s, 1, 3)
+			rx = s.Float64s(x)
+			for _, v := range s.Float64s(y) {
+				ry = append(ry, int64(v))
+			}
+			return s.Err()
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		bx, by, _ := semGetBatch(t, w, ds, []int64{1, 2, 3}, Augment{}, nil)
+		if !slices.Equal(rx, bx) || !slices.Equal(ry, by) {
+			t.Errorf("Range(1, 3) differs from the batch of samples 1, 2, 3")
 		}
 	}
 
@@ -196,7 +316,7 @@ func semAugRef(set *data.Set, idx []int64, aug Augment, rng *rand.Rand, normaliz
 }
 
 func TestBatchAugment(t *testing.T) {
-	w := semWorker()
+	w := semWorker(t)
 	const n = 12
 	set := semImageSet(n)
 	idx := make([]int64, n)
