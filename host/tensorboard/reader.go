@@ -17,11 +17,14 @@ type Event struct {
 	Step        int64
 	FileVersion string  // set in a file's first event only
 	Values      []Value // the summary's simple values, in file order
+	// SessionStart is set for a SessionLog START event (see
+	// Writer.SessionStart).
+	SessionStart bool
 }
 
 // ReadFile reads back an event file: it checks every record's framing and
-// both CRCs and decodes each Event's wall time, step, file version and
-// simple-valued summary values; other fields (graphs, histograms, tensors)
+// both CRCs and decodes each Event's wall time, step, file version,
+// simple-valued summary values and SessionLog START; other fields (graphs, histograms, tensors)
 // are skipped. It exists to check what Writer writes, in tests and tools.
 func ReadFile(path string) ([]Event, error) {
 	data, err := os.ReadFile(path)
@@ -93,7 +96,14 @@ func decodeEvent(b []byte) (Event, error) {
 				}
 				return err
 			})
-		case num == eventWallTime || num == eventStep || num == eventFileVersion || num == eventSummary:
+		case num == eventSessionLog && typ == protowire.BytesType:
+			return forFields(v, func(num protowire.Number, typ protowire.Type, _ []byte, x uint64) error {
+				if num == sessionStatus && typ == protowire.VarintType && x == sessionStart {
+					ev.SessionStart = true
+				}
+				return nil
+			})
+		case num == eventWallTime || num == eventStep || num == eventFileVersion || num == eventSummary || num == eventSessionLog:
 			return fmt.Errorf("Event field %d, wire type %d: %w", num, typ, errField)
 		}
 		return nil

@@ -41,6 +41,9 @@ const (
 	eventStep        = 2 // Event.step: int64
 	eventFileVersion = 3 // Event.file_version: string (oneof what)
 	eventSummary     = 5 // Event.summary: Summary (oneof what)
+	eventSessionLog  = 7 // Event.session_log: SessionLog (oneof what)
+	sessionStatus    = 1 // SessionLog.status: SessionStatus enum
+	sessionStart     = 1 // SessionStatus START
 	summaryValue     = 1 // Summary.value: repeated Summary.Value
 	valueTag         = 1 // Summary.Value.tag: string
 	valueSimple      = 2 // Summary.Value.simple_value: float (oneof value)
@@ -134,6 +137,17 @@ func (w *Writer) Scalars(step int64, values ...Value) error {
 	return w.record(scalarEvent(time.Now(), step, values))
 }
 
+// SessionStart writes a SessionLog START event at step. It marks where a
+// resumed run starts again: TensorBoard drops the events of earlier files
+// at steps ≥ step, which the interrupted run wrote after its last saved
+// state and the resumed one writes anew. (TensorBoard's Python loader
+// ignores a run's first START and purges at every later one, so every file
+// should start with one; its Rust loader ignores them and instead drops a
+// series' points at steps ≥ a step that does not increase.)
+func (w *Writer) SessionStart(step int64) error {
+	return w.record(sessionStartEvent(time.Now(), step))
+}
+
 // Scalar writes one value at step: Scalars(step, Value{tag, v}).
 func (w *Writer) Scalar(step int64, tag string, v float64) error {
 	return w.Scalars(step, Value{Tag: tag, Value: v})
@@ -174,6 +188,19 @@ func versionEvent(wall time.Time) []byte {
 	b := appendWallTime(nil, wall)
 	b = protowire.AppendTag(b, eventFileVersion, protowire.BytesType)
 	return protowire.AppendString(b, FileVersion)
+}
+
+// sessionStartEvent serializes Event{wall_time, step, session_log:
+// SessionLog{status: START}}.
+func sessionStartEvent(wall time.Time, step int64) []byte {
+	var log []byte
+	log = protowire.AppendTag(log, sessionStatus, protowire.VarintType)
+	log = protowire.AppendVarint(log, sessionStart)
+	b := appendWallTime(nil, wall)
+	b = protowire.AppendTag(b, eventStep, protowire.VarintType)
+	b = protowire.AppendVarint(b, uint64(step))
+	b = protowire.AppendTag(b, eventSessionLog, protowire.BytesType)
+	return protowire.AppendBytes(b, log)
 }
 
 // scalarEvent serializes Event{wall_time, step, summary: Summary{value:

@@ -92,6 +92,17 @@ func TestEncoding(t *testing.T) {
 		t.Errorf("versionEvent = % x\nwant            % x", got, want)
 	}
 
+	got = sessionStartEvent(wall, 300)
+	want2 := []byte{
+		0x09, 0, 0, 0, 0, 0, 0, 0xf8, 0x3f, // field 1 (wall_time), fixed64: 1.5
+		0x10, 0xac, 0x02, // field 2 (step), varint: 300
+		0x3a, 2, // field 7 (session_log), 2 bytes:
+		0x08, 1, //   SessionLog field 1 (status), varint: START
+	}
+	if !bytes.Equal(got, want2) {
+		t.Errorf("sessionStartEvent = % x\nwant                % x", got, want2)
+	}
+
 	rec := appendRecord(nil, want)
 	if len(rec) != 8+4+len(want)+4 {
 		t.Fatalf("record of %d bytes is %d long", len(want), len(rec))
@@ -167,6 +178,9 @@ func TestWriteRead(t *testing.T) {
 		{1, []Value{{"train/loss", 1.75}, {"test/acc", 0.375}, {"lr", 0.0625}, {"method/loss_perturbed", -3}}},
 		{1 << 40, []Value{{"big/step", 1e-3}}},
 	}
+	if err := w.SessionStart(7); err != nil {
+		t.Fatal(err)
+	}
 	for _, s := range steps[:2] {
 		if err := w.Scalars(s.step, s.values...); err != nil {
 			t.Fatal(err)
@@ -175,8 +189,8 @@ func TestWriteRead(t *testing.T) {
 	if err := w.Flush(); err != nil {
 		t.Fatal(err)
 	}
-	if evs, err := ReadFile(w.Path()); err != nil || len(evs) != 3 {
-		t.Fatalf("after Flush: %d events, %v; want 3", len(evs), err)
+	if evs, err := ReadFile(w.Path()); err != nil || len(evs) != 4 {
+		t.Fatalf("after Flush: %d events, %v; want 4", len(evs), err)
 	}
 	if err := w.Scalars(steps[2].step, steps[2].values...); err != nil {
 		t.Fatal(err)
@@ -196,11 +210,14 @@ func TestWriteRead(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(evs) != 1+len(steps) {
-		t.Fatalf("%d events, want %d: %+v", len(evs), 1+len(steps), evs)
+	if len(evs) != 2+len(steps) {
+		t.Fatalf("%d events, want %d: %+v", len(evs), 2+len(steps), evs)
 	}
-	if evs[0].FileVersion != FileVersion || evs[0].Values != nil {
+	if evs[0].FileVersion != FileVersion || evs[0].Values != nil || evs[0].SessionStart {
 		t.Errorf("first event %+v, want file_version %q only", evs[0], FileVersion)
+	}
+	if !evs[1].SessionStart || evs[1].Step != 7 || evs[1].Values != nil {
+		t.Errorf("second event %+v, want a session start at step 7", evs[1])
 	}
 	for i, ev := range evs {
 		if ev.WallTime < before || ev.WallTime > after {
@@ -208,14 +225,14 @@ func TestWriteRead(t *testing.T) {
 		}
 	}
 	for i, s := range steps {
-		ev := evs[i+1]
-		if ev.Step != s.step || ev.FileVersion != "" || len(ev.Values) != len(s.values) {
-			t.Errorf("event %d = %+v, want step %d, values %v", i+1, ev, s.step, s.values)
+		ev := evs[i+2]
+		if ev.Step != s.step || ev.FileVersion != "" || ev.SessionStart || len(ev.Values) != len(s.values) {
+			t.Errorf("event %d = %+v, want step %d, values %v", i+2, ev, s.step, s.values)
 			continue
 		}
 		for j, v := range s.values {
 			if ev.Values[j].Tag != v.Tag || ev.Values[j].Value != float64(float32(v.Value)) {
-				t.Errorf("event %d value %d = %+v, want %+v", i+1, j, ev.Values[j], v)
+				t.Errorf("event %d value %d = %+v, want %+v", i+2, j, ev.Values[j], v)
 			}
 		}
 	}
