@@ -496,16 +496,16 @@ func finishedRuns(dir string) (map[string]finished, error) {
 }
 
 // supersede moves the record of run key from the results file to
-// <dir>/superseded/runs.jsonl, and its training curve and final model into
-// <dir>/superseded/ with the time appended to their names, so that the run
-// can be trained again without losing its old result. It returns the
-// superseded folder.
+// <dir>/superseded/runs.jsonl, and its training curve, final model and
+// TensorBoard folder into <dir>/superseded/ with the time appended to their
+// names, so that the run can be trained again without losing its old
+// result. It returns the superseded folder.
 func supersede(dir, file, key string) (string, error) {
 	sup := filepath.Join(dir, train.SupersededDir)
 	if _, err := results.Supersede(file, key, filepath.Join(sup, "runs.jsonl")); err != nil {
 		return "", err
 	}
-	for _, f := range []string{filepath.Join(curves.Dir, curves.KeyFileName(key)), train.ModelFile(key)} {
+	for _, f := range []string{filepath.Join(curves.Dir, curves.KeyFileName(key)), train.ModelFile(key), train.TensorBoardDir(key)} {
 		if _, err := train.KeepAside(dir, f); err != nil {
 			return "", err
 		}

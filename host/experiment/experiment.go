@@ -369,6 +369,15 @@ type Eval struct {
 	// EveryEpochs (default 0) evaluates every N epochs as well as at the
 	// end; 0 means only at the end.
 	EveryEpochs int `toml:"every_epochs"`
+	// TensorBoard (default true) writes TensorBoard event files of every
+	// run to results/<experiment>/tb/<run>/ as it trains. It changes no
+	// result, so it is not part of a run's recorded configuration.
+	TensorBoard bool `toml:"tensorboard"`
+	// TensorBoardEverySteps (default 10) writes the training loss of every
+	// N-th step to the event files, as well as the per-epoch values; 0
+	// writes per-epoch values only (≥ 0; applies only when TensorBoard is
+	// on).
+	TensorBoardEverySteps int `toml:"tensorboard_every_steps"`
 }
 
 // Method is one [[method]] table: a row of the comparison.
@@ -440,7 +449,7 @@ func Default() *Experiment {
 				LRMin:       1e-4,
 			},
 		},
-		Eval: Eval{Temperature: TemperatureTestHalves, AACSteps: 100, MCSamples: 30},
+		Eval: Eval{Temperature: TemperatureTestHalves, AACSteps: 100, MCSamples: 30, TensorBoard: true, TensorBoardEverySteps: 10},
 	}
 	return e
 }

@@ -380,6 +380,10 @@ func (v *validator) eval() {
 	v.intMin("eval.aac_steps", ev.AACSteps, 2)
 	v.intMin("eval.mc_samples", ev.MCSamples, 1)
 	v.intMin("eval.every_epochs", ev.EveryEpochs, 0)
+	v.intMin("eval.tensorboard_every_steps", ev.TensorBoardEverySteps, 0)
+	if !ev.TensorBoard {
+		v.notFor("eval.tensorboard_every_steps", ev.TensorBoardEverySteps == Default().Eval.TensorBoardEverySteps, "when eval.tensorboard = true")
+	}
 }
 
 func (v *validator) methods() {

@@ -38,6 +38,7 @@ type training struct {
 	statePath string
 	from      loopState
 	curve     *curves.Writer // nil without a results folder
+	tb        *tbLog         // nil without a results folder or eval.tensorboard
 
 	// The loop's progress: steps and epochs done, and the last epoch's
 	// mean training loss and accuracy.

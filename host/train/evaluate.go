@@ -18,12 +18,19 @@ import (
 const ValPrefix = "val_"
 
 // score evaluates a trained run on the test set, calibrated as the
-// experiment says, and on the validation split, if any, uncalibrated, and
+// experiment says, and on the validation split, if any, uncalibrated,
+// writes the test loss and accuracy to TensorBoard and closes its log, and
 // completes its record: metrics, steps, epochs and times (wall is the
 // training's wall-clock time in seconds, over every resumption).
 func (r *Runner) score(ctx context.Context, t *training, rec results.Record, wall float64) (results.Record, error) {
 	rep, err := r.evaluate(ctx, t, r.Data.Test, r.calibration())
 	if err != nil {
+		return rec, err
+	}
+	if err := t.tb.final(t.step, rep); err != nil {
+		return rec, err
+	}
+	if err := t.tb.Close(); err != nil {
 		return rec, err
 	}
 	rec.Metrics = rep.Map()

@@ -48,6 +48,9 @@ func (r *Runner) loop(ctx context.Context, t *training, prog *progress, cfg map[
 			sumAcc += out.Metrics["acc"]
 			n++
 			t.step++
+			if err := t.tb.step(t.step, out.Metrics); err != nil {
+				return err
+			}
 			prog.update(epoch+1, tr.Epochs, t.step-t.from.Step, loss, out.Metrics["acc"])
 		}
 		t.epochs++
@@ -101,23 +104,29 @@ func (r *Runner) feed(ctx context.Context, t *training, idx [][]int64, from, to 
 }
 
 // endEpoch finishes an epoch: it evaluates when needed (feeding the
-// schedule's plateau detection), appends the curve's row, and saves the
-// training state unless the run is done.
+// schedule's plateau detection), appends the curve's row, writes the
+// epoch's TensorBoard values, and saves the training state unless the run
+// is done.
 func (r *Runner) endEpoch(ctx context.Context, t *training, cfg map[string]any, lastLR float64, start time.Time) error {
 	row := curves.NaNRow(t.epochs, t.step)
 	row.LR, row.TrainLoss, row.TrainAcc = lastLR, t.trainLoss, t.trainAcc
 	every := r.Exp.Eval.EveryEpochs
-	if t.sched.NeedsMetric() || (every > 0 && t.epochs%every == 0) {
+	var rep metrics.Report
+	evaluated := t.sched.NeedsMetric() || (every > 0 && t.epochs%every == 0)
+	if evaluated {
 		set := r.Data.Val
 		if set == nil {
 			set = r.Data.Test
 		}
-		rep, err := r.evaluate(ctx, t, set, metrics.CalNone)
-		if err != nil {
+		var err error
+		if rep, err = r.evaluate(ctx, t, set, metrics.CalNone); err != nil {
 			return err
 		}
 		t.sched.Observe(rep.NLL)
 		row.TestLoss, row.TestAcc = rep.NLL, rep.Acc
+	}
+	if err := t.tb.epoch(t.step, lastLR, t.trainLoss, t.trainAcc, rep, evaluated, r.Data.Val != nil); err != nil {
+		return err
 	}
 	row.Seconds = t.from.Elapsed + time.Since(start).Seconds()
 	if t.curve != nil {

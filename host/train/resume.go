@@ -64,10 +64,10 @@ func ModelFile(key string) string {
 	return filepath.Join("checkpoints", results.KeyFileStem(key)+".safetensors")
 }
 
-// KeepAside moves the file rel of an experiment's results folder dir (if it
-// exists) to dir/superseded/rel with the time appended to its name, where a
-// run's files go when its configuration changed; it returns the new path,
-// or "" when there was no file.
+// KeepAside moves the file (or folder) rel of an experiment's results
+// folder dir (if it exists) to dir/superseded/rel with the time appended to
+// its name, where a run's files go when its configuration changed; it
+// returns the new path, or "" when there was none.
 func KeepAside(dir, rel string) (string, error) {
 	src := filepath.Join(dir, rel)
 	if _, err := os.Stat(src); err != nil {
@@ -84,7 +84,8 @@ func KeepAside(dir, rel string) (string, error) {
 }
 
 // resume prepares the loop of a built run: the schedule, the random streams
-// of the data orders and the augmentations, and the curve file. When the
+// of the data orders and the augmentations, the curve file and the
+// TensorBoard log. When the
 // run has a saved training state (made with the configuration cfg; one made
 // with another is moved aside), it restores them and the engine's and the
 // optimizer's state from it, and the loop continues after its epoch.
@@ -124,6 +125,13 @@ func (r *Runner) resume(ctx context.Context, t *training, cfg map[string]any) er
 		}
 		if err != nil {
 			return err
+		}
+		if ev := r.Exp.Eval; ev.TensorBoard {
+			dir := filepath.Join(r.Exp.ResultsDir, r.Exp.Name, TensorBoardDir(t.run.Key))
+			if t.tb, err = openTB(dir, resumed, ls.Step, ev.TensorBoardEverySteps); err != nil {
+				t.curve.Close()
+				return err
+			}
 		}
 	}
 	return nil

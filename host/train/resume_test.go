@@ -26,9 +26,10 @@ func TestResumeMidRun(t *testing.T) {
 		name  string
 		newOp func() optim.Optimizer
 		given map[string]any
+		tags  []string // the method's TensorBoard tags
 	}{
-		{"sam", sam.New, map[string]any{"rho": 0.05}},
-		{"otmdr", otmdr.New, nil},
+		{"sam", sam.New, map[string]any{"rho": 0.05}, nil},
+		{"otmdr", otmdr.New, nil, []string{"method/acc_perturbed", "method/loss_perturbed"}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -79,6 +80,9 @@ func TestResumeMidRun(t *testing.T) {
 			}
 			if len(rows) != 3 || rows[0].Epoch != 1 || rows[2].Epoch != 3 {
 				t.Errorf("training curve after resuming: %+v, want epochs 1, 2, 3", rows)
+			}
+			if files := checkRunTB(t, r, run, resumed, c.tags...); files != 2 {
+				t.Errorf("%d TensorBoard event files, want 2 (the interrupted attempt's and the resumed one's)", files)
 			}
 		})
 	}

@@ -134,6 +134,10 @@ func (r *Runner) Record(run experiment.Run, m Method) results.Record {
 	}
 	cfg["model.init_from"] = r.Exp.Model.InitFrom
 	addTable(cfg, "eval", r.Exp.Eval)
+	// What TensorBoard logs changes no result: turning it off or on must
+	// neither supersede finished runs nor retire saved states.
+	delete(cfg, "eval.tensorboard")
+	delete(cfg, "eval.tensorboard_every_steps")
 	rec := results.Record{
 		Experiment: r.Exp.Name, Key: run.Key, Method: run.Label, Plugin: m.Plugin, PluginVersion: m.Version,
 		Config: cfg, Dataset: r.Exp.Data.Dataset, Arch: run.Arch, Seed: run.Seed, Epochs: tr.Epochs,
@@ -181,6 +185,7 @@ func (r *Runner) Run(ctx context.Context, run experiment.Run, m Method) (results
 		return rec, err
 	}
 	defer t.curve.Close()
+	defer t.tb.Close() // a failed run keeps what it logged
 	prog := newProgress(r.Progress, r.Terminal, fmt.Sprintf("%s %s seed %d", run.Label, run.Arch, run.Seed), t.total-t.from.Step)
 	defer prog.done()
 	if err := r.loop(ctx, t, prog, rec.Config, start); err != nil {

@@ -98,6 +98,9 @@ func TestSGDTrainsOnDigits(t *testing.T) {
 	if rec.Steps != int64(3*(r.Data.TrainSize/64)) {
 		t.Errorf("steps %d", rec.Steps)
 	}
+	if files := checkRunTB(t, r, experiment.Grid(exp)[0], rec); files != 1 {
+		t.Errorf("%d TensorBoard event files, want 1", files)
+	}
 }
 
 // Same seed on the CPU gives bitwise identical results, and SAM with ρ = 0
