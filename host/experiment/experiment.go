@@ -7,7 +7,10 @@
 // Validate then checks every value (ranges, enums, consistency between
 // sections), ValidateParams checks a method's [method.params] against its
 // plugin's hyperparameter schema, and Grid expands the file into the runs
-// to train: methods × archs × seeds.
+// to train: methods × settings × archs × seeds, where a method's settings
+// are the combinations of the values of the keys written as lists (sweeps:
+// its parameters and the numbers of [train]; see sweep.go). Load and
+// Parse also apply --set KEY=VALUE overrides (see set.go).
 //
 // The struct fields below document each key and its default; the defaults
 // are those of Default.

@@ -151,7 +151,11 @@ func choose(merged []results.Record, metric string) ([]results.Record, *selectio
 		out = append(out, renamed(best.recs, w.method)...)
 		sel.settings[w.key()] = best.setting
 		sp := metricSpec(metric)
-		text := fmt.Sprintf("%s%s (%s %s, best of %d settings", quoteOdd(best.setting), where, sp.label, sp.format(bestMean), len(cands))
+		name := quoteOdd(best.setting)
+		if name == "" {
+			name = "the runs without swept values"
+		}
+		text := fmt.Sprintf("%s%s (%s %s, best of %d settings", name, where, sp.label, sp.format(bestMean), len(cands))
 		if excluded > 0 {
 			text += fmt.Sprintf("; %d left out for failed runs", excluded)
 		}

@@ -262,6 +262,15 @@ func TestSelect(t *testing.T) {
 			absent: []string{"SGD:"},
 		},
 		{
+			name: "runs from before the sweep compete as a setting",
+			recs: []results.Record{
+				sweepRec("SAM", "", "cnn", 1, 0.95, 0.80, 0.1),
+				sweepRec("SAM", "rho=0.1", "cnn", 1, 0.90, 0.70, 0.1),
+			},
+			opts: Options{Select: "val_acc", Metrics: []string{"acc"}},
+			want: []string{"| SAM    |          80.00 |", "SAM: the runs without swept values (val ACC 95.00, best of 2 settings)."},
+		},
+		{
 			name: "tie goes to the first setting",
 			recs: []results.Record{
 				sweepRec("SAM", "rho=0.05", "cnn", 1, 0.90, 0.80, 0.1),
