@@ -28,7 +28,8 @@
 # bitwise; so must the training curves (curves/<run>.csv, but for their
 # seconds column) and the two `host table --format csv` outputs, but for
 # their wall-clock rows. Before that, it submits the array's second task
-# again (SHARDS=n, --array=1), which must skip its finished runs.
+# again, alone: without SHARDS it must refuse, with SHARDS=n skip its
+# finished runs.
 #
 # On exit, whatever happened, it cancels the jobs, stops the daemons and
 # removes the work folder (unless -k); a work folder left by a killed run is
@@ -238,14 +239,20 @@ EOF
 "$host" check "$exp" >"$dir/log/check.out" 2>&1 || { cat "$dir/log/check.out" >&2; fail "host check $exp"; }
 runs=$(sed -n 's/^\([0-9]*\) runs × .*/\1/p' "$dir/log/check.out")
 
-# submit NAME SBATCH-OPTION…: submits scripts/slurm-array.sh for the
+# submit [-x] NAME SBATCH-OPTION…: submits scripts/slurm-array.sh for the
 # experiment from the checkout (its logs are $dir/log/NAME-<job>_<task>.out),
 # polls until the job has left the queue, and fails unless every task
-# completed with status 0. It sets job to the job's id. (sbatch --wait
+# completed with status 0 (with -x: unless every task failed). It sets job
+# to the job's id. (sbatch --wait
 # would do, but it polls at growing intervals: here it returned some 30 s
 # after the job had ended.)
 submit() {
-	local name=$1 states
+	local want='COMPLETED (exit 0:0)' name states
+	if [ "$1" = -x ]; then
+		want='FAILED (exit [1-9][0-9]*:0)'
+		shift
+	fi
+	name=$1
 	shift
 	job=$(cd "$repo" && EXPERIMENT=$exp sbatch --parsable --job-name="$name" --cpus-per-task=1 \
 		--output="$dir/log/%x-%A_%a.out" "$@" scripts/slurm-array.sh --device cpu --results "$dir/results-slurm") ||
@@ -256,16 +263,16 @@ submit() {
 	done
 	[ -z "$(squeue -h -j "$job")" ] || fail "job $job still queued or running after 30 min"
 	states=$(scontrol -o show job "$job" | sed -n 's/.* ArrayTaskId=\([^ ]*\) .*JobState=\([^ ]*\) .*ExitCode=\([^ ]*\) .*/task \1: \2 (exit \3)/p')
-	if [ -z "$states" ] || grep -v -q 'COMPLETED (exit 0:0)' <<<"$states"; then
+	if [ -z "$states" ] || grep -v -q -x "task [0-9]*: $want" <<<"$states"; then
 		for f in "$dir/log/$name-$job"_*.out; do
 			[ -f "$f" ] && { echo "--- $f (end)"; tail -n 20 "$f"; }
 		done >&2
 		echo "$states" >&2
-		fail "job $job failed (task logs above)"
+		fail "job $job: want every task $want (task logs above)"
 	fi
 	for f in "$dir/log/$name-$job"_*.out; do
 		echo "--- $(basename "$f")"
-		grep '^host:' "$f" || true
+		grep -E '^(host|slurm-array.sh):' "$f" || true
 	done
 }
 
@@ -281,8 +288,11 @@ for i in $(seq 1 "$shards"); do
 done
 
 # A task submitted alone again (as after a failure) must run its own shard,
-# and skip the runs that shard finished.
-step "array job $job done in $slurm_s s; submitting task 1 again (SHARDS=$shards): it must skip its finished runs"
+# and skip the runs that shard finished; without SHARDS, it must refuse.
+step "array job $job done in $slurm_s s; submitting task 1 again without SHARDS: it must refuse"
+submit -x refused --array=1
+grep -q 'set SHARDS' "$dir/log/refused-${job}_1.out" || fail "task 1 without SHARDS: no message saying to set SHARDS"
+step "submitting task 1 again with SHARDS=$shards: it must skip its finished runs"
 sum=$(cat "${shardfiles[@]}" | md5sum)
 SHARDS=$shards submit again --array=1
 skipped=$(grep -c 'already finished' "$dir/log/again-${job}_1.out" || true)
