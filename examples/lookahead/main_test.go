@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"flag"
 	"math"
@@ -39,13 +38,11 @@ func TestRejectsBadParams(t *testing.T) {
 	}
 }
 
-// TestTraceGolden documents the algorithm as the ops it sends.
+// TestTraceGolden documents the algorithm as the ops it sends: two
+// members, a slow update every second step.
 func TestTraceGolden(t *testing.T) {
-	var trace bytes.Buffer
-	h := optimtest.MustHost(t, &optimtest.Quadratic{A: [][]float64{{1, 0}, {0, 2}}, X0: []float64{1, 1}})
-	optimtest.MustRun(t, New(), h, 2, optimtest.WithLR(0.1), optimtest.WithTrace(&trace),
-		optimtest.WithHParams(map[string]any{"k": 2}))
-	optimtest.Golden(t, "testdata/trace.golden", trace.Bytes(), *update)
+	optimtest.TestTraces(t, *update, optimtest.TraceCase{Golden: "testdata/trace.golden", New: New,
+		Members: 2, Steps: 2, Params: map[string]any{"k": 2}})
 }
 
 var _ optim.Stateful = (*Lookahead)(nil)

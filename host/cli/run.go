@@ -15,10 +15,10 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/optlab/optlab/host/curves"
 	"github.com/optlab/optlab/host/data"
 	"github.com/optlab/optlab/host/experiment"
 	"github.com/optlab/optlab/host/model"
-	"github.com/optlab/optlab/host/plot"
 	"github.com/optlab/optlab/host/plugin"
 	"github.com/optlab/optlab/host/results"
 	"github.com/optlab/optlab/host/table"
@@ -40,8 +40,8 @@ const (
 type plan struct {
 	exp       *experiment.Experiment
 	runs      []experiment.Run
-	params    map[string]map[string]any // by method name
-	infos     map[string]optim.Info
+	params    map[string]map[string]any // by run label
+	infos     map[string]optim.Info     // by method name
 	pluginDir string
 	// stderr receives the plugins' output and log lines.
 	stderr io.Writer
@@ -57,7 +57,7 @@ type plan struct {
 // optimizer itself, which a launched plugin provides).
 func (p *plan) method(run experiment.Run) train.Method {
 	info := p.infos[run.Method.Name]
-	return train.Method{Plugin: info.Name, Version: info.Version, Params: p.params[run.Method.Name]}
+	return train.Method{Plugin: info.Name, Version: info.Version, Params: p.params[run.Label]}
 }
 
 // launchSpec says how to start the plugin of method m.
@@ -76,11 +76,13 @@ func (p *plan) launchSpec(m experiment.Method) plugin.LaunchSpec {
 	return spec
 }
 
-// prepare loads and validates the experiment, asks every method's plugin for
-// its schema and validates the hyperparameters against it. The plan's
-// plugins are started with timeouts and write their output to stderr.
-func prepare(ctx context.Context, path, pluginDir string, timeouts plugin.Timeouts, inProcess *optim.Registry, stderr io.Writer) (*plan, error) {
-	exp, err := experiment.Load(path)
+// prepare loads the experiment with the --set overrides sets and validates
+// it, asks every method's plugin for its schema and validates the
+// hyperparameters against it (every value of a sweep, then each run's
+// setting). The plan's plugins are started with timeouts and write their
+// output to stderr.
+func prepare(ctx context.Context, path string, sets []string, pluginDir string, timeouts plugin.Timeouts, inProcess *optim.Registry, stderr io.Writer) (*plan, error) {
+	exp, err := experiment.Load(path, sets...)
 	if err != nil {
 		return nil, err
 	}
@@ -110,13 +112,22 @@ func prepare(ctx context.Context, path, pluginDir string, timeouts plugin.Timeou
 			errs = append(errs, fmt.Errorf("%s:%d: method %q: %w", exp.File, m.Line, m.Name, err))
 			continue
 		}
-		params, err := experiment.ValidateParams(m, info.Params)
-		if err != nil {
+		if _, err := experiment.ValidateParams(m, info.Params); err != nil {
 			errs = append(errs, err)
 			continue
 		}
-		p.params[m.Name] = params
 		p.infos[m.Name] = info
+		for _, run := range p.runs {
+			if _, done := p.params[run.Label]; done || run.Method.Name != m.Name {
+				continue
+			}
+			params, err := experiment.ValidateParams(run.Method, info.Params)
+			if err != nil {
+				errs = append(errs, err)
+				break
+			}
+			p.params[run.Label] = params
+		}
 	}
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
@@ -127,14 +138,16 @@ func prepare(ctx context.Context, path, pluginDir string, timeouts plugin.Timeou
 func checkCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("check", flag.ContinueOnError)
 	dir := fs.String("plugins", DefaultPluginDir(), "plugin directory")
+	var sets setFlag
+	fs.Var(&sets, "set", setUsage)
 	pos, err := parseInterleaved(fs, args, stdout)
 	if err != nil {
 		return err
 	}
 	if len(pos) != 1 {
-		return errors.New("usage: host check EXPERIMENT.toml")
+		return errors.New("usage: host check [--set KEY=VALUE …] EXPERIMENT.toml")
 	}
-	p, err := prepare(ctx, pos[0], *dir, plugin.Timeouts{}, nil, stderr)
+	p, err := prepare(ctx, pos[0], sets, *dir, plugin.Timeouts{}, nil, stderr)
 	if err != nil {
 		return err
 	}
@@ -147,14 +160,9 @@ func checkCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		shape[i] = int64(v)
 	}
 	zoo := model.Builtin()
-	tr := p.exp.Train
-	perEpoch := sp.Train.Len() / tr.BatchSize
-	total := perEpoch * tr.Epochs
-	if tr.MaxSteps > 0 && tr.MaxSteps < total {
-		total = tr.MaxSteps
-	}
 	fmt.Fprintf(stdout, "%s: %s — %d train / %d test samples, %d classes, input %v\n", p.exp.File, p.exp.Data.Dataset, sp.Train.Len(), sp.Test.Len(), sp.Train.Classes, shape)
-	fmt.Fprintf(stdout, "%d runs × %d steps (%d per epoch × %d epochs, batch %d)\n", len(p.runs), total, perEpoch, tr.Epochs, tr.BatchSize)
+	fmt.Fprintln(stdout, gridSummary(p.exp, p.runs))
+	fmt.Fprintln(stdout, stepsSummary(p.exp, p.runs, sp.Train.Len()))
 	for _, r := range p.runs {
 		var params int64
 		for _, a := range r.Members {
@@ -181,8 +189,9 @@ func checkCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 // larger than the training set, a missing or mismatched model.init_from, a
 // hyperparameter the plugin rejects when configured, a run's file names too
 // long for the file system, a results folder that cannot be written. Each
-// method is configured once, on its first run, through the same code a run
-// uses (train.Runner.Preflight), so the messages are the run's.
+// setting of each method is configured once, on its first run, through the
+// same code a run uses (train.Runner.Preflight), so the messages are the
+// run's.
 func preflight(ctx context.Context, p *plan, sp data.Split, shape []int64) error {
 	var errs []error
 	for _, r := range p.runs {
@@ -203,10 +212,10 @@ func preflight(ctx context.Context, p *plan, sp data.Split, shape []int64) error
 		Data: &train.Data{Classes: sp.Train.Classes, Shape: shape, TrainSize: sp.Train.Len(), TestSz: sp.Test.Len()}}
 	seen := map[string]bool{}
 	for _, run := range p.runs {
-		if seen[run.Method.Name] {
+		if seen[run.Label] {
 			continue
 		}
-		seen[run.Method.Name] = true
+		seen[run.Label] = true
 		if err := preflightRun(ctx, r, p, run); err != nil {
 			errs = append(errs, fmt.Errorf("%s:%d: %s: %w", p.exp.File, run.Method.Line, run.Key, err))
 		}
@@ -271,6 +280,7 @@ func checkWritable(dir string) error {
 func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("run", flag.ContinueOnError)
 	o := runOpts{}
+	fs.Var((*setFlag)(&o.sets), "set", setUsage)
 	fs.StringVar(&o.pluginDir, "plugins", DefaultPluginDir(), "plugin directory")
 	fs.BoolVar(&o.smoke, "smoke", false, "run every run for a few steps on generated data (results to a temporary folder unless --results)")
 	shard := fs.String("shard", "", "run only shard i of n of the grid (i/n, 1-based); results go to runs-<i>of<n>.jsonl")
@@ -328,6 +338,7 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 // runOpts are host run's settings shared by its experiments.
 type runOpts struct {
 	pluginDir, resDir, device string
+	sets                      []string // --set overrides, for every experiment
 	smoke                     bool
 	shardI, shardN            int
 	timeouts                  plugin.Timeouts
@@ -345,7 +356,7 @@ type runResult struct {
 // runExperiment runs the unfinished runs of one experiment (of its shard).
 func runExperiment(ctx context.Context, path string, o runOpts, stderr io.Writer) (runResult, error) {
 	var res runResult
-	p, err := prepare(ctx, path, o.pluginDir, o.timeouts, o.inProcess, stderr)
+	p, err := prepare(ctx, path, o.sets, o.pluginDir, o.timeouts, o.inProcess, stderr)
 	if err != nil {
 		return res, err
 	}
@@ -370,6 +381,7 @@ func runExperiment(ctx context.Context, path string, o runOpts, stderr io.Writer
 			return res, err
 		}
 		defer cleanup()
+		runs = smokeRuns(runs, exp.Train.BatchSize)
 		runsPath = filepath.Join(exp.ResultsDir, exp.Name, filepath.Base(runsPath))
 	}
 	res.runs = len(runs)
@@ -484,16 +496,16 @@ func finishedRuns(dir string) (map[string]finished, error) {
 }
 
 // supersede moves the record of run key from the results file to
-// <dir>/superseded/runs.jsonl, and its training curve and final model into
-// <dir>/superseded/ with the time appended to their names, so that the run
-// can be trained again without losing its old result. It returns the
-// superseded folder.
+// <dir>/superseded/runs.jsonl, and its training curve, final model and
+// TensorBoard folder into <dir>/superseded/ with the time appended to their
+// names, so that the run can be trained again without losing its old
+// result. It returns the superseded folder.
 func supersede(dir, file, key string) (string, error) {
 	sup := filepath.Join(dir, train.SupersededDir)
 	if _, err := results.Supersede(file, key, filepath.Join(sup, "runs.jsonl")); err != nil {
 		return "", err
 	}
-	for _, f := range []string{filepath.Join(plot.CurvesDir, plot.KeyFileName(key)), train.ModelFile(key)} {
+	for _, f := range []string{filepath.Join(curves.Dir, curves.KeyFileName(key)), train.ModelFile(key), train.TensorBoardDir(key)} {
 		if _, err := train.KeepAside(dir, f); err != nil {
 			return "", err
 		}

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/optlab/optlab/internal/testutil"
+
 	"github.com/optlab/optlab/sdk/optim"
 )
 
@@ -126,7 +128,7 @@ func TestBaseStep(t *testing.T) {
 					refs[u.member].step(g[u.member], u.lr)
 				}
 				for mi, h := range []optim.Vec{optim.Params, optim.ParamsOf(1)} {
-					semCheckVec(t, fmt.Sprintf("step %d member %d", k, mi), semRead(t, e, h), refs[mi].p, 2e-6, 1e-5)
+					testutil.CheckVec(t, fmt.Sprintf("step %d member %d", k, mi), semRead(t, e, h), refs[mi].p, 2e-6, 1e-5)
 				}
 				if !slices.Equal(semRead(t, e, 1), g[0]) || !slices.Equal(semRead(t, e, 2), g[1]) {
 					t.Fatalf("step %d: BaseStep changed its gradient vector", k)

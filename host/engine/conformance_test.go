@@ -3,6 +3,8 @@ package engine
 import (
 	"testing"
 
+	"github.com/optlab/optlab/internal/testutil"
+
 	"github.com/optlab/optlab/host/tensor"
 	"github.com/optlab/optlab/sdk/optim"
 	"github.com/optlab/optlab/sdk/optimtest"
@@ -13,7 +15,7 @@ import (
 // with variational members.
 func TestConformance(t *testing.T) {
 	const features, classes, batch = 4, 3, 8
-	x, y := semData(batch, features, classes, 7)
+	x, y := testutil.Features(batch, features, classes, 7)
 	newHost := func(cfg Config) func(t *testing.T) optim.Host {
 		return func(t *testing.T) optim.Host {
 			cfg.TrainSize, cfg.BatchSize = 64, batch

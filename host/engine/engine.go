@@ -1,10 +1,18 @@
-// Package engine executes optimizer programs on the device. It owns the
-// members' flat parameter and buffer vectors, the vectors plugins allocate,
-// the current minibatch and the base optimizer, and implements optim.Host:
-// plugins (in-process or over gRPC) send programs of ops naming vector
-// handles, and the engine returns scalars. Every torch call runs on the
+// Package engine is the program interpreter: it executes optimizer
+// programs on the device. It owns the members' flat parameter and buffer
+// vectors, the vectors plugins allocate, the current minibatch and the base
+// optimizer, and implements optim.Host: plugins (in-process or over gRPC)
+// send programs of ops naming vector handles (ops, the base step, joint and
+// variational gradients), and the engine returns scalars; Probs interprets
+// an optimizer's predictive on one batch. Every torch call runs on the
 // tensor.Worker's locked OS thread; engine state is touched only there, so
 // Exec may be called from any goroutine.
+//
+// What is done with an engine's vectors outside programs lives in the
+// packages named for it, through the accessors of access.go: device data
+// (host/data/devset), evaluation (host/eval), PyTorch state dicts
+// (host/checkpoint/statedict), the training state (host/train) and
+// landscape evaluation (host/landscape).
 package engine
 
 import (

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/optlab/optlab/internal/testutil"
+
 	"github.com/optlab/optlab/host/model"
 	"github.com/optlab/optlab/host/tensor"
 	"github.com/optlab/optlab/sdk/optim"
@@ -21,7 +23,7 @@ func TestGradFiniteDifference(t *testing.T) {
 		t.Run(fmt.Sprintf("smoothing %g", eps), func(t *testing.T) {
 			m := semTiny(t, []int64{4}, 6, 3)
 			e := semEngine(t, Config{Seed: 4, LabelSmoothing: eps}, m)
-			x, y := semData(8, 4, 3, 11)
+			x, y := testutil.Features(8, 4, 3, 11)
 			semBatch(t, e, 0, x, y)
 			p := semRead(t, e, optim.Params)
 
@@ -30,19 +32,19 @@ func TestGradFiniteDifference(t *testing.T) {
 			ev := prog.Grad(1, optim.Params, optim.Batch{}, optim.BNUpdate)
 			got := semEval(semExec(t, e, prog), ev)
 			loss, acc := semLoss(m, p, x, y, eps)
-			semCheckVec(t, "loss, acc", got, []float64{loss, acc}, 1e-6, 1e-6)
-			semCheckVec(t, "gradient", semRead(t, e, 1), semFDGrad(m, p, x, y, eps), 1e-6, 1e-4)
+			testutil.CheckVec(t, "loss, acc", got, []float64{loss, acc}, 1e-6, 1e-6)
+			testutil.CheckVec(t, "gradient", semRead(t, e, 1), semFDGrad(m, p, x, y, eps), 1e-6, 1e-4)
 
 			// At another vector: q = 0.5·θ + 0.3, Params untouched.
 			semExec(t, e, optim.Prog().Alloc(2, 0).Copy(2, optim.Params).Scale(2, 0.5).AddConst(2, 0.3))
 			q := semRead(t, e, 2)
-			semCheckVec(t, "q", q, semMap(p, func(v float64) float64 { return 0.5*v + 0.3 }), 1e-7, 1e-7)
+			testutil.CheckVec(t, "q", q, semMap(p, func(v float64) float64 { return 0.5*v + 0.3 }), 1e-7, 1e-7)
 			prog = optim.Prog()
 			ev = prog.Grad(1, 2, optim.Batch{}, optim.BNUpdate)
 			got = semEval(semExec(t, e, prog), ev)
 			loss, acc = semLoss(m, q, x, y, eps)
-			semCheckVec(t, "loss, acc at q", got, []float64{loss, acc}, 1e-6, 1e-6)
-			semCheckVec(t, "gradient at q", semRead(t, e, 1), semFDGrad(m, q, x, y, eps), 1e-6, 1e-4)
+			testutil.CheckVec(t, "loss, acc at q", got, []float64{loss, acc}, 1e-6, 1e-6)
+			testutil.CheckVec(t, "gradient at q", semRead(t, e, 1), semFDGrad(m, q, x, y, eps), 1e-6, 1e-4)
 			if !slices.Equal(semRead(t, e, optim.Params), p) {
 				t.Error("Grad at another vector changed Params")
 			}
@@ -54,7 +56,7 @@ func TestGradFiniteDifference(t *testing.T) {
 			prog = optim.Prog()
 			prog.Grad(2, 2, optim.Batch{}, optim.BNUpdate)
 			semExec(t, e, prog)
-			semCheckVec(t, "gradient written over At", semRead(t, e, 2), semFDGrad(m, q, x, y, eps), 1e-6, 1e-4)
+			testutil.CheckVec(t, "gradient written over At", semRead(t, e, 2), semFDGrad(m, q, x, y, eps), 1e-6, 1e-4)
 
 			// Out = 0 writes nothing but still emits loss and accuracy.
 			semExec(t, e, optim.Prog().Fill(1, 7))
@@ -63,7 +65,7 @@ func TestGradFiniteDifference(t *testing.T) {
 			norm := prog.Norm(1)
 			r := semExec(t, e, prog)
 			loss, acc = semLoss(m, p, x, y, eps)
-			semCheckVec(t, "Out=0 scalars", []float64{r.Get(ev.Loss), r.Get(ev.Acc), r.Get(norm)},
+			testutil.CheckVec(t, "Out=0 scalars", []float64{r.Get(ev.Loss), r.Get(ev.Acc), r.Get(norm)},
 				[]float64{loss, acc, 7 * math.Sqrt(float64(len(p)))}, 1e-6, 1e-6)
 			if !slices.Equal(semRead(t, e, optim.Params), p) {
 				t.Error("Grad with Out=0 changed Params")
@@ -80,7 +82,7 @@ func TestGradDirectionalMLP(t *testing.T) {
 		t.Fatal(err)
 	}
 	e := semEngine(t, Config{Seed: 8}, m)
-	x, y := semData(8, 4, 3, 21)
+	x, y := testutil.Features(8, 4, 3, 21)
 	semBatch(t, e, 0, x, y)
 	const h = 1e-2
 	semExec(t, e, optim.Prog().Alloc(1, 0).Alloc(2, 0).Alloc(3, 0).RandN(2, 1, 5))
@@ -108,8 +110,8 @@ func TestGradBatchParts(t *testing.T) {
 	m := semTiny(t, []int64{3}, 4, 3)
 	e := semEngine(t, Config{Seed: 6}, m)
 	p := semRead(t, e, optim.Params)
-	x8, y8 := semData(8, 3, 3, 31)
-	x7, y7 := semData(7, 3, 3, 37)
+	x8, y8 := testutil.Features(8, 3, 3, 31)
+	x7, y7 := testutil.Features(7, 3, 3, 37)
 	pick := func(x [][]float64, y []int64, idx []int64) ([][]float64, []int64) {
 		var xs [][]float64
 		var ys []int64
@@ -152,7 +154,7 @@ func TestGradBatchParts(t *testing.T) {
 			got := semEval(semExec(t, e, prog.Free(1)), ev)
 			xs, ys := pick(tc.x, tc.y, tc.idx)
 			loss, acc := semLoss(m, p, xs, ys, 0)
-			semCheckVec(t, "loss, acc", got, []float64{loss, acc}, 1e-6, 1e-6)
+			testutil.CheckVec(t, "loss, acc", got, []float64{loss, acc}, 1e-6, 1e-6)
 		})
 	}
 
@@ -219,8 +221,8 @@ func TestGradNoBatch(t *testing.T) {
 func TestGradPerMember(t *testing.T) {
 	m0, m1 := semTiny(t, []int64{4}, 5, 3), semTiny(t, []int64{4}, 7, 3)
 	e := semEngine(t, Config{Seed: 12}, m0, m1)
-	x0, y0 := semData(6, 4, 3, 41)
-	x1, y1 := semData(4, 4, 3, 43)
+	x0, y0 := testutil.Features(6, 4, 3, 41)
+	x1, y1 := testutil.Features(4, 4, 3, 43)
 	semBatch(t, e, 0, x0, y0)
 	semBatch(t, e, 1, x1, y1)
 	p0, p1 := semRead(t, e, optim.Params), semRead(t, e, optim.ParamsOf(1))
@@ -232,8 +234,8 @@ func TestGradPerMember(t *testing.T) {
 	got := append(append(semEval(r, ev0), semEval(r, ev1)...), semEval(r, evv)...)
 	l0, a0 := semLoss(m0, p0, x0, y0, 0)
 	l1, a1 := semLoss(m1, p1, x1, y1, 0)
-	semCheckVec(t, "scalars", got, []float64{l0, a0, l1, a1, l1, a1}, 1e-6, 1e-6)
-	semCheckVec(t, "member 1 gradient", semRead(t, e, 1), semFDGrad(m1, p1, x1, y1, 0), 1e-6, 1e-4)
+	testutil.CheckVec(t, "scalars", got, []float64{l0, a0, l1, a1, l1, a1}, 1e-6, 1e-6)
+	testutil.CheckVec(t, "member 1 gradient", semRead(t, e, 1), semFDGrad(m1, p1, x1, y1, 0), 1e-6, 1e-4)
 }
 
 // TestGradBatchNorm uses the cnn (BatchNorm) model: BNFreeze leaves the
@@ -289,8 +291,8 @@ func TestGradBatchNorm(t *testing.T) {
 		t.Fatal("BNUpdate left the running statistics unchanged")
 	}
 	// Train mode normalizes with batch statistics either way.
-	semCheckVec(t, "loss, acc (update vs freeze)", updated, frozen, 1e-6, 1e-6)
-	semCheckVec(t, "gradient (update vs freeze)", semRead(t, e, 2), semRead(t, e, 1), 1e-6, 1e-4)
+	testutil.CheckVec(t, "loss, acc (update vs freeze)", updated, frozen, 1e-6, 1e-6)
+	testutil.CheckVec(t, "gradient (update vs freeze)", semRead(t, e, 2), semRead(t, e, 1), 1e-6, 1e-4)
 
 	// Momentum: from mean 0 and var 1, one update gives mean = μ·m̂ and
 	// var − 1 = μ·(v̂ − 1), so μ = 0.2 moves them twice as far as 0.1

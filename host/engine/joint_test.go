@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/optlab/optlab/internal/testutil"
+
 	"github.com/optlab/optlab/host/tensor"
 	"github.com/optlab/optlab/sdk/optim"
 )
@@ -13,7 +15,7 @@ import (
 // each receives half of that member's gradient (p̄ = p, ∂p̄/∂θ_m = ∂p/∂θ/2).
 func TestJointGradIdenticalMembers(t *testing.T) {
 	const f, c = 4, 3
-	x, y := semData(12, f, c, 5)
+	x, y := testutil.Features(12, f, c, 5)
 	e := semEngine(t, Config{Seed: 2}, semTiny(t, []int64{f}, 5, c), semTiny(t, []int64{f}, 5, c))
 	semBatch(t, e, 0, x, y)
 	semDo(t, e, func(*tensor.Scope) error {
@@ -36,13 +38,13 @@ func TestJointGradIdenticalMembers(t *testing.T) {
 	for i := range g {
 		half[i] = g[i] / 2
 	}
-	semCheckVec(t, "member 0's joint gradient", semRead(t, e, 2), half, 1e-7, 1e-5)
-	semCheckVec(t, "member 1's joint gradient", semRead(t, e, 3), half, 1e-7, 1e-5)
+	testutil.CheckVec(t, "member 0's joint gradient", semRead(t, e, 2), half, 1e-7, 1e-5)
+	testutil.CheckVec(t, "member 1's joint gradient", semRead(t, e, 3), half, 1e-7, 1e-5)
 }
 
 func TestJointGradNeedsSharedBatch(t *testing.T) {
 	const f, c = 4, 3
-	x, y := semData(6, f, c, 5)
+	x, y := testutil.Features(6, f, c, 5)
 	e := semEngine(t, Config{Seed: 2}, semTiny(t, []int64{f}, 5, c), semTiny(t, []int64{f}, 5, c))
 	semBatch(t, e, 0, x, y)
 	semBatch(t, e, 1, x, y)

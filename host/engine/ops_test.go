@@ -6,6 +6,8 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/optlab/optlab/internal/testutil"
+
 	"github.com/optlab/optlab/sdk/optim"
 )
 
@@ -94,7 +96,7 @@ func TestDotNorm(t *testing.T) {
 // TestExecStats checks that Exec counts programs and ops.
 func TestExecStats(t *testing.T) {
 	e := semEngine(t, Config{Seed: 2}, semTiny(t, []int64{4}, 5, 3))
-	x, y := semData(6, 4, 3, 5)
+	x, y := testutil.Features(6, 4, 3, 5)
 	semBatch(t, e, 0, x, y)
 	execs0, ops0 := e.Stats()
 	prog := optim.Prog().Alloc(1, 0).RandN(1, 1, 5)

@@ -252,37 +252,6 @@ func semFDGrad(m *model.Model, p []float64, x [][]float64, y []int64, eps float6
 	return g
 }
 
-// semClose compares float32 results against float64 references.
-func semClose(got, want, abs, rel float64) bool {
-	switch {
-	case math.IsNaN(want):
-		return math.IsNaN(got)
-	case math.IsInf(want, 0):
-		return got == want
-	}
-	return math.Abs(got-want) <= abs+rel*math.Abs(want)
-}
-
-func semCheckVec(t testing.TB, what string, got, want []float64, abs, rel float64) {
-	t.Helper()
-	if len(got) != len(want) {
-		t.Errorf("%s: %d values, want %d", what, len(got), len(want))
-		return
-	}
-	bad := 0
-	for i := range got {
-		if !semClose(got[i], want[i], abs, rel) {
-			if bad < 5 {
-				t.Errorf("%s[%d] = %.9g, want %.9g", what, i, got[i], want[i])
-			}
-			bad++
-		}
-	}
-	if bad > 5 {
-		t.Errorf("%s: %d of %d values differ", what, bad, len(got))
-	}
-}
-
 // semF32 rounds to float32, as the device stores vectors.
 func semF32(v []float64) []float64 {
 	out := make([]float64, len(v))
@@ -290,25 +259,4 @@ func semF32(v []float64) []float64 {
 		out[i] = float64(float32(x))
 	}
 	return out
-}
-
-// semData is a deterministic N×F feature batch with labels in [0, classes).
-func semData(n, f, classes int, seed uint64) ([][]float64, []int64) {
-	x := make([][]float64, n)
-	y := make([]int64, n)
-	s := seed
-	next := func() float64 { // xorshift, enough for test inputs
-		s ^= s << 13
-		s ^= s >> 7
-		s ^= s << 17
-		return float64(s%20001)/10000 - 1
-	}
-	for i := range x {
-		x[i] = make([]float64, f)
-		for k := range x[i] {
-			x[i][k] = float64(float32(2 * next()))
-		}
-		y[i] = int64(i % classes)
-	}
-	return x, y
 }

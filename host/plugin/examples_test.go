@@ -1,14 +1,14 @@
 package plugin
 
 import (
-	"bytes"
 	"context"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
+
+	"github.com/optlab/optlab/internal/testutil"
 
 	"github.com/optlab/optlab/sdk/optim"
 	"github.com/optlab/optlab/sdk/protocoltest"
@@ -98,7 +98,7 @@ func TestInProcessSpec(t *testing.T) {
 // trace of every Exec reaches the host's output.
 func TestTraceReachesTheHost(t *testing.T) {
 	t.Setenv(optim.TraceEnv, "1")
-	var out syncBuffer
+	var out testutil.SyncBuffer
 	ctx := context.Background()
 	c, err := Launch(ctx, LaunchSpec{Name: "toy", Dir: binDir, Logger: quietLogger(t), Output: &out})
 	if err != nil {
@@ -117,22 +117,4 @@ func TestTraceReachesTheHost(t *testing.T) {
 			t.Errorf("plugin output lacks %q:\n%s", want, out.String())
 		}
 	}
-}
-
-// syncBuffer is a bytes.Buffer safe for the plugin's output goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }

@@ -2,6 +2,7 @@ package bsam_test
 
 import (
 	"context"
+	"flag"
 	"math"
 	"reflect"
 	"slices"
@@ -392,4 +393,13 @@ func TestLRScale(t *testing.T) {
 	if same {
 		t.Error("lr_scale had no effect")
 	}
+}
+
+var update = flag.Bool("update", false, "rewrite testdata/*.golden")
+
+// TestTraceGolden pins the ops that Configure and two steps with m = 2
+// send: testdata/trace.golden documents the algorithm.
+func TestTraceGolden(t *testing.T) {
+	optimtest.TestTraces(t, *update,
+		optimtest.TraceCase{Golden: "testdata/trace.golden", New: bsam.New, Params: map[string]any{"m": 2}})
 }

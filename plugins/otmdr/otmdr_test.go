@@ -2,6 +2,7 @@ package otmdr_test
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"math"
 	"slices"
@@ -781,4 +782,16 @@ func TestHooks(t *testing.T) {
 	if d := outs[0].Metrics["extra_dot"]; d != 4*float64(len(c)) {
 		t.Errorf("End's reader read %v, want ‖2·1‖² = %v", d, 4*len(c))
 	}
+}
+
+var update = flag.Bool("update", false, "rewrite testdata/*.golden")
+
+// TestTraceGolden pins the ops that Configure and two steps send in the
+// paper, reference and joint modes: the golden files document the
+// algorithm.
+func TestTraceGolden(t *testing.T) {
+	optimtest.TestTraces(t, *update,
+		optimtest.TraceCase{Golden: "testdata/trace.golden", New: otmdr.New, Params: map[string]any{"particles": 2}},
+		optimtest.TraceCase{Golden: "testdata/trace_reference.golden", New: otmdr.New, Params: map[string]any{"mode": "reference"}},
+		optimtest.TraceCase{Golden: "testdata/trace_joint.golden", New: otmdr.New, Members: 2, Params: map[string]any{"joint": true}})
 }

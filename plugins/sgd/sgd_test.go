@@ -2,6 +2,7 @@ package sgd_test
 
 import (
 	"context"
+	"flag"
 	"slices"
 	"strings"
 	"testing"
@@ -115,4 +116,12 @@ func TestState(t *testing.T) {
 	if err := st.LoadState(context.Background(), []byte("x")); err == nil {
 		t.Error("garbage state accepted")
 	}
+}
+
+var update = flag.Bool("update", false, "rewrite testdata/*.golden")
+
+// TestTraceGolden pins the ops that Configure and two steps of a
+// two-member run send: testdata/trace.golden documents the algorithm.
+func TestTraceGolden(t *testing.T) {
+	optimtest.TestTraces(t, *update, optimtest.TraceCase{Golden: "testdata/trace.golden", New: sgd.New, Members: 2})
 }

@@ -2,11 +2,8 @@ package protocol
 
 import (
 	"context"
-	"fmt"
-	"runtime/debug"
 
 	"github.com/hashicorp/go-hclog"
-	"google.golang.org/grpc/codes"
 
 	pb "github.com/optlab/optlab/sdk/internal/pluginpb"
 	"github.com/optlab/optlab/sdk/internal/wire"
@@ -22,14 +19,8 @@ type hostServer struct {
 
 // guard turns a panic in the host's code into an Internal error (logged
 // with its stack) instead of a crash of the host from a gRPC goroutine.
-func (s *hostServer) guard(method string, fn func() error) (err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			s.logger.Error("recovered panic in host", "method", method, "panic", fmt.Sprint(r), "stack", string(debug.Stack()))
-			err = &wire.Error{Code: codes.Internal, Msg: fmt.Sprintf("host panic in %s: %v", method, r)}
-		}
-	}()
-	return fn()
+func (s *hostServer) guard(method string, fn func() error) error {
+	return wire.Guard(s.logger, "host", method, fn)
 }
 
 // Layout implements pb.HostServer.

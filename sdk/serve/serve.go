@@ -18,7 +18,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"runtime/debug"
 	"strconv"
 	"sync"
 	"syscall"
@@ -201,14 +200,8 @@ type server struct {
 
 // guard runs fn, turning a panic into an Internal error and logging the
 // panic with its stack to the plugin's stderr.
-func (s *server) guard(method string, fn func() error) (err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			s.log.Error("recovered panic in optimizer", "method", method, "panic", fmt.Sprint(r), "stack", string(debug.Stack()))
-			err = &wire.Error{Code: codes.Internal, Msg: fmt.Sprintf("panic in %s: %v", method, r)}
-		}
-	}()
-	return fn()
+func (s *server) guard(method string, fn func() error) error {
+	return wire.Guard(s.log, "optimizer", method, fn)
 }
 
 func (s *server) currentHost() (optim.Host, error) {

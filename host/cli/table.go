@@ -1,4 +1,4 @@
-package table
+package cli
 
 import (
 	"errors"
@@ -8,10 +8,11 @@ import (
 	"strings"
 
 	"github.com/optlab/optlab/host/results"
+	"github.com/optlab/optlab/host/table"
 )
 
-// usage is the CLI synopsis.
-const usage = `usage: table FILE.jsonl [FILE2.jsonl ...] [--by dataset,arch] [--metrics acc,nll,ece] [--format markdown|csv|latex] [--time] [--baseline METHOD]
+// tableUsage is the synopsis of host table.
+const tableUsage = `usage: table FILE.jsonl [FILE2.jsonl ...] [--by dataset,arch] [--metrics acc,nll,ece] [--format markdown|csv|latex] [--time] [--baseline METHOD] [--select val_acc]
 
 Renders mean ± std over seeds per method from results files. Several files
 are merged (duplicates collapse; mixed configurations are refused). Flags
@@ -28,25 +29,35 @@ as "Δ +0.25 [0.01, 0.49]*" (* = the interval excludes 0; no interval with
 fewer than 2 seeds on a side or zero variance on both). Bold then marks the
 best cell only if it is significantly better than METHOD. CSV gets diff,
 diff_lo, diff_hi and significant columns.
+
+--select VAL_METRIC (val_acc, val_nll, val_brier, val_ece, val_aac or
+val_auroc) picks, for each method of a sweep and each dataset × arch, the
+setting whose runs all succeeded with the best mean of that validation
+metric over seeds, shows that setting's test metrics as the method's row
+and names the chosen values under the table (CSV: a setting column). The
+choice is never made on test data: a test metric is refused, and so are
+runs trained without a validation split (data.validation = 0).
 `
 
-// Run implements the "table" command. args are the arguments after the
-// command name: results files and flags, in any order (a "--" ends the
-// flags). The table is written to w; -h prints the usage to w.
-func Run(w io.Writer, args []string) error {
+// tableCmd implements host table: the result tables of results files
+// (host/table renders them). args are the arguments after the command name:
+// results files and flags, in any order (a "--" ends the flags). The table
+// is written to w; -h prints the usage to w.
+func tableCmd(w io.Writer, args []string) error {
 	fs := flag.NewFlagSet("table", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
-	by := fs.String("by", fieldDataset, "comma-separated column grouping fields: dataset, arch, or none")
+	by := fs.String("by", table.FieldDataset, "comma-separated column grouping fields: dataset, arch, or none")
 	metricList := fs.String("metrics", "", "comma-separated metric keys (default: acc,nll,ece as present; all for csv)")
-	format := fs.String("format", string(Markdown), "output format: markdown, csv or latex")
+	format := fs.String("format", string(table.Markdown), "output format: markdown, csv or latex")
 	timeTable := fs.Bool("time", false, "render the training-time table (seconds per epoch per method × arch)")
 	baseline := fs.String("baseline", "", "method to compare every other row with (difference and 95 % Welch t interval)")
+	sel := fs.String("select", "", "per method, keep the setting of a sweep with the best mean of this validation metric (val_acc, val_nll, …)")
 
 	var files []string
 	for {
 		err := fs.Parse(args)
 		if errors.Is(err, flag.ErrHelp) {
-			_, werr := io.WriteString(w, usage)
+			_, werr := io.WriteString(w, tableUsage)
 			return werr
 		}
 		if err != nil {
@@ -64,17 +75,17 @@ func Run(w io.Writer, args []string) error {
 		args = rest[1:]
 	}
 	if len(files) == 0 {
-		return errors.New("table: no results files given\n" + usage)
+		return errors.New("table: no results files given\n" + tableUsage)
 	}
-	opts := Options{By: splitList(*by), Metrics: splitList(*metricList), Format: Format(*format), Baseline: *baseline}
+	opts := table.Options{By: splitList(*by), Metrics: splitList(*metricList), Format: table.Format(*format), Baseline: *baseline, Select: *sel}
 	recs, err := results.Read(files...)
 	if err != nil {
 		return fmt.Errorf("table: %w", err)
 	}
 	if *timeTable {
-		return RenderTime(w, recs, opts)
+		return table.RenderTime(w, recs, opts)
 	}
-	return Render(w, recs, opts)
+	return table.Render(w, recs, opts)
 }
 
 // splitList splits a comma-separated flag value, dropping empty items.

@@ -1,4 +1,18 @@
-package engine
+// Package statedict converts between an engine's members and PyTorch state
+// dicts, the content of optlab's model checkpoints (host/checkpoint is their
+// file format, and stays free of torch).
+//
+// A checkpoint holds, for each member, the parameters and BatchNorm running
+// statistics under the model's PyTorch names (F32), plus a
+// num_batches_tracked I64 scalar per BatchNorm, so that the twin in
+// bench/torch_models.py loads the file with strict load_state_dict. A run
+// with several members prefixes member m's names with "members.<m>.".
+//
+// The helpers work on host copies so that later checkpoint kinds (plugin
+// vectors, base-optimizer state: all with a member's parameter layout)
+// reuse them: memberHostCopies/splitVector to export, joinVector to import,
+// uploadMember-style single copies to upload.
+package statedict
 
 import (
 	"context"
@@ -9,20 +23,10 @@ import (
 	"strings"
 
 	"github.com/optlab/optlab/host/checkpoint"
+	"github.com/optlab/optlab/host/engine"
 	"github.com/optlab/optlab/host/model"
 	"github.com/optlab/optlab/host/tensor"
 )
-
-// Checkpoints hold, for each member, a PyTorch state dict: the parameters
-// and BatchNorm running statistics under the model's PyTorch names (F32),
-// plus a num_batches_tracked I64 scalar per BatchNorm, so that the twin in
-// bench/torch_models.py loads the file with strict load_state_dict. A run
-// with several members prefixes member m's names with "members.<m>.".
-//
-// The helpers below work on host copies so that later checkpoint kinds
-// (plugin vectors, base-optimizer state: all with a member's parameter
-// layout) reuse them: memberHostCopies/splitVector to export, joinVector to
-// import, uploadMember-style single copies to upload.
 
 // Suffixes of BatchNorm state names: optlab's running_mean buffer, and the
 // counter PyTorch keeps next to it, which optlab does not track: it is
@@ -42,17 +46,18 @@ func MemberPrefix(m, n int) string {
 	return "members." + strconv.Itoa(m) + "."
 }
 
-// ExportMember copies member m's parameters and BatchNorm buffers to host
-// memory (one device-to-host copy per flat vector) and returns them as named
+// Export copies member m's parameters and BatchNorm buffers to host memory
+// (one device-to-host copy per flat vector) and returns them as named
 // tensors with the model's PyTorch names. The tensors' data are slices of
 // one host copy per vector.
-func (e *Engine) ExportMember(ctx context.Context, m int) ([]checkpoint.Tensor, error) {
-	if m < 0 || m >= len(e.members) {
-		return nil, fmt.Errorf("export: no member %d (run has %d)", m, len(e.members))
+func Export(ctx context.Context, eng *engine.Engine, m int) ([]checkpoint.Tensor, error) {
+	members := eng.Members()
+	if m < 0 || m >= len(members) {
+		return nil, fmt.Errorf("export: no member %d (run has %d)", m, len(members))
 	}
 	var out []checkpoint.Tensor
-	err := e.w.Do(ctx, func() error {
-		mem := e.members[m]
+	err := eng.Worker().Do(ctx, func() error {
+		mem := members[m]
 		params, buf, err := memberHostCopies(mem)
 		if err != nil {
 			return fmt.Errorf("export member %d (%s): %w", m, mem.Model.Arch, err)
@@ -65,7 +70,7 @@ func (e *Engine) ExportMember(ctx context.Context, m int) ([]checkpoint.Tensor, 
 
 // memberHostCopies copies a member's flat parameter and buffer vectors to the host
 // (nil buffers when the model has none). Call on the worker.
-func memberHostCopies(mem *Member) (params, buf []float32, err error) {
+func memberHostCopies(mem *engine.Member) (params, buf []float32, err error) {
 	s := tensor.NewScope()
 	defer s.Close()
 	params = s.Float32s(mem.Params)
@@ -123,23 +128,24 @@ func bnCounters(mod *model.Model) []string {
 
 func cloneShape(s []int64) []int64 { return append([]int64{}, s...) }
 
-// ImportMember sets member m's parameters and BatchNorm buffers from named
+// Import sets member m's parameters and BatchNorm buffers from named
 // tensors (F32, or F64 converted to float32) with the model's PyTorch names.
 // Every parameter and buffer must be present with its exact shape and no
 // other name may appear; num_batches_tracked scalars are accepted (and
 // ignored) but not required. All problems are reported in one error, and
 // nothing is changed unless every check passes. The flat vectors are built
 // on the host and uploaded with one copy each.
-func (e *Engine) ImportMember(ctx context.Context, m int, tensors map[string]checkpoint.Tensor) error {
-	if m < 0 || m >= len(e.members) {
-		return fmt.Errorf("import: no member %d (run has %d)", m, len(e.members))
+func Import(ctx context.Context, eng *engine.Engine, m int, tensors map[string]checkpoint.Tensor) error {
+	members := eng.Members()
+	if m < 0 || m >= len(members) {
+		return fmt.Errorf("import: no member %d (run has %d)", m, len(members))
 	}
-	mem := e.members[m]
+	mem := members[m]
 	params, buf, err := joinStateDict(mem.Model, tensors)
 	if err != nil {
 		return fmt.Errorf("member %d (%s): %w", m, mem.Model.Arch, err)
 	}
-	return e.w.Do(ctx, func() error {
+	return eng.Worker().Do(ctx, func() error {
 		if err := uploadMember(mem, params, buf); err != nil {
 			return fmt.Errorf("member %d (%s): uploading: %w", m, mem.Model.Arch, err)
 		}
@@ -150,7 +156,7 @@ func (e *Engine) ImportMember(ctx context.Context, m int, tensors map[string]che
 // uploadMember copies host vectors into a member's flat parameter and buffer
 // vectors, one host-to-device copy each (none for an empty buf). Call on the
 // worker.
-func uploadMember(mem *Member, params, buf []float32) error {
+func uploadMember(mem *engine.Member, params, buf []float32) error {
 	s := tensor.NewScope()
 	defer s.Close()
 	s.CopyFrom(mem.Params, s.FromFloat32(params, []int64{int64(len(params))}, tensor.CPU))
@@ -256,20 +262,21 @@ func fillFromTensor(mm *stateMismatch, tensors map[string]checkpoint.Tensor, use
 	copy(dst, v)
 }
 
-// SaveCheckpoint writes every member's parameters and BatchNorm buffers to a
+// Save writes every member's parameters and BatchNorm buffers to a
 // safetensors file at path (atomically). A single member is stored under
 // its bare PyTorch names; with several, member m's names are prefixed with
 // "members.<m>.". The metadata records the format ("pt"), the members'
 // architectures and the current step, plus any extra metadata given.
-func (e *Engine) SaveCheckpoint(ctx context.Context, path string, extra ...map[string]string) error {
+func Save(ctx context.Context, eng *engine.Engine, path string, extra ...map[string]string) error {
 	var all []checkpoint.Tensor
-	archs := make([]string, len(e.members))
-	for m, mem := range e.members {
-		ts, err := e.ExportMember(ctx, m)
+	members := eng.Members()
+	archs := make([]string, len(members))
+	for m, mem := range members {
+		ts, err := Export(ctx, eng, m)
 		if err != nil {
 			return fmt.Errorf("checkpoint %s: %w", path, err)
 		}
-		prefix := MemberPrefix(m, len(e.members))
+		prefix := MemberPrefix(m, len(members))
 		for i := range ts {
 			ts[i].Name = prefix + ts[i].Name
 		}
@@ -279,8 +286,8 @@ func (e *Engine) SaveCheckpoint(ctx context.Context, path string, extra ...map[s
 	meta := map[string]string{
 		"format":         "pt",
 		"optlab.archs":   strings.Join(archs, ","),
-		"optlab.members": strconv.Itoa(len(e.members)),
-		"optlab.step":    strconv.FormatInt(e.step, 10),
+		"optlab.members": strconv.Itoa(len(members)),
+		"optlab.step":    strconv.FormatInt(eng.Step(), 10),
 	}
 	for _, x := range extra {
 		for k, v := range x {
@@ -290,27 +297,28 @@ func (e *Engine) SaveCheckpoint(ctx context.Context, path string, extra ...map[s
 	return checkpoint.Write(path, all, meta)
 }
 
-// LoadCheckpoint sets every member's parameters and BatchNorm buffers from
+// Load sets every member's parameters and BatchNorm buffers from
 // the safetensors file at path. A file whose names carry "members.<m>."
 // prefixes must hold exactly this run's members, each loaded into its own;
 // a file of bare names (a single model, e.g. a PyTorch state dict) is
 // loaded into every member. Nothing is loaded unless every member matches.
-func (e *Engine) LoadCheckpoint(ctx context.Context, path string) error {
+func Load(ctx context.Context, eng *engine.Engine, path string) error {
 	ts, _, err := checkpoint.Read(path)
 	if err != nil {
 		return err
 	}
-	perMember, err := e.splitMembers(ts)
+	members := eng.Members()
+	perMember, err := splitMembers(ts, len(members))
 	if err != nil {
 		return fmt.Errorf("checkpoint %s: %w", path, err)
 	}
 	type flat struct{ params, buf []float32 }
-	flats := make([]flat, len(e.members))
+	flats := make([]flat, len(members))
 	// Members that fail the same way (one file of bare names loaded into
 	// several members of one architecture) are reported together.
 	var msgs []string
 	who := map[string][]string{}
-	for m, mem := range e.members {
+	for m, mem := range members {
 		p, b, err := joinStateDict(mem.Model, perMember[m])
 		if err != nil {
 			msg := err.Error()
@@ -333,8 +341,8 @@ func (e *Engine) LoadCheckpoint(ctx context.Context, path string) error {
 		}
 		return fmt.Errorf("checkpoint %s: %s", path, strings.Join(parts, "; "))
 	}
-	err = e.w.Do(ctx, func() error {
-		for m, mem := range e.members {
+	err = eng.Worker().Do(ctx, func() error {
+		for m, mem := range members {
 			if err := uploadMember(mem, flats[m].params, flats[m].buf); err != nil {
 				return fmt.Errorf("member %d (%s): %w", m, mem.Model.Arch, err)
 			}
@@ -377,10 +385,11 @@ func MemberTensors(ts map[string]checkpoint.Tensor, m int) (map[string]checkpoin
 	return out, nil
 }
 
-// splitMembers assigns a file's tensors to members: by "members.<m>."
-// prefix when any name has one, else all of them to every member.
-func (e *Engine) splitMembers(ts map[string]checkpoint.Tensor) ([]map[string]checkpoint.Tensor, error) {
-	out := make([]map[string]checkpoint.Tensor, len(e.members))
+// splitMembers assigns a file's tensors to the n members of a run: by
+// "members.<m>." prefix when any name has one, else all of them to every
+// member.
+func splitMembers(ts map[string]checkpoint.Tensor, n int) ([]map[string]checkpoint.Tensor, error) {
+	out := make([]map[string]checkpoint.Tensor, n)
 	if !hasMemberPrefix(ts) {
 		for m := range out {
 			out[m] = ts
@@ -410,12 +419,12 @@ func (e *Engine) splitMembers(ts map[string]checkpoint.Tensor) ([]map[string]che
 		sort.Strings(stray)
 		return nil, fmt.Errorf("names without a members.<m>. prefix in a file of several members: %s", strings.Join(stray[:min(len(stray), 20)], ", "))
 	}
-	complete := len(seen) == len(e.members)
+	complete := len(seen) == n
 	for m := range out {
 		complete = complete && seen[m]
 	}
 	if !complete {
-		return nil, fmt.Errorf("the file holds members %s, the run has %d member(s)", memberList(seen), len(e.members))
+		return nil, fmt.Errorf("the file holds members %s, the run has %d member(s)", memberList(seen), n)
 	}
 	return out, nil
 }

@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"context"
 	"errors"
 	"fmt"
 
@@ -9,48 +8,16 @@ import (
 	"github.com/optlab/optlab/sdk/optim"
 )
 
-// Predict returns the predictive distribution over set (N×C probabilities,
-// row-major, float64) formed as the optimizer asked: the point estimate of
-// member 0, the average of the probabilities of several parameter vectors,
-// or the average over Monte-Carlo samples of a Gaussian. BatchNorm uses
-// running statistics: a vector's own when a Copy with BN gave it some (a
-// snapshot), else its member's live ones. Nothing is recorded for autograd.
-func (e *Engine) Predict(ctx context.Context, pred optim.Predictive, set *DeviceSet, batch int64, seed int64) ([]float64, error) {
-	if batch <= 0 {
-		batch = 1000
-	}
-	var out []float64
-	err := e.w.Do(ctx, func() error {
-		prev, err := tensor.SetGradEnabled(false)
-		if err != nil {
-			return err
-		}
-		defer func() { _, _ = tensor.SetGradEnabled(prev) }()
-		out = make([]float64, 0, set.N*int64(set.Classes))
-		for start := int64(0); start < set.N; start += batch {
-			n := min(batch, set.N-start)
-			p, err := e.predictBatch(pred, set, start, n, seed)
-			if err != nil {
-				return err
-			}
-			out = append(out, p...)
-		}
-		return nil
-	})
-	return out, err
-}
-
-func (e *Engine) predictBatch(pred optim.Predictive, set *DeviceSet, start, n, seed int64) ([]float64, error) {
-	s := tensor.NewScope()
-	defer s.Close()
-	x := s.Narrow(set.x, 0, start, n)
-	x = s.Cast(x, tensor.Float32)
-	if set.raw8 {
-		x = s.Scale(x, 1.0/255)
-	}
-	if set.mean.Valid() {
-		x = s.Div(s.Sub(x, set.mean), set.std)
-	}
+// Probs returns the predictive distribution pred on the inputs x (one batch,
+// prepared for evaluation): an N×C tensor of probabilities in s, formed as
+// the optimizer asked: the point estimate of member 0, the average of the
+// probabilities of several parameter vectors, or the average over
+// Monte-Carlo samples of a Gaussian (sample j drawn with seed·7919 + j + 1,
+// the same for every batch). BatchNorm uses running statistics: a vector's
+// own when a Copy with BN gave it some (a snapshot), else its member's live
+// ones. Call on the worker, with grad mode off (see tensor.SetGradEnabled);
+// host/eval's Predict runs it over a whole set.
+func (e *Engine) Probs(s *tensor.Scope, pred optim.Predictive, x tensor.T, seed int64) (tensor.T, error) {
 	// Each member or sample is evaluated in its own scope, which keeps only
 	// the running sum: its weights and activations are freed right away.
 	var sum tensor.T
@@ -86,15 +53,15 @@ func (e *Engine) predictBatch(pred optim.Predictive, set *DeviceSet, start, n, s
 		add(1, fixed(e.members[0].Params, 0, tensor.T{}))
 	case optim.Members:
 		if len(pred.Vecs) == 0 {
-			return nil, errors.New("predictive: members kind with no vectors")
+			return tensor.T{}, errors.New("predictive: members kind with no vectors")
 		}
 		if len(pred.Weights) != 0 && len(pred.Weights) != len(pred.Vecs) {
-			return nil, fmt.Errorf("predictive: %d weights for %d vectors", len(pred.Weights), len(pred.Vecs))
+			return tensor.T{}, fmt.Errorf("predictive: %d weights for %d vectors", len(pred.Weights), len(pred.Vecs))
 		}
 		for i, h := range pred.Vecs {
 			t, m, err := e.get(h)
 			if err != nil {
-				return nil, fmt.Errorf("predictive: %w", err)
+				return tensor.T{}, fmt.Errorf("predictive: %w", err)
 			}
 			w := 1 / float64(len(pred.Vecs))
 			if len(pred.Weights) > 0 {
@@ -104,12 +71,12 @@ func (e *Engine) predictBatch(pred optim.Predictive, set *DeviceSet, start, n, s
 		}
 	case optim.Samples:
 		if pred.N <= 0 {
-			return nil, fmt.Errorf("predictive: %d samples", pred.N)
+			return tensor.T{}, fmt.Errorf("predictive: %d samples", pred.N)
 		}
 		if pred.Std == 0 {
 			mem := e.members[0]
 			if mem.vi == nil {
-				return nil, errors.New("predictive: samples of the variational weights asked for, but the model is not variational (set model.variational = true)")
+				return tensor.T{}, errors.New("predictive: samples of the variational weights asked for, but the model is not variational (set model.variational = true)")
 			}
 			for j := 0; j < pred.N; j++ {
 				add(1/float64(pred.N), func(cs *tensor.Scope) (tensor.T, int, tensor.T) {
@@ -120,11 +87,11 @@ func (e *Engine) predictBatch(pred optim.Predictive, set *DeviceSet, start, n, s
 		}
 		mean, m, err := e.get(pred.Mean)
 		if err != nil {
-			return nil, fmt.Errorf("predictive mean: %w", err)
+			return tensor.T{}, fmt.Errorf("predictive mean: %w", err)
 		}
 		_, std, err := e.same(s, pred.Mean, pred.Std)
 		if err != nil {
-			return nil, fmt.Errorf("predictive std: %w", err)
+			return tensor.T{}, fmt.Errorf("predictive std: %w", err)
 		}
 		for j := 0; j < pred.N; j++ {
 			add(1/float64(pred.N), func(cs *tensor.Scope) (tensor.T, int, tensor.T) {
@@ -134,11 +101,10 @@ func (e *Engine) predictBatch(pred optim.Predictive, set *DeviceSet, start, n, s
 			})
 		}
 	default:
-		return nil, fmt.Errorf("predictive: unknown kind %d", pred.Kind)
+		return tensor.T{}, fmt.Errorf("predictive: unknown kind %d", pred.Kind)
 	}
 	if ferr != nil {
-		return nil, ferr
+		return tensor.T{}, ferr
 	}
-	v := s.Float64s(sum)
-	return v, s.Err()
+	return sum, s.Err()
 }

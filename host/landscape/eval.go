@@ -1,14 +1,16 @@
-package engine
+package landscape
 
 import (
 	"context"
 	"fmt"
 
+	"github.com/optlab/optlab/host/data/devset"
+	"github.com/optlab/optlab/host/engine"
 	"github.com/optlab/optlab/host/tensor"
 )
 
-// EvalAtOptions says what EvalAt evaluates.
-type EvalAtOptions struct {
+// EvalOptions says what EvalAt evaluates.
+type EvalOptions struct {
 	// Samples limits the evaluation to the set's first Samples samples;
 	// zero (or more than the set holds) evaluates all of them.
 	Samples int64
@@ -19,8 +21,8 @@ type EvalAtOptions struct {
 	LabelSmoothing float64
 }
 
-// EvalAtResult is a model's mean loss and accuracy on (part of) a set.
-type EvalAtResult struct {
+// EvalResult is a model's mean loss and accuracy on (part of) a set.
+type EvalResult struct {
 	// Loss is the mean cross-entropy over the evaluated samples.
 	Loss float64
 	// Acc is the fraction of them classified correctly (argmax).
@@ -30,16 +32,17 @@ type EvalAtResult struct {
 }
 
 // HostParams returns a host copy of member m's flat parameter vector, in
-// the layout Layout describes.
-func (e *Engine) HostParams(ctx context.Context, m int) ([]float32, error) {
-	if m < 0 || m >= len(e.members) {
-		return nil, fmt.Errorf("host params: no member %d (run has %d)", m, len(e.members))
+// the layout the engine's Layout describes: the θ a Scanner starts from.
+func HostParams(ctx context.Context, eng *engine.Engine, m int) ([]float32, error) {
+	members := eng.Members()
+	if m < 0 || m >= len(members) {
+		return nil, fmt.Errorf("host params: no member %d (run has %d)", m, len(members))
 	}
 	var out []float32
-	err := e.w.Do(ctx, func() error {
+	err := eng.Worker().Do(ctx, func() error {
 		s := tensor.NewScope()
 		defer s.Close()
-		out = s.Float32s(e.members[m].Params)
+		out = s.Float32s(members[m].Params)
 		if err := s.Err(); err != nil {
 			return fmt.Errorf("host params of member %d: %w", m, err)
 		}
@@ -48,33 +51,36 @@ func (e *Engine) HostParams(ctx context.Context, m int) ([]float32, error) {
 	return out, err
 }
 
-// EvalAt evaluates member m's model at the flat parameter vector params
+// EvalAt evaluates member m of eng at the flat parameter vector params
 // (host memory, the member's layout; nil means the member's own
 // parameters) on set: the mean cross-entropy and the accuracy, with
 // BatchNorm in eval mode (the member's running statistics) and nothing
-// recorded for autograd. Inputs are prepared as Predict prepares them (no
-// augmentation). params is uploaded once per call.
-func (e *Engine) EvalAt(ctx context.Context, m int, params []float32, set *DeviceSet, opts EvalAtOptions) (EvalAtResult, error) {
-	if m < 0 || m >= len(e.members) {
-		return EvalAtResult{}, fmt.Errorf("eval: no member %d (run has %d)", m, len(e.members))
+// recorded for autograd. Inputs are prepared as for any evaluation (no
+// augmentation, see devset.Set.Range). params is uploaded once per call.
+// An Evaluator is built from two calls, on the training subset and on the
+// test set.
+func EvalAt(ctx context.Context, eng *engine.Engine, m int, params []float32, set *devset.Set, opts EvalOptions) (EvalResult, error) {
+	members := eng.Members()
+	if m < 0 || m >= len(members) {
+		return EvalResult{}, fmt.Errorf("eval: no member %d (run has %d)", m, len(members))
 	}
-	mem := e.members[m]
+	mem := members[m]
 	if params != nil && int64(len(params)) != mem.Model.Numel {
-		return EvalAtResult{}, fmt.Errorf("eval: %d parameters given, member %d (%s) has %d", len(params), m, mem.Model.Arch, mem.Model.Numel)
+		return EvalResult{}, fmt.Errorf("eval: %d parameters given, member %d (%s) has %d", len(params), m, mem.Model.Arch, mem.Model.Numel)
 	}
 	n := set.N
 	if opts.Samples > 0 && opts.Samples < n {
 		n = opts.Samples
 	}
 	if n == 0 {
-		return EvalAtResult{}, fmt.Errorf("eval: empty set")
+		return EvalResult{}, fmt.Errorf("eval: empty set")
 	}
 	batch := opts.Batch
 	if batch <= 0 {
 		batch = 1000
 	}
-	var res EvalAtResult
-	err := e.w.Do(ctx, func() error {
+	var res EvalResult
+	err := eng.Worker().Do(ctx, func() error {
 		prev, err := tensor.SetGradEnabled(false)
 		if err != nil {
 			return err
@@ -84,7 +90,7 @@ func (e *Engine) EvalAt(ctx context.Context, m int, params []float32, set *Devic
 		defer outer.Close()
 		p := mem.Params
 		if params != nil {
-			p = outer.FromFloat32(params, []int64{int64(len(params))}, e.cfg.Device)
+			p = outer.FromFloat32(params, []int64{int64(len(params))}, eng.Device())
 			if err := outer.Err(); err != nil {
 				return fmt.Errorf("eval: uploading parameters: %w", err)
 			}
@@ -92,14 +98,14 @@ func (e *Engine) EvalAt(ctx context.Context, m int, params []float32, set *Devic
 		var sumLoss, correct float64
 		for start := int64(0); start < n; start += batch {
 			k := min(batch, n-start)
-			l, c, err := e.evalBatch(mem, p, set, start, k, opts.LabelSmoothing)
+			l, c, err := evalBatch(mem, p, set, start, k, opts.LabelSmoothing)
 			if err != nil {
 				return fmt.Errorf("eval: samples %d–%d: %w", start, start+k, err)
 			}
 			sumLoss += l * float64(k)
 			correct += c
 		}
-		res = EvalAtResult{Loss: sumLoss / float64(n), Acc: correct / float64(n), N: n}
+		res = EvalResult{Loss: sumLoss / float64(n), Acc: correct / float64(n), N: n}
 		return nil
 	})
 	return res, err
@@ -107,17 +113,10 @@ func (e *Engine) EvalAt(ctx context.Context, m int, params []float32, set *Devic
 
 // evalBatch returns the mean loss and the number of correct predictions on
 // samples [start, start+n) of set. Call on the worker.
-func (e *Engine) evalBatch(mem *Member, params tensor.T, set *DeviceSet, start, n int64, smoothing float64) (loss, correct float64, err error) {
+func evalBatch(mem *engine.Member, params tensor.T, set *devset.Set, start, n int64, smoothing float64) (loss, correct float64, err error) {
 	s := tensor.NewScope()
 	defer s.Close()
-	x := s.Cast(s.Narrow(set.x, 0, start, n), tensor.Float32)
-	if set.raw8 {
-		x = s.Scale(x, 1.0/255)
-	}
-	if set.mean.Valid() {
-		x = s.Div(s.Sub(x, set.mean), set.std)
-	}
-	y := s.Narrow(set.y, 0, start, n)
+	x, y := set.Range(s, start, n)
 	logits := mem.Model.Forward(s, params, mem.Buf, x, false, 0)
 	l := s.CrossEntropy(logits, y, smoothing)
 	c := s.Sum(s.Cast(s.Eq(s.Argmax(logits, 1), y), tensor.Float32), tensor.Float64)

@@ -1,10 +1,7 @@
-// Package plot writes and reads training curves and draws optlab's figures
-// (PNG, with gonum.org/v1/plot): training curves averaged over seeds, one
-// line per method, and the line and heat-map panels of loss landscapes.
-//
-// A training curve is a CSV file with one row per epoch, written while the
-// run trains by a CurveWriter to
-// results/<experiment>/curves/<KeyFileName(run key)>:
+// Package curves writes and reads training curves: a training curve is a
+// CSV file with one row per epoch, written while the run trains (host/train)
+// by a Writer to results/<experiment>/curves/<KeyFileName(run key)>, and
+// read back by host plot (host/plot draws them):
 //
 //	epoch,step,lr,train_loss,train_acc,test_loss,test_acc,seconds
 //	1,22,0.05,1.93,0.41,,,0.8
@@ -12,7 +9,7 @@
 //
 // Cells of values that were not measured (test_* in an epoch without
 // evaluation) are empty.
-package plot
+package curves
 
 import (
 	"bufio"
@@ -30,14 +27,14 @@ import (
 	"github.com/optlab/optlab/host/results"
 )
 
-// CurvesDir is the folder, inside results/<experiment>/, that holds one
+// Dir is the folder, inside results/<experiment>/, that holds one
 // curve file per run.
-const CurvesDir = "curves"
+const Dir = "curves"
 
-// CurveExt is the extension of curve files.
-const CurveExt = ".csv"
+// Ext is the extension of curve files.
+const Ext = ".csv"
 
-// Column names of a curve file, in the order CurveWriter writes them.
+// Column names of a curve file, in the order Writer writes them.
 const (
 	ColEpoch     = "epoch"
 	ColStep      = "step"
@@ -145,14 +142,14 @@ func cell(v float64) string {
 
 // KeyFileName is the curve file name of a run key:
 // results.KeyFileStem(key) + ".csv".
-func KeyFileName(key string) string { return results.KeyFileStem(key) + CurveExt }
+func KeyFileName(key string) string { return results.KeyFileStem(key) + Ext }
 
 // KeyFromFileName inverts KeyFileName (a directory part of name is
 // ignored).
 func KeyFromFileName(name string) (string, error) {
-	base, ok := strings.CutSuffix(filepath.Base(name), CurveExt)
+	base, ok := strings.CutSuffix(filepath.Base(name), Ext)
 	if !ok {
-		return "", fmt.Errorf("curve file %q: want a %s file", name, CurveExt)
+		return "", fmt.Errorf("curve file %q: want a %s file", name, Ext)
 	}
 	key, err := results.KeyFromFileStem(base)
 	if err != nil {
@@ -161,25 +158,25 @@ func KeyFromFileName(name string) (string, error) {
 	return key, nil
 }
 
-// CurvePath returns the curve file of run key in experiment below the
+// Path returns the curve file of run key in experiment below the
 // results root: <root>/<experiment>/curves/<KeyFileName(key)>.
-func CurvePath(root, experiment, key string) string {
-	return filepath.Join(root, experiment, CurvesDir, KeyFileName(key))
+func Path(root, experiment, key string) string {
+	return filepath.Join(root, experiment, Dir, KeyFileName(key))
 }
 
-// CurveWriter writes one run's training curve, one row per Append, each
+// Writer writes one run's training curve, one row per Append, each
 // row with a single write so that a reader (or a crash) sees whole rows.
 // It is not safe for concurrent use.
-type CurveWriter struct {
+type Writer struct {
 	f    *os.File
 	path string
 	buf  []byte
 }
 
-// CreateCurve creates (or truncates: a run that starts again starts a new
+// Create creates (or truncates: a run that starts again starts a new
 // curve) the curve file at path, making its directories, and writes the
 // header.
-func CreateCurve(path string) (*CurveWriter, error) {
+func Create(path string) (*Writer, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return nil, fmt.Errorf("curve %s: %w", path, err)
 	}
@@ -187,7 +184,7 @@ func CreateCurve(path string) (*CurveWriter, error) {
 	if err != nil {
 		return nil, fmt.Errorf("curve %s: %w", path, err)
 	}
-	w := &CurveWriter{f: f, path: path}
+	w := &Writer{f: f, path: path}
 	if err := w.write(Columns()); err != nil {
 		_ = f.Close()
 		return nil, err
@@ -196,17 +193,17 @@ func CreateCurve(path string) (*CurveWriter, error) {
 }
 
 // Path returns the file the writer writes.
-func (w *CurveWriter) Path() string { return w.path }
+func (w *Writer) Path() string { return w.path }
 
 // Append writes row as one line.
-func (w *CurveWriter) Append(row Row) error {
+func (w *Writer) Append(row Row) error {
 	if w == nil || w.f == nil {
 		return errors.New("curve: append to a closed writer")
 	}
 	return w.write(row.record())
 }
 
-func (w *CurveWriter) write(cells []string) error {
+func (w *Writer) write(cells []string) error {
 	var sb strings.Builder
 	cw := csv.NewWriter(&sb)
 	if err := cw.Write(cells); err != nil {
@@ -221,7 +218,7 @@ func (w *CurveWriter) write(cells []string) error {
 }
 
 // Close closes the file. Closing twice is an error-free no-op.
-func (w *CurveWriter) Close() error {
+func (w *Writer) Close() error {
 	if w == nil || w.f == nil {
 		return nil
 	}
@@ -233,24 +230,24 @@ func (w *CurveWriter) Close() error {
 	return nil
 }
 
-// ReadCurve reads a curve file. Columns are found by the header's names, so
+// Read reads a curve file. Columns are found by the header's names, so
 // their order does not matter and unknown columns are ignored; the epoch
 // column is required. Empty cells read as NaN.
-func ReadCurve(path string) ([]Row, error) {
+func Read(path string) ([]Row, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("read curve: %w", err)
 	}
 	defer f.Close()
-	rows, err := DecodeCurve(bufio.NewReader(f))
+	rows, err := Decode(bufio.NewReader(f))
 	if err != nil {
 		return nil, fmt.Errorf("curve %s: %w", path, err)
 	}
 	return rows, nil
 }
 
-// DecodeCurve reads curve rows in CSV from r (see ReadCurve).
-func DecodeCurve(r io.Reader) ([]Row, error) {
+// Decode reads curve rows in CSV from r (see Read).
+func Decode(r io.Reader) ([]Row, error) {
 	cr := csv.NewReader(r)
 	cr.FieldsPerRecord = -1
 	cr.ReuseRecord = true
@@ -340,19 +337,19 @@ func ParseKey(key string) (method, arch string, seed int64, err error) {
 	return rest[:j], rest[j+len("/arch=") : i], seed, nil
 }
 
-// ReadCurves reads every curve file (*.csv) in dir, sorted by file name.
+// ReadDir reads every curve file (*.csv) in dir, sorted by file name.
 // dir may be an experiment's results folder (its curves/ subfolder is
 // read) or the curves folder itself.
-func ReadCurves(dir string) ([]Curve, error) {
-	if st, err := os.Stat(filepath.Join(dir, CurvesDir)); err == nil && st.IsDir() {
-		dir = filepath.Join(dir, CurvesDir)
+func ReadDir(dir string) ([]Curve, error) {
+	if st, err := os.Stat(filepath.Join(dir, Dir)); err == nil && st.IsDir() {
+		dir = filepath.Join(dir, Dir)
 	}
-	paths, err := filepath.Glob(filepath.Join(dir, "*"+CurveExt))
+	paths, err := filepath.Glob(filepath.Join(dir, "*"+Ext))
 	if err != nil {
 		return nil, fmt.Errorf("curves in %s: %w", dir, err)
 	}
 	if len(paths) == 0 {
-		return nil, fmt.Errorf("no curve files (*%s) in %s", CurveExt, dir)
+		return nil, fmt.Errorf("no curve files (*%s) in %s", Ext, dir)
 	}
 	slices.Sort(paths)
 	out := make([]Curve, 0, len(paths))
@@ -361,7 +358,7 @@ func ReadCurves(dir string) ([]Curve, error) {
 		if err != nil {
 			return nil, err
 		}
-		rows, err := ReadCurve(p)
+		rows, err := Read(p)
 		if err != nil {
 			return nil, err
 		}
@@ -374,15 +371,15 @@ func ReadCurves(dir string) ([]Curve, error) {
 	return out, nil
 }
 
-// ContinueCurve reopens the curve of a resumed run: rows of epochs after
+// Continue reopens the curve of a resumed run: rows of epochs after
 // epoch (those of the interrupted epoch, if any were written) are dropped,
 // the others kept, and new rows are appended.
-func ContinueCurve(path string, epoch int) (*CurveWriter, error) {
-	rows, err := ReadCurve(path)
+func Continue(path string, epoch int) (*Writer, error) {
+	rows, err := Read(path)
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
 		return nil, err
 	}
-	w, err := CreateCurve(path)
+	w, err := Create(path)
 	if err != nil {
 		return nil, err
 	}

@@ -1,10 +1,12 @@
-package engine
+package devset
 
 import (
 	"context"
 	"math/rand/v2"
 	"slices"
 	"testing"
+
+	"github.com/optlab/optlab/internal/testutil"
 
 	"github.com/optlab/optlab/host/data"
 	"github.com/optlab/optlab/host/tensor"
@@ -54,7 +56,7 @@ func semPixels(s *data.Set, i int, normalize bool) [][][]float32 {
 
 // semGetBatch cuts a batch on the device and returns x (flattened, float64)
 // and y.
-func semGetBatch(t *testing.T, w *tensor.Worker, ds *DeviceSet, idx []int64, aug Augment, rng *rand.Rand) ([]float64, []int64, []int64) {
+func semGetBatch(t *testing.T, w *tensor.Worker, ds *Set, idx []int64, aug Augment, rng *rand.Rand) ([]float64, []int64, []int64) {
 	t.Helper()
 	var xs []float64
 	var ys []int64
@@ -76,7 +78,7 @@ func semGetBatch(t *testing.T, w *tensor.Worker, ds *DeviceSet, idx []int64, aug
 	return xs, ys, shape
 }
 
-func semUploadW(t *testing.T, w *tensor.Worker, s *data.Set, normalize bool) *DeviceSet {
+func semUploadW(t *testing.T, w *tensor.Worker, s *data.Set, normalize bool) *Set {
 	t.Helper()
 	ds, err := Upload(context.Background(), w, tensor.CPU, s, normalize)
 	if err != nil {
@@ -84,6 +86,14 @@ func semUploadW(t *testing.T, w *tensor.Worker, s *data.Set, normalize bool) *De
 	}
 	t.Cleanup(func() { _ = w.Do(context.Background(), func() error { ds.Drop(); return nil }) })
 	return ds
+}
+
+// semWorker returns a worker closed when the test ends.
+func semWorker(t *testing.T) *tensor.Worker {
+	t.Helper()
+	w := tensor.NewWorker(1)
+	t.Cleanup(w.Close)
+	return w
 }
 
 func semFlat(imgs ...[][][]float32) []float64 {
@@ -103,7 +113,7 @@ func semFlat(imgs ...[][][]float32) []float64 {
 // TestBatchPlain checks batches without augmentation: pixels/255, then
 // normalized, in the order of the indices, with their labels.
 func TestBatchPlain(t *testing.T) {
-	w := semWorker()
+	w := semWorker(t)
 	set := semImageSet(5)
 	idx := []int64{3, 0, 4, 4, 1}
 	for _, normalize := range []bool{false, true} {
@@ -121,7 +131,7 @@ func TestBatchPlain(t *testing.T) {
 			want = append(want, semFlat(semPixels(set, int(i), normalize))...)
 			wantY = append(wantY, int64(set.Y[i]))
 		}
-		semCheckVec(t, "pixels", x, want, 0, 1e-6)
+		testutil.CheckVec(t, "pixels", x, want, 0, 1e-6)
 		if !slices.Equal(y, wantY) {
 			t.Errorf("labels %v, want %v", y, wantY)
 		}
@@ -135,18 +145,40 @@ func TestBatchPlain(t *testing.T) {
 		if !slices.Equal(labels, set.Y) {
 			t.Errorf("Labels() = %v, want %v", labels, set.Y)
 		}
+
+		// Range gives the evaluation inputs: a batch of consecutive samples
+		// without augmentation.
+		var rx []float64
+		var ry []int64
+		err := w.Do(context.Background(), func() error {
+			s := tensor.NewScope()
+			defer s.Close()
+			x, y := ds.Range(s, 1, 3)
+			rx = s.Float64s(x)
+			for _, v := range s.Float64s(y) {
+				ry = append(ry, int64(v))
+			}
+			return s.Err()
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		bx, by, _ := semGetBatch(t, w, ds, []int64{1, 2, 3}, Augment{}, nil)
+		if !slices.Equal(rx, bx) || !slices.Equal(ry, by) {
+			t.Errorf("Range(1, 3) differs from the batch of samples 1, 2, 3")
+		}
 	}
 
 	// Float features: normalized per feature; image augmentations do not
 	// apply to them.
-	fs := semFeatureSet(6, 4, 3)
+	fs := testutil.FeatureSet(6, 4, 3)
 	ds := semUploadW(t, w, fs, true)
 	x, _, shape := semGetBatch(t, w, ds, []int64{5, 2}, Augment{Crop: 4, Flip: true}, rand.New(rand.NewPCG(1, 1)))
-	in := semInputs(fs)
+	in := testutil.Inputs(fs)
 	if !slices.Equal(shape, []int64{2, 4}) {
 		t.Fatalf("feature batch shape %v", shape)
 	}
-	semCheckVec(t, "features", x, append(slices.Clone(in[5]), in[2]...), 0, 1e-6)
+	testutil.CheckVec(t, "features", x, append(slices.Clone(in[5]), in[2]...), 0, 1e-6)
 }
 
 // semAugRef is the augmented image computed in Go from the same draws the
@@ -196,7 +228,7 @@ func semAugRef(set *data.Set, idx []int64, aug Augment, rng *rand.Rand, normaliz
 }
 
 func TestBatchAugment(t *testing.T) {
-	w := semWorker()
+	w := semWorker(t)
 	const n = 12
 	set := semImageSet(n)
 	idx := make([]int64, n)
@@ -226,7 +258,7 @@ func TestBatchAugment(t *testing.T) {
 					t.Fatalf("labels %v do not follow the indices", y)
 				}
 			}
-			semCheckVec(t, "augmented pixels", x, semAugRef(set, idx, tc.aug, rand.New(rand.NewPCG(7, 8)), tc.normalize), 0, 1e-6)
+			testutil.CheckVec(t, "augmented pixels", x, semAugRef(set, idx, tc.aug, rand.New(rand.NewPCG(7, 8)), tc.normalize), 0, 1e-6)
 
 			// A fixed seed gives the same batch; another seed another.
 			x2, _, _ := semGetBatch(t, w, ds, idx, tc.aug, rand.New(rand.NewPCG(7, 8)))

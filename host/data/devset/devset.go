@@ -1,4 +1,9 @@
-package engine
+// Package devset holds datasets on the device: Upload copies a host
+// data.Set there once, and batches are then cut, augmented and normalized
+// on the device, so the data path never waits on the host. host/data stays
+// free of libtorch; this package is its device side. Every method that
+// takes a *tensor.Scope runs on the tensor.Worker's thread.
+package devset
 
 import (
 	"context"
@@ -9,10 +14,9 @@ import (
 	"github.com/optlab/optlab/host/tensor"
 )
 
-// DeviceSet is a dataset held on the device: raw samples (uint8 pixels or
-// float features) and int64 labels. Batches are cut, augmented and
-// normalized there, so the data path never waits on the host.
-type DeviceSet struct {
+// Set is a dataset held on the device: raw samples (uint8 pixels or float
+// features) and int64 labels.
+type Set struct {
 	N       int64
 	Shape   []int64 // per-sample shape
 	Classes int
@@ -23,8 +27,8 @@ type DeviceSet struct {
 }
 
 // Upload copies s to the device. normalize applies the set's Mean/Std.
-func Upload(ctx context.Context, w *tensor.Worker, d tensor.Device, s *data.Set, normalize bool) (*DeviceSet, error) {
-	ds := &DeviceSet{N: int64(s.Len()), Classes: s.Classes, raw8: s.Raw8()}
+func Upload(ctx context.Context, w *tensor.Worker, d tensor.Device, s *data.Set, normalize bool) (*Set, error) {
+	ds := &Set{N: int64(s.Len()), Classes: s.Classes, raw8: s.Raw8()}
 	for _, v := range s.Shape {
 		ds.Shape = append(ds.Shape, int64(v))
 	}
@@ -62,7 +66,7 @@ func Upload(ctx context.Context, w *tensor.Worker, d tensor.Device, s *data.Set,
 
 // Drop frees the set's tensors. Call on the worker or after it stopped
 // (tensors are freed on the caller's thread).
-func (ds *DeviceSet) Drop() {
+func (ds *Set) Drop() {
 	ds.x.Drop()
 	ds.y.Drop()
 	ds.mean.Drop()
@@ -79,7 +83,7 @@ type Augment struct {
 // raw pixels, augmented, normalized) and int64 labels; both belong to s. The
 // random crop offsets and flips come from rng, so a seed fixes them on every
 // device.
-func (ds *DeviceSet) Batch(s *tensor.Scope, idx []int64, aug Augment, rng *rand.Rand, d tensor.Device) (tensor.T, tensor.T) {
+func (ds *Set) Batch(s *tensor.Scope, idx []int64, aug Augment, rng *rand.Rand, d tensor.Device) (tensor.T, tensor.T) {
 	n := int64(len(idx))
 	it := s.FromInt64(idx, []int64{n}, d)
 	x := s.IndexSelect(ds.x, 0, it)
@@ -131,8 +135,22 @@ func randomCrop(s *tensor.Scope, x tensor.T, p int, rng *rand.Rand, d tensor.Dev
 	return s.Gather(x, 3, ci)
 }
 
+// Range returns samples [start, start+n) prepared for evaluation: float32
+// inputs (scaled to [0,1] for raw pixels, normalized, not augmented) and
+// their int64 labels, both views or results in s.
+func (ds *Set) Range(s *tensor.Scope, start, n int64) (tensor.T, tensor.T) {
+	x := s.Cast(s.Narrow(ds.x, 0, start, n), tensor.Float32)
+	if ds.raw8 {
+		x = s.Scale(x, 1.0/255)
+	}
+	if ds.mean.Valid() {
+		x = s.Div(s.Sub(x, ds.mean), ds.std)
+	}
+	return x, s.Narrow(ds.y, 0, start, n)
+}
+
 // Labels returns the set's labels on the host.
-func (ds *DeviceSet) Labels(s *tensor.Scope) []int32 {
+func (ds *Set) Labels(s *tensor.Scope) []int32 {
 	v := s.Float64s(ds.y)
 	out := make([]int32, len(v))
 	for i, f := range v {

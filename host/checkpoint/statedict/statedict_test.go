@@ -1,4 +1,4 @@
-package engine
+package statedict
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/optlab/optlab/host/checkpoint"
+	"github.com/optlab/optlab/host/engine"
 	"github.com/optlab/optlab/host/model"
 	"github.com/optlab/optlab/host/tensor"
 	"github.com/optlab/optlab/sdk/optim"
@@ -33,7 +34,7 @@ func ckptDevices(t *testing.T, w *tensor.Worker) []tensor.Device {
 }
 
 // ckptEngine builds an engine of the named architectures on dev.
-func ckptEngine(t *testing.T, w *tensor.Worker, dev tensor.Device, seed int64, archs ...string) *Engine {
+func ckptEngine(t *testing.T, w *tensor.Worker, dev tensor.Device, seed int64, archs ...string) *engine.Engine {
 	t.Helper()
 	var models []*model.Model
 	for _, a := range archs {
@@ -43,8 +44,8 @@ func ckptEngine(t *testing.T, w *tensor.Worker, dev tensor.Device, seed int64, a
 		}
 		models = append(models, m)
 	}
-	e, err := New(context.Background(), w, Config{Device: dev, Seed: seed,
-		Base: BaseConfig{Name: "sgd", Momentum: 0.9}}, models)
+	e, err := engine.New(context.Background(), w, engine.Config{Device: dev, Seed: seed,
+		Base: engine.BaseConfig{Name: "sgd", Momentum: 0.9}}, models)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -65,20 +66,21 @@ func ckptInput(n int, seed uint64) ([]float32, []int64) {
 
 // ckptTrainStep runs one SGD step of every member on a random batch (BatchNorm
 // in train mode, so the running statistics move too).
-func ckptTrainStep(t *testing.T, e *Engine) {
+func ckptTrainStep(t *testing.T, e *engine.Engine) {
 	t.Helper()
 	ctx := context.Background()
 	x, shape := ckptInput(8, 7)
 	y := []int64{0, 1, 2, 3, 4, 5, 6, 7}
-	err := e.w.Do(ctx, func() error {
+	n := len(e.Members())
+	err := e.Worker().Do(ctx, func() error {
 		s := tensor.NewScope()
 		defer s.Close()
-		xt := s.Keep(s.FromFloat32(x, shape, e.cfg.Device))
-		yt := s.Keep(s.FromInt64(y, []int64{8}, e.cfg.Device))
+		xt := s.Keep(s.FromFloat32(x, shape, e.Device()))
+		yt := s.Keep(s.FromInt64(y, []int64{8}, e.Device()))
 		if err := s.Err(); err != nil {
 			return err
 		}
-		for m := range e.members {
+		for m := range n {
 			e.SetBatch(m, xt, yt)
 		}
 		return nil
@@ -87,10 +89,12 @@ func ckptTrainStep(t *testing.T, e *Engine) {
 		t.Fatal(err)
 	}
 	e.BeginStep(0, 0.05)
-	p := optim.Prog()
-	for m := range e.members {
-		g := optim.Vec(100 + m)
-		p.Alloc(g, m).Grad(g, optim.ParamsOf(m), optim.Batch{}, optim.BNUpdate)
+	hs := optim.NewHandles()
+	gs := hs.PerMember("g", n)
+	p := hs.Prog()
+	for m, g := range gs {
+		p.Alloc(g, m)
+		p.Grad(g, optim.ParamsOf(m), optim.Batch{}, optim.BNUpdate)
 		p.BaseStep(optim.ParamsOf(m), g).Free(g)
 	}
 	if _, err := e.Exec(ctx, p); err != nil {
@@ -99,10 +103,10 @@ func ckptTrainStep(t *testing.T, e *Engine) {
 }
 
 // ckptLogits runs member m's eval-mode forward on x.
-func ckptLogits(t *testing.T, e *Engine, m int, x []float32, shape []int64) []float32 {
+func ckptLogits(t *testing.T, e *engine.Engine, m int, x []float32, shape []int64) []float32 {
 	t.Helper()
 	var out []float32
-	err := e.w.Do(context.Background(), func() error {
+	err := e.Worker().Do(context.Background(), func() error {
 		prev, err := tensor.SetGradEnabled(false)
 		if err != nil {
 			return err
@@ -110,8 +114,8 @@ func ckptLogits(t *testing.T, e *Engine, m int, x []float32, shape []int64) []fl
 		defer func() { _, _ = tensor.SetGradEnabled(prev) }()
 		s := tensor.NewScope()
 		defer s.Close()
-		mem := e.members[m]
-		out = s.Float32s(mem.Model.Forward(s, mem.Params, mem.Buf, s.FromFloat32(x, shape, e.cfg.Device), false, 0))
+		mem := e.Members()[m]
+		out = s.Float32s(mem.Model.Forward(s, mem.Params, mem.Buf, s.FromFloat32(x, shape, e.Device()), false, 0))
 		return s.Err()
 	})
 	if err != nil {
@@ -146,11 +150,11 @@ func TestExportImportMember(t *testing.T) {
 				x, shape := ckptInput(5, 3)
 				want := ckptLogits(t, src, 0, x, shape)
 
-				ts, err := src.ExportMember(ctx, 0)
+				ts, err := Export(ctx, src, 0)
 				if err != nil {
 					t.Fatal(err)
 				}
-				mod := src.members[0].Model
+				mod := src.Members()[0].Model
 				if got, n := len(ts), len(mod.Params)+len(mod.Buffers)+len(bnCounters(mod)); got != n {
 					t.Errorf("exported %d tensors, want %d", got, n)
 				}
@@ -172,7 +176,7 @@ func TestExportImportMember(t *testing.T) {
 				if d := ckptMaxAbsDiff(ckptLogits(t, dst, 0, x, shape), want); d == 0 {
 					t.Fatal("engines with different seeds give the same logits")
 				}
-				if err := dst.ImportMember(ctx, 0, byName); err != nil {
+				if err := Import(ctx, dst, 0, byName); err != nil {
 					t.Fatal(err)
 				}
 				if d := ckptMaxAbsDiff(ckptLogits(t, dst, 0, x, shape), want); d != 0 {
@@ -181,11 +185,11 @@ func TestExportImportMember(t *testing.T) {
 
 				// Through a file.
 				path := filepath.Join(t.TempDir(), arch+".safetensors")
-				if err := src.SaveCheckpoint(ctx, path); err != nil {
+				if err := Save(ctx, src, path); err != nil {
 					t.Fatal(err)
 				}
 				viaFile := ckptEngine(t, w, dev, 3, arch)
-				if err := viaFile.LoadCheckpoint(ctx, path); err != nil {
+				if err := Load(ctx, viaFile, path); err != nil {
 					t.Fatal(err)
 				}
 				if d := ckptMaxAbsDiff(ckptLogits(t, viaFile, 0, x, shape), want); d != 0 {
@@ -208,7 +212,7 @@ func TestImportMemberMismatch(t *testing.T) {
 	defer w.Close()
 	ctx := context.Background()
 	e := ckptEngine(t, w, tensor.CPU, 1, "cnn")
-	good, err := e.ExportMember(ctx, 0)
+	good, err := Export(ctx, e, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -259,7 +263,7 @@ func TestImportMemberMismatch(t *testing.T) {
 				ts[tt.Name] = tt
 			}
 			tc.edit(ts)
-			err := e.ImportMember(ctx, 0, ts)
+			err := Import(ctx, e, 0, ts)
 			if tc.wantOK {
 				if err != nil {
 					t.Fatal(err)
@@ -279,7 +283,7 @@ func TestImportMemberMismatch(t *testing.T) {
 			}
 		})
 	}
-	if err := e.ImportMember(ctx, 1, nil); err == nil {
+	if err := Import(ctx, e, 1, nil); err == nil {
 		t.Error("importing into a missing member: no error")
 	}
 }
@@ -294,7 +298,7 @@ func TestCheckpointMembers(t *testing.T) {
 	src := ckptEngine(t, w, tensor.CPU, 1, "cnn", "mlp")
 	ckptTrainStep(t, src)
 	two := filepath.Join(dir, "two.safetensors")
-	if err := src.SaveCheckpoint(ctx, two); err != nil {
+	if err := Save(ctx, src, two); err != nil {
 		t.Fatal(err)
 	}
 	saved, _, err := checkpoint.Read(two)
@@ -308,7 +312,7 @@ func TestCheckpointMembers(t *testing.T) {
 	}
 
 	dst := ckptEngine(t, w, tensor.CPU, 2, "cnn", "mlp")
-	if err := dst.LoadCheckpoint(ctx, two); err != nil {
+	if err := Load(ctx, dst, two); err != nil {
 		t.Fatal(err)
 	}
 	for m := range 2 {
@@ -319,7 +323,7 @@ func TestCheckpointMembers(t *testing.T) {
 
 	one := filepath.Join(dir, "one.safetensors")
 	single := ckptEngine(t, w, tensor.CPU, 4, "cnn")
-	if err := single.SaveCheckpoint(ctx, one); err != nil {
+	if err := Save(ctx, single, one); err != nil {
 		t.Fatal(err)
 	}
 	tests := []struct {
@@ -338,7 +342,7 @@ func TestCheckpointMembers(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			e := ckptEngine(t, w, tensor.CPU, 5, tc.archs...)
-			err := e.LoadCheckpoint(ctx, tc.path)
+			err := Load(ctx, e, tc.path)
 			if tc.want != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), tc.path) {
 					t.Fatalf("error %v, want one naming %s and containing %q", err, tc.path, tc.want)
@@ -366,7 +370,7 @@ func TestPyTorchInterop(t *testing.T) {
 	if err := exec.Command(python, "-c", "import torch").Run(); err != nil {
 		t.Skipf("%s has no torch: %v", python, err)
 	}
-	script, err := filepath.Abs(filepath.Join("..", "..", "bench", "torch_models.py"))
+	script, err := filepath.Abs(filepath.Join("..", "..", "..", "bench", "torch_models.py"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -379,7 +383,7 @@ func TestPyTorchInterop(t *testing.T) {
 			ckptTrainStep(t, e)
 			dir := t.TempDir()
 			ckpt := filepath.Join(dir, arch+".safetensors")
-			if err := e.SaveCheckpoint(ctx, ckpt); err != nil {
+			if err := Save(ctx, e, ckpt); err != nil {
 				t.Fatal(err)
 			}
 			x, shape := ckptInput(6, 13)
@@ -400,7 +404,7 @@ func TestPyTorchInterop(t *testing.T) {
 			// Negative control: another engine's weights must not match.
 			other := ckptEngine(t, w, tensor.CPU, 12, arch)
 			otherCkpt := filepath.Join(dir, "other.safetensors")
-			if err := other.SaveCheckpoint(ctx, otherCkpt); err != nil {
+			if err := Save(ctx, other, otherCkpt); err != nil {
 				t.Fatal(err)
 			}
 			if d, _ := ckptTorchCompare(t, python, script, otherCkpt, arch, io); d < 1e-3 {
