@@ -254,11 +254,12 @@ func TestPythonPluginFailures(t *testing.T) {
 		{Name: "Fails", Plugin: "faultplugin", Params: []string{"fail_at = 1"}},
 		{Name: "NaN", Plugin: "faultplugin", Params: []string{"nan_at = 4"}},
 		{Name: "Scope", Plugin: "sam", Params: []string{`adaptive_scope = "weights"`}},
-		{Name: "Negative", Plugin: "sam", Params: []string{"rho = -1.0"}},
 	}}
 	check := spec{Name: "bad-params", Methods: []method{
 		{Name: "Typo", Plugin: "sam", Params: []string{"rhoo = 0.1"}},
 		{Name: "Type", Plugin: "sam", Params: []string{`m = "two"`}},
+		{Name: "Negative", Plugin: "sam", Params: []string{"rho = -1.0"}},
+		{Name: "Enum", Plugin: "sam", Params: []string{"adaptive = true", `adaptive_scope = "some"`}},
 	}}
 	dir := t.TempDir()
 	runExp, checkExp := run.write(t, dir), check.write(t, dir)
@@ -272,18 +273,18 @@ func TestPythonPluginFailures(t *testing.T) {
 	for i, plugins := range []string{pluginDir, pyDir} {
 		res := filepath.Join(dir, "results", filepath.Base(plugins))
 		r := host(t, "run", "-q", "--step-timeout", "1s", "--plugins", plugins, "--results", res, runExp)
-		wantFailedRuns(t, r, 6, 6,
+		wantFailedRuns(t, r, 5, 5,
 			"host: run method=Crashy/arch=mlp/seed=1 failed: step 3 (epoch 1): plugin faultplugin crashed (exit status 3) during Step; last stderr lines:\n  faulty: simulated crash at step 3\n",
 			"host: run method=Hangs/arch=mlp/seed=1 failed: step 2 (epoch 1): plugin faultplugin did not answer Step within 1s; last stderr lines:\n  faulty: hanging at step 2\n",
 			"host: run method=Fails/arch=mlp/seed=1 failed: step 1 (epoch 1): plugin faultplugin: Step: faulty: simulated failure at step 1\n",
 			`host: run method=Scope/arch=mlp/seed=1 failed: configure: plugin sam: Configure: sam: adaptive_scope "weights" applies to ASAM only: set adaptive = true`,
-			`host: run method=Negative/arch=mlp/seed=1 failed: configure: plugin sam: Configure: sam: hparams: "rho": -1 is out of range [0,): want ≥ 0`,
 		)
 		if recs := readRecords(t, results.Path(res, run.Name)); len(recs) != len(run.Methods) {
 			t.Errorf("%s: %d runs recorded, want %d", plugins, len(recs), len(run.Methods))
 		}
 		c := host(t, "check", "--plugins", plugins, checkExp)
-		wantError(t, c, `method "Typo": unknown parameter "rhoo"; did you mean "rho"?`, `method "Type": params.m must be an integer (got string "two")`)
+		wantError(t, c, `method "Typo": unknown parameter "rhoo"; did you mean "rho"?`, `method "Type": params.m must be an integer (got string "two")`,
+			`method "Negative": params.rho -1 is out of range [0,): want ≥ 0`, `method "Enum": params.adaptive_scope "some" is not one of "all", "weights"`)
 		out[i] = normalize(r.stderr+c.stderr, plugins, res)
 	}
 	if out[0] != out[1] {

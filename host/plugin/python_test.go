@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/optlab/optlab/internal/testutil"
 	"github.com/optlab/optlab/plugins/sam"
 	"github.com/optlab/optlab/sdk/optim"
 	"github.com/optlab/optlab/sdk/optimtest"
@@ -40,7 +41,7 @@ func needPython(t *testing.T) {
 }
 
 // launchPython starts the Python plugin at path and closes it at cleanup.
-func launchPython(t *testing.T, path string, out *syncBuffer) *Client {
+func launchPython(t *testing.T, path string, out *testutil.SyncBuffer) *Client {
 	t.Helper()
 	spec := LaunchSpec{Path: path, Logger: quietLogger(t), Output: testWriter{t}}
 	if out != nil {
@@ -78,7 +79,7 @@ func TestPythonSAMTraceGolden(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			var out syncBuffer
+			var out testutil.SyncBuffer
 			c := launchPython(t, pySAM, &out)
 			newHost := func() *optimtest.Host {
 				return optimtest.MustHost(t, optimtest.NewMLP(optimtest.MLPConfig{Hidden: 4, Samples: 64}),
