@@ -2,6 +2,7 @@ package experiment
 
 import (
 	"fmt"
+	"maps"
 	"reflect"
 	"slices"
 	"strconv"
@@ -248,7 +249,7 @@ func (c *checker) elemLine(p keyPath, i int) int {
 // all lists are valid.
 func (c *checker) paramLists(params map[string]any, p keyPath) bool {
 	before := len(c.list)
-	for _, k := range sortedKeys(params) {
+	for _, k := range slices.Sorted(maps.Keys(params)) {
 		list, ok := params[k].([]any)
 		if !ok {
 			continue
@@ -303,15 +304,6 @@ func valueKind(v any) string {
 		return "datetime"
 	}
 	return ""
-}
-
-func sortedKeys(m map[string]any) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
 }
 
 // settings returns the settings of method m in e, in grid order: every

@@ -2,6 +2,7 @@ package ensembles
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
@@ -98,7 +99,7 @@ func (o Options) memberParams(member string, params map[string]any) (inner, own 
 	for _, s := range o.prefixed() {
 		specs[s.Name] = s
 	}
-	for _, k := range sortedKeys(params) {
+	for _, k := range slices.Sorted(maps.Keys(params)) {
 		m, rest, ok := o.splitMember(k)
 		if !ok {
 			own[k] = params[k]
@@ -116,13 +117,4 @@ func (o Options) memberParams(member string, params map[string]any) (inner, own 
 		}
 	}
 	return inner, own, nil
-}
-
-func sortedKeys(m map[string]any) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
 }

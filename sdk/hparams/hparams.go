@@ -30,10 +30,10 @@ package hparams
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"reflect"
 	"slices"
-	"sort"
 	"strings"
 
 	"github.com/optlab/optlab/sdk/optim"
@@ -194,7 +194,7 @@ func Apply(dst any, params map[string]any) error {
 	}
 	tmp := reflect.New(rv.Elem().Type()).Elem()
 	tmp.Set(rv.Elem())
-	for _, name := range sortedKeys(params) {
+	for _, name := range slices.Sorted(maps.Keys(params)) {
 		f, ok := byName[name]
 		if !ok {
 			return fmt.Errorf("hparams: %q: %w (have %s)", name, ErrUnknown, names(fs))
@@ -243,7 +243,7 @@ func Resolve(specs []optim.ParamSpec, given map[string]any) (map[string]any, err
 		}
 		out[s.Name] = def
 	}
-	for _, name := range sortedKeys(given) {
+	for _, name := range slices.Sorted(maps.Keys(given)) {
 		s, ok := known[name]
 		if !ok {
 			all := make([]string, 0, len(specs))
@@ -307,15 +307,6 @@ func Convert(t optim.ParamType, v any) (any, error) {
 		return nil, fmt.Errorf("unknown parameter type %q", t)
 	}
 	return nil, fmt.Errorf("value %v of type %T is not a valid %s", v, v, t)
-}
-
-func sortedKeys(m map[string]any) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }
 
 func names(fs []field) string {

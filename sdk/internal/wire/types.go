@@ -2,8 +2,9 @@ package wire
 
 import (
 	"fmt"
+	"maps"
 	"math"
-	"sort"
+	"slices"
 
 	"google.golang.org/grpc/codes"
 
@@ -244,7 +245,7 @@ func ConfigToProto(c optim.Config) (*pb.Config, error) {
 	if c.Params != nil {
 		out.Params = make(map[string]*pb.Value, len(c.Params))
 	}
-	for _, name := range sortedKeys(c.Params) {
+	for _, name := range slices.Sorted(maps.Keys(c.Params)) {
 		v, err := ValueToProto(c.Params[name])
 		if err != nil {
 			return nil, fmt.Errorf("hyperparameter %q: %w", name, err)
@@ -266,7 +267,7 @@ func ConfigFromProto(c *pb.Config) (optim.Config, error) {
 	if c.GetParams() != nil {
 		out.Params = make(map[string]any, len(c.GetParams()))
 	}
-	for _, name := range sortedKeys(c.GetParams()) {
+	for _, name := range slices.Sorted(maps.Keys(c.GetParams())) {
 		v, err := ValueFromProto(c.GetParams()[name])
 		if err != nil {
 			return optim.Config{}, fmt.Errorf("hyperparameter %q: %w", name, err)
@@ -274,15 +275,6 @@ func ConfigFromProto(c *pb.Config) (optim.Config, error) {
 		out.Params[name] = v
 	}
 	return out, nil
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }
 
 // StepInputToProto converts a StepInput.
