@@ -5,12 +5,13 @@ import (
 	"encoding/csv"
 	"math"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/optlab/optlab/internal/testutil"
 
 	"github.com/optlab/optlab/host/checkpoint"
 	"github.com/optlab/optlab/host/results"
@@ -24,15 +25,6 @@ var (
 	pySAMScript   = filepath.Join("..", "..", "examples", "python-sam", "sam.py")
 	pyFaultScript = filepath.Join("..", "..", "internal", "testplugin", "pyfault", "faultplugin.py")
 )
-
-// needPython skips the test when /usr/bin/python3 lacks Debian's grpc and
-// protobuf packages (`make test` installs them).
-func needPython(t *testing.T) {
-	t.Helper()
-	if err := exec.Command("/usr/bin/python3", "-c", "import grpc, google.protobuf").Run(); err != nil {
-		t.Skipf("/usr/bin/python3 cannot import grpc and protobuf (%v): apt-get install python3-grpcio python3-protobuf", err)
-	}
-}
 
 // pythonPluginDir returns a plugin folder in which "sam" and "faultplugin"
 // are the Python twins of the Go plugins of pluginDir (links to the
@@ -85,7 +77,7 @@ func waitNoCommandLines(s string, d time.Duration) []string {
 // plain SAM and ASAM on weights with m = 2, on a model with BatchNorm: the
 // final models, the metrics and the learning curves are bitwise identical.
 func TestPythonSAMBitwise(t *testing.T) {
-	needPython(t)
+	testutil.NeedPython(t)
 	script, err := filepath.Abs(pySAMScript)
 	if err != nil {
 		t.Fatal(err)
@@ -246,7 +238,7 @@ func sameTensor(a, b checkpoint.Tensor) bool {
 // same, word for word, and every run is tried and recorded (a failed run
 // fails only itself).
 func TestPythonPluginFailures(t *testing.T) {
-	needPython(t)
+	testutil.NeedPython(t)
 	pyDir := pythonPluginDir(t)
 	run := spec{Name: "failures", Methods: []method{
 		{Name: "Crashy", Plugin: "faultplugin", Params: []string{"crash_at = 3"}},

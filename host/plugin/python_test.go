@@ -31,15 +31,6 @@ var (
 	pyFault = filepath.Join("..", "..", "internal", "testplugin", "pyfault", "faultplugin.py")
 )
 
-// needPython skips the test when /usr/bin/python3 lacks Debian's grpc and
-// protobuf packages (`make test` installs them).
-func needPython(t *testing.T) {
-	t.Helper()
-	if err := exec.Command("/usr/bin/python3", "-c", "import grpc, google.protobuf").Run(); err != nil {
-		t.Skipf("/usr/bin/python3 cannot import grpc and protobuf (%v): apt-get install python3-grpcio python3-protobuf", err)
-	}
-}
-
 // launchPython starts the Python plugin at path and closes it at cleanup.
 func launchPython(t *testing.T, path string, out *testutil.SyncBuffer) *Client {
 	t.Helper()
@@ -61,7 +52,7 @@ func launchPython(t *testing.T, path string, out *testutil.SyncBuffer) *Client {
 // ops, handle names and returned scalars. The Go SAM, run in process on a
 // second such host, ends with bitwise the same parameters and metrics.
 func TestPythonSAMTraceGolden(t *testing.T) {
-	needPython(t)
+	testutil.NeedPython(t)
 	t.Setenv(optim.TraceEnv, "1")
 	tests := []struct {
 		golden  string
@@ -128,7 +119,7 @@ func bitwiseEqual(a, b []float64) bool {
 // index (errors.As finds the *optim.OpError), and an exception as a panic
 // with the traceback from the plugin's stderr.
 func TestPythonErrors(t *testing.T) {
-	needPython(t)
+	testutil.NeedPython(t)
 	ctx := context.Background()
 	tests := []struct {
 		param string
@@ -176,7 +167,7 @@ func TestPythonErrors(t *testing.T) {
 // TestPythonPluginByHand runs a Python plugin without the host: it says it
 // is a plugin and exits with status 1, as Go plugins do.
 func TestPythonPluginByHand(t *testing.T) {
-	needPython(t)
+	testutil.NeedPython(t)
 	cmd := exec.Command(pySAM)
 	out, err := cmd.CombinedOutput()
 	var ee *exec.ExitError
@@ -189,7 +180,7 @@ func TestPythonPluginByHand(t *testing.T) {
 // that cannot import grpc (a virtual environment without system packages):
 // the SDK runs the script again with /usr/bin/python3.
 func TestPythonWithoutGRPC(t *testing.T) {
-	needPython(t)
+	testutil.NeedPython(t)
 	venv := filepath.Join(t.TempDir(), "venv")
 	if out, err := exec.Command("/usr/bin/python3", "-m", "venv", "--without-pip", venv).CombinedOutput(); err != nil {
 		t.Skipf("cannot make a virtual environment: %v\n%s", err, out)
@@ -204,7 +195,7 @@ func TestPythonWithoutGRPC(t *testing.T) {
 // TestPythonExitsWhenHostDies kills the host of a Python plugin: the plugin
 // exits by itself and removes its socket directory.
 func TestPythonExitsWhenHostDies(t *testing.T) {
-	needPython(t)
+	testutil.NeedPython(t)
 	path, err := filepath.Abs(pySAM)
 	if err != nil {
 		t.Fatal(err)
