@@ -7,7 +7,7 @@ PLUGIN_DIRS := $(wildcard plugins/*/cmd/*)
 BIN     := bin
 EXPERIMENT ?= experiments/quickstart.toml
 
-.PHONY: all gotch build plugins demo test vet bench clean
+.PHONY: all gotch build plugins demo test vet bench proto proto-python python-deps test-python clean
 
 all: build
 
@@ -25,13 +25,45 @@ plugins: gotch
 demo: build
 	$(BIN)/host run $(EXPERIMENT)
 
+# sdk/ (the plugin SDK), examples/ (a third-party plugin) and
+# tools/gotchprep are modules of their own.
+MODULES := sdk examples tools/gotchprep
+
 vet: gotch
 	$(GO) vet ./...
-	cd tools/gotchprep && $(GO) vet ./...
+	@for m in $(MODULES); do (cd $$m && $(GO) vet ./...) || exit 1; done
 
-test: build vet
+test: build vet python-deps
 	$(GO) test -count=1 ./...
-	cd tools/gotchprep && $(GO) test -count=1 ./...
+	@for m in $(MODULES); do (cd $$m && $(GO) test -count=1 ./...) || exit 1; done
+	$(PYTHON) -m unittest discover -s sdk/python/tests
+
+# The Python plugin SDK (sdk/python) runs on Debian's python3-grpcio and
+# python3-protobuf for /usr/bin/python3; python-deps installs them with apt
+# when they are missing and this runs as root (as gotchprep does libtorch).
+PYTHON := /usr/bin/python3
+
+python-deps:
+	@scripts/python-deps.sh
+
+test-python: python-deps
+	$(PYTHON) -m unittest discover -s sdk/python/tests
+
+# Regenerate the protocol's Go code from sdk/proto (needs protoc,
+# protoc-gen-go and protoc-gen-go-grpc on PATH).
+proto: proto-python
+	cd sdk && $(GO) generate ./internal/pluginpb
+
+# Regenerate the Python SDK's protobuf code (sdk/python/optlab/_pb) from
+# sdk/proto and sdk/python/proto (needs protoc; the gRPC service glue is
+# written by hand in sdk/python/optlab/_runtime.py).
+PY_PB := sdk/python/optlab/_pb
+proto-python:
+	@tmp=$$(mktemp -d) && \
+	protoc -I sdk/proto --python_out=$$tmp optlab/plugin/v1/plugin.proto && \
+	protoc -I sdk/python/proto --python_out=$$tmp optlab/python/v1/runtime.proto && \
+	cp $$tmp/optlab/plugin/v1/plugin_pb2.py $$tmp/optlab/python/v1/runtime_pb2.py $(PY_PB)/ && \
+	rm -rf $$tmp
 
 bench: build
 	$(GO) test -run '^$$' -bench . -benchtime 20x ./bench/...

@@ -7,6 +7,7 @@ require (
 	github.com/hashicorp/go-hclog v1.6.3
 	github.com/hashicorp/go-plugin v1.8.0
 	github.com/olekukonko/tablewriter v1.1.5
+	github.com/optlab/optlab/sdk v0.0.0-00010101000000-000000000000
 	github.com/sugarme/gotch v0.9.1
 	gonum.org/v1/plot v0.17.0
 	google.golang.org/grpc v1.85.0
@@ -41,3 +42,5 @@ require (
 )
 
 replace github.com/sugarme/gotch => ./build/gotch
+
+replace github.com/optlab/optlab/sdk => ./sdk

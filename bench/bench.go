@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/optlab/optlab/host/data"
+	"github.com/optlab/optlab/host/data/devset"
 	"github.com/optlab/optlab/host/engine"
 	"github.com/optlab/optlab/host/model"
 	"github.com/optlab/optlab/host/tensor"
@@ -164,7 +165,7 @@ func (r *Rig) ConfigureWith(ctx context.Context, opt optim.Optimizer, total int6
 // hands them to a rig (the engine drops the previous batch).
 type Feeder struct {
 	w    *tensor.Worker
-	ds   *engine.DeviceSet
+	ds   *devset.Set
 	rng  *rand.Rand
 	perm []int64
 	next int
@@ -176,7 +177,7 @@ func NewFeeder(ctx context.Context, w *tensor.Worker, dev tensor.Device, n int, 
 	if err != nil {
 		return nil, err
 	}
-	ds, err := engine.Upload(ctx, w, dev, set, false)
+	ds, err := devset.Upload(ctx, w, dev, set, false)
 	if err != nil {
 		return nil, err
 	}
@@ -203,7 +204,7 @@ func (f *Feeder) Feed(ctx context.Context, r *Rig) error {
 	return f.w.Do(ctx, func() error {
 		s := tensor.NewScope()
 		defer s.Close()
-		x, y := f.ds.Batch(s, idx, engine.Augment{Crop: 4, Flip: true}, f.rng, r.Dev)
+		x, y := f.ds.Batch(s, idx, devset.Augment{Crop: 4, Flip: true}, f.rng, r.Dev)
 		if err := s.Err(); err != nil {
 			return err
 		}

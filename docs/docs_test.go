@@ -20,7 +20,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/optlab/optlab/host/table"
+	"github.com/optlab/optlab/host/cli"
 )
 
 var update = flag.Bool("update", false, "rewrite the generated tables in the docs")
@@ -48,9 +48,9 @@ func TestGeneratedTables(t *testing.T) {
 					args[i] = filepath.Join("..", a)
 				}
 			}
-			var got bytes.Buffer
-			if err := table.Run(&got, args); err != nil {
-				t.Errorf("%s: host table %s: %v", f, sub[2], err)
+			var got, stderr bytes.Buffer
+			if code := cli.Main(append([]string{"table"}, args...), &got, &stderr); code != 0 {
+				t.Errorf("%s: host table %s: exit code %d: %s", f, sub[2], code, stderr.String())
 				failed = true
 				return m
 			}

@@ -1,8 +1,8 @@
 // Package checkpoint reads and writes the safetensors format
 // (https://github.com/huggingface/safetensors), the file format of optlab's
 // checkpoints and of model.init_from. It is pure Go and knows nothing of
-// torch: the engine converts between its device vectors and the host-side
-// Tensors of this package.
+// torch: host/checkpoint/statedict converts between an engine's device
+// vectors and the host-side Tensors of this package.
 //
 // A safetensors file is an 8-byte little-endian header size N, N bytes of
 // JSON header, and the raw little-endian data of every tensor:

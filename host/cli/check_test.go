@@ -29,10 +29,12 @@ func TestCheckCatchesRunFailures(t *testing.T) {
 	}{
 		{"batch larger than the training set", spec{Batch: 4096, Methods: []method{{Name: "SGD", Plugin: "sgd"}}},
 			"", []string{"method=SGD/arch=mlp/seed=1: the training set (1438 samples) is smaller than one batch (4096)"}},
-		{"rho rejected at configure", spec{Methods: []method{{Name: "SAM", Plugin: "sam", Params: []string{"rho = -1"}}}},
-			"", []string{"method=SAM/arch=mlp/seed=1: configure: plugin sam: Configure: sam: need m ≥ 1, rho ≥ 0"}},
-		{"particles rejected at configure", spec{Methods: []method{{Name: "OT", Plugin: "otmdr", Params: []string{"particles = 0"}}}},
-			"", []string{"method=OT/arch=mlp/seed=1: configure: plugin otmdr: Configure: otmdr: particles = 0: need at least 1"}},
+		{"rho out of the plugin's range", spec{Methods: []method{{Name: "SAM", Plugin: "sam", Params: []string{"rho = -1"}}}},
+			"", []string{`method "SAM": params.rho -1 is out of range [0,): want ≥ 0`}},
+		{"particles out of the plugin's range", spec{Methods: []method{{Name: "OT", Plugin: "otmdr", Params: []string{"particles = 0"}}}},
+			"", []string{`method "OT": params.particles 0 is out of range [1,): want ≥ 1`}},
+		{"rejected at configure", spec{Methods: []method{{Name: "SAM", Plugin: "sam", Params: []string{`adaptive_scope = "weights"`}}}},
+			"", []string{`method=SAM/arch=mlp/seed=1: configure: plugin sam: Configure: sam: adaptive_scope "weights" applies to ASAM only: set adaptive = true`}},
 		{"missing init_from", spec{Methods: []method{{Name: "SGD", Plugin: "sgd"}}},
 			"[model]\n", []string{"model.init_from: reading checkpoint: open " + filepath.Join(dir, "missing.safetensors")}},
 		{"init_from of another architecture", spec{Methods: []method{{Name: "SGD", Plugin: "sgd"}}},
@@ -42,20 +44,20 @@ func TestCheckCatchesRunFailures(t *testing.T) {
 		{"results folder not writable", spec{Methods: []method{{Name: "SGD", Plugin: "sgd"}}},
 			"", []string{"results_dir: cannot create", "is not a folder"}},
 	}
-	for i, c := range cases {
+	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			c.s.Name = "bad"
 			path := c.s.write(t, t.TempDir())
 			b, _ := os.ReadFile(path)
 			text := string(b)
-			switch i {
-			case 3, 4:
+			switch c.name {
+			case "missing init_from", "init_from of another architecture":
 				from := filepath.Join(dir, "missing.safetensors")
-				if i == 4 {
+				if c.name == "init_from of another architecture" {
 					from = wrongArch
 				}
 				text = strings.Replace(text, "[model]\n", "[model]\ninit_from = \""+from+"\"\n", 1)
-			case 6:
+			case "results folder not writable":
 				text = "results_dir = \"" + filepath.Join(notADir, "results") + "\"\n" + text
 			}
 			os.WriteFile(path, []byte(text), 0o644)

@@ -13,7 +13,6 @@ import (
 	"strings"
 
 	"github.com/optlab/optlab/host/plugin"
-	"github.com/optlab/optlab/host/table"
 	"github.com/optlab/optlab/host/tensor"
 )
 
@@ -23,9 +22,12 @@ commands:
   run EXPERIMENT.toml      train the experiment's grid and print its table
       [--smoke] [--shard i/n] [--plugins DIR] [--results DIR] [--device D] [-q]
       [--step-timeout 10m]   a plugin whose step takes longer counts as hung: its run fails
+      [--set KEY=VALUE]      override a key of the file: train.epochs=3, method.SAM.params.rho=[0.02,0.05]
   check EXPERIMENT.toml    validate data, models, plugins and hyperparameters; print the grid
-      [--plugins DIR]
+      [--plugins DIR] [--set KEY=VALUE]
   table FILE.jsonl…        print result tables [--by dataset,arch] [--metrics …] [--format markdown|csv|latex] [--time]
+      [--baseline METHOD]    Δ to METHOD with a 95 % Welch t interval over seeds
+      [--select val_acc]     per method, the sweep's setting that is best on validation data
   landscape --checkpoint A.safetensors [--checkpoint B …] --experiment E.toml
       [--steps 21] [--radius 1] [--2d] [--samples 2048] [--out DIR]
                            loss along filter-normalized random directions, sharpness
@@ -53,7 +55,7 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	case "check":
 		err = checkCmd(ctx, args[1:], stdout, stderr)
 	case "table":
-		err = table.Run(stdout, args[1:])
+		err = tableCmd(stdout, args[1:])
 	case "landscape":
 		err = landscapeCmd(ctx, args[1:], stdout, stderr)
 	case "plot":

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/optlab/optlab/host/plot"
+	"github.com/optlab/optlab/host/curves"
 	"github.com/optlab/optlab/host/results"
 )
 
@@ -70,12 +70,12 @@ func TestKill9Resume(t *testing.T) {
 	}
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()
-	curves := filepath.Join(cut, "killed", plot.CurvesDir)
+	curveDir := filepath.Join(cut, "killed", curves.Dir)
 	deadline := time.Now().Add(2 * time.Minute)
 	for {
 		rows := 0
-		if files, _ := filepath.Glob(filepath.Join(curves, "*.csv")); len(files) == 1 {
-			if r, err := plot.ReadCurve(files[0]); err == nil {
+		if files, _ := filepath.Glob(filepath.Join(curveDir, "*.csv")); len(files) == 1 {
+			if r, err := curves.Read(files[0]); err == nil {
 				rows = len(r)
 			}
 		}

@@ -12,6 +12,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/optlab/optlab/host/checkpoint"
+	"github.com/optlab/optlab/host/checkpoint/statedict"
 	"github.com/optlab/optlab/host/engine"
 	"github.com/optlab/optlab/host/experiment"
 	"github.com/optlab/optlab/host/landscape"
@@ -216,10 +217,10 @@ func probeCheckpoint(ctx context.Context, w *tensor.Worker, dev tensor.Device, d
 		return cs, landscape.Line{}, err
 	}
 	defer eng.Close()
-	if err := eng.ImportMember(ctx, 0, cp.tensors); err != nil {
+	if err := statedict.Import(ctx, eng, 0, cp.tensors); err != nil {
 		return cs, landscape.Line{}, err
 	}
-	theta, err := eng.HostParams(ctx, 0)
+	theta, err := landscape.HostParams(ctx, eng, 0)
 	if err != nil {
 		return cs, landscape.Line{}, err
 	}
@@ -229,11 +230,11 @@ func probeCheckpoint(ctx context.Context, w *tensor.Worker, dev tensor.Device, d
 	}
 	layout := lay.Members[0].Tensors
 	eval := func(ctx context.Context, params []float32) (landscape.Metrics, error) {
-		tr, err := eng.EvalAt(ctx, 0, params, d.Train, engine.EvalAtOptions{Samples: o.samples, Batch: o.batch})
+		tr, err := landscape.EvalAt(ctx, eng, 0, params, d.Train, landscape.EvalOptions{Samples: o.samples, Batch: o.batch})
 		if err != nil {
 			return landscape.Metrics{}, fmt.Errorf("training subset: %w", err)
 		}
-		te, err := eng.EvalAt(ctx, 0, params, d.Test, engine.EvalAtOptions{Samples: o.testSamples, Batch: o.batch})
+		te, err := landscape.EvalAt(ctx, eng, 0, params, d.Test, landscape.EvalOptions{Samples: o.testSamples, Batch: o.batch})
 		if err != nil {
 			return landscape.Metrics{}, fmt.Errorf("test set: %w", err)
 		}
@@ -313,7 +314,7 @@ func loadCheckpoints(paths []string, arch string, exp *experiment.Experiment) ([
 			return nil, err
 		}
 		cp := loadedCheckpoint{path: p, runKey: metaValue(meta, metaRunKey), experiment: metaValue(meta, metaExperiment)}
-		if cp.tensors, err = engine.MemberTensors(ts, 0); err != nil {
+		if cp.tensors, err = statedict.MemberTensors(ts, 0); err != nil {
 			return nil, fmt.Errorf("checkpoint %s: %w", p, err)
 		}
 		cp.arch = arch

@@ -14,11 +14,14 @@ import (
 	"time"
 
 	"github.com/optlab/optlab/host/checkpoint"
+	"github.com/optlab/optlab/host/checkpoint/statedict"
+	"github.com/optlab/optlab/host/curves"
+	"github.com/optlab/optlab/host/data/devset"
 	"github.com/optlab/optlab/host/engine"
+	"github.com/optlab/optlab/host/eval"
 	"github.com/optlab/optlab/host/experiment"
 	"github.com/optlab/optlab/host/landscape"
 	"github.com/optlab/optlab/host/model"
-	"github.com/optlab/optlab/host/plot"
 	"github.com/optlab/optlab/host/results"
 	"github.com/optlab/optlab/host/tensor"
 	"github.com/optlab/optlab/host/train"
@@ -86,7 +89,7 @@ func trainedEngine(t *testing.T, w *tensor.Worker, d *train.Data, members, steps
 		err := w.Do(ctx, func() error {
 			s := tensor.NewScope()
 			defer s.Close()
-			x, y := d.Train.Batch(s, idx, engine.Augment{}, rng, tensor.CPU)
+			x, y := d.Train.Batch(s, idx, devset.Augment{}, rng, tensor.CPU)
 			if err := s.Err(); err != nil {
 				return err
 			}
@@ -110,10 +113,10 @@ func trainedEngine(t *testing.T, w *tensor.Worker, d *train.Data, members, steps
 // nll is the mean negative log-likelihood of the first n samples of set
 // under member 0's point predictive, computed through Predict (softmax
 // probabilities), independently of EvalAt.
-func nll(t *testing.T, eng *engine.Engine, w *tensor.Worker, set *engine.DeviceSet, n int64) float64 {
+func nll(t *testing.T, eng *engine.Engine, w *tensor.Worker, set *devset.Set, n int64) float64 {
 	t.Helper()
 	ctx := context.Background()
-	probs, err := eng.Predict(ctx, optim.Predictive{Kind: optim.Point}, set, 500, 0)
+	probs, err := eval.Predict(ctx, eng, optim.Predictive{Kind: optim.Point}, set, 500, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -186,16 +189,16 @@ func TestLandscapeCmd(t *testing.T) {
 	}
 	defer d.Drop()
 
-	// Checkpoint A: written by Engine.SaveCheckpoint (no run metadata).
+	// Checkpoint A: written by statedict.Save (no run metadata).
 	engA := trainedEngine(t, w, d, 1, 40, 1)
 	ckA := filepath.Join(dir, "sgd-long.safetensors")
-	if err := engA.SaveCheckpoint(ctx, ckA); err != nil {
+	if err := statedict.Save(ctx, engA, ckA); err != nil {
 		t.Fatal(err)
 	}
-	// Checkpoint B: member tensors from ExportMember, with metadata naming
+	// Checkpoint B: member tensors from statedict.Export, with metadata naming
 	// its run, which has a record in runs.jsonl.
 	engB := trainedEngine(t, w, d, 1, 8, 2)
-	ts, err := engB.ExportMember(ctx, 0)
+	ts, err := statedict.Export(ctx, engB, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -217,7 +220,7 @@ func TestLandscapeCmd(t *testing.T) {
 	if err := os.MkdirAll(filepath.Dir(ckC), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if err := engC.SaveCheckpoint(ctx, ckC); err != nil {
+	if err := statedict.Save(ctx, engC, ckC); err != nil {
 		t.Fatal(err)
 	}
 
@@ -299,7 +302,7 @@ func TestLandscapeCmd(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer fresh.Close()
-	if err := fresh.LoadCheckpoint(ctx, ckB); err != nil {
+	if err := statedict.Load(ctx, fresh, ckB); err != nil {
 		t.Fatal(err)
 	}
 	_, centreB := readScan(t, filepath.Join(out, "sgd-short_1d.csv"))
@@ -371,12 +374,12 @@ func TestPlotCmd(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "results")
 	for _, m := range []string{"SGD", "SAM"} {
 		for seed := int64(1); seed <= 2; seed++ {
-			cw, err := plot.CreateCurve(plot.CurvePath(dir, "exp", experiment.RunKey(m, "cnn", seed)))
+			cw, err := curves.Create(curves.Path(dir, "exp", experiment.RunKey(m, "cnn", seed)))
 			if err != nil {
 				t.Fatal(err)
 			}
 			for e := 1; e <= 5; e++ {
-				r := plot.NaNRow(e, int64(10*e))
+				r := curves.NaNRow(e, int64(10*e))
 				r.LR, r.TrainLoss, r.TrainAcc, r.Seconds = 0.1, 2/float64(e)+0.1*float64(seed), 1-1/float64(e+1), float64(e)
 				if e%2 == 1 {
 					r.TestLoss, r.TestAcc = 2.2/float64(e), 0.9-0.5/float64(e)-0.01*float64(seed)

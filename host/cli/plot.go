@@ -10,6 +10,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/optlab/optlab/host/curves"
 	"github.com/optlab/optlab/host/plot"
 )
 
@@ -21,8 +22,8 @@ const plotUsage = "usage: host plot results/<experiment> [--metric test_acc[,tra
 // per method with a ± std band, as a PNG (one panel per metric).
 func plotCmd(_ context.Context, args []string, stdout, _ io.Writer) error {
 	fs := flag.NewFlagSet("plot", flag.ContinueOnError)
-	metric := fs.String("metric", plot.ColTestAcc, "curve column(s) to plot, comma-separated: "+strings.Join(plot.Columns()[1:], ", "))
-	x := fs.String("x", plot.ColEpoch, "x axis: epoch, step or seconds")
+	metric := fs.String("metric", curves.ColTestAcc, "curve column(s) to plot, comma-separated: "+strings.Join(curves.Columns()[1:], ", "))
+	x := fs.String("x", curves.ColEpoch, "x axis: epoch, step or seconds")
 	band := fs.Bool("band", true, "shade mean ± std over seeds")
 	out := fs.String("out", "", "PNG file (default <dir>/<metric>.png)")
 	title := fs.String("title", "", "figure title prefix (default: the experiment folder's name)")
@@ -34,7 +35,7 @@ func plotCmd(_ context.Context, args []string, stdout, _ io.Writer) error {
 		return errors.New(plotUsage)
 	}
 	dir := filepath.Clean(pos[0])
-	curves, err := plot.ReadCurves(dir)
+	runs, err := curves.ReadDir(dir)
 	if err != nil {
 		return err
 	}
@@ -42,16 +43,16 @@ func plotCmd(_ context.Context, args []string, stdout, _ io.Writer) error {
 	name := *title
 	if name == "" {
 		name = filepath.Base(dir)
-		if name == plot.CurvesDir {
+		if name == curves.Dir {
 			name = filepath.Base(filepath.Dir(dir))
 		}
 	}
 	var panels []plot.Panel
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
-	fmt.Fprintf(tw, "%s: %d runs\n\nmetric\tmethod\tseeds\tlast %s\tmean\t± std\n", name, len(curves), *x)
+	fmt.Fprintf(tw, "%s: %d runs\n\nmetric\tmethod\tseeds\tlast %s\tmean\t± std\n", name, len(runs), *x)
 	for _, m := range metrics {
 		m = strings.TrimSpace(m)
-		series, err := plot.MeanOverSeeds(curves, m, plot.MeanOptions{X: *x, Band: *band})
+		series, err := plot.MeanOverSeeds(runs, m, plot.MeanOptions{X: *x, Band: *band})
 		if err != nil {
 			return err
 		}

@@ -15,15 +15,16 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/optlab/optlab/host/curves"
 	"github.com/optlab/optlab/host/data"
 	"github.com/optlab/optlab/host/experiment"
 	"github.com/optlab/optlab/host/model"
-	"github.com/optlab/optlab/host/plot"
 	"github.com/optlab/optlab/host/plugin"
 	"github.com/optlab/optlab/host/results"
 	"github.com/optlab/optlab/host/table"
 	"github.com/optlab/optlab/host/tensor"
 	"github.com/optlab/optlab/host/train"
+	"github.com/optlab/optlab/plugins/builtin"
 	"github.com/optlab/optlab/sdk/optim"
 )
 
@@ -39,21 +40,24 @@ const (
 type plan struct {
 	exp       *experiment.Experiment
 	runs      []experiment.Run
-	params    map[string]map[string]any // by method name
-	infos     map[string]optim.Info
+	params    map[string]map[string]any // by run label
+	infos     map[string]optim.Info     // by method name
 	pluginDir string
 	// stderr receives the plugins' output and log lines.
 	stderr io.Writer
 	// timeouts are the deadlines of the calls into the plugins (zero
 	// fields: plugin.DefaultTimeouts).
 	timeouts plugin.Timeouts
+	// inProcess, when set, lists the methods served inside this process
+	// (host run --in-process) instead of as plugin processes.
+	inProcess *optim.Registry
 }
 
 // method is what a run's record says about its optimizer (without the
 // optimizer itself, which a launched plugin provides).
 func (p *plan) method(run experiment.Run) train.Method {
 	info := p.infos[run.Method.Name]
-	return train.Method{Plugin: info.Name, Version: info.Version, Params: p.params[run.Method.Name]}
+	return train.Method{Plugin: info.Name, Version: info.Version, Params: p.params[run.Label]}
 }
 
 // launchSpec says how to start the plugin of method m.
@@ -62,17 +66,23 @@ func (p *plan) launchSpec(m experiment.Method) plugin.LaunchSpec {
 	if name == "" {
 		name = filepath.Base(m.Path)
 	}
-	return plugin.LaunchSpec{
+	spec := plugin.LaunchSpec{
 		Name: name, Path: m.Path, Dir: p.pluginDir, Timeouts: p.timeouts, Output: p.stderr,
 		Logger: hclog.New(&hclog.LoggerOptions{Name: "optlab", Level: hclog.Warn, Output: p.stderr}),
 	}
+	if e, ok := p.inProcess.Lookup(m.Plugin); ok && m.Path == "" {
+		spec.InProcess = e.New
+	}
+	return spec
 }
 
-// prepare loads and validates the experiment, asks every method's plugin for
-// its schema and validates the hyperparameters against it. The plan's
-// plugins are started with timeouts and write their output to stderr.
-func prepare(ctx context.Context, path, pluginDir string, timeouts plugin.Timeouts, stderr io.Writer) (*plan, error) {
-	exp, err := experiment.Load(path)
+// prepare loads the experiment with the --set overrides sets and validates
+// it, asks every method's plugin for its schema and validates the
+// hyperparameters against it (every value of a sweep, then each run's
+// setting). The plan's plugins are started with timeouts and write their
+// output to stderr.
+func prepare(ctx context.Context, path string, sets []string, pluginDir string, timeouts plugin.Timeouts, inProcess *optim.Registry, stderr io.Writer) (*plan, error) {
+	exp, err := experiment.Load(path, sets...)
 	if err != nil {
 		return nil, err
 	}
@@ -80,7 +90,7 @@ func prepare(ctx context.Context, path, pluginDir string, timeouts plugin.Timeou
 		return nil, err
 	}
 	p := &plan{exp: exp, runs: experiment.Grid(exp), params: map[string]map[string]any{}, infos: map[string]optim.Info{},
-		pluginDir: pluginDir, stderr: stderr, timeouts: timeouts}
+		pluginDir: pluginDir, stderr: stderr, timeouts: timeouts, inProcess: inProcess}
 	var errs []error
 	for _, m := range exp.Methods {
 		c, err := plugin.Launch(ctx, p.launchSpec(m))
@@ -98,13 +108,26 @@ func prepare(ctx context.Context, path, pluginDir string, timeouts plugin.Timeou
 			errs = append(errs, fmt.Errorf("%s:%d: plugin %s speaks protocol 1.%d; this host knows up to 1.%d: update optlab", exp.File, m.Line, info.Name, info.ProtocolMinor, optim.ProtocolMinor))
 			continue
 		}
-		params, err := experiment.ValidateParams(m, info.Params)
-		if err != nil {
+		if err := checkMembers(exp, info); err != nil {
+			errs = append(errs, fmt.Errorf("%s:%d: method %q: %w", exp.File, m.Line, m.Name, err))
+			continue
+		}
+		if _, err := experiment.ValidateParams(m, info.Params); err != nil {
 			errs = append(errs, err)
 			continue
 		}
-		p.params[m.Name] = params
 		p.infos[m.Name] = info
+		for _, run := range p.runs {
+			if _, done := p.params[run.Label]; done || run.Method.Name != m.Name {
+				continue
+			}
+			params, err := experiment.ValidateParams(run.Method, info.Params)
+			if err != nil {
+				errs = append(errs, err)
+				break
+			}
+			p.params[run.Label] = params
+		}
 	}
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
@@ -115,14 +138,16 @@ func prepare(ctx context.Context, path, pluginDir string, timeouts plugin.Timeou
 func checkCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("check", flag.ContinueOnError)
 	dir := fs.String("plugins", DefaultPluginDir(), "plugin directory")
+	var sets setFlag
+	fs.Var(&sets, "set", setUsage)
 	pos, err := parseInterleaved(fs, args, stdout)
 	if err != nil {
 		return err
 	}
 	if len(pos) != 1 {
-		return errors.New("usage: host check EXPERIMENT.toml")
+		return errors.New("usage: host check [--set KEY=VALUE …] EXPERIMENT.toml")
 	}
-	p, err := prepare(ctx, pos[0], *dir, plugin.Timeouts{}, stderr)
+	p, err := prepare(ctx, pos[0], sets, *dir, plugin.Timeouts{}, nil, stderr)
 	if err != nil {
 		return err
 	}
@@ -135,14 +160,9 @@ func checkCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		shape[i] = int64(v)
 	}
 	zoo := model.Builtin()
-	tr := p.exp.Train
-	perEpoch := sp.Train.Len() / tr.BatchSize
-	total := perEpoch * tr.Epochs
-	if tr.MaxSteps > 0 && tr.MaxSteps < total {
-		total = tr.MaxSteps
-	}
 	fmt.Fprintf(stdout, "%s: %s — %d train / %d test samples, %d classes, input %v\n", p.exp.File, p.exp.Data.Dataset, sp.Train.Len(), sp.Test.Len(), sp.Train.Classes, shape)
-	fmt.Fprintf(stdout, "%d runs × %d steps (%d per epoch × %d epochs, batch %d)\n", len(p.runs), total, perEpoch, tr.Epochs, tr.BatchSize)
+	fmt.Fprintln(stdout, gridSummary(p.exp, p.runs))
+	fmt.Fprintln(stdout, stepsSummary(p.exp, p.runs, sp.Train.Len()))
 	for _, r := range p.runs {
 		var params int64
 		for _, a := range r.Members {
@@ -169,8 +189,9 @@ func checkCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 // larger than the training set, a missing or mismatched model.init_from, a
 // hyperparameter the plugin rejects when configured, a run's file names too
 // long for the file system, a results folder that cannot be written. Each
-// method is configured once, on its first run, through the same code a run
-// uses (train.Runner.Preflight), so the messages are the run's.
+// setting of each method is configured once, on its first run, through the
+// same code a run uses (train.Runner.Preflight), so the messages are the
+// run's.
 func preflight(ctx context.Context, p *plan, sp data.Split, shape []int64) error {
 	var errs []error
 	for _, r := range p.runs {
@@ -191,10 +212,10 @@ func preflight(ctx context.Context, p *plan, sp data.Split, shape []int64) error
 		Data: &train.Data{Classes: sp.Train.Classes, Shape: shape, TrainSize: sp.Train.Len(), TestSz: sp.Test.Len()}}
 	seen := map[string]bool{}
 	for _, run := range p.runs {
-		if seen[run.Method.Name] {
+		if seen[run.Label] {
 			continue
 		}
-		seen[run.Method.Name] = true
+		seen[run.Label] = true
 		if err := preflightRun(ctx, r, p, run); err != nil {
 			errs = append(errs, fmt.Errorf("%s:%d: %s: %w", p.exp.File, run.Method.Line, run.Key, err))
 		}
@@ -211,6 +232,22 @@ func preflightRun(ctx context.Context, r *train.Runner, p *plan, run experiment.
 	defer c.Close()
 	m.Optimizer = c.AsOptimizer()
 	return r.Preflight(ctx, run, m)
+}
+
+// checkMembers refuses an optimizer that trains member 0 only (it does not
+// declare optim.CapMembers) for an experiment with several members, which
+// would otherwise train one model and evaluate the others untrained.
+func checkMembers(exp *experiment.Experiment, info optim.Info) error {
+	if info.Has(optim.CapMembers) {
+		return nil
+	}
+	for _, spec := range exp.Model.Archs {
+		if _, members, err := experiment.ParseArch(spec); err == nil && len(members) > 1 {
+			return fmt.Errorf("plugin %s trains one member (its Info lacks the %q capability), but archs entry %q has %d members",
+				info.Name, optim.CapMembers, spec, len(members))
+		}
+	}
+	return nil
 }
 
 // checkWritable reports whether files can be created in dir, or, when dir
@@ -243,6 +280,7 @@ func checkWritable(dir string) error {
 func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("run", flag.ContinueOnError)
 	o := runOpts{}
+	fs.Var((*setFlag)(&o.sets), "set", setUsage)
 	fs.StringVar(&o.pluginDir, "plugins", DefaultPluginDir(), "plugin directory")
 	fs.BoolVar(&o.smoke, "smoke", false, "run every run for a few steps on generated data (results to a temporary folder unless --results)")
 	shard := fs.String("shard", "", "run only shard i of n of the grid (i/n, 1-based); results go to runs-<i>of<n>.jsonl")
@@ -250,6 +288,7 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	fs.StringVar(&o.device, "device", "", "override train.device: auto, cpu, cuda or cuda:N")
 	quiet := fs.Bool("q", false, "no progress output")
 	stepTimeout := fs.Duration("step-timeout", plugin.DefaultTimeouts().Step, "how long one optimizer step may take before the plugin counts as hung")
+	inProcess := fs.Bool("in-process", false, "serve the built-in methods inside this process, not as plugin processes (to step through an optimizer and the host in one debugger)")
 	pos, err := parseInterleaved(fs, args, stdout)
 	if err != nil {
 		return err
@@ -261,6 +300,9 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		return fmt.Errorf("--step-timeout %v: want a positive duration, e.g. 10m", *stepTimeout)
 	}
 	o.timeouts = plugin.Timeouts{Step: *stepTimeout}
+	if *inProcess {
+		o.inProcess = builtin.Registry()
+	}
 	if *shard != "" {
 		if o.shardI, o.shardN, err = parseShard(*shard); err != nil {
 			return err
@@ -296,9 +338,11 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 // runOpts are host run's settings shared by its experiments.
 type runOpts struct {
 	pluginDir, resDir, device string
+	sets                      []string // --set overrides, for every experiment
 	smoke                     bool
 	shardI, shardN            int
 	timeouts                  plugin.Timeouts
+	inProcess                 *optim.Registry
 	progress                  io.Writer
 }
 
@@ -312,7 +356,7 @@ type runResult struct {
 // runExperiment runs the unfinished runs of one experiment (of its shard).
 func runExperiment(ctx context.Context, path string, o runOpts, stderr io.Writer) (runResult, error) {
 	var res runResult
-	p, err := prepare(ctx, path, o.pluginDir, o.timeouts, stderr)
+	p, err := prepare(ctx, path, o.sets, o.pluginDir, o.timeouts, o.inProcess, stderr)
 	if err != nil {
 		return res, err
 	}
@@ -337,6 +381,7 @@ func runExperiment(ctx context.Context, path string, o runOpts, stderr io.Writer
 			return res, err
 		}
 		defer cleanup()
+		runs = smokeRuns(runs, exp.Train.BatchSize)
 		runsPath = filepath.Join(exp.ResultsDir, exp.Name, filepath.Base(runsPath))
 	}
 	res.runs = len(runs)
@@ -451,16 +496,16 @@ func finishedRuns(dir string) (map[string]finished, error) {
 }
 
 // supersede moves the record of run key from the results file to
-// <dir>/superseded/runs.jsonl, and its training curve and final model into
-// <dir>/superseded/ with the time appended to their names, so that the run
-// can be trained again without losing its old result. It returns the
-// superseded folder.
+// <dir>/superseded/runs.jsonl, and its training curve, final model and
+// TensorBoard folder into <dir>/superseded/ with the time appended to their
+// names, so that the run can be trained again without losing its old
+// result. It returns the superseded folder.
 func supersede(dir, file, key string) (string, error) {
 	sup := filepath.Join(dir, train.SupersededDir)
 	if _, err := results.Supersede(file, key, filepath.Join(sup, "runs.jsonl")); err != nil {
 		return "", err
 	}
-	for _, f := range []string{filepath.Join(plot.CurvesDir, plot.KeyFileName(key)), train.ModelFile(key)} {
+	for _, f := range []string{filepath.Join(curves.Dir, curves.KeyFileName(key)), train.ModelFile(key), train.TensorBoardDir(key)} {
 		if _, err := train.KeepAside(dir, f); err != nil {
 			return "", err
 		}

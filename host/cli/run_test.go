@@ -272,6 +272,11 @@ func TestEditedExperimentNotSkipped(t *testing.T) {
 	if now["method=SAM/arch=mlp/seed=1"].Config["params.rho"] != 0.1 || old["method=SAM/arch=mlp/seed=1"].Config["params.rho"] != 0.05 {
 		t.Errorf("rho: now %v, superseded %v", now["method=SAM/arch=mlp/seed=1"].Config["params.rho"], old["method=SAM/arch=mlp/seed=1"].Config["params.rho"])
 	}
+	for _, d := range []string{filepath.Join(res, s.Name, "tb"), filepath.Join(sup, "tb")} {
+		if runs, _ := filepath.Glob(filepath.Join(d, "method=*")); len(runs) != 2 {
+			t.Errorf("TensorBoard folders in %s: %v, want one per run", d, runs)
+		}
+	}
 	// A third run with the edited file skips both.
 	if r := host(t, args...); strings.Count(r.stderr, "skipping") != 2 {
 		t.Errorf("third run did not skip the runs:\n%s", r.stderr)

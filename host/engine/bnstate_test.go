@@ -6,27 +6,17 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/optlab/optlab/host/checkpoint"
+	"github.com/optlab/optlab/internal/testutil"
+
 	"github.com/optlab/optlab/host/data"
+	"github.com/optlab/optlab/host/data/devset"
 	"github.com/optlab/optlab/host/model"
 	"github.com/optlab/optlab/host/tensor"
 	"github.com/optlab/optlab/sdk/optim"
 )
 
-// bnImages is a small image set for a CNN with BatchNorm.
-func bnImages(n, c int) *data.Set {
-	set := &data.Set{Name: "bn-images", Shape: []int{2, 4, 4}, Classes: c, Mean: []float32{0.5, 0.5}, Std: []float32{0.25, 0.25}}
-	for i := range n * 32 {
-		set.X = append(set.X, uint8((i*53+7)%256))
-	}
-	for i := range n {
-		set.Y = append(set.Y, int32(i%c))
-	}
-	return set
-}
-
 // bnEngine is a one-member CNN engine whose current batch is the whole set.
-func bnEngine(t *testing.T, set *data.Set) (*Engine, *DeviceSet) {
+func bnEngine(t *testing.T, set *data.Set) (*Engine, *devset.Set) {
 	t.Helper()
 	cnn, err := model.NewCNN(set.Classes, []int64{2, 4, 4})
 	if err != nil {
@@ -39,14 +29,14 @@ func bnEngine(t *testing.T, set *data.Set) (*Engine, *DeviceSet) {
 		for i := range idx {
 			idx[i] = int64(i)
 		}
-		x, y := ds.Batch(s, idx, Augment{}, nil, e.cfg.Device)
+		x, y := ds.Batch(s, idx, devset.Augment{}, nil, e.cfg.Device)
 		if err := s.Err(); err != nil {
 			return err
 		}
 		e.SetBatch(0, s.Keep(x), s.Keep(y))
 		return nil
 	})
-	semExec(t, e, optim.Prog().Alloc(100))
+	semExec(t, e, optim.Prog().Alloc(100, 0))
 	return e, ds
 }
 
@@ -56,7 +46,9 @@ func bnTrain(t *testing.T, e *Engine, n int) {
 	t.Helper()
 	for range n {
 		e.BeginStep(0, 0.05)
-		semExec(t, e, optim.Prog().Grad(100, optim.Params, optim.Batch{}, optim.BNUpdate).BaseStep(optim.Params, 100))
+		prog := optim.Prog()
+		prog.Grad(100, optim.Params, optim.Batch{}, optim.BNUpdate)
+		semExec(t, e, prog.BaseStep(optim.Params, 100))
 	}
 }
 
@@ -74,91 +66,29 @@ func bnMaxDiff(a, b []float64) float64 {
 // member's later statistics and does not. Copying the state back into the
 // live parameters restores both.
 func TestCopyStateSnapshotsBatchNorm(t *testing.T) {
-	set := bnImages(8, 3)
+	set := testutil.BNImages(8, 3)
 	e, ds := bnEngine(t, set)
 	point := optim.Predictive{Kind: optim.Point}
 	bnTrain(t, e, 2)
 	then := semPredict(t, e, point, ds, 0, 1)
-	semExec(t, e, optim.Prog().Alloc(1).CopyState(1, optim.Params).Alloc(2).Copy(2, optim.Params))
+	semExec(t, e, optim.Prog().Alloc(1, 0).CopyState(1, optim.Params).Alloc(2, 0).Copy(2, optim.Params))
 	bnTrain(t, e, 3)
 	if d := bnMaxDiff(semPredict(t, e, point, ds, 0, 1), then); d < 1e-4 {
 		t.Fatalf("training on changed the predictive by only %g", d)
 	}
 	snap := semPredict(t, e, optim.Predictive{Kind: optim.Members, Vecs: []optim.Vec{1}}, ds, 0, 1)
-	semCheckVec(t, "snapshot with its statistics", snap, then, 1e-7, 0)
+	testutil.CheckVec(t, "snapshot with its statistics", snap, then, 1e-7, 0)
 	plain := semPredict(t, e, optim.Predictive{Kind: optim.Members, Vecs: []optim.Vec{2}}, ds, 0, 1)
 	if d := bnMaxDiff(plain, then); d < 1e-4 {
 		t.Errorf("parameters alone with the later statistics differ by only %g: the test cannot tell the two apart", d)
 	}
 
 	semExec(t, e, optim.Prog().CopyState(optim.Params, 1))
-	semCheckVec(t, "restored state", semPredict(t, e, point, ds, 0, 1), then, 1e-7, 0)
+	testutil.CheckVec(t, "restored state", semPredict(t, e, point, ds, 0, 1), then, 1e-7, 0)
 
 	// A plain Copy into a vector drops the statistics it held.
 	semExec(t, e, optim.Prog().Copy(1, 2))
 	if _, err := e.Exec(context.Background(), optim.Prog().CopyState(2, 1)); err == nil || !strings.Contains(err.Error(), "holds no statistics") {
 		t.Errorf("copy with BN from a vector without statistics: %v", err)
-	}
-}
-
-func TestCopyStateErrors(t *testing.T) {
-	e, _ := bnEngine(t, bnImages(4, 2))
-	semExec(t, e, optim.Prog().Alloc(1))
-	for _, tt := range []struct {
-		name string
-		p    *optim.Program
-		want string
-	}{
-		{"source without statistics", optim.Prog().CopyState(optim.Params, 1), "vector 1 holds no statistics"},
-		{"unallocated source", optim.Prog().CopyState(1, 7), "handle 7 is not allocated"},
-		{"no such member", optim.Prog().CopyState(1, optim.ParamsOf(3)), "no member 3"},
-	} {
-		t.Run(tt.name, func(t *testing.T) {
-			_, err := e.Exec(context.Background(), tt.p)
-			if err == nil || !strings.Contains(err.Error(), tt.want) {
-				t.Fatalf("error %v, want one containing %q", err, tt.want)
-			}
-		})
-	}
-}
-
-// A snapshot's statistics are part of the training state: a resumed
-// engine predicts with them exactly as the original did.
-func TestCopyStateInTrainingState(t *testing.T) {
-	set := bnImages(8, 3)
-	e, ds := bnEngine(t, set)
-	bnTrain(t, e, 2)
-	semExec(t, e, optim.Prog().Alloc(1).CopyState(1, optim.Params).Alloc(2).Copy(2, optim.Params))
-	bnTrain(t, e, 2)
-	members := func(e *Engine, ds *DeviceSet) []float64 {
-		return semPredict(t, e, optim.Predictive{Kind: optim.Members, Vecs: []optim.Vec{1, 2}}, ds, 0, 1)
-	}
-	want := members(e, ds)
-	ts, meta, err := e.SaveState(context.Background(), []optim.Vec{1, 2})
-	if err != nil {
-		t.Fatal(err)
-	}
-	byName := map[string]checkpoint.Tensor{}
-	for _, c := range ts {
-		byName[c.Name] = c
-	}
-	if _, ok := byName["vecs.1.bn"]; !ok {
-		t.Fatal("the training state has no statistics for the snapshot")
-	}
-	if _, ok := byName["vecs.2.bn"]; ok {
-		t.Fatal("the training state has statistics for a plain copy")
-	}
-
-	r, rds := bnEngine(t, set)
-	semExec(t, r, optim.Prog().Alloc(1).Alloc(2))
-	if err := r.LoadState(context.Background(), byName, meta); err != nil {
-		t.Fatal(err)
-	}
-	semCheckVec(t, "resumed snapshots", members(r, rds), want, 0, 0)
-
-	delete(byName, "vecs.2")
-	byName["vecs.9.bn"] = byName["vecs.1.bn"]
-	if err := r.LoadState(context.Background(), byName, meta); err == nil || !strings.Contains(err.Error(), "vecs.9.bn") {
-		t.Errorf("statistics of an unallocated vector: %v", err)
 	}
 }

@@ -1,10 +1,18 @@
-// Package engine executes optimizer programs on the device. It owns the
-// members' flat parameter and buffer vectors, the vectors plugins allocate,
-// the current minibatch and the base optimizer, and implements optim.Host:
-// plugins (in-process or over gRPC) send programs of ops naming vector
-// handles, and the engine returns scalars. Every torch call runs on the
+// Package engine is the program interpreter: it executes optimizer
+// programs on the device. It owns the members' flat parameter and buffer
+// vectors, the vectors plugins allocate, the current minibatch and the base
+// optimizer, and implements optim.Host: plugins (in-process or over gRPC)
+// send programs of ops naming vector handles (ops, the base step, joint and
+// variational gradients), and the engine returns scalars; Probs interprets
+// an optimizer's predictive on one batch. Every torch call runs on the
 // tensor.Worker's locked OS thread; engine state is touched only there, so
 // Exec may be called from any goroutine.
+//
+// What is done with an engine's vectors outside programs lives in the
+// packages named for it, through the accessors of access.go: device data
+// (host/data/devset), evaluation (host/eval), PyTorch state dicts
+// (host/checkpoint/statedict), the training state (host/train) and
+// landscape evaluation (host/landscape).
 package engine
 
 import (
@@ -196,22 +204,10 @@ func sharedBatch(ms []*Member, m int, x tensor.T) bool {
 // Stats returns the number of Exec calls and ops executed so far.
 func (e *Engine) Stats() (execs, ops int64) { return e.execs, e.ops }
 
-// ErrUnimplemented marks an op the engine does not know.
-var ErrUnimplemented = errors.New("unimplemented op")
-
-// OpError reports which op of a program failed.
-type OpError struct {
-	Index int
-	Op    string
-	Err   error
-}
-
-func (e *OpError) Error() string { return fmt.Sprintf("op %d (%s): %v", e.Index, e.Op, e.Err) }
-
-// Unwrap returns the cause.
-func (e *OpError) Unwrap() error { return e.Err }
-
-// Exec runs a program on the worker and returns the scalars it emitted.
+// Exec runs a program on the worker and returns the scalars it emitted. A
+// failing op stops the program with an *optim.OpError; an op kind, unary
+// or binary kind or BatchNorm mode the engine does not know wraps
+// errors.ErrUnsupported.
 func (e *Engine) Exec(ctx context.Context, p *optim.Program) (optim.Result, error) {
 	var res optim.Result
 	err := e.w.Do(ctx, func() error {
@@ -227,6 +223,9 @@ func (e *Engine) exec(p *optim.Program) (optim.Result, error) {
 	s := tensor.NewScope()
 	defer s.Close()
 	var emitted []tensor.T
+	if p == nil {
+		p = &optim.Program{}
+	}
 	for i, op := range p.Ops {
 		e.ops++
 		out, err := e.run(s, op)
@@ -234,7 +233,7 @@ func (e *Engine) exec(p *optim.Program) (optim.Result, error) {
 			err = s.Err()
 		}
 		if err != nil {
-			return optim.Result{}, &OpError{Index: i, Op: fmt.Sprintf("%T", op), Err: err}
+			return optim.Result{}, &optim.OpError{Index: i, Op: optim.OpName(op), Err: err}
 		}
 		emitted = append(emitted, out...)
 	}
@@ -428,8 +427,10 @@ func (e *Engine) run(s *tensor.Scope, op optim.Op) ([]tensor.T, error) {
 			return nil, fmt.Errorf("set_lr: invalid learning rate %v", o.LR)
 		}
 		e.members[o.Member].lr = o.LR
+	case nil:
+		return nil, errors.New("nil op")
 	default:
-		return nil, fmt.Errorf("%w %T", ErrUnimplemented, op)
+		return nil, fmt.Errorf("unknown op %T: %w", op, errors.ErrUnsupported)
 	}
 	return nil, nil
 }
@@ -545,7 +546,7 @@ func (e *Engine) unary(s *tensor.Scope, o optim.Unary) error {
 	case optim.Reciprocal:
 		r = s.Reciprocal(x)
 	default:
-		return fmt.Errorf("%w: unary kind %d", ErrUnimplemented, o.Kind)
+		return fmt.Errorf("unknown unary kind %d: %w", o.Kind, errors.ErrUnsupported)
 	}
 	s.CopyFrom(d, r)
 	return nil
@@ -575,7 +576,7 @@ func (e *Engine) binary(s *tensor.Scope, o optim.Binary) error {
 	case optim.Min:
 		r = s.Minimum(a, b)
 	default:
-		return fmt.Errorf("%w: binary kind %d", ErrUnimplemented, o.Kind)
+		return fmt.Errorf("unknown binary kind %d: %w", o.Kind, errors.ErrUnsupported)
 	}
 	s.CopyFrom(d, r)
 	return nil
@@ -583,6 +584,9 @@ func (e *Engine) binary(s *tensor.Scope, o optim.Binary) error {
 
 // selectBatch returns the samples of the current batch that b selects.
 func (e *Engine) selectBatch(s *tensor.Scope, mem *Member, b optim.Batch) (tensor.T, tensor.T, error) {
+	if b.Of < 0 || b.Part < 0 || b.Part >= max(b.Of, 1) {
+		return tensor.T{}, tensor.T{}, fmt.Errorf("grad: batch part %d of %d", b.Part, b.Of)
+	}
 	if !mem.x.Valid() {
 		return tensor.T{}, tensor.T{}, errors.New("grad: no current batch")
 	}
@@ -618,8 +622,25 @@ func Permutation(n, seed int64) []int64 {
 	return p
 }
 
+// bnMomentum returns the BatchNorm momentum of a pass in mode bn.
+func (e *Engine) bnMomentum(bn optim.BNMode) (float64, error) {
+	switch bn {
+	case optim.BNUpdate:
+		return e.cfg.BNMomentum, nil
+	case optim.BNFreeze:
+		return 0, nil
+	}
+	return 0, fmt.Errorf("unknown BN mode %d: %w", bn, errors.ErrUnsupported)
+}
+
 // grad runs forward and backward at the vector o.At on the selected batch.
 func (e *Engine) grad(s *tensor.Scope, o optim.Grad) ([]tensor.T, error) {
+	if _, ok := o.At.Rho(); ok {
+		return nil, fmt.Errorf("grad at ρ handle %d: At must hold parameters (a variational member's means μ)", o.At)
+	}
+	if o.Out < 0 || o.Eps < 0 || o.OutRho < 0 {
+		return nil, fmt.Errorf("grad with Out %d, Eps %d, OutRho %d: want allocated vectors (> 0) or 0", o.Out, o.Eps, o.OutRho)
+	}
 	at, m, err := e.get(o.At)
 	if err != nil {
 		return nil, err
@@ -629,9 +650,9 @@ func (e *Engine) grad(s *tensor.Scope, o optim.Grad) ([]tensor.T, error) {
 	if err != nil {
 		return nil, err
 	}
-	mom := e.cfg.BNMomentum
-	if o.BN == optim.BNFreeze {
-		mom = 0
+	mom, err := e.bnMomentum(o.BN)
+	if err != nil {
+		return nil, err
 	}
 	at = e.toDevice(s, at)
 	if mem.vi != nil {
@@ -658,9 +679,6 @@ func (e *Engine) grad(s *tensor.Scope, o optim.Grad) ([]tensor.T, error) {
 	out = append(out, s.Detach(loss), acc)
 	return out, nil
 }
-
-// OpIndex reports the failing op's index to the plugin transport.
-func (e *OpError) OpIndex() int { return e.Index }
 
 // alloc makes a zero vector of n floats on the device, or in host memory
 // when the device budget is exhausted or the device is out of memory.

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/optlab/optlab/internal/testutil"
+
 	"github.com/optlab/optlab/host/model"
 	"github.com/optlab/optlab/host/tensor"
 	"github.com/optlab/optlab/sdk/optim"
@@ -21,24 +23,28 @@ func TestGradFiniteDifference(t *testing.T) {
 		t.Run(fmt.Sprintf("smoothing %g", eps), func(t *testing.T) {
 			m := semTiny(t, []int64{4}, 6, 3)
 			e := semEngine(t, Config{Seed: 4, LabelSmoothing: eps}, m)
-			x, y := semData(8, 4, 3, 11)
+			x, y := testutil.Features(8, 4, 3, 11)
 			semBatch(t, e, 0, x, y)
 			p := semRead(t, e, optim.Params)
 
 			// At the live parameters.
-			got := semExec(t, e, optim.Prog().Alloc(1).Fill(1, 9).Grad(1, optim.Params, optim.Batch{}, optim.BNUpdate))
+			prog := optim.Prog().Alloc(1, 0).Fill(1, 9)
+			ev := prog.Grad(1, optim.Params, optim.Batch{}, optim.BNUpdate)
+			got := semEval(semExec(t, e, prog), ev)
 			loss, acc := semLoss(m, p, x, y, eps)
-			semCheckVec(t, "loss, acc", got, []float64{loss, acc}, 1e-6, 1e-6)
-			semCheckVec(t, "gradient", semRead(t, e, 1), semFDGrad(m, p, x, y, eps), 1e-6, 1e-4)
+			testutil.CheckVec(t, "loss, acc", got, []float64{loss, acc}, 1e-6, 1e-6)
+			testutil.CheckVec(t, "gradient", semRead(t, e, 1), semFDGrad(m, p, x, y, eps), 1e-6, 1e-4)
 
 			// At another vector: q = 0.5·θ + 0.3, Params untouched.
-			semExec(t, e, optim.Prog().Alloc(2).Copy(2, optim.Params).Scale(2, 0.5).AddConst(2, 0.3))
+			semExec(t, e, optim.Prog().Alloc(2, 0).Copy(2, optim.Params).Scale(2, 0.5).AddConst(2, 0.3))
 			q := semRead(t, e, 2)
-			semCheckVec(t, "q", q, semMap(p, func(v float64) float64 { return 0.5*v + 0.3 }), 1e-7, 1e-7)
-			got = semExec(t, e, optim.Prog().Grad(1, 2, optim.Batch{}, optim.BNUpdate))
+			testutil.CheckVec(t, "q", q, semMap(p, func(v float64) float64 { return 0.5*v + 0.3 }), 1e-7, 1e-7)
+			prog = optim.Prog()
+			ev = prog.Grad(1, 2, optim.Batch{}, optim.BNUpdate)
+			got = semEval(semExec(t, e, prog), ev)
 			loss, acc = semLoss(m, q, x, y, eps)
-			semCheckVec(t, "loss, acc at q", got, []float64{loss, acc}, 1e-6, 1e-6)
-			semCheckVec(t, "gradient at q", semRead(t, e, 1), semFDGrad(m, q, x, y, eps), 1e-6, 1e-4)
+			testutil.CheckVec(t, "loss, acc at q", got, []float64{loss, acc}, 1e-6, 1e-6)
+			testutil.CheckVec(t, "gradient at q", semRead(t, e, 1), semFDGrad(m, q, x, y, eps), 1e-6, 1e-4)
 			if !slices.Equal(semRead(t, e, optim.Params), p) {
 				t.Error("Grad at another vector changed Params")
 			}
@@ -47,14 +53,20 @@ func TestGradFiniteDifference(t *testing.T) {
 			}
 
 			// Out = At: the gradient overwrites the point it was taken at.
-			semExec(t, e, optim.Prog().Grad(2, 2, optim.Batch{}, optim.BNUpdate))
-			semCheckVec(t, "gradient written over At", semRead(t, e, 2), semFDGrad(m, q, x, y, eps), 1e-6, 1e-4)
+			prog = optim.Prog()
+			prog.Grad(2, 2, optim.Batch{}, optim.BNUpdate)
+			semExec(t, e, prog)
+			testutil.CheckVec(t, "gradient written over At", semRead(t, e, 2), semFDGrad(m, q, x, y, eps), 1e-6, 1e-4)
 
 			// Out = 0 writes nothing but still emits loss and accuracy.
 			semExec(t, e, optim.Prog().Fill(1, 7))
-			got = semExec(t, e, optim.Prog().Grad(0, optim.Params, optim.Batch{}, optim.BNUpdate).Norm(1))
+			prog = optim.Prog()
+			ev = prog.Grad(0, optim.Params, optim.Batch{}, optim.BNUpdate)
+			norm := prog.Norm(1)
+			r := semExec(t, e, prog)
 			loss, acc = semLoss(m, p, x, y, eps)
-			semCheckVec(t, "Out=0 scalars", got, []float64{loss, acc, 7 * math.Sqrt(float64(len(p)))}, 1e-6, 1e-6)
+			testutil.CheckVec(t, "Out=0 scalars", []float64{r.Get(ev.Loss), r.Get(ev.Acc), r.Get(norm)},
+				[]float64{loss, acc, 7 * math.Sqrt(float64(len(p)))}, 1e-6, 1e-6)
 			if !slices.Equal(semRead(t, e, optim.Params), p) {
 				t.Error("Grad with Out=0 changed Params")
 			}
@@ -70,18 +82,22 @@ func TestGradDirectionalMLP(t *testing.T) {
 		t.Fatal(err)
 	}
 	e := semEngine(t, Config{Seed: 8}, m)
-	x, y := semData(8, 4, 3, 21)
+	x, y := testutil.Features(8, 4, 3, 21)
 	semBatch(t, e, 0, x, y)
 	const h = 1e-2
-	semExec(t, e, optim.Prog().Alloc(1).Alloc(2).Alloc(3).RandN(2, 1, 5))
+	semExec(t, e, optim.Prog().Alloc(1, 0).Alloc(2, 0).Alloc(3, 0).RandN(2, 1, 5))
 	v := semRead(t, e, 2)
 	vn := math.Sqrt(semDot(v, v))
-	semExec(t, e, optim.Prog().Scale(2, 1/vn).Grad(1, optim.Params, optim.Batch{}, optim.BNUpdate))
+	prog := optim.Prog().Scale(2, 1/vn)
+	prog.Grad(1, optim.Params, optim.Batch{}, optim.BNUpdate)
+	semExec(t, e, prog)
 	g, v := semRead(t, e, 1), semRead(t, e, 2)
-	got := semExec(t, e, optim.Prog().
-		LinComb(3, optim.Term{Coef: 1, X: optim.Params}, optim.Term{Coef: h, X: 2}).Grad(0, 3, optim.Batch{}, optim.BNUpdate).
-		LinComb(3, optim.Term{Coef: 1, X: optim.Params}, optim.Term{Coef: -h, X: 2}).Grad(0, 3, optim.Batch{}, optim.BNUpdate))
-	fd := (got[0] - got[2]) / (2 * h)
+	prog = optim.Prog().LinComb(3, optim.Term{Coef: 1, X: optim.Params}, optim.Term{Coef: h, X: 2})
+	plus := prog.Grad(0, 3, optim.Batch{}, optim.BNUpdate)
+	prog.LinComb(3, optim.Term{Coef: 1, X: optim.Params}, optim.Term{Coef: -h, X: 2})
+	minus := prog.Grad(0, 3, optim.Batch{}, optim.BNUpdate)
+	r := semExec(t, e, prog)
+	fd := (r.Get(plus.Loss) - r.Get(minus.Loss)) / (2 * h)
 	dd := semDot(g, v)
 	if math.Abs(fd-dd) > 1e-3+0.02*math.Abs(dd) {
 		t.Errorf("directional derivative: gradient·v = %.6g, finite difference %.6g", dd, fd)
@@ -94,8 +110,8 @@ func TestGradBatchParts(t *testing.T) {
 	m := semTiny(t, []int64{3}, 4, 3)
 	e := semEngine(t, Config{Seed: 6}, m)
 	p := semRead(t, e, optim.Params)
-	x8, y8 := semData(8, 3, 3, 31)
-	x7, y7 := semData(7, 3, 3, 37)
+	x8, y8 := testutil.Features(8, 3, 3, 31)
+	x7, y7 := testutil.Features(7, 3, 3, 37)
 	pick := func(x [][]float64, y []int64, idx []int64) ([][]float64, []int64) {
 		var xs [][]float64
 		var ys []int64
@@ -133,53 +149,41 @@ func TestGradBatchParts(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			semBatch(t, e, 0, tc.x, tc.y)
 			e.BeginStep(0, 0.1)
-			got := semExec(t, e, optim.Prog().Alloc(1).Grad(1, optim.Params, tc.b, optim.BNUpdate).Free(1))
+			prog := optim.Prog().Alloc(1, 0)
+			ev := prog.Grad(1, optim.Params, tc.b, optim.BNUpdate)
+			got := semEval(semExec(t, e, prog.Free(1)), ev)
 			xs, ys := pick(tc.x, tc.y, tc.idx)
 			loss, acc := semLoss(m, p, xs, ys, 0)
-			semCheckVec(t, "loss, acc", got, []float64{loss, acc}, 1e-6, 1e-6)
+			testutil.CheckVec(t, "loss, acc", got, []float64{loss, acc}, 1e-6, 1e-6)
 		})
 	}
 
-	// Halves partition the batch: their mean loss and gradient are the
-	// whole batch's, shuffled or not; equal Shuffle values agree.
-	semBatch(t, e, 0, x8, y8)
-	for _, shuffle := range []int64{0, 17, 99} {
-		e.BeginStep(1, 0.1)
-		prog := optim.Prog().Alloc(1).Alloc(2).Alloc(3).Alloc(4).
-			Grad(1, optim.Params, optim.Batch{}, optim.BNUpdate).
-			Grad(2, optim.Params, optim.Batch{Part: 0, Of: 2, Shuffle: shuffle}, optim.BNUpdate).
-			Grad(3, optim.Params, optim.Batch{Part: 1, Of: 2, Shuffle: shuffle}, optim.BNUpdate).
-			Grad(4, optim.Params, optim.Batch{Part: 0, Of: 2, Shuffle: shuffle}, optim.BNUpdate).
-			LinComb(2, optim.Term{Coef: 0.5, X: 2}, optim.Term{Coef: 0.5, X: 3})
-		got := semExec(t, e, prog)
-		if math.Abs((got[2]+got[4])/2-got[0]) > 1e-6 {
-			t.Errorf("shuffle %d: half losses %v and %v do not average to the whole %v", shuffle, got[2], got[4], got[0])
-		}
-		if got[6] != got[2] || got[7] != got[3] {
-			t.Errorf("shuffle %d: the same part twice gave %v then %v", shuffle, got[2:4], got[6:8])
-		}
-		semCheckVec(t, "mean of half gradients", semRead(t, e, 2), semRead(t, e, 1), 1e-7, 1e-5)
-		semExec(t, e, optim.Prog().Free(1).Free(2).Free(3).Free(4))
-	}
 	// Shuffle ≠ 0 really permutes, and a later step sees the same
-	// permutation for the same Shuffle.
+	// permutation for the same Shuffle. (That halves average to the whole
+	// batch is in the conformance suite.)
+	semBatch(t, e, 0, x8, y8)
+	loss := func(b optim.Batch) float64 {
+		prog := optim.Prog()
+		ev := prog.Grad(0, optim.Params, b, optim.BNUpdate)
+		return semExec(t, e, prog).Get(ev.Loss)
+	}
 	e.BeginStep(2, 0.1)
-	a := semExec(t, e, optim.Prog().Grad(0, optim.Params, optim.Batch{Part: 0, Of: 2, Shuffle: 17}, optim.BNUpdate))
-	b := semExec(t, e, optim.Prog().Grad(0, optim.Params, optim.Batch{Part: 0, Of: 2}, optim.BNUpdate))
+	a := loss(optim.Batch{Part: 0, Of: 2, Shuffle: 17})
+	b := loss(optim.Batch{Part: 0, Of: 2})
 	e.BeginStep(3, 0.1)
-	c := semExec(t, e, optim.Prog().Grad(0, optim.Params, optim.Batch{Part: 0, Of: 2, Shuffle: 17}, optim.BNUpdate))
-	if a[0] == b[0] {
+	c := loss(optim.Batch{Part: 0, Of: 2, Shuffle: 17})
+	if a == b {
 		t.Error("shuffled and contiguous halves have the same loss")
 	}
-	if a[0] != c[0] {
+	if a != c {
 		t.Error("the same Shuffle gave another half after BeginStep")
 	}
 
-	for _, b := range []optim.Batch{{Part: 2, Of: 2}, {Part: -1, Of: 2}, {Part: 0, Of: 9}} {
-		_, err := e.Exec(context.Background(), optim.Prog().Grad(0, optim.Params, b, optim.BNUpdate))
-		if err == nil || !strings.Contains(err.Error(), "part") {
-			t.Errorf("batch %+v of 8 samples: %v, want an error", b, err)
-		}
+	b9 := optim.Batch{Part: 0, Of: 9}
+	prog := optim.Prog()
+	prog.Grad(0, optim.Params, b9, optim.BNUpdate)
+	if _, err := e.Exec(context.Background(), prog); err == nil || !strings.Contains(err.Error(), "part") {
+		t.Errorf("batch %+v of 8 samples: %v, want an error", b9, err)
 	}
 }
 
@@ -204,7 +208,9 @@ func TestPermutation(t *testing.T) {
 
 func TestGradNoBatch(t *testing.T) {
 	e := semEngine(t, Config{Seed: 1}, semTiny(t, []int64{4}, 5, 3))
-	_, err := e.Exec(context.Background(), optim.Prog().Grad(0, optim.Params, optim.Batch{}, optim.BNUpdate))
+	prog := optim.Prog()
+	prog.Grad(0, optim.Params, optim.Batch{}, optim.BNUpdate)
+	_, err := e.Exec(context.Background(), prog)
 	if err == nil || !strings.Contains(err.Error(), "no current batch") {
 		t.Fatalf("Grad without a batch: %v", err)
 	}
@@ -215,19 +221,21 @@ func TestGradNoBatch(t *testing.T) {
 func TestGradPerMember(t *testing.T) {
 	m0, m1 := semTiny(t, []int64{4}, 5, 3), semTiny(t, []int64{4}, 7, 3)
 	e := semEngine(t, Config{Seed: 12}, m0, m1)
-	x0, y0 := semData(6, 4, 3, 41)
-	x1, y1 := semData(4, 4, 3, 43)
+	x0, y0 := testutil.Features(6, 4, 3, 41)
+	x1, y1 := testutil.Features(4, 4, 3, 43)
 	semBatch(t, e, 0, x0, y0)
 	semBatch(t, e, 1, x1, y1)
 	p0, p1 := semRead(t, e, optim.Params), semRead(t, e, optim.ParamsOf(1))
-	got := semExec(t, e, optim.Prog().AllocFor(1, 1).Copy(1, optim.ParamsOf(1)).
-		Grad(0, optim.Params, optim.Batch{}, optim.BNUpdate).
-		Grad(0, optim.ParamsOf(1), optim.Batch{}, optim.BNUpdate).
-		Grad(1, 1, optim.Batch{}, optim.BNUpdate))
+	prog := optim.Prog().Alloc(1, 1).Copy(1, optim.ParamsOf(1))
+	ev0 := prog.Grad(0, optim.Params, optim.Batch{}, optim.BNUpdate)
+	ev1 := prog.Grad(0, optim.ParamsOf(1), optim.Batch{}, optim.BNUpdate)
+	evv := prog.Grad(1, 1, optim.Batch{}, optim.BNUpdate)
+	r := semExec(t, e, prog)
+	got := append(append(semEval(r, ev0), semEval(r, ev1)...), semEval(r, evv)...)
 	l0, a0 := semLoss(m0, p0, x0, y0, 0)
 	l1, a1 := semLoss(m1, p1, x1, y1, 0)
-	semCheckVec(t, "scalars", got, []float64{l0, a0, l1, a1, l1, a1}, 1e-6, 1e-6)
-	semCheckVec(t, "member 1 gradient", semRead(t, e, 1), semFDGrad(m1, p1, x1, y1, 0), 1e-6, 1e-4)
+	testutil.CheckVec(t, "scalars", got, []float64{l0, a0, l1, a1, l1, a1}, 1e-6, 1e-6)
+	testutil.CheckVec(t, "member 1 gradient", semRead(t, e, 1), semFDGrad(m1, p1, x1, y1, 0), 1e-6, 1e-4)
 }
 
 // TestGradBatchNorm uses the cnn (BatchNorm) model: BNFreeze leaves the
@@ -268,27 +276,31 @@ func TestGradBatchNorm(t *testing.T) {
 		t.Fatal("cnn has no BatchNorm buffers")
 	}
 	b0 := buf(e)
-	prog := optim.Prog().Alloc(1).Alloc(2).
-		Grad(1, optim.Params, optim.Batch{}, optim.BNFreeze).
-		Grad(0, optim.Params, optim.Batch{Part: 1, Of: 2, Shuffle: 3}, optim.BNFreeze)
-	frozen := semExec(t, e, prog)
+	prog := optim.Prog().Alloc(1, 0).Alloc(2, 0)
+	evf := prog.Grad(1, optim.Params, optim.Batch{}, optim.BNFreeze)
+	prog.Grad(0, optim.Params, optim.Batch{Part: 1, Of: 2, Shuffle: 3}, optim.BNFreeze)
+	frozen := semEval(semExec(t, e, prog), evf)
 	if !slices.Equal(buf(e), b0) {
 		t.Fatal("BNFreeze changed the running statistics")
 	}
-	updated := semExec(t, e, optim.Prog().Grad(2, optim.Params, optim.Batch{}, optim.BNUpdate))
+	prog = optim.Prog()
+	evu := prog.Grad(2, optim.Params, optim.Batch{}, optim.BNUpdate)
+	updated := semEval(semExec(t, e, prog), evu)
 	b1 := buf(e)
 	if slices.Equal(b1, b0) {
 		t.Fatal("BNUpdate left the running statistics unchanged")
 	}
 	// Train mode normalizes with batch statistics either way.
-	semCheckVec(t, "loss, acc (update vs freeze)", updated, frozen[:2], 1e-6, 1e-6)
-	semCheckVec(t, "gradient (update vs freeze)", semRead(t, e, 2), semRead(t, e, 1), 1e-6, 1e-4)
+	testutil.CheckVec(t, "loss, acc (update vs freeze)", updated, frozen, 1e-6, 1e-6)
+	testutil.CheckVec(t, "gradient (update vs freeze)", semRead(t, e, 2), semRead(t, e, 1), 1e-6, 1e-4)
 
 	// Momentum: from mean 0 and var 1, one update gives mean = μ·m̂ and
 	// var − 1 = μ·(v̂ − 1), so μ = 0.2 moves them twice as far as 0.1
 	// (the default).
 	e2, _ := mk(0.2)
-	semExec(t, e2, optim.Prog().Grad(0, optim.Params, optim.Batch{}, optim.BNUpdate))
+	prog = optim.Prog()
+	prog.Grad(0, optim.Params, optim.Batch{}, optim.BNUpdate)
+	semExec(t, e2, prog)
 	b2 := buf(e2)
 	var moved int
 	for i := range b1 {

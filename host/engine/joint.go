@@ -3,6 +3,7 @@ package engine
 import (
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/optlab/optlab/host/tensor"
 	"github.com/optlab/optlab/sdk/optim"
@@ -20,14 +21,19 @@ func (e *Engine) jointGrad(s *tensor.Scope, o optim.JointGrad) ([]tensor.T, erro
 	if len(o.Outs) != 0 && len(o.Outs) != n {
 		return nil, fmt.Errorf("joint_grad: %d outputs for %d members", len(o.Outs), n)
 	}
+	for i, h := range o.Outs {
+		if h < 0 || (h != 0 && slices.Contains(o.Outs[:i], h)) {
+			return nil, fmt.Errorf("joint_grad: Outs[%d] = %d: want a distinct allocated vector (> 0) or 0", i, h)
+		}
+	}
 	mem0 := e.members[0]
 	x, y, err := e.selectBatch(s, mem0, o.Batch)
 	if err != nil {
 		return nil, err
 	}
-	mom := e.cfg.BNMomentum
-	if o.BN == optim.BNFreeze {
-		mom = 0
+	mom, err := e.bnMomentum(o.BN)
+	if err != nil {
+		return nil, err
 	}
 	leaves := make([]tensor.T, n)
 	owners := make([]int, n)
@@ -36,6 +42,9 @@ func (e *Engine) jointGrad(s *tensor.Scope, o optim.JointGrad) ([]tensor.T, erro
 		at, m, err := e.get(h)
 		if err != nil {
 			return nil, fmt.Errorf("joint_grad: %w", err)
+		}
+		if j := slices.Index(owners[:i], m); j >= 0 {
+			return nil, fmt.Errorf("joint_grad: Ats[%d] and Ats[%d] both belong to member %d", j, i, m)
 		}
 		mem := e.members[m]
 		if mem.vi != nil {

@@ -7,47 +7,15 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/optlab/optlab/internal/testutil"
+
 	"github.com/optlab/optlab/host/data"
+	"github.com/optlab/optlab/host/data/devset"
+	"github.com/optlab/optlab/host/eval"
 	"github.com/optlab/optlab/host/model"
 	"github.com/optlab/optlab/host/tensor"
 	"github.com/optlab/optlab/sdk/optim"
 )
-
-// semFeatureSet is a float-feature set of n samples with F features,
-// normalized with per-feature Mean and Std.
-func semFeatureSet(n, f, classes int) *data.Set {
-	x, y := semData(n, f, classes, 77)
-	s := &data.Set{Name: "sem-features", Shape: []int{f}, Classes: classes}
-	for i := range x {
-		for _, v := range x[i] {
-			s.F = append(s.F, float32(v))
-		}
-		s.Y = append(s.Y, int32(y[i]))
-	}
-	for k := range f {
-		s.Mean = append(s.Mean, float32(0.1*float64(k)-0.2))
-		s.Std = append(s.Std, float32(0.5+0.25*float64(k)))
-	}
-	return s
-}
-
-// semInputs returns the normalized inputs of a feature set as the device
-// computes them (float32 arithmetic).
-func semInputs(s *data.Set) [][]float64 {
-	f := s.Shape[0]
-	out := make([][]float64, s.Len())
-	for i := range out {
-		out[i] = make([]float64, f)
-		for k := range f {
-			v := s.F[i*f+k]
-			if s.Mean != nil {
-				v = (v - s.Mean[k]) / s.Std[k]
-			}
-			out[i][k] = float64(v)
-		}
-	}
-	return out
-}
 
 // semProbs is the float64 predictive of semTiny at p, N×C row-major.
 func semProbs(m *model.Model, p []float64, x [][]float64) []float64 {
@@ -58,9 +26,9 @@ func semProbs(m *model.Model, p []float64, x [][]float64) []float64 {
 	return out
 }
 
-func semUpload(t testing.TB, e *Engine, s *data.Set, normalize bool) *DeviceSet {
+func semUpload(t testing.TB, e *Engine, s *data.Set, normalize bool) *devset.Set {
 	t.Helper()
-	ds, err := Upload(context.Background(), e.w, e.cfg.Device, s, normalize)
+	ds, err := devset.Upload(context.Background(), e.w, e.cfg.Device, s, normalize)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -68,9 +36,11 @@ func semUpload(t testing.TB, e *Engine, s *data.Set, normalize bool) *DeviceSet 
 	return ds
 }
 
-func semPredict(t testing.TB, e *Engine, pred optim.Predictive, ds *DeviceSet, batch, seed int64) []float64 {
+// semPredict evaluates pred over ds with host/eval, which runs the engine's
+// Probs batch by batch.
+func semPredict(t testing.TB, e *Engine, pred optim.Predictive, ds *devset.Set, batch, seed int64) []float64 {
 	t.Helper()
-	p, err := e.Predict(context.Background(), pred, ds, batch, seed)
+	p, err := eval.Predict(context.Background(), e, pred, ds, batch, seed)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -100,19 +70,19 @@ func semRowsSumToOne(t testing.TB, what string, p []float64, n, c int) {
 
 func TestPredict(t *testing.T) {
 	const n, f, c = 10, 4, 3
-	set := semFeatureSet(n, f, c)
-	x := semInputs(set)
+	set := testutil.FeatureSet(n, f, c)
+	x := testutil.Inputs(set)
 	m0, m1, m2 := semTiny(t, []int64{f}, 5, c), semTiny(t, []int64{f}, 5, c), semTiny(t, []int64{f}, 7, c)
 	e := semEngine(t, Config{Seed: 13}, m0, m1, m2)
 	ds := semUpload(t, e, set, true)
 	p0, p2 := semRead(t, e, optim.Params), semRead(t, e, optim.ParamsOf(2))
-	semExec(t, e, optim.Prog().Alloc(1).Copy(1, optim.Params).Scale(1, -0.5).AddConst(1, 0.1).
-		Alloc(2).Alloc(3).Fill(3, 0.05))
+	semExec(t, e, optim.Prog().Alloc(1, 0).Copy(1, optim.Params).Scale(1, -0.5).AddConst(1, 0.1).
+		Alloc(2, 0).Alloc(3, 0).Fill(3, 0.05))
 	q := semRead(t, e, 1)
 	point := semPredict(t, e, optim.Predictive{Kind: optim.Point}, ds, 0, 1)
 	semRowsSumToOne(t, "point", point, n, c)
 	ref0, refQ := semProbs(m0, p0, x), semProbs(m0, q, x)
-	semCheckVec(t, "point", point, ref0, 1e-6, 1e-5)
+	testutil.CheckVec(t, "point", point, ref0, 1e-6, 1e-5)
 
 	mix := func(w0, w1 float64, a, b []float64) []float64 {
 		out := make([]float64, len(a))
@@ -140,7 +110,7 @@ func TestPredict(t *testing.T) {
 			for _, batch := range []int64{0, 3, 1} {
 				got := semPredict(t, e, tc.pred, ds, batch, 5)
 				semRowsSumToOne(t, tc.name, got, n, c)
-				semCheckVec(t, tc.name, got, tc.want, 1e-6, 1e-5)
+				testutil.CheckVec(t, tc.name, got, tc.want, 1e-6, 1e-5)
 			}
 		})
 	}
@@ -148,7 +118,7 @@ func TestPredict(t *testing.T) {
 	// Two members with identical parameters predict like one.
 	semExec(t, e, optim.Prog().Copy(optim.ParamsOf(1), optim.Params))
 	both := semPredict(t, e, optim.Predictive{Kind: optim.Members, Vecs: []optim.Vec{optim.Params, optim.ParamsOf(1)}}, ds, 0, 1)
-	semCheckVec(t, "two identical members", both, point, 1e-7, 1e-6)
+	testutil.CheckVec(t, "two identical members", both, point, 1e-7, 1e-6)
 
 	// Gaussian samples: valid distributions, fixed by the seed, independent
 	// of the batching, different from the mean's prediction.
@@ -158,7 +128,7 @@ func TestPredict(t *testing.T) {
 	if s2 := semPredict(t, e, gauss, ds, 0, 7); !slices.Equal(s1, s2) {
 		t.Error("samples with the same seed differ")
 	}
-	semCheckVec(t, "samples in batches of 3", semPredict(t, e, gauss, ds, 3, 7), s1, 1e-7, 1e-6)
+	testutil.CheckVec(t, "samples in batches of 3", semPredict(t, e, gauss, ds, 3, 7), s1, 1e-7, 1e-6)
 	if s3 := semPredict(t, e, gauss, ds, 0, 8); slices.Equal(s1, s3) {
 		t.Error("samples with seeds 7 and 8 are identical")
 	}
@@ -170,16 +140,16 @@ func TestPredict(t *testing.T) {
 	if !slices.Equal(semRead(t, e, optim.Params), p0) {
 		t.Error("Predict changed Params")
 	}
-	xb, yb := semData(4, f, c, 3)
+	xb, yb := testutil.Features(4, f, c, 3)
 	semBatch(t, e, 0, xb, yb)
-	semExec(t, e, optim.Prog().Grad(2, optim.Params, optim.Batch{}, optim.BNUpdate))
+	semGrad(t, e, 2, optim.Params)
 }
 
 func TestPredictErrors(t *testing.T) {
-	set := semFeatureSet(5, 4, 3)
+	set := testutil.FeatureSet(5, 4, 3)
 	e := semEngine(t, Config{Seed: 13}, semTiny(t, []int64{4}, 5, 3), semTiny(t, []int64{4}, 6, 3))
 	ds := semUpload(t, e, set, true)
-	semExec(t, e, optim.Prog().Alloc(1).AllocFor(2, 1))
+	semExec(t, e, optim.Prog().Alloc(1, 0).Alloc(2, 1))
 	tests := []struct {
 		name    string
 		pred    optim.Predictive
@@ -196,16 +166,16 @@ func TestPredictErrors(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := e.Predict(context.Background(), tc.pred, ds, 0, 1)
+			_, err := eval.Predict(context.Background(), e, tc.pred, ds, 0, 1)
 			if err == nil || !strings.Contains(err.Error(), tc.errWith) {
 				t.Fatalf("Predict: %v, want an error containing %q", err, tc.errWith)
 			}
 		})
 	}
 	// A failed Predict leaves grad mode on.
-	xb, yb := semData(4, 4, 3, 3)
+	xb, yb := testutil.Features(4, 4, 3, 3)
 	semBatch(t, e, 0, xb, yb)
-	semExec(t, e, optim.Prog().Grad(1, optim.Params, optim.Batch{}, optim.BNUpdate))
+	semGrad(t, e, 1, optim.Params)
 }
 
 // TestPredictImagesEvalMode predicts raw 8-bit images: the inputs are
@@ -233,7 +203,7 @@ func TestPredictImagesEvalMode(t *testing.T) {
 		}
 	}
 	got := semPredict(t, e, optim.Predictive{Kind: optim.Point}, ds, 0, 1)
-	semCheckVec(t, "raw8 point", got, semProbs(m, semRead(t, e, optim.Params), x), 1e-6, 1e-5)
+	testutil.CheckVec(t, "raw8 point", got, semProbs(m, semRead(t, e, optim.Params), x), 1e-6, 1e-5)
 
 	cnn, err := model.NewCNN(c, []int64{2, 4, 4})
 	if err != nil {
@@ -247,12 +217,12 @@ func TestPredictImagesEvalMode(t *testing.T) {
 	ec := semEngine(t, Config{Seed: 2}, cnn)
 	dc := semUpload(t, ec, img, true)
 	// Move the running statistics away from (0, 1) first.
-	tr, err := Upload(context.Background(), ec.w, ec.cfg.Device, img, true)
+	tr, err := devset.Upload(context.Background(), ec.w, ec.cfg.Device, img, true)
 	if err != nil {
 		t.Fatal(err)
 	}
 	semDo(t, ec, func(s *tensor.Scope) error {
-		x, y := tr.Batch(s, []int64{0, 1, 2, 3, 4, 5}, Augment{}, nil, ec.cfg.Device)
+		x, y := tr.Batch(s, []int64{0, 1, 2, 3, 4, 5}, devset.Augment{}, nil, ec.cfg.Device)
 		if err := s.Err(); err != nil {
 			return err
 		}
@@ -260,9 +230,9 @@ func TestPredictImagesEvalMode(t *testing.T) {
 		tr.Drop()
 		return nil
 	})
-	semExec(t, ec, optim.Prog().Grad(0, optim.Params, optim.Batch{}, optim.BNUpdate))
+	semGrad(t, ec, 0, optim.Params)
 	whole := semPredict(t, ec, optim.Predictive{Kind: optim.Point}, dc, 0, 1)
 	semRowsSumToOne(t, "cnn", whole, n, c)
-	semCheckVec(t, "cnn one sample at a time", semPredict(t, ec, optim.Predictive{Kind: optim.Point}, dc, 1, 1), whole, 1e-6, 1e-5)
-	semCheckVec(t, "cnn in batches of 4", semPredict(t, ec, optim.Predictive{Kind: optim.Point}, dc, 4, 1), whole, 1e-6, 1e-5)
+	testutil.CheckVec(t, "cnn one sample at a time", semPredict(t, ec, optim.Predictive{Kind: optim.Point}, dc, 1, 1), whole, 1e-6, 1e-5)
+	testutil.CheckVec(t, "cnn in batches of 4", semPredict(t, ec, optim.Predictive{Kind: optim.Point}, dc, 4, 1), whole, 1e-6, 1e-5)
 }

@@ -141,13 +141,29 @@ func semBatch(t testing.TB, e *Engine, m int, x [][]float64, y []int64) {
 	})
 }
 
-func semExec(t testing.TB, e *Engine, p *optim.Program) []float64 {
+// semExec runs p and fails on error; read the result with the slots p's
+// builder returned.
+func semExec(t testing.TB, e *Engine, p *optim.Program) optim.Result {
 	t.Helper()
 	r, err := e.Exec(context.Background(), p)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return r.Scalars
+	return r
+}
+
+// semGrad runs a Grad of the whole batch (BNUpdate) at at into out and
+// returns its loss and accuracy.
+func semGrad(t testing.TB, e *Engine, out, at optim.Vec) []float64 {
+	t.Helper()
+	p := optim.Prog()
+	ev := p.Grad(out, at, optim.Batch{}, optim.BNUpdate)
+	return semEval(semExec(t, e, p), ev)
+}
+
+// semEval returns the loss and accuracy of a gradient pass.
+func semEval(r optim.Result, ev optim.Eval) []float64 {
+	return []float64{r.Get(ev.Loss), r.Get(ev.Acc)}
 }
 
 // semLogits is the float64 forward pass of semTiny for one sample.
@@ -236,37 +252,6 @@ func semFDGrad(m *model.Model, p []float64, x [][]float64, y []int64, eps float6
 	return g
 }
 
-// semClose compares float32 results against float64 references.
-func semClose(got, want, abs, rel float64) bool {
-	switch {
-	case math.IsNaN(want):
-		return math.IsNaN(got)
-	case math.IsInf(want, 0):
-		return got == want
-	}
-	return math.Abs(got-want) <= abs+rel*math.Abs(want)
-}
-
-func semCheckVec(t testing.TB, what string, got, want []float64, abs, rel float64) {
-	t.Helper()
-	if len(got) != len(want) {
-		t.Errorf("%s: %d values, want %d", what, len(got), len(want))
-		return
-	}
-	bad := 0
-	for i := range got {
-		if !semClose(got[i], want[i], abs, rel) {
-			if bad < 5 {
-				t.Errorf("%s[%d] = %.9g, want %.9g", what, i, got[i], want[i])
-			}
-			bad++
-		}
-	}
-	if bad > 5 {
-		t.Errorf("%s: %d of %d values differ", what, bad, len(got))
-	}
-}
-
 // semF32 rounds to float32, as the device stores vectors.
 func semF32(v []float64) []float64 {
 	out := make([]float64, len(v))
@@ -274,25 +259,4 @@ func semF32(v []float64) []float64 {
 		out[i] = float64(float32(x))
 	}
 	return out
-}
-
-// semData is a deterministic N×F feature batch with labels in [0, classes).
-func semData(n, f, classes int, seed uint64) ([][]float64, []int64) {
-	x := make([][]float64, n)
-	y := make([]int64, n)
-	s := seed
-	next := func() float64 { // xorshift, enough for test inputs
-		s ^= s << 13
-		s ^= s >> 7
-		s ^= s << 17
-		return float64(s%20001)/10000 - 1
-	}
-	for i := range x {
-		x[i] = make([]float64, f)
-		for k := range x[i] {
-			x[i][k] = float64(float32(2 * next()))
-		}
-		y[i] = int64(i % classes)
-	}
-	return x, y
 }

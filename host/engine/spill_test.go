@@ -3,6 +3,8 @@ package engine
 import (
 	"testing"
 
+	"github.com/optlab/optlab/internal/testutil"
+
 	"github.com/optlab/optlab/sdk/optim"
 )
 
@@ -11,13 +13,13 @@ import (
 // same results as on the device.
 func TestSpillToHostMemory(t *testing.T) {
 	const n, f, c = 10, 4, 3
-	set := semFeatureSet(n, f, c)
-	x := semInputs(set)
+	set := testutil.FeatureSet(n, f, c)
+	x := testutil.Inputs(set)
 	m := semTiny(t, []int64{f}, 5, c)
 	e := semEngine(t, Config{Seed: 3, DeviceBudget: 4 * m.Numel}, m)
 	ds := semUpload(t, e, set, true)
 	p := semRead(t, e, optim.Params)
-	semExec(t, e, optim.Prog().Alloc(1).Alloc(2).Alloc(3).
+	semExec(t, e, optim.Prog().Alloc(1, 0).Alloc(2, 0).Alloc(3, 0).
 		Copy(2, optim.Params).Copy(3, optim.Params).Scale(3, 0.5).Axpy(1, 2, 3))
 	if got := e.Spilled(); got != 2 {
 		t.Fatalf("%d vectors spilled to host memory, want 2", got)
@@ -26,14 +28,14 @@ func TestSpillToHostMemory(t *testing.T) {
 	for i := range p {
 		half[i] = 0.5 * p[i]
 	}
-	semCheckVec(t, "axpy of spilled vectors", semRead(t, e, 1), semF32(scaled(half, 2)), 1e-6, 1e-6)
+	testutil.CheckVec(t, "axpy of spilled vectors", semRead(t, e, 1), semF32(scaled(half, 2)), 1e-6, 1e-6)
 	got := semPredict(t, e, optim.Predictive{Kind: optim.Members, Vecs: []optim.Vec{2, 3}}, ds, 0, 1)
 	want := semProbs(m, p, x)
 	wantHalf := semProbs(m, semF32(half), x)
 	for i := range want {
 		want[i] = 0.5*want[i] + 0.5*wantHalf[i]
 	}
-	semCheckVec(t, "prediction from spilled snapshots", got, want, 1e-6, 1e-5)
+	testutil.CheckVec(t, "prediction from spilled snapshots", got, want, 1e-6, 1e-5)
 	semExec(t, e, optim.Prog().Free(2).Free(3))
 	if got := e.Spilled(); got != 0 {
 		t.Errorf("%d spilled vectors after freeing them", got)

@@ -28,6 +28,10 @@ type Error struct {
 	// Key is the dotted key the problem is about (e.g. "train.batch_size",
 	// "method[1].params.rho"); it may be empty for file-level problems.
 	Key string
+	// Set is the --set override (KEY=VALUE) the offending value came from,
+	// or "" for a value written in the file. An error with a Set has no
+	// Line.
+	Set string
 	// Msg is the human-readable message; it names the key itself.
 	Msg string
 	// Err is the underlying error, if any (e.g. a toml.ParseError).
@@ -39,12 +43,15 @@ func (e *Error) Error() string {
 	var b strings.Builder
 	if e.File != "" {
 		b.WriteString(e.File)
-		if e.Line > 0 {
+		if e.Line > 0 && e.Set == "" {
 			fmt.Fprintf(&b, ":%d", e.Line)
 		}
 		b.WriteString(": ")
 	} else if e.Line > 0 {
 		fmt.Fprintf(&b, "line %d: ", e.Line)
+	}
+	if e.Set != "" {
+		b.WriteString("--set " + printable(e.Set) + ": ")
 	}
 	b.WriteString(e.Msg)
 	return b.String()
@@ -80,11 +87,18 @@ func (l ErrorList) Unwrap() []error {
 type errs struct {
 	file string
 	list ErrorList
+	// sets maps the keys that --set overrides set to the override (see
+	// origin); a problem about such a key cites the override.
+	sets map[string]string
 }
 
 // add records a problem at line (0 = unknown) about key.
 func (c *errs) add(line int, key, format string, args ...any) {
-	c.list = append(c.list, &Error{File: c.file, Line: line, Key: key, Msg: printable(fmt.Sprintf(format, args...))})
+	e := &Error{File: c.file, Line: line, Key: key, Msg: printable(fmt.Sprintf(format, args...))}
+	if e.Set = origin(c.sets, key); e.Set != "" {
+		e.Line = 0
+	}
+	c.list = append(c.list, e)
 }
 
 // err returns the collected problems sorted by line, or nil if there are none.

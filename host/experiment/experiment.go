@@ -7,7 +7,10 @@
 // Validate then checks every value (ranges, enums, consistency between
 // sections), ValidateParams checks a method's [method.params] against its
 // plugin's hyperparameter schema, and Grid expands the file into the runs
-// to train: methods × archs × seeds.
+// to train: methods × settings × archs × seeds, where a method's settings
+// are the combinations of the values of the keys written as lists (sweeps:
+// its parameters and the numbers of [train]; see sweep.go). Load and
+// Parse also apply --set KEY=VALUE overrides (see set.go).
 //
 // The struct fields below document each key and its default; the defaults
 // are those of Default.
@@ -105,6 +108,10 @@ type Experiment struct {
 	Eval Eval
 	// Methods are the [[method]] tables, in file order (at least one).
 	Methods []Method
+	// Sweeps are the [train] keys written as lists of two values or more
+	// (see SweepKeys), in file order; Train holds the first value of
+	// each, and Grid gives every run its own (Run.Experiment).
+	Sweeps []Sweep
 	// Notes are informational messages produced while decoding, e.g. a
 	// default that was adjusted to the rest of the file. They are not
 	// errors; a CLI may print them.
@@ -114,6 +121,9 @@ type Experiment struct {
 	lines map[string]int
 	// defined holds the keys the TOML decoder saw (toml.Key.String()).
 	defined map[string]bool
+	// sets maps the keys --set overrides set (keyPath strings) to the
+	// override.
+	sets map[string]string
 }
 
 // Line returns the 1-based line on which key is written in the file, or 0
@@ -362,6 +372,15 @@ type Eval struct {
 	// EveryEpochs (default 0) evaluates every N epochs as well as at the
 	// end; 0 means only at the end.
 	EveryEpochs int `toml:"every_epochs"`
+	// TensorBoard (default true) writes TensorBoard event files of every
+	// run to results/<experiment>/tb/<run>/ as it trains. It changes no
+	// result, so it is not part of a run's recorded configuration.
+	TensorBoard bool `toml:"tensorboard"`
+	// TensorBoardEverySteps (default 10) writes the training loss of every
+	// N-th step to the event files, as well as the per-epoch values; 0
+	// writes per-epoch values only (≥ 0; applies only when TensorBoard is
+	// on).
+	TensorBoardEverySteps int `toml:"tensorboard_every_steps"`
 }
 
 // Method is one [[method]] table: a row of the comparison.
@@ -377,8 +396,9 @@ type Method struct {
 	Path string
 	// Params holds [method.params] as decoded TOML values (string, int64,
 	// float64, bool, time values, []any, map[string]any); ValidateParams
-	// checks and converts them against the plugin's schema. Never nil
-	// after Parse.
+	// checks and converts them against the plugin's schema. A list ([]any
+	// of two values or more after Parse) is a sweep: Grid gives each run
+	// one of its values. Never nil after Parse.
 	Params map[string]any
 	// ParamLines maps each key of Params to its line (absent if unknown).
 	ParamLines map[string]int
@@ -386,6 +406,9 @@ type Method struct {
 	File string
 	// Line is the line of the method's [[method]] header (0 if unknown).
 	Line int
+
+	// sets maps "params.<name>" to the --set override that set it.
+	sets map[string]string
 }
 
 // Default returns an Experiment with every default applied and no methods;
@@ -429,7 +452,7 @@ func Default() *Experiment {
 				LRMin:       1e-4,
 			},
 		},
-		Eval: Eval{Temperature: TemperatureTestHalves, AACSteps: 100, MCSamples: 30},
+		Eval: Eval{Temperature: TemperatureTestHalves, AACSteps: 100, MCSamples: 30, TensorBoard: true, TensorBoardEverySteps: 10},
 	}
 	return e
 }

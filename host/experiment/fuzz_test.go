@@ -34,6 +34,7 @@ func FuzzParse(f *testing.F) {
 		"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR",
 		"a = 1\n[train\nepochs = 3\n",
 		"\"k\u202e\" = = 1\n",
+		"name = \"s\"\n[train]\nepochs = [1, 2]\noptimizer.lr = [0.1, 1, 0.1]\n[[method]]\nname = \"m\"\nplugin = \"p\"\n[method.params]\nrho = [1, 2.0, \"x\"]\nk = [[]]\nq = [true]\n",
 	} {
 		f.Add([]byte(s))
 	}

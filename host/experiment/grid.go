@@ -9,14 +9,22 @@ import (
 // MaxMembers bounds the number of members one arch spec may expand to.
 const MaxMembers = 1024
 
-// Run is one cell of the experiment grid: one method trained on one arch
-// spec with one seed.
+// Run is one cell of the experiment grid: one method, with one setting of
+// its swept values, trained on one arch spec with one seed.
 type Run struct {
 	// Index is the run's 0-based position in Grid's order.
 	Index int
 	// Method is the method to run (a copy; its maps are shared with the
-	// Experiment and must not be modified).
+	// Experiment and must not be modified). When the method sweeps a
+	// parameter, Params holds this run's value in place of the list.
 	Method Method
+	// Setting lists the run's swept values (method parameters first, in
+	// line order, then the [train] keys, in file order); empty when
+	// nothing is swept.
+	Setting []Setting
+	// Label is the run's row label: the method name, followed by its
+	// setting when there is one, "SAM rho=0.05 lr=0.1".
+	Label string
 	// Arch is the canonical arch spec (see ParseArch), e.g. "resnet10*5".
 	Arch string
 	// Members lists the architecture of each member, e.g. five times
@@ -24,11 +32,28 @@ type Run struct {
 	Members []string
 	// Seed is the run's seed.
 	Seed int64
-	// Key is "method=<name>/arch=<arch>/seed=<seed>", unique within a
+	// Key is "method=<label>/arch=<arch>/seed=<seed>", unique within a
 	// validated experiment and stable across edits that do not change
-	// those three values; use it to match results to runs (e.g. to skip
-	// runs already in runs.jsonl).
+	// those values; use it to match results to runs (e.g. to skip runs
+	// already in runs.jsonl). A run that sweeps nothing has the key it
+	// had before sweeps existed, "method=SAM/arch=cnn/seed=1".
 	Key string
+}
+
+// Experiment returns e as the run sees it: e itself when the run sweeps no
+// [train] key, else a copy whose Train holds the run's values (sharing
+// everything else with e). Apply it to the experiment the run is trained
+// with, after any change made to e since Grid (e.g. a device override).
+func (r Run) Experiment(e *Experiment) *Experiment { return withTrain(e, r.Setting) }
+
+// SettingString returns the run's setting as its label writes it,
+// "rho=0.05 lr=0.1", or "" when nothing is swept.
+func (r Run) SettingString() string {
+	parts := make([]string, len(r.Setting))
+	for i, s := range r.Setting {
+		parts[i] = s.String()
+	}
+	return strings.Join(parts, " ")
 }
 
 // ParseArch parses a member spec: '+'-separated terms, each "arch" (one
@@ -86,38 +111,50 @@ func isArchName(s string) bool {
 	return s != ""
 }
 
-// Grid expands a validated experiment into its runs: methods (file order) ×
-// archs (model.archs order) × seeds (train.seeds order), the seed varying
-// fastest. Index counts from 0 in that order. An arch spec that does not
+// Grid expands a validated experiment into its runs: methods (file order)
+// × settings × archs (model.archs order) × seeds (train.seeds order), the
+// seed varying fastest. A method's settings are the combinations of its
+// swept values (its parameter lists, then the [train] lists of
+// e.Sweeps), the last list varying fastest; a method that sweeps nothing
+// has one. Index counts from 0 in that order. An arch spec that does not
 // parse (which Validate reports) yields Arch = the spec as written and no
-// Members.
+// Members; a method with more than MaxSettings settings (which Validate
+// reports) yields no runs.
 func Grid(exp *Experiment) []Run {
 	var runs []Run
 	for _, m := range exp.Methods {
-		for _, spec := range exp.Model.Archs {
-			arch, members, err := ParseArch(spec)
-			if err != nil {
-				arch, members = spec, nil
-			}
-			for _, seed := range exp.Train.Seeds {
-				runs = append(runs, Run{
-					Index:   len(runs),
-					Method:  m,
-					Arch:    arch,
-					Members: members,
-					Seed:    seed,
-					Key:     RunKey(m.Name, arch, seed),
-				})
+		sets, _ := settings(exp, m)
+		for _, set := range sets {
+			rm := withParams(m, set)
+			lbl := label(m.Name, set)
+			for _, spec := range exp.Model.Archs {
+				arch, members, err := ParseArch(spec)
+				if err != nil {
+					arch, members = spec, nil
+				}
+				for _, seed := range exp.Train.Seeds {
+					runs = append(runs, Run{
+						Index:   len(runs),
+						Method:  rm,
+						Setting: set,
+						Label:   lbl,
+						Arch:    arch,
+						Members: members,
+						Seed:    seed,
+						Key:     RunKey(lbl, arch, seed),
+					})
+				}
 			}
 		}
 	}
 	return runs
 }
 
-// RunKey returns the Key of the run of the named method on the canonical
-// arch spec with seed: "method=<method>/arch=<arch>/seed=<seed>".
-func RunKey(method, arch string, seed int64) string {
-	return "method=" + method + "/arch=" + arch + "/seed=" + strconv.FormatInt(seed, 10)
+// RunKey returns the Key of the run with the given label (the method name,
+// and its setting when it has one) on the canonical arch spec with seed:
+// "method=<label>/arch=<arch>/seed=<seed>".
+func RunKey(label, arch string, seed int64) string {
+	return "method=" + label + "/arch=" + arch + "/seed=" + strconv.FormatInt(seed, 10)
 }
 
 // Shard returns shard i (1-based) of n of runs: the runs whose Index

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/optlab/optlab/sdk/hparams"
 	"github.com/optlab/optlab/sdk/optim"
 )
 
@@ -24,8 +25,13 @@ import (
 // schema with duplicate or empty names, an unknown type, or a default of
 // the wrong type is reported as a plugin error. Problems cite the lines in
 // m.ParamLines and are returned together as an ErrorList.
+//
+// A swept parameter (a list of values, see Grid) has each value checked,
+// messages naming the element ("params.rho[1]"), and maps to the list of
+// its converted values; the Method of each of Grid's runs holds one value
+// instead, and ValidateParams of it gives that run's parameters.
 func ValidateParams(m Method, schema []optim.ParamSpec) (map[string]any, error) {
-	c := &errs{file: m.File}
+	c := &errs{file: m.File, sets: m.sets}
 	label := "method " + strconv.Quote(m.Name)
 	out := make(map[string]any, len(schema))
 	specs := make(map[string]optim.ParamSpec, len(schema))
@@ -70,7 +76,23 @@ func ValidateParams(m Method, schema []optim.ParamSpec) (map[string]any, error) 
 			c.add(line, key, "%s: unknown parameter %q%s", label, k, suggestion(k, names, "parameters"))
 			continue
 		}
-		val, err := convertParam(s.Type, m.Params[k])
+		if list, ok := m.Params[k].([]any); ok {
+			vals := make([]any, len(list))
+			good := true
+			for i, x := range list {
+				ek := key + "[" + strconv.Itoa(i) + "]"
+				var err error
+				if vals[i], err = checkParam(s, x); err != nil {
+					c.add(line, ek, "%s: %s %v", label, ek, err)
+					good = false
+				}
+			}
+			if good {
+				out[k] = vals
+			}
+			continue
+		}
+		val, err := checkParam(s, m.Params[k])
 		if err != nil {
 			c.add(line, key, "%s: %s %v", label, key, err)
 			continue
@@ -88,6 +110,16 @@ func ValidateParams(m Method, schema []optim.ParamSpec) (map[string]any, error) 
 		return nil, err
 	}
 	return out, nil
+}
+
+// checkParam converts v to the type of s and checks it against the
+// plugin's enum and range tags.
+func checkParam(s optim.ParamSpec, v any) (any, error) {
+	val, err := convertParam(s.Type, v)
+	if err != nil {
+		return nil, err
+	}
+	return val, hparams.Check(s, val)
 }
 
 // convertParam converts a decoded TOML value (or a schema default, which

@@ -107,6 +107,15 @@ func TestValidateParams(t *testing.T) {
 			errs:   []string{`plugin schema: default of "a": unknown parameter type "complex"`, `plugin schema: default of "b": must be a float (got string "x")`, `plugin schema lists parameter "b" twice`},
 		},
 		{
+			name:   "enum and range tags of the plugin",
+			params: "rho = -0.5\nnorm = \"l3\"\nm = 2",
+			schema: []optim.ParamSpec{{Name: "rho", Type: optim.Float, Default: 0.05, Range: "[0,)"},
+				{Name: "norm", Type: optim.String, Default: "l2", Enum: []string{"l2", "linf"}},
+				{Name: "m", Type: optim.Int, Default: 1, Range: "[1,4]"}},
+			errs: []string{`t.toml:6: method "SAM": params.rho -0.5 is out of range [0,): want ≥ 0`,
+				`t.toml:7: method "SAM": params.norm "l3" is not one of "l2", "linf"`},
+		},
+		{
 			name:   "schema defaults of other Go types",
 			schema: []optim.ParamSpec{{Name: "f", Type: optim.Float, Default: float32(0.5)}, {Name: "i", Type: optim.Int, Default: int32(7)}, {Name: "g", Type: optim.Float, Default: 2}},
 			want:   map[string]any{"f": 0.5, "i": int64(7), "g": 2.0},

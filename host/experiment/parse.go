@@ -38,7 +38,8 @@ type methodDoc struct {
 	Params toml.Primitive `toml:"params"`
 }
 
-// Load reads and decodes the experiment file at path; see Parse.
+// Load reads and decodes the experiment file at path, with the --set
+// overrides sets applied; see Parse.
 //
 // Unlike Parse, Load resolves the relative paths written in the file
 // against the file's folder, as Cargo and Compose files do: data.dir,
@@ -48,12 +49,12 @@ type methodDoc struct {
 // paths, blank values and defaults the file does not write are kept as
 // they are, so the default results_dir "results" stays relative to the
 // current directory.
-func Load(path string) (*Experiment, error) {
+func Load(path string, sets ...string) (*Experiment, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("experiment: %w", err)
 	}
-	e, err := Parse(data, path)
+	e, err := Parse(data, path, sets...)
 	if err != nil {
 		return nil, err
 	}
@@ -95,11 +96,21 @@ func (e *Experiment) resolvePaths(dir string) {
 // The [method.params] tables are kept as raw values in Method.Params, with
 // their lines in Method.ParamLines, for ValidateParams.
 //
+// Lists of values (sweeps; see SweepKeys) are checked for their shape: not
+// empty, values of one type (the key's type for [train] keys), no value
+// twice. A list of one value is replaced by the value. [train] lists of
+// two values or more go to Experiment.Sweeps (Train holds their first
+// values); a method's parameter lists stay in Method.Params.
+//
+// sets are --set overrides, KEY=VALUE each (see the package's overrides
+// documentation in set.go): they are merged into the decoded file before
+// any check, and messages about the keys they set cite them.
+//
 // The error is an ErrorList (or, for a syntax error, an *Error wrapping the
 // toml.ParseError, with Line and Col set; or, for a file that is not UTF-8
 // text without control characters, e.g. a binary file, a one-line *Error
 // citing the first offending byte). Text quoted from the file is escaped.
-func Parse(data []byte, name string) (*Experiment, error) {
+func Parse(data []byte, name string, sets ...string) (*Experiment, error) {
 	src := string(data)
 	if err := textError(name, src); err != nil {
 		return nil, err
@@ -111,9 +122,19 @@ func Parse(data []byte, name string) (*Experiment, error) {
 	lines := keyLines(src)
 
 	c := &checker{errs: errs{file: name}, lines: lines}
+	c.sets = c.applySets(tree, sets, lines)
+	sweeps, changed := c.extractSweeps(tree)
 	c.table(tree, reflect.TypeFor[document](), nil)
 	if err := c.err(); err != nil {
 		return nil, err
+	}
+	if len(sets) > 0 || changed {
+		// Decode what the checks saw: the file with the overrides merged
+		// and the [train] lists replaced by their first values.
+		var err error
+		if src, err = encodeTree(tree); err != nil {
+			return nil, &Error{File: name, Msg: printable(err.Error()), Err: err}
+		}
 	}
 
 	def := Default()
@@ -141,7 +162,9 @@ func Parse(data []byte, name string) (*Experiment, error) {
 		Train:       doc.Train,
 		Eval:        doc.Eval,
 		Methods:     make([]Method, len(doc.Method)),
+		Sweeps:      sweeps,
 		lines:       lines,
+		sets:        c.sets,
 		defined:     make(map[string]bool, len(md.Keys())),
 	}
 	for _, k := range md.Keys() {
@@ -155,16 +178,26 @@ func Parse(data []byte, name string) (*Experiment, error) {
 				Msg: printable(fmt.Sprintf("%s: %v", p, err)), Err: err})
 			continue
 		}
+		pp := keyPath{"method"}.index(i).child("params")
+		c.paramLists(params, pp)
 		pl := make(map[string]int, len(params))
+		var ps map[string]string
 		for k := range params {
-			if l, ok := lines[keyPath{"method"}.index(i).child("params").child(k).String()]; ok {
+			if l, ok := lines[pp.child(k).String()]; ok {
 				pl[k] = l
+			}
+			if a := origin(c.sets, pp.child(k).String()); a != "" {
+				if ps == nil {
+					ps = map[string]string{}
+				}
+				ps["params."+keyPath{k}.String()] = a
 			}
 		}
 		e.Methods[i] = Method{
 			Name: m.Name, Plugin: m.Plugin, Path: m.Path,
 			Params: params, ParamLines: pl,
 			File: name, Line: lines[keyPath{"method"}.index(i).String()],
+			sets: ps,
 		}
 	}
 	// Defence in depth: the decoder's own list of keys it had nowhere to
@@ -197,6 +230,15 @@ func Parse(data []byte, name string) (*Experiment, error) {
 		}
 	}
 	return e, nil
+}
+
+// encodeTree writes a decoded tree back as TOML text.
+func encodeTree(tree map[string]any) (string, error) {
+	var b strings.Builder
+	if err := toml.NewEncoder(&b).Encode(tree); err != nil {
+		return "", fmt.Errorf("encoding the overridden file: %w", err)
+	}
+	return b.String(), nil
 }
 
 // decode runs the TOML decoder, turning a panic inside it into an error so
@@ -480,7 +522,12 @@ func (c *checker) value(v any, t reflect.Type, p keyPath) {
 }
 
 func (c *checker) mismatch(p keyPath, want string, got any) {
-	c.add(c.line(p), p.String(), "%s must be %s (got %s)", p, want, describe(got))
+	hint := ""
+	if _, isArray := asArray(got); isArray && !strings.HasPrefix(want, "an array") &&
+		len(p) > 0 && !strings.HasPrefix(p[len(p)-1], indexPrefix) {
+		hint = "; a list of values (a sweep) may be written only for method parameters and the numbers of [train], [train.optimizer] and [train.schedule] other than eval_batch_size and threads"
+	}
+	c.add(c.line(p), p.String(), "%s must be %s (got %s)%s", p, want, describe(got), hint)
 }
 
 // asArray returns the elements of a decoded TOML array.

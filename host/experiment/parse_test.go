@@ -42,7 +42,7 @@ func TestParseStrictErrors(t *testing.T) {
 		{
 			name: "unknown key lists valid keys",
 			src:  withMethod("[eval]\nzzz = 1"),
-			want: []string{`t.toml:3: unknown key "eval.zzz" (valid keys: temperature, aac_steps, mc_samples, every_epochs)`},
+			want: []string{`t.toml:3: unknown key "eval.zzz" (valid keys: temperature, aac_steps, mc_samples, every_epochs, tensorboard, tensorboard_every_steps)`},
 		},
 		{
 			name: "unknown top-level table",
@@ -118,6 +118,16 @@ func TestParseStrictErrors(t *testing.T) {
 			name: "boolean as string",
 			src:  withMethod("[data]\nnormalize = \"yes\""),
 			want: []string{`t.toml:3: data.normalize must be a boolean (got string "yes")`},
+		},
+		{
+			name: "tensorboard as string",
+			src:  withMethod("[eval]\ntensorboard = \"on\""),
+			want: []string{`t.toml:3: eval.tensorboard must be a boolean (got string "on")`},
+		},
+		{
+			name: "tensorboard interval as float",
+			src:  withMethod("[eval]\ntensorboard_every_steps = 2.5"),
+			want: []string{`t.toml:3: eval.tensorboard_every_steps must be an integer (got float 2.5)`},
 		},
 		{
 			name: "datetime",

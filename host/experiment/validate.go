@@ -29,14 +29,41 @@ func Validate(exp *Experiment, knownArchs []string) error {
 	if exp == nil {
 		return fmt.Errorf("experiment: nil experiment")
 	}
-	v := &validator{errs: errs{file: exp.File}, e: exp}
+	v := &validator{errs: errs{file: exp.File, sets: exp.sets}, e: exp}
 	v.top()
 	v.data()
 	v.model(knownArchs)
 	v.train()
+	v.sweeps()
 	v.eval()
 	v.methods()
 	return v.err()
+}
+
+// sweeps validates [train] for every combination of the values of the
+// swept [train] keys (the values' ranges and how they combine with the
+// other keys, e.g. min_lr < lr), reporting each problem once, and checks
+// the number of settings of each method.
+func (v *validator) sweeps() {
+	seen := map[string]bool{}
+	for _, e := range v.list {
+		seen[e.Error()] = true
+	}
+	for _, combo := range trainCombos(v.e) {
+		w := &validator{errs: errs{file: v.file, sets: v.sets}, e: withTrain(v.e, combo)}
+		w.train()
+		for _, e := range w.list {
+			if !seen[e.Error()] {
+				seen[e.Error()] = true
+				v.list = append(v.list, e)
+			}
+		}
+	}
+	for i, m := range v.e.Methods {
+		if _, n := settings(v.e, m); n > MaxSettings {
+			v.add(m.Line, fmt.Sprintf("method[%d]", i), "method %q: its lists of values make more than %d settings; sweep fewer values", m.Name, MaxSettings)
+		}
+	}
 }
 
 type validator struct {
@@ -353,6 +380,10 @@ func (v *validator) eval() {
 	v.intMin("eval.aac_steps", ev.AACSteps, 2)
 	v.intMin("eval.mc_samples", ev.MCSamples, 1)
 	v.intMin("eval.every_epochs", ev.EveryEpochs, 0)
+	v.intMin("eval.tensorboard_every_steps", ev.TensorBoardEverySteps, 0)
+	if !ev.TensorBoard {
+		v.notFor("eval.tensorboard_every_steps", ev.TensorBoardEverySteps == Default().Eval.TensorBoardEverySteps, "when eval.tensorboard = true")
+	}
 }
 
 func (v *validator) methods() {

@@ -93,6 +93,12 @@ func TestValidate(t *testing.T) {
 		{name: "temperature enum", body: "[eval]\ntemperature = \"test_halves\"", want: []string{`did you mean "test-halves"?`}},
 		{name: "eval ranges", body: "[eval]\naac_steps = 1\nmc_samples = 0\nevery_epochs = -1", want: []string{
 			"t.toml:3: eval.aac_steps must be ≥ 2 (got 1)", "t.toml:4: eval.mc_samples must be > 0 (got 0)", "t.toml:5: eval.every_epochs must be ≥ 0 (got -1)"}},
+		{name: "tensorboard interval", body: "[eval]\ntensorboard_every_steps = -1", want: []string{
+			"t.toml:3: eval.tensorboard_every_steps must be ≥ 0 (got -1)"}},
+		{name: "tensorboard interval without tensorboard", body: "[eval]\ntensorboard = false\ntensorboard_every_steps = 5", want: []string{
+			"t.toml:4: eval.tensorboard_every_steps applies only when eval.tensorboard = true"}},
+		{name: "tensorboard off, interval at its default", body: "[eval]\ntensorboard = false\ntensorboard_every_steps = 10"},
+		{name: "tensorboard per-epoch only", body: "[eval]\ntensorboard_every_steps = 0"},
 		{name: "results dir", body: "results_dir = \"  \"", want: []string{`t.toml:2: results_dir must not be empty (got "  ")`}},
 		{name: "init_from blank", body: "[model]\ninit_from = \" \"", want: []string{"t.toml:3: model.init_from must not be blank"}},
 	}

@@ -4,9 +4,9 @@
 // L(θ + α·d) on a line (and L(θ + α·d₁ + β·d₂) on a plane), summarizes the
 // sharpness of the minimum, and writes CSV, JSON and PNG results.
 //
-// The package is pure Go: the model is evaluated through an Evaluator (the
-// host command builds one on the engine), and direction arithmetic runs on
-// the host in float64.
+// The model is evaluated through an Evaluator, and direction arithmetic runs
+// on the host in float64. The host command builds the Evaluator on an engine
+// with HostParams and EvalAt (eval.go), the package's only use of torch.
 package landscape
 
 import (

@@ -9,158 +9,15 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/optlab/optlab/host/curves"
 )
 
-func TestKeyFileNameRoundTrip(t *testing.T) {
-	tests := []struct {
-		key, file string
-	}{
-		{"method=SAM/arch=cnn/seed=1", "method=SAM,arch=cnn,seed=1.csv"},
-		{"method=OT-MDR/arch=resnet10*5/seed=12", "method=OT-MDR,arch=resnet10%2A5,seed=12.csv"},
-		{"method=SAM (ρ=0.05)/arch=cnn+mlp/seed=-3", "method=SAM%20%28%CF%81=0.05%29,arch=cnn+mlp,seed=-3.csv"},
-		{"a,b%c/d", "a%2Cb%25c,d.csv"},
-	}
-	for _, tt := range tests {
-		got := KeyFileName(tt.key)
-		if got != tt.file {
-			t.Errorf("KeyFileName(%q) = %q, want %q", tt.key, got, tt.file)
-		}
-		back, err := KeyFromFileName(filepath.Join("results", "x", CurvesDir, got))
-		if err != nil || back != tt.key {
-			t.Errorf("KeyFromFileName(%q) = %q, %v; want %q", got, back, err, tt.key)
-		}
-	}
-	for _, bad := range []string{"x.txt", "a%2.csv", "a%zz.csv"} {
-		if _, err := KeyFromFileName(bad); err == nil {
-			t.Errorf("KeyFromFileName(%q): no error", bad)
-		}
-	}
-}
-
-func TestParseKey(t *testing.T) {
-	tests := []struct {
-		key          string
-		method, arch string
-		seed         int64
-		ok           bool
-	}{
-		{"method=SGD/arch=cnn/seed=1", "SGD", "cnn", 1, true},
-		{"method=a/b/arch=resnet18*2+mlp/seed=30", "a/b", "resnet18*2+mlp", 30, true},
-		{"method=SGD/seed=1", "", "", 0, false},
-		{"SGD", "", "", 0, false},
-		{"method=SGD/arch=cnn/seed=x", "", "", 0, false},
-	}
-	for _, tt := range tests {
-		m, a, s, err := ParseKey(tt.key)
-		if (err == nil) != tt.ok || m != tt.method || a != tt.arch || s != tt.seed {
-			t.Errorf("ParseKey(%q) = %q, %q, %d, %v", tt.key, m, a, s, err)
-		}
-	}
-}
-
-// sameRows compares rows with NaN equal to NaN.
-func sameRows(a, b []Row) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		for _, c := range Columns() {
-			x, okx := a[i].Value(c)
-			y, oky := b[i].Value(c)
-			if okx != oky || (okx && x != y) {
-				return false
-			}
-		}
-	}
-	return true
-}
-
-func TestCurveRoundTrip(t *testing.T) {
-	path := CurvePath(t.TempDir(), "exp", "method=SAM/arch=cnn/seed=2")
-	w, err := CreateCurve(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	r2 := NaNRow(2, 44)
-	r2.LR, r2.TrainLoss, r2.TrainAcc, r2.Seconds = 0.05, 0.25, 0.9, 2.5
-	rows := []Row{
-		{Epoch: 1, Step: 22, LR: 0.1, TrainLoss: 1.0 / 3, TrainAcc: 0.5, TestLoss: 0.7, TestAcc: 0.75, Seconds: 1.25},
-		r2,
-		{Epoch: 3, Step: 66, LR: 1e-5, TrainLoss: 0.01, TrainAcc: 1, TestLoss: 0.2, TestAcc: 0.9375, Seconds: 3.75},
-	}
-	for _, r := range rows {
-		if err := w.Append(r); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := w.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if err := w.Append(rows[0]); err == nil {
-		t.Error("Append after Close: no error")
-	}
-	raw, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	lines := strings.Split(strings.TrimSpace(string(raw)), "\n")
-	if lines[0] != "epoch,step,lr,train_loss,train_acc,test_loss,test_acc,seconds" || lines[2] != "2,44,0.05,0.25,0.9,,,2.5" {
-		t.Errorf("file:\n%s", raw)
-	}
-	got, err := ReadCurve(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !sameRows(got, rows) {
-		t.Errorf("read back %+v\nwant %+v", got, rows)
-	}
-	curves, err := ReadCurves(filepath.Dir(filepath.Dir(path)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(curves) != 1 || curves[0].Method != "SAM" || curves[0].Arch != "cnn" || curves[0].Seed != 2 || !sameRows(curves[0].Rows, rows) {
-		t.Errorf("ReadCurves: %+v", curves)
-	}
-}
-
-func TestDecodeCurve(t *testing.T) {
-	tests := []struct {
-		name, in string
-		want     []Row
-		err      string
-	}{
-		{"reordered columns and extras", "test_acc,epoch,extra\n0.5,1,x\n,2,y\n",
-			[]Row{withTestAcc(NaNRow(1, 0), 0.5), NaNRow(2, 0)}, ""},
-		{"no epoch column", "step,lr\n1,2\n", nil, "no epoch column"},
-		{"bad number", "epoch,lr\n1,abc\n", nil, "column lr"},
-		{"short row", "epoch,lr\n1\n", nil, "1 cells"},
-		{"empty", "", nil, "empty file"},
-		{"empty epoch", "epoch,lr\n,0.1\n", nil, "empty epoch"},
-	}
-	for _, tt := range tests {
-		got, err := DecodeCurve(strings.NewReader(tt.in))
-		if tt.err != "" {
-			if err == nil || !strings.Contains(err.Error(), tt.err) {
-				t.Errorf("%s: error %v, want %q", tt.name, err, tt.err)
-			}
-			continue
-		}
-		if err != nil || !sameRows(got, tt.want) {
-			t.Errorf("%s: got %+v, %v; want %+v", tt.name, got, err, tt.want)
-		}
-	}
-}
-
-func withTestAcc(r Row, v float64) Row {
-	r.TestAcc = v
-	return r
-}
-
-func curve(key string, vals ...float64) Curve {
-	m, a, s, _ := ParseKey(key)
-	c := Curve{Key: key, Method: m, Arch: a, Seed: s}
+func curve(key string, vals ...float64) curves.Curve {
+	m, a, s, _ := curves.ParseKey(key)
+	c := curves.Curve{Key: key, Method: m, Arch: a, Seed: s}
 	for i, v := range vals {
-		r := NaNRow(i+1, int64(10*(i+1)))
+		r := curves.NaNRow(i+1, int64(10*(i+1)))
 		r.TestAcc = v
 		c.Rows = append(c.Rows, r)
 	}
@@ -169,7 +26,7 @@ func curve(key string, vals ...float64) Curve {
 
 func TestMeanOverSeeds(t *testing.T) {
 	nan := math.NaN()
-	curves := []Curve{
+	runs := []curves.Curve{
 		curve("method=SAM/arch=cnn/seed=1", 0.5, nan, 0.7),
 		curve("method=SAM/arch=cnn/seed=2", 0.7, 0.8, 0.9),
 		curve("method=SGD/arch=cnn/seed=1", 0.4, 0.6),
@@ -184,11 +41,11 @@ func TestMeanOverSeeds(t *testing.T) {
 	}{
 		{"epoch with band", MeanOptions{Band: true}, []string{"SAM", "SGD"},
 			[][]float64{{1, 2, 3}, {1, 2}}, [][]float64{{0.6, 0.8, 0.8}, {0.4, 0.6}}, true},
-		{"step without band", MeanOptions{X: ColStep}, []string{"SAM", "SGD"},
+		{"step without band", MeanOptions{X: curves.ColStep}, []string{"SAM", "SGD"},
 			[][]float64{{10, 20, 30}, {10, 20}}, [][]float64{{0.6, 0.8, 0.8}, {0.4, 0.6}}, false},
 	}
 	for _, tt := range tests {
-		got, err := MeanOverSeeds(curves, ColTestAcc, tt.opts)
+		got, err := MeanOverSeeds(runs, curves.ColTestAcc, tt.opts)
 		if err != nil {
 			t.Fatalf("%s: %v", tt.name, err)
 		}
@@ -210,17 +67,17 @@ func TestMeanOverSeeds(t *testing.T) {
 			}
 		}
 	}
-	if s, err := MeanOverSeeds(curves, ColTestAcc, MeanOptions{}); err != nil || s[0].Runs != 2 || s[1].Runs != 1 {
+	if s, err := MeanOverSeeds(runs, curves.ColTestAcc, MeanOptions{}); err != nil || s[0].Runs != 2 || s[1].Runs != 1 {
 		t.Errorf("runs of %+v, %v: want 2 and 1", s, err)
 	}
-	for _, bad := range []struct{ metric, x string }{{"nll", ""}, {ColEpoch, ""}, {ColTestAcc, "lr"}, {ColTrainLoss, ""}} {
-		if _, err := MeanOverSeeds(curves, bad.metric, MeanOptions{X: bad.x}); err == nil {
+	for _, bad := range []struct{ metric, x string }{{"nll", ""}, {curves.ColEpoch, ""}, {curves.ColTestAcc, "lr"}, {curves.ColTrainLoss, ""}} {
+		if _, err := MeanOverSeeds(runs, bad.metric, MeanOptions{X: bad.x}); err == nil {
 			t.Errorf("MeanOverSeeds(%q, x=%q): no error", bad.metric, bad.x)
 		}
 	}
 	// Several archs: the arch joins the label.
-	multi := append(curves[:1:1], curve("method=SAM/arch=mlp/seed=1", 0.1))
-	s, err := MeanOverSeeds(multi, ColTestAcc, MeanOptions{})
+	multi := append(runs[:1:1], curve("method=SAM/arch=mlp/seed=1", 0.1))
+	s, err := MeanOverSeeds(multi, curves.ColTestAcc, MeanOptions{})
 	if err != nil || len(s) != 2 || s[0].Label != "SAM (cnn)" || s[1].Label != "SAM (mlp)" {
 		t.Errorf("multi-arch series %+v, %v", s, err)
 	}
@@ -331,7 +188,7 @@ func TestHeatMapsPNG(t *testing.T) {
 // evaluated on the test set says how to get them.
 func TestMeanOverSeedsNoTestCurve(t *testing.T) {
 	nan := math.NaN()
-	_, err := MeanOverSeeds([]Curve{curve("method=SAM/arch=cnn/seed=1", nan, nan)}, ColTestAcc, MeanOptions{})
+	_, err := MeanOverSeeds([]curves.Curve{curve("method=SAM/arch=cnn/seed=1", nan, nan)}, curves.ColTestAcc, MeanOptions{})
 	if err == nil || !strings.Contains(err.Error(), "eval.every_epochs") {
 		t.Fatalf("error %v, want a hint about eval.every_epochs", err)
 	}

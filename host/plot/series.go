@@ -5,6 +5,8 @@ import (
 	"math"
 	"slices"
 	"strings"
+
+	"github.com/optlab/optlab/host/curves"
 )
 
 // Series is one line of a chart: points (X[i], Y[i]) in order, and
@@ -42,28 +44,28 @@ type MeanOptions struct {
 // epoch where at least one seed measured it. An epoch's missing cells are
 // skipped, so a test metric evaluated every few epochs draws a line
 // through the evaluated ones.
-func MeanOverSeeds(curves []Curve, metric string, opts MeanOptions) ([]Series, error) {
+func MeanOverSeeds(runs []curves.Curve, metric string, opts MeanOptions) ([]Series, error) {
 	if opts.X == "" {
-		opts.X = ColEpoch
+		opts.X = curves.ColEpoch
 	}
-	cols := Columns()
-	if !slices.Contains(cols, metric) || metric == ColEpoch {
+	cols := curves.Columns()
+	if !slices.Contains(cols, metric) || metric == curves.ColEpoch {
 		return nil, fmt.Errorf("unknown metric %q (curves have %s)", metric, strings.Join(cols[1:], ", "))
 	}
-	if opts.X != ColEpoch && opts.X != ColStep && opts.X != ColSeconds {
-		return nil, fmt.Errorf("x axis %q: want %s, %s or %s", opts.X, ColEpoch, ColStep, ColSeconds)
+	if opts.X != curves.ColEpoch && opts.X != curves.ColStep && opts.X != curves.ColSeconds {
+		return nil, fmt.Errorf("x axis %q: want %s, %s or %s", opts.X, curves.ColEpoch, curves.ColStep, curves.ColSeconds)
 	}
 	archs := map[string]bool{}
-	for _, c := range curves {
+	for _, c := range runs {
 		archs[c.Arch] = true
 	}
 	type group struct {
-		label  string
-		curves []Curve
+		label string
+		runs  []curves.Curve
 	}
 	var groups []*group
 	byLabel := map[string]*group{}
-	for _, c := range curves {
+	for _, c := range runs {
 		label := c.Method
 		if len(archs) > 1 && c.Arch != "" {
 			label += " (" + c.Arch + ")"
@@ -74,15 +76,15 @@ func MeanOverSeeds(curves []Curve, metric string, opts MeanOptions) ([]Series, e
 			byLabel[label] = g
 			groups = append(groups, g)
 		}
-		g.curves = append(g.curves, c)
+		g.runs = append(g.runs, c)
 	}
 	var out []Series
 	for i, g := range groups {
-		s := meanSeries(g.curves, metric, opts)
+		s := meanSeries(g.runs, metric, opts)
 		if len(s.X) == 0 {
 			continue
 		}
-		s.Label, s.Color, s.Runs = g.label, i, len(g.curves)
+		s.Label, s.Color, s.Runs = g.label, i, len(g.runs)
 		out = append(out, s)
 	}
 	if len(out) == 0 {
@@ -95,10 +97,10 @@ func MeanOverSeeds(curves []Curve, metric string, opts MeanOptions) ([]Series, e
 }
 
 // meanSeries averages one group's curves epoch by epoch.
-func meanSeries(curves []Curve, metric string, opts MeanOptions) Series {
+func meanSeries(runs []curves.Curve, metric string, opts MeanOptions) Series {
 	type acc struct{ xs, ys []float64 }
 	byEpoch := map[int]*acc{}
-	for _, c := range curves {
+	for _, c := range runs {
 		for _, r := range c.Rows {
 			y, ok := r.Value(metric)
 			if !ok {

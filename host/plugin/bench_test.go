@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/optlab/optlab/internal/testplugin"
 	"github.com/optlab/optlab/sdk/optim"
+	"github.com/optlab/optlab/sdk/protocoltest"
 	"github.com/optlab/optlab/sdk/serve"
 )
 
@@ -33,9 +33,9 @@ func BenchmarkStepRoundTrip(b *testing.B) {
 	for _, n := range []int64{1_000, 1_000_000, 1_000_000_000} {
 		b.Run(fmt.Sprintf("direct/params=%d", n), func(b *testing.B) {
 			ctx := context.Background()
-			host := testplugin.NewFakeHost(n)
+			host := protocoltest.NewFakeHost(n)
 			host.Discard = true
-			opt := testplugin.New()
+			opt := protocoltest.New()
 			if err := opt.Configure(ctx, host, optim.Config{Members: 1}); err != nil {
 				b.Fatal(err)
 			}
@@ -47,7 +47,7 @@ func BenchmarkStepRoundTrip(b *testing.B) {
 		b.Run(fmt.Sprintf("inprocess-grpc/params=%d", n), func(b *testing.B) {
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
-			rc, _, err := serve.ServeInProcess(ctx, testplugin.New)
+			rc, _, err := serve.ServeInProcess(ctx, protocoltest.New)
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -71,7 +71,7 @@ func BenchmarkStepRoundTrip(b *testing.B) {
 
 func benchClient(b *testing.B, c *Client, n int64) {
 	ctx := context.Background()
-	host := testplugin.NewFakeHost(n)
+	host := protocoltest.NewFakeHost(n)
 	host.Discard = true
 	if err := c.Configure(ctx, host, optim.Config{Members: 1}); err != nil {
 		b.Fatal(err)

@@ -6,9 +6,9 @@ import (
 	"reflect"
 	"testing"
 
-	"github.com/optlab/optlab/internal/testplugin"
 	"github.com/optlab/optlab/sdk/optim"
 	"github.com/optlab/optlab/sdk/optimtest"
+	"github.com/optlab/optlab/sdk/protocoltest"
 )
 
 // TestPluginMatchesInProcess runs the toy optimizer on the exact float64
@@ -30,7 +30,7 @@ func TestPluginMatchesInProcess(t *testing.T) {
 		}
 		return outs, h.Params(0)
 	}
-	wantOuts, wantParams := run(testplugin.New())
+	wantOuts, wantParams := run(protocoltest.New())
 	c := launch(t, "toy", Timeouts{})
 	gotOuts, gotParams := run(c.AsOptimizer())
 	t.Logf("step 0: %v; step %d: %v", gotOuts[0].Metrics, steps-1, gotOuts[steps-1].Metrics)

@@ -5,7 +5,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"net"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -17,17 +17,11 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
-	"google.golang.org/grpc/status"
-	"google.golang.org/protobuf/encoding/protowire"
-	"google.golang.org/protobuf/proto"
 
-	pb "github.com/optlab/optlab/internal/pluginpb"
-	"github.com/optlab/optlab/internal/testplugin"
-	"github.com/optlab/optlab/internal/wire"
 	"github.com/optlab/optlab/sdk/optim"
+	"github.com/optlab/optlab/sdk/protocol"
+	"github.com/optlab/optlab/sdk/protocoltest"
 	"github.com/optlab/optlab/sdk/serve"
 )
 
@@ -97,29 +91,32 @@ func TestRoundTrip(t *testing.T) {
 		t.Errorf("AsOptimizer().Info() = %+v, want %+v", opt.Info(), info)
 	}
 
-	host := testplugin.NewFakeHost(1000)
+	host := protocoltest.NewFakeHost(1000)
 	if err := opt.Configure(ctx, host, optim.Config{Params: map[string]any{"scale": 2.0}, Members: 1}); err != nil {
 		t.Fatalf("Configure: %v", err)
 	}
+	// The fake host minimizes ½‖θ‖² from θ = 1 (1,000 parameters): the
+	// toy's normalized step θ ← θ − 0.1·scale·g/‖g‖ (scale 2) shrinks ‖θ‖ by 0.2 a step.
 	const steps = 3
+	want := [][]optim.Op{{optim.Alloc{ID: protocoltest.GradVec}}}
 	for i := range steps {
 		out, err := opt.Step(ctx, nil, optim.StepInput{Step: int64(i), LR: 0.1})
 		if err != nil {
 			t.Fatalf("Step %d: %v", i, err)
 		}
-		want := map[string]float64{"loss": 1.5, "acc": 0.25, "gnorm": 2}
-		if !reflect.DeepEqual(out.Metrics, want) {
-			t.Fatalf("Step %d metrics = %v, want %v", i, out.Metrics, want)
+		norm := math.Sqrt(1000) - 0.2*float64(i)
+		if got := out.Metrics; math.Abs(got["gnorm"]-norm) > 1e-9 || math.Abs(got["loss"]-norm*norm/2) > 1e-9 {
+			t.Fatalf("Step %d metrics = %v, want gnorm %v", i, got, norm)
 		}
-	}
-
-	want := []*optim.Program{optim.Prog().Alloc(testplugin.GradVec)}
-	for range steps {
 		want = append(want,
-			optim.Prog().Grad(testplugin.GradVec, optim.Params, optim.Batch{}, optim.BNUpdate).Norm(testplugin.GradVec),
-			optim.Prog().Axpy(optim.Params, -0.1*2/(2+1e-12), testplugin.GradVec))
+			[]optim.Op{optim.Grad{Out: protocoltest.GradVec, At: optim.Params}, optim.Norm{X: protocoltest.GradVec}},
+			[]optim.Op{optim.Axpy{Dst: optim.Params, Alpha: -0.1 * 2 / (out.Metrics["gnorm"] + 1e-12), X: protocoltest.GradVec}})
 	}
-	if got := host.Programs(); !reflect.DeepEqual(got, want) {
+	var got [][]optim.Op
+	for _, p := range host.Programs() {
+		got = append(got, p.Ops)
+	}
+	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("host saw programs\n%#v\nwant\n%#v", got, want)
 	}
 	// Deadlines propagate: every Exec during Step saw the Step deadline.
@@ -130,13 +127,13 @@ func TestRoundTrip(t *testing.T) {
 	}
 
 	pred, err := opt.(optim.Predictor).Predictive(ctx)
-	wantPred := optim.Predictive{Kind: optim.Members, Vecs: []optim.Vec{optim.Params, testplugin.GradVec}, Weights: []float64{0.5, 0.5}}
+	wantPred := optim.Predictive{Kind: optim.Members, Vecs: []optim.Vec{optim.Params, protocoltest.GradVec}, Weights: []float64{0.5, 0.5}}
 	if err != nil || !reflect.DeepEqual(pred, wantPred) {
 		t.Fatalf("Predictive = %+v, %v; want %+v", pred, err, wantPred)
 	}
 	st := opt.(optim.Stateful)
 	blob, vecs, err := st.SaveState(ctx)
-	if err != nil || string(blob) != `{"steps":3}` || !reflect.DeepEqual(vecs, []optim.Vec{testplugin.GradVec}) {
+	if err != nil || string(blob) != `{"steps":3}` || !reflect.DeepEqual(vecs, []optim.Vec{protocoltest.GradVec}) {
 		t.Fatalf("SaveState = %q %v %v", blob, vecs, err)
 	}
 	if err := st.LoadState(ctx, []byte("restored")); err != nil {
@@ -170,7 +167,7 @@ func TestOptionalInterfaces(t *testing.T) {
 		t.Error("plain plugin adapter implements optim.Stateful")
 	}
 	ctx := context.Background()
-	configure(t, c, testplugin.NewFakeHost(10), nil)
+	configure(t, c, protocoltest.NewFakeHost(10), nil)
 	_, err := c.Predictive(ctx)
 	if !errors.Is(err, errors.ErrUnsupported) {
 		t.Errorf("Predictive of plain: %v, want ErrUnsupported", err)
@@ -189,7 +186,7 @@ func TestOptionalInterfaces(t *testing.T) {
 
 func TestLargeMessages(t *testing.T) {
 	c := launch(t, "toy", Timeouts{})
-	host := testplugin.NewFakeHost(10)
+	host := protocoltest.NewFakeHost(10)
 	const terms = 400_000
 	configure(t, c, host, map[string]any{"big_terms": terms})
 	ctx := context.Background()
@@ -199,11 +196,11 @@ func TestLargeMessages(t *testing.T) {
 	}
 	progs := host.Programs()
 	last := progs[len(progs)-1]
-	enc, err := wire.ProgramToProto(last)
+	n, err := protocol.ProgramSize(last)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n := proto.Size(&pb.ExecRequest{Program: enc}); n <= 4<<20 {
+	if n <= 4<<20 {
 		t.Fatalf("program is only %d bytes; the test needs > 4 MiB", n)
 	}
 	if lc, ok := last.Ops[1].(optim.LinComb); !ok || len(lc.Terms) != terms {
@@ -222,7 +219,7 @@ func TestLargeMessages(t *testing.T) {
 
 func TestPanicInStep(t *testing.T) {
 	c := launch(t, "toy", Timeouts{Step: 20 * time.Second})
-	configure(t, c, testplugin.NewFakeHost(10), map[string]any{"mode": testplugin.ModePanic})
+	configure(t, c, protocoltest.NewFakeHost(10), map[string]any{"mode": protocoltest.ModePanic})
 	_, err := c.Step(context.Background(), optim.StepInput{Step: 7})
 	if err == nil {
 		t.Fatal("Step succeeded, want the panic")
@@ -233,14 +230,14 @@ func TestPanicInStep(t *testing.T) {
 		"plugin toy: Step: panic in Step: toy optimizer exploded at step 7",
 		"last stderr lines:",
 		"recovered panic in optimizer", // the plugin's log line
-		"testplugin.(*Toy).Step",       // a frame of the stack from stderr
+		"protocoltest.(*Toy).Step",     // a frame of the stack from stderr
 	} {
 		if !strings.Contains(msg, want) {
 			t.Errorf("error lacks %q:\n%s", want, msg)
 		}
 	}
-	if wire.Code(err) != codes.Internal || errors.Is(err, ErrCrashed) {
-		t.Errorf("code = %v, crashed = %v; want Internal, not crashed", wire.Code(err), errors.Is(err, ErrCrashed))
+	if protocol.Code(err) != codes.Internal || errors.Is(err, ErrCrashed) {
+		t.Errorf("code = %v, crashed = %v; want Internal, not crashed", protocol.Code(err), errors.Is(err, ErrCrashed))
 	}
 	// A recovered panic leaves the plugin serving.
 	if _, err := c.Info(context.Background()); err != nil {
@@ -250,7 +247,7 @@ func TestPanicInStep(t *testing.T) {
 
 func TestCrashInStep(t *testing.T) {
 	c := launch(t, "toy", Timeouts{Step: 20 * time.Second})
-	configure(t, c, testplugin.NewFakeHost(10), map[string]any{"mode": testplugin.ModeCrash})
+	configure(t, c, protocoltest.NewFakeHost(10), map[string]any{"mode": protocoltest.ModeCrash})
 	start := time.Now()
 	_, err := c.Step(context.Background(), optim.StepInput{})
 	if !errors.Is(err, ErrCrashed) {
@@ -279,7 +276,7 @@ func TestCrashInStep(t *testing.T) {
 
 func TestHangingStep(t *testing.T) {
 	c := launch(t, "toy", Timeouts{Step: time.Second})
-	configure(t, c, testplugin.NewFakeHost(10), map[string]any{"mode": testplugin.ModeHang})
+	configure(t, c, protocoltest.NewFakeHost(10), map[string]any{"mode": protocoltest.ModeHang})
 	start := time.Now()
 	_, err := c.Step(context.Background(), optim.StepInput{})
 	if !errors.Is(err, ErrTimeout) || !errors.Is(err, context.DeadlineExceeded) {
@@ -301,7 +298,7 @@ func TestHangingStep(t *testing.T) {
 
 func TestCallerContext(t *testing.T) {
 	c := launch(t, "toy", Timeouts{})
-	configure(t, c, testplugin.NewFakeHost(10), map[string]any{"mode": testplugin.ModeHang})
+	configure(t, c, protocoltest.NewFakeHost(10), map[string]any{"mode": protocoltest.ModeHang})
 	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 	defer cancel()
 	_, err := c.Step(ctx, optim.StepInput{})
@@ -312,11 +309,11 @@ func TestCallerContext(t *testing.T) {
 
 func TestOpErrorsReachTheHost(t *testing.T) {
 	c := launch(t, "toy", Timeouts{})
-	configure(t, c, testplugin.NewFakeHost(10), map[string]any{"mode": testplugin.ModeBadOp})
+	configure(t, c, protocoltest.NewFakeHost(10), map[string]any{"mode": protocoltest.ModeBadOp})
 	_, err := c.Step(context.Background(), optim.StepInput{})
-	var we *wire.Error
-	if !errors.As(err, &we) || we.Op != 1 || we.Code != codes.InvalidArgument || !strings.Contains(err.Error(), "op 1: nil op") {
-		t.Fatalf("Step: %v (%#v), want InvalidArgument at op 1", err, we)
+	var oe *optim.OpError
+	if !errors.As(err, &oe) || oe.Index != 1 || protocol.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "op 1 (nil): nil op") {
+		t.Fatalf("Step: %v (%#v), want InvalidArgument at op 1", err, oe)
 	}
 }
 
@@ -461,68 +458,7 @@ func TestList(t *testing.T) {
 	}
 }
 
-// TestHostServiceUnimplementedOp sends the host's Host service, over real
-// gRPC, a program whose op 1 has a kind from a newer protocol minor.
-func TestHostServiceUnimplementedOp(t *testing.T) {
-	lis, err := net.Listen("unix", filepath.Join(t.TempDir(), "h.sock"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	host := testplugin.NewFakeHost(10)
-	s := grpc.NewServer()
-	pb.RegisterHostServer(s, &hostServer{h: host, logger: quietLogger(t)})
-	go func() { _ = s.Serve(lis) }()
-	t.Cleanup(s.Stop)
-	conn, err := grpc.NewClient("unix://"+lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = conn.Close() })
-	hc := pb.NewHostClient(conn)
-
-	var raw []byte
-	raw = protowire.AppendTag(raw, 42, protowire.BytesType)
-	raw = protowire.AppendBytes(raw, nil)
-	newer := &pb.Op{}
-	if err := proto.Unmarshal(raw, newer); err != nil {
-		t.Fatal(err)
-	}
-	norm := &pb.Op{Kind: &pb.Op_Norm{Norm: &pb.NormOp{X: 0}}}
-	tests := []struct {
-		name string
-		ops  []*pb.Op
-		code codes.Code
-		op   int32
-	}{
-		{"newer op kind", []*pb.Op{norm, newer}, codes.Unimplemented, 1},
-		{"unknown unary kind", []*pb.Op{norm, norm, {Kind: &pb.Op_Unary{Unary: &pb.UnaryOp{Kind: 99}}}}, codes.Unimplemented, 2},
-		{"host error with op index", []*pb.Op{norm, {Kind: &pb.Op_Norm{Norm: &pb.NormOp{X: 5}}}}, codes.Unknown, 1},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			_, err := hc.Exec(context.Background(), &pb.ExecRequest{Program: &pb.Program{Ops: tt.ops}})
-			st := status.Convert(err)
-			if st.Code() != tt.code {
-				t.Fatalf("code = %v (%v), want %v", st.Code(), err, tt.code)
-			}
-			var idx int32 = -1
-			for _, d := range st.Details() {
-				if oe, ok := d.(*pb.OpError); ok {
-					idx = oe.GetOpIndex()
-				}
-			}
-			if idx != tt.op {
-				t.Fatalf("OpError index = %d, want %d (%v)", idx, tt.op, err)
-			}
-		})
-	}
-	res, err := hc.Exec(context.Background(), &pb.ExecRequest{Program: &pb.Program{Ops: []*pb.Op{norm}}})
-	if err != nil || !reflect.DeepEqual(res.GetResult().GetScalars(), []float64{2}) {
-		t.Fatalf("valid program: %v, %v", res, err)
-	}
-}
-
-type panickyHost struct{ testplugin.FakeHost }
+type panickyHost struct{ protocoltest.FakeHost }
 
 func (h *panickyHost) Exec(context.Context, *optim.Program) (optim.Result, error) {
 	panic("host bug")
@@ -530,7 +466,7 @@ func (h *panickyHost) Exec(context.Context, *optim.Program) (optim.Result, error
 
 func TestHostPanicIsAnError(t *testing.T) {
 	c := launch(t, "toy", Timeouts{})
-	h := &panickyHost{FakeHost: *testplugin.NewFakeHost(10)}
+	h := &panickyHost{FakeHost: *protocoltest.NewFakeHost(10)}
 	err := c.Configure(context.Background(), h, optim.Config{})
 	if err == nil || !strings.Contains(err.Error(), "host panic in Exec: host bug") {
 		t.Fatalf("Configure with a panicking host: %v", err)
@@ -540,7 +476,7 @@ func TestHostPanicIsAnError(t *testing.T) {
 func TestInProcessReattach(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	rc, stopped, err := serve.ServeInProcess(ctx, testplugin.New)
+	rc, stopped, err := serve.ServeInProcess(ctx, protocoltest.New)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -548,7 +484,7 @@ func TestInProcessReattach(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	host := testplugin.NewFakeHost(10)
+	host := protocoltest.NewFakeHost(10)
 	configure(t, c, host, nil)
 	if _, err := c.Step(ctx, optim.StepInput{LR: 0.1}); err != nil {
 		t.Fatal(err)

@@ -12,7 +12,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/optlab/optlab/internal/wire"
+	"github.com/optlab/optlab/sdk/protocol"
 )
 
 // procRunner runs a plugin binary for go-plugin (runner.Runner). Using our
@@ -38,7 +38,7 @@ func newProcRunner(path string, args, env []string) (*procRunner, error) {
 	// The plugin and whatever it starts (a wrapper script's program) form
 	// their own process group, which Kill ends as a whole; and they know the
 	// host's PID, to exit when the host dies (serve.Serve watches it).
-	cmd.Env = append(env, wire.HostPIDEnv+"="+strconv.Itoa(os.Getpid()))
+	cmd.Env = append(env, protocol.HostPIDEnv+"="+strconv.Itoa(os.Getpid()))
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	// Once the plugin has exited, do not wait longer than this for a
 	// process it left behind to close the output pipes.

@@ -12,9 +12,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/optlab/optlab/internal/testplugin"
 	"github.com/optlab/optlab/internal/testutil"
 	"github.com/optlab/optlab/sdk/optim"
+	"github.com/optlab/optlab/sdk/protocoltest"
 )
 
 // A plugin is often a shell script that starts the real program without
@@ -92,7 +92,7 @@ func TestWrapperStepTimeoutAndClose(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	configure(t, c, testplugin.NewFakeHost(10), map[string]any{"mode": testplugin.ModeHang})
+	configure(t, c, protocoltest.NewFakeHost(10), map[string]any{"mode": protocoltest.ModeHang})
 	if len(childrenRunning(toy)) != 1 {
 		t.Fatalf("the wrapped plugin is not running")
 	}

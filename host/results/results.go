@@ -45,8 +45,16 @@ type Record struct {
 	// Key identifies the run; unique per (experiment, method, models,
 	// dataset, seed).
 	Key string `json:"key"`
-	// Method is the row label from the TOML.
+	// Method is the row label: the [[method]] name from the TOML, followed
+	// by the run's swept values when the method is part of a sweep
+	// ("SAM rho=0.05 lr=0.1").
 	Method string `json:"method"`
+	// Base is the [[method]] name of a run that is part of a sweep ("SAM"),
+	// empty otherwise (Method is then the name).
+	Base string `json:"base,omitempty"`
+	// Setting is the swept values of a run that is part of a sweep, as its
+	// label writes them ("rho=0.05 lr=0.1"), empty otherwise.
+	Setting string `json:"setting,omitempty"`
 	// Plugin is the optimizer plugin's name.
 	Plugin string `json:"plugin"`
 	// PluginVersion is the optimizer plugin's version.
@@ -97,6 +105,15 @@ type Record struct {
 	// Finished is when the run ended; Append sets it to the current time
 	// when zero.
 	Finished time.Time `json:"finished"`
+}
+
+// MethodName returns the [[method]] name of the run: Base, or Method for a
+// run that is not part of a sweep.
+func (r *Record) MethodName() string {
+	if r.Base != "" {
+		return r.Base
+	}
+	return r.Method
 }
 
 // Path returns the conventional results file of an experiment below root:

@@ -5,6 +5,7 @@ import (
 	"encoding/csv"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -18,7 +19,7 @@ const missing = "–"
 
 // fieldTitle is the header of a leading row column.
 func fieldTitle(f string) string {
-	if f == fieldArch {
+	if f == FieldArch {
 		return "Arch"
 	}
 	return "Dataset"
@@ -254,13 +255,18 @@ func writeLaTeX(w io.Writer, g *grid) error {
 }
 
 // writeCSV renders g as tidy rows. Values are as stored (accuracy as a
-// fraction), in full precision; std is empty when n < 2. With a baseline,
+// fraction), in full precision; std is empty when n < 2. With a selection
+// (Options.Select), a setting column after method names each cell's chosen
+// setting. With a baseline,
 // diff, diff_lo, diff_hi and significant follow; they are empty for the
 // baseline's rows and cells without a baseline value, and diff_lo and
 // diff_hi are empty when no interval can be computed.
 func writeCSV(w io.Writer, g *grid) error {
 	cw := csv.NewWriter(w)
 	head := []string{"method", "dataset", "arch", "metric", "mean", "std", "n"}
+	if g.sel != nil {
+		head = slices.Insert(head, 1, "setting")
+	}
 	if g.diffs != nil {
 		head = append(head, "diff", "diff_lo", "diff_hi", "significant")
 	}
@@ -268,8 +274,8 @@ func writeCSV(w io.Writer, g *grid) error {
 		return err
 	}
 	num := func(v float64) string { return strconv.FormatFloat(v, 'g', -1, 64) }
-	di := indexOf(g.groupFields, fieldDataset)
-	ai := indexOf(g.groupFields, fieldArch)
+	di := indexOf(g.groupFields, FieldDataset)
+	ai := indexOf(g.groupFields, FieldArch)
 	for ri, r := range g.rows {
 		for gi, gv := range g.groups {
 			for mi, m := range g.metrics {
@@ -282,6 +288,9 @@ func writeCSV(w io.Writer, g *grid) error {
 					std = num(s.std)
 				}
 				rec := []string{r.method, gv[di], gv[ai], m, num(s.mean), std, strconv.Itoa(s.n)}
+				if g.sel != nil {
+					rec = slices.Insert(rec, 1, g.sel.cellSetting(r.method, gv[di], gv[ai]))
+				}
 				if g.diffs != nil {
 					d, cols := g.diffs[ri][gi][mi], []string{"", "", "", ""}
 					switch {

@@ -4,6 +4,8 @@ import (
 	"math"
 	"strings"
 	"testing"
+
+	"github.com/optlab/optlab/host/results"
 )
 
 // tDensity is Student's t density with nu degrees of freedom.
@@ -129,7 +131,11 @@ func TestDiffText(t *testing.T) {
 }
 
 func TestBaselineUnknown(t *testing.T) {
-	err := Run(&strings.Builder{}, []string{"testdata/baseline.jsonl", "--baseline", "Adam"})
+	recs, err := results.Read("testdata/baseline.jsonl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = Render(&strings.Builder{}, recs, Options{Baseline: "Adam"})
 	want := `unknown baseline method "Adam" (methods: SGD, SAM, ASAM)`
 	if err == nil || !strings.Contains(err.Error(), want) {
 		t.Fatalf("err = %v, want containing %q", err, want)

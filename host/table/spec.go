@@ -47,6 +47,8 @@ func canonicalOrder() []string {
 //   - acc and *_acc: "ACC", ↑, shown as a percentage with 2 decimals;
 //   - nll, brier, ece, aac: ↓, 4 decimals; auroc, auroc_ood: ↑, 4 decimals;
 //   - cal_X: "cal " + X's label, ↓, 4 decimals;
+//   - val_X (the validation split's metrics): "val " + X's label, X's
+//     direction and format;
 //   - temperature: "T", no direction, 3 decimals;
 //   - *_loss: ↓, 4 decimals;
 //   - seconds_per_epoch ("s/epoch"), wall_seconds ("wall s") and other
@@ -82,6 +84,10 @@ func metricSpec(key string) spec {
 		if s.dir == neutral {
 			s.dir = down
 		}
+		return s
+	case strings.HasPrefix(key, valPrefix):
+		s := metricSpec(strings.TrimPrefix(key, valPrefix))
+		s.label = "val " + s.label
 		return s
 	case strings.HasSuffix(key, "_acc"):
 		return spec{strings.ReplaceAll(strings.TrimSuffix(key, "_acc"), "_", " ") + " ACC", up, 100, 2}
@@ -154,7 +160,7 @@ func sortMetrics(keys []string) []string {
 // get their usual spelling (cifar10 → CIFAR-10); everything else is shown
 // as stored.
 func displayValue(field, v string) string {
-	if field == fieldDataset {
+	if field == FieldDataset {
 		switch strings.NewReplacer("-", "", "_", "", " ", "").Replace(strings.ToLower(v)) {
 		case "cifar10":
 			return "CIFAR-10"

@@ -38,10 +38,12 @@ const (
 
 // Grouping fields accepted in Options.By.
 const (
-	fieldDataset = "dataset"
-	fieldArch    = "arch"
-	// byNone in Options.By disables column grouping.
-	byNone = "none"
+	// FieldDataset groups the columns by dataset (the default).
+	FieldDataset = "dataset"
+	// FieldArch groups the columns by architecture.
+	FieldArch = "arch"
+	// ByNone in Options.By disables column grouping.
+	ByNone = "none"
 )
 
 // Options configures Render.
@@ -68,6 +70,18 @@ type Options struct {
 	// that difference to be significantly better. CSV gets diff, diff_lo,
 	// diff_hi and significant columns. An unknown name is an error.
 	Baseline string
+	// Select, when not empty, names a metric of the validation split with
+	// a direction (val_acc, val_nll, val_brier, val_ece, val_aac,
+	// val_auroc): for each method and each dataset × arch, among the
+	// settings of a sweep (records that share Base and differ in Setting)
+	// the one whose runs all succeeded and whose Select has the best mean
+	// over seeds is kept, as the method's row, and the others are left
+	// out. The table then shows the chosen settings' test metrics, and a
+	// note names them (CSV: a setting column). A test or training metric
+	// is refused (a choice is never made on test data), and so are records
+	// without the metric, with a message saying how to hold out a
+	// validation split.
+	Select string
 }
 
 // stat summarises one cell's values.
@@ -122,6 +136,8 @@ type grid struct {
 	// difference to it (nil without a baseline).
 	baseline string
 	diffs    [][][]diff
+	// sel is the outcome of Options.Select (nil without).
+	sel *selection
 }
 
 // failure counts failed runs of one row/group.
@@ -132,7 +148,7 @@ type failure struct {
 
 // fieldValue returns a record's value of a grouping field.
 func fieldValue(r *results.Record, field string) string {
-	if field == fieldArch {
+	if field == FieldArch {
 		return r.Arch
 	}
 	return r.Dataset
@@ -279,17 +295,17 @@ func normalize(opts Options) (Options, error) {
 		return opts, fmt.Errorf("unknown format %q (want markdown, latex or csv)", opts.Format)
 	}
 	if len(opts.By) == 0 {
-		opts.By = []string{fieldDataset}
+		opts.By = []string{FieldDataset}
 	}
 	var by []string
 	for _, f := range opts.By {
 		switch f {
-		case fieldDataset, fieldArch:
+		case FieldDataset, FieldArch:
 			if slices.Contains(by, f) {
 				return opts, fmt.Errorf("grouping field %q given twice", f)
 			}
 			by = append(by, f)
-		case byNone:
+		case ByNone:
 			if len(opts.By) > 1 {
 				return opts, errors.New(`grouping "none" cannot be combined with other fields`)
 			}
@@ -303,6 +319,11 @@ func normalize(opts Options) (Options, error) {
 			return opts, errors.New("empty metric name")
 		}
 	}
+	if opts.Select != "" {
+		if err := checkSelect(opts.Select); err != nil {
+			return opts, err
+		}
+	}
 	return opts, nil
 }
 
@@ -311,6 +332,12 @@ func build(recs []results.Record, opts Options) (*grid, error) {
 	merged, err := results.Merge(recs)
 	if err != nil {
 		return nil, err
+	}
+	var sel *selection
+	if opts.Select != "" {
+		if merged, sel, err = choose(merged, opts.Select); err != nil {
+			return nil, err
+		}
 	}
 	var ok, failed []results.Record
 	for _, r := range merged {
@@ -323,11 +350,11 @@ func build(recs []results.Record, opts Options) (*grid, error) {
 	if err := checkMetrics(opts.Metrics, merged, ok); err != nil {
 		return nil, err
 	}
-	g := &grid{groupFields: opts.By}
+	g := &grid{groupFields: opts.By, sel: sel}
 	g.metrics = chooseMetrics(ok, opts, opts.Format)
 
 	// Fields not used for columns become row columns when they vary.
-	for _, f := range []string{fieldDataset, fieldArch} {
+	for _, f := range []string{FieldDataset, FieldArch} {
 		if slices.Contains(opts.By, f) {
 			continue
 		}
@@ -559,6 +586,9 @@ func (g *grid) notes() []string {
 			out = append(out, "Best per column in bold.")
 		}
 	}
+	if g.sel != nil {
+		out = append(out, g.sel.notes...)
+	}
 	if len(g.failed) > 0 {
 		total := 0
 		parts := make([]string, len(g.failed))
@@ -594,7 +624,7 @@ func Render(w io.Writer, recs []results.Record, opts Options) error {
 		return fmt.Errorf("table: %w", err)
 	}
 	if opts.Format == CSV {
-		opts.By = []string{fieldDataset, fieldArch}
+		opts.By = []string{FieldDataset, FieldArch}
 	}
 	g, err := build(recs, opts)
 	if err != nil {
@@ -619,7 +649,7 @@ func Render(w io.Writer, recs []results.Record, opts Options) error {
 // arch (columns). opts.Format selects the format; By and Metrics are
 // ignored.
 func RenderTime(w io.Writer, recs []results.Record, opts Options) error {
-	opts.By = []string{fieldArch}
+	opts.By = []string{FieldArch}
 	opts.Metrics = []string{secondsPerEpoch}
 	return Render(w, recs, opts)
 }

@@ -6,40 +6,63 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/optlab/optlab/host/results"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata")
 
-// TestGolden runs the CLI on the testdata JSONL files and compares the
-// output with testdata/<name>; go test -run Golden -update rewrites them.
+// TestGolden renders the testdata JSONL files and compares the output with
+// testdata/<name>; go test -run Golden -update rewrites them. (host table's
+// flags, which make these options, are tested in host/cli.)
 func TestGolden(t *testing.T) {
 	tests := []struct {
 		golden string
-		args   []string
+		files  []string
+		opts   Options
+		time   bool
 	}{
-		{"ensemble.md", []string{"testdata/ensemble.jsonl", "--metrics", "acc,brier,nll,ece,aac"}},
-		{"ensemble.tex", []string{"--format", "latex", "testdata/ensemble.jsonl", "--metrics=acc,brier,nll,ece,aac"}},
-		{"ensemble.csv", []string{"testdata/ensemble.jsonl", "--format", "csv"}},
-		{"ensemble_calibrated.md", []string{"testdata/ensemble.jsonl", "--metrics", "nll,cal_nll,ece,cal_ece,temperature,auroc"}},
-		{"single.md", []string{"testdata/single.jsonl"}},
-		{"single_by_arch.md", []string{"testdata/single.jsonl", "--by", "arch", "--metrics", "acc"}},
-		{"single_by_arch.tex", []string{"testdata/single.jsonl", "--by", "arch", "--metrics", "acc", "--format", "latex"}},
-		{"single_by_dataset_arch.md", []string{"testdata/single.jsonl", "--by", "dataset,arch", "--metrics", "acc"}},
-		{"single_time.md", []string{"testdata/single.jsonl", "--time"}},
-		{"single_time.tex", []string{"--time", "--format", "latex", "testdata/single.jsonl"}},
-		{"specials.md", []string{"testdata/specials.jsonl", "testdata/specials_shard.jsonl"}},
-		{"specials.tex", []string{"testdata/specials.jsonl", "--format", "latex", "testdata/specials_shard.jsonl"}},
-		{"specials.csv", []string{"testdata/specials.jsonl", "testdata/specials_shard.jsonl", "--format", "csv"}},
-		{"specials_by_none.md", []string{"--by", "none", "--", "testdata/specials.jsonl"}},
-		{"baseline.md", []string{"testdata/baseline.jsonl", "--baseline", "SGD"}},
-		{"baseline.tex", []string{"testdata/baseline.jsonl", "--baseline=SGD", "--format", "latex"}},
-		{"baseline.csv", []string{"testdata/baseline.jsonl", "--baseline", "SGD", "--format", "csv", "--metrics", "acc,nll,ece"}},
-		{"baseline_by_none.md", []string{"--by", "none", "--baseline", "SGD", "testdata/baseline.jsonl", "--metrics", "acc"}},
+		{"ensemble.md", []string{"ensemble.jsonl"}, Options{Metrics: []string{"acc", "brier", "nll", "ece", "aac"}}, false},
+		{"ensemble.tex", []string{"ensemble.jsonl"}, Options{Format: LaTeX, Metrics: []string{"acc", "brier", "nll", "ece", "aac"}}, false},
+		{"ensemble.csv", []string{"ensemble.jsonl"}, Options{Format: CSV}, false},
+		{"ensemble_calibrated.md", []string{"ensemble.jsonl"}, Options{Metrics: []string{"nll", "cal_nll", "ece", "cal_ece", "temperature", "auroc"}}, false},
+		{"single.md", []string{"single.jsonl"}, Options{}, false},
+		{"single_by_arch.md", []string{"single.jsonl"}, Options{By: []string{FieldArch}, Metrics: []string{"acc"}}, false},
+		{"single_by_arch.tex", []string{"single.jsonl"}, Options{By: []string{FieldArch}, Metrics: []string{"acc"}, Format: LaTeX}, false},
+		{"single_by_dataset_arch.md", []string{"single.jsonl"}, Options{By: []string{FieldDataset, FieldArch}, Metrics: []string{"acc"}}, false},
+		{"single_time.md", []string{"single.jsonl"}, Options{}, true},
+		{"single_time.tex", []string{"single.jsonl"}, Options{Format: LaTeX}, true},
+		{"specials.md", []string{"specials.jsonl", "specials_shard.jsonl"}, Options{}, false},
+		{"specials.tex", []string{"specials.jsonl", "specials_shard.jsonl"}, Options{Format: LaTeX}, false},
+		{"specials.csv", []string{"specials.jsonl", "specials_shard.jsonl"}, Options{Format: CSV}, false},
+		{"specials_by_none.md", []string{"specials.jsonl"}, Options{By: []string{ByNone}}, false},
+		{"baseline.md", []string{"baseline.jsonl"}, Options{Baseline: "SGD"}, false},
+		{"baseline.tex", []string{"baseline.jsonl"}, Options{Baseline: "SGD", Format: LaTeX}, false},
+		{"baseline.csv", []string{"baseline.jsonl"}, Options{Baseline: "SGD", Format: CSV, Metrics: []string{"acc", "nll", "ece"}}, false},
+		{"baseline_by_none.md", []string{"baseline.jsonl"}, Options{By: []string{ByNone}, Baseline: "SGD", Metrics: []string{"acc"}}, false},
+		{"sweep.md", []string{"sweep.jsonl"}, Options{Metrics: []string{"acc", "val_acc", "nll"}}, false},
+		{"sweep_select.md", []string{"sweep.jsonl"}, Options{Select: "val_acc"}, false},
+		{"sweep_select_nll.md", []string{"sweep.jsonl"}, Options{Select: "val_nll", Metrics: []string{"acc"}}, false},
+		{"sweep_select.tex", []string{"sweep.jsonl"}, Options{Select: "val_acc", Format: LaTeX}, false},
+		{"sweep_select.csv", []string{"sweep.jsonl"}, Options{Select: "val_acc", Format: CSV, Metrics: []string{"acc", "val_acc"}}, false},
+		{"sweep_select_baseline.md", []string{"sweep.jsonl"}, Options{Select: "val_acc", Baseline: "SGD", Metrics: []string{"acc"}}, false},
 	}
 	for _, tc := range tests {
 		t.Run(tc.golden, func(t *testing.T) {
+			var files []string
+			for _, f := range tc.files {
+				files = append(files, filepath.Join("testdata", f))
+			}
+			recs, err := results.Read(files...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			render := Render
+			if tc.time {
+				render = RenderTime
+			}
 			var buf bytes.Buffer
-			if err := Run(&buf, tc.args); err != nil {
+			if err := render(&buf, recs, tc.opts); err != nil {
 				t.Fatal(err)
 			}
 			path := filepath.Join("testdata", tc.golden)

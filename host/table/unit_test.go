@@ -3,7 +3,6 @@ package table
 import (
 	"bytes"
 	"math"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -77,11 +76,11 @@ func TestEscape(t *testing.T) {
 
 func TestDisplayValue(t *testing.T) {
 	for in, want := range map[string]string{"cifar10": "CIFAR-10", "CIFAR_100": "CIFAR-100", "tiny-imagenet": "TinyImageNet", "stl10": "stl10"} {
-		if got := displayValue(fieldDataset, in); got != want {
+		if got := displayValue(FieldDataset, in); got != want {
 			t.Errorf("displayValue(%q) = %q, want %q", in, got, want)
 		}
 	}
-	if got := displayValue(fieldArch, "cifar10"); got != "cifar10" {
+	if got := displayValue(FieldArch, "cifar10"); got != "cifar10" {
 		t.Errorf("archs are shown as stored, got %q", got)
 	}
 }
@@ -191,54 +190,6 @@ func TestRenderErrors(t *testing.T) {
 	}
 }
 
-func TestRunCLI(t *testing.T) {
-	dir := t.TempDir()
-	mixed := filepath.Join(dir, "mixed.jsonl")
-	for _, r := range []results.Record{
-		okRec("SAM", "cifar10", "r18", 1, map[string]any{"rho": 0.05}, map[string]float64{"acc": 0.9}),
-		okRec("SAM", "cifar10", "r18", 2, map[string]any{"rho": 0.1}, map[string]float64{"acc": 0.9}),
-	} {
-		if err := results.Append(mixed, r); err != nil {
-			t.Fatal(err)
-		}
-	}
-	tests := []struct {
-		name string
-		args []string
-		want string // error substring, or output substring when ok
-		ok   bool
-	}{
-		{"no files", []string{"--format", "csv"}, "no results files", false},
-		{"unknown flag", []string{"testdata/specials.jsonl", "--colour"}, "flag provided but not defined", false},
-		{"missing value", []string{"testdata/specials.jsonl", "--by"}, "flag needs an argument", false},
-		{"missing file", []string{filepath.Join(dir, "nope.jsonl")}, "no such file", false},
-		{"mixed configs refused", []string{mixed}, `run "SAM/cifar10/r18/1" has config hash`, false},
-		{"bad format", []string{"testdata/specials.jsonl", "--format=html"}, "unknown format", false},
-		{"unknown metric", []string{"testdata/specials.jsonl", "--metrics", "accc"}, `table: unknown metric "accc"; did you mean "acc"? (valid metrics: acc, nll,`, false},
-		{"metric no run has", []string{"testdata/specials.jsonl", "--metrics", "acc,brier"},
-			`table: metric "brier" is missing from all 3 successful runs (metrics present: acc, nll, ece, seconds_per_epoch, wall_seconds)`, false},
-		{"help", []string{"-h"}, "usage: table FILE.jsonl", true},
-		{"flags between files", []string{"testdata/specials.jsonl", "--format", "csv", "testdata/specials_shard.jsonl", "--metrics", "acc"},
-			"OT_MDR & K=2 (50%),cifar10,resnet18,acc,0.9659,0.0007000000000000339,3", true},
-		{"file after --", []string{"--format=csv", "--", "testdata/specials.jsonl"}, "OT_MDR & K=2 (50%),cifar10,resnet18,ece", true},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			var buf bytes.Buffer
-			err := Run(&buf, tc.args)
-			if tc.ok {
-				if err != nil || !strings.Contains(buf.String(), tc.want) {
-					t.Fatalf("err %v, output:\n%s\nwant containing %q", err, buf.String(), tc.want)
-				}
-				return
-			}
-			if err == nil || !strings.Contains(err.Error(), tc.want) {
-				t.Fatalf("err = %v, want containing %q", err, tc.want)
-			}
-		})
-	}
-}
-
 func TestRenderMetricChecks(t *testing.T) {
 	cfg := map[string]any{"x": 1}
 	a := okRec("A", "cifar10", "r18", 1, cfg, map[string]float64{"acc": 0.9, "kl_div": 0.1})
@@ -267,5 +218,148 @@ func TestRenderMetricChecks(t *testing.T) {
 	}
 	if err := RenderTime(&bytes.Buffer{}, []results.Record{b}, Options{}); err == nil || !strings.Contains(err.Error(), `metric "seconds_per_epoch" is missing`) {
 		t.Errorf("RenderTime without times: err = %v", err)
+	}
+}
+
+// sweepRec is a successful record of a run of a sweep.
+func sweepRec(base, setting, arch string, seed int64, val, acc float64, validation any) results.Record {
+	cfg := map[string]any{"setting": setting}
+	if validation != nil {
+		cfg["data.validation"] = validation
+	}
+	r := okRec(base, "cifar10", arch, seed, cfg, map[string]float64{"acc": acc})
+	if val >= 0 {
+		r.Metrics["val_acc"] = val
+	}
+	if setting != "" {
+		r.Method, r.Base, r.Setting = base+" "+setting, base, setting
+	}
+	r.Key = "method=" + r.Method + "/arch=" + arch + "/seed=" + string(rune('0'+seed))
+	return r
+}
+
+func TestSelect(t *testing.T) {
+	tests := []struct {
+		name   string
+		recs   []results.Record
+		opts   Options
+		want   []string // substrings of the output
+		absent []string
+		err    string
+	}{
+		{
+			name: "chosen per arch, unswept method kept",
+			recs: []results.Record{
+				sweepRec("SAM", "rho=0.05", "cnn", 1, 0.90, 0.80, 0.1),
+				sweepRec("SAM", "rho=0.1", "cnn", 1, 0.91, 0.70, 0.1),
+				sweepRec("SAM", "rho=0.05", "mlp", 1, 0.95, 0.60, 0.1),
+				sweepRec("SAM", "rho=0.1", "mlp", 1, 0.94, 0.99, 0.1),
+				sweepRec("SGD", "", "cnn", 1, -1, 0.75, 0.0),
+			},
+			opts: Options{Select: "val_acc", By: []string{FieldArch}, Metrics: []string{"acc"}},
+			want: []string{"| SAM    |     70.00 |     60.00 |", "| SGD    | **75.00** |         – |",
+				"SAM: rho=0.1 on CIFAR-10 / cnn (val ACC 91.00, best of 2 settings), rho=0.05 on CIFAR-10 / mlp (val ACC 95.00, best of 2 settings)."},
+			absent: []string{"SGD:"},
+		},
+		{
+			name: "runs from before the sweep compete as a setting",
+			recs: []results.Record{
+				sweepRec("SAM", "", "cnn", 1, 0.95, 0.80, 0.1),
+				sweepRec("SAM", "rho=0.1", "cnn", 1, 0.90, 0.70, 0.1),
+			},
+			opts: Options{Select: "val_acc", Metrics: []string{"acc"}},
+			want: []string{"| SAM    |          80.00 |", "SAM: the runs without swept values (val ACC 95.00, best of 2 settings)."},
+		},
+		{
+			name: "tie goes to the first setting",
+			recs: []results.Record{
+				sweepRec("SAM", "rho=0.05", "cnn", 1, 0.90, 0.80, 0.1),
+				sweepRec("SAM", "rho=0.1", "cnn", 1, 0.90, 0.70, 0.1),
+			},
+			opts: Options{Select: "val_acc", Format: CSV, Metrics: []string{"acc"}},
+			want: []string{"SAM,rho=0.05,cifar10,cnn,acc,0.8,,1"},
+		},
+		{
+			name: "every setting failed",
+			recs: []results.Record{
+				sweepRec("SAM", "rho=0.05", "cnn", 1, 0.90, 0.80, 0.1),
+				func() results.Record {
+					r := sweepRec("SAM", "rho=0.05", "cnn", 2, 0.90, 0.80, 0.1)
+					r.Status, r.Metrics = results.StatusFailed, nil
+					return r
+				}(),
+				func() results.Record {
+					r := sweepRec("SAM", "rho=0.1", "cnn", 1, 0.90, 0.80, 0.1)
+					r.Status, r.Metrics = results.StatusFailed, nil
+					return r
+				}(),
+			},
+			opts: Options{Select: "val_acc"},
+			want: []string{"No successful runs.", "SAM: none (each of the 2 settings has failed runs)", "Excluded 2 failed runs (SAM / CIFAR-10: 2)"},
+		},
+		{
+			name: "test metric refused",
+			opts: Options{Select: "acc"},
+			err:  "--select acc: a setting must be chosen on the validation split, never on test (or training) data: select val_acc (val_acc, val_nll,",
+		},
+		{
+			name: "test loss refused",
+			opts: Options{Select: "test_loss"},
+			err:  "select val_nll",
+		},
+		{
+			name: "no direction",
+			opts: Options{Select: "val_temperature"},
+			err:  `--select val_temperature: the metric has no direction`,
+		},
+		{
+			name: "no validation split",
+			recs: []results.Record{
+				sweepRec("SAM", "rho=0.05", "cnn", 1, -1, 0.80, 0.0),
+				sweepRec("SAM", "rho=0.1", "cnn", 1, -1, 0.70, 0.0),
+			},
+			opts: Options{Select: "val_acc"},
+			err:  `--select val_acc chooses on the validation split, but run "method=SAM rho=0.05/arch=cnn/seed=1" was trained without one (data.validation = 0): hold one out by setting data.validation in the experiment's [data] table, e.g. validation = 0.1`,
+		},
+		{
+			name: "no validation split, nothing swept",
+			recs: []results.Record{sweepRec("SGD", "", "cnn", 1, -1, 0.75, nil)},
+			opts: Options{Select: "val_acc"},
+			err:  `was trained without one (data.validation = 0)`,
+		},
+		{
+			name: "record of an older optlab",
+			recs: []results.Record{
+				sweepRec("SAM", "rho=0.05", "cnn", 1, 0.9, 0.80, 0.1),
+				sweepRec("SAM", "rho=0.1", "cnn", 1, -1, 0.70, 0.1),
+			},
+			opts: Options{Select: "val_acc"},
+			err:  `--select val_acc: run "method=SAM rho=0.1/arch=cnn/seed=1" has a validation split (data.validation = 0.1) but no val_acc in its record`,
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var buf bytes.Buffer
+			err := Render(&buf, tc.recs, tc.opts)
+			if tc.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.err) {
+					t.Fatalf("error %v, want %q", err, tc.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(buf.String(), w) {
+					t.Errorf("output does not contain %q:\n%s", w, buf.String())
+				}
+			}
+			for _, w := range tc.absent {
+				if strings.Contains(buf.String(), w) {
+					t.Errorf("output contains %q:\n%s", w, buf.String())
+				}
+			}
+		})
 	}
 }

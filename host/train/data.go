@@ -5,7 +5,7 @@ import (
 	"fmt"
 
 	"github.com/optlab/optlab/host/data"
-	"github.com/optlab/optlab/host/engine"
+	"github.com/optlab/optlab/host/data/devset"
 	"github.com/optlab/optlab/host/experiment"
 	"github.com/optlab/optlab/host/tensor"
 )
@@ -86,12 +86,12 @@ func LoadOOD(d experiment.Data) (*data.Set, error) {
 // Data is an experiment's data on the device, shared by its runs.
 type Data struct {
 	Name              string
-	Train, Test, Val  *engine.DeviceSet
-	OOD               *engine.DeviceSet
+	Train, Test, Val  *devset.Set
+	OOD               *devset.Set
 	Classes           int
 	Shape             []int64
 	Mean, Std         []float32
-	Augment           engine.Augment
+	Augment           devset.Augment
 	TrainSize, TestSz int
 }
 
@@ -113,11 +113,11 @@ func Upload(ctx context.Context, w *tensor.Worker, dev tensor.Device, d experime
 			out.Augment.Flip = true
 		}
 	}
-	up := func(s *data.Set) (*engine.DeviceSet, error) {
+	up := func(s *data.Set) (*devset.Set, error) {
 		if s == nil {
 			return nil, nil
 		}
-		return engine.Upload(ctx, w, dev, s, d.Normalize)
+		return devset.Upload(ctx, w, dev, s, d.Normalize)
 	}
 	if out.Train, err = up(sp.Train); err != nil {
 		return nil, err
@@ -143,7 +143,7 @@ func Upload(ctx context.Context, w *tensor.Worker, dev tensor.Device, d experime
 
 // Drop frees the device copies.
 func (d *Data) Drop() {
-	for _, s := range []*engine.DeviceSet{d.Train, d.Test, d.Val, d.OOD} {
+	for _, s := range []*devset.Set{d.Train, d.Test, d.Val, d.OOD} {
 		if s != nil {
 			s.Drop()
 		}

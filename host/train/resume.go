@@ -14,7 +14,8 @@ import (
 	"time"
 
 	"github.com/optlab/optlab/host/checkpoint"
-	"github.com/optlab/optlab/host/engine"
+	"github.com/optlab/optlab/host/checkpoint/statedict"
+	"github.com/optlab/optlab/host/curves"
 	"github.com/optlab/optlab/host/experiment"
 	"github.com/optlab/optlab/host/results"
 	"github.com/optlab/optlab/sdk/optim"
@@ -63,10 +64,10 @@ func ModelFile(key string) string {
 	return filepath.Join("checkpoints", results.KeyFileStem(key)+".safetensors")
 }
 
-// KeepAside moves the file rel of an experiment's results folder dir (if it
-// exists) to dir/superseded/rel with the time appended to its name, where a
-// run's files go when its configuration changed; it returns the new path,
-// or "" when there was no file.
+// KeepAside moves the file (or folder) rel of an experiment's results
+// folder dir (if it exists) to dir/superseded/rel with the time appended to
+// its name, where a run's files go when its configuration changed; it
+// returns the new path, or "" when there was none.
 func KeepAside(dir, rel string) (string, error) {
 	src := filepath.Join(dir, rel)
 	if _, err := os.Stat(src); err != nil {
@@ -82,10 +83,66 @@ func KeepAside(dir, rel string) (string, error) {
 	return dst, nil
 }
 
-// saveState writes the training state at the end of an epoch.
-func (r *Runner) saveState(ctx context.Context, path string, cfg map[string]any, eng *engine.Engine, opt optim.Optimizer, ls loopState, srcs []*rand.PCG, aug *rand.PCG, sched *Schedule) error {
+// resume prepares the loop of a built run: the schedule, the random streams
+// of the data orders and the augmentations, the curve file and the
+// TensorBoard log. When the
+// run has a saved training state (made with the configuration cfg; one made
+// with another is moved aside), it restores them and the engine's and the
+// optimizer's state from it, and the loop continues after its epoch.
+func (r *Runner) resume(ctx context.Context, t *training, cfg map[string]any) error {
+	t.sched = NewSchedule(r.Exp.Train)
+	t.orders = 1
+	if t.m.Optimizer.Info().Has(optim.CapMemberDataOrder) {
+		t.orders = t.members
+	}
+	t.rngs = make([]*rand.Rand, t.orders)
+	t.srcs = make([]*rand.PCG, t.orders)
+	for k := range t.rngs {
+		t.srcs[k] = rand.NewPCG(uint64(t.run.Seed), uint64(1+2*k))
+		t.rngs[k] = rand.New(t.srcs[k])
+	}
+	t.augSrc = rand.NewPCG(uint64(t.run.Seed), 2)
+	t.augRNG = rand.New(t.augSrc)
+	t.statePath = r.StatePath(t.run)
+	if err := r.retireStaleState(t.run, t.statePath, cfg); err != nil {
+		return err
+	}
+	ls, resumed, err := r.loadState(ctx, t)
+	if err != nil {
+		return err
+	}
+	if resumed && r.Progress != nil {
+		fmt.Fprintf(r.Progress, "%s: resuming after epoch %d (step %d) from %s\n", t.run.Key, ls.Epoch, ls.Step, t.statePath)
+	}
+	t.from = ls
+	t.step, t.epochs, t.trainLoss, t.trainAcc = ls.Step, ls.Epoch, ls.TrainLoss, ls.TrainAcc
+	if r.Exp.ResultsDir != "" {
+		path := curves.Path(r.Exp.ResultsDir, r.Exp.Name, t.run.Key)
+		if resumed {
+			t.curve, err = curves.Continue(path, ls.Epoch)
+		} else {
+			t.curve, err = curves.Create(path)
+		}
+		if err != nil {
+			return err
+		}
+		if ev := r.Exp.Eval; ev.TensorBoard {
+			dir := filepath.Join(r.Exp.ResultsDir, r.Exp.Name, TensorBoardDir(t.run.Key))
+			if t.tb, err = openTB(dir, resumed, ls.Step, ev.TensorBoardEverySteps); err != nil {
+				t.curve.Close()
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// saveState writes the training state at the end of an epoch: the engine's
+// (saveEngineState), the optimizer's, and the loop's ls with the random
+// streams and the schedule.
+func (r *Runner) saveState(ctx context.Context, t *training, cfg map[string]any, ls loopState) error {
 	var vecs []optim.Vec
-	if st, ok := opt.(optim.Stateful); ok {
+	if st, ok := t.m.Optimizer.(optim.Stateful); ok {
 		blob, v, err := st.SaveState(ctx)
 		if err != nil {
 			return fmt.Errorf("optimizer state: %w", err)
@@ -95,23 +152,23 @@ func (r *Runner) saveState(ctx context.Context, path string, cfg map[string]any,
 			ls.Vecs = append(ls.Vecs, int32(h))
 		}
 	}
-	for _, s := range srcs {
+	for _, s := range t.srcs {
 		b, err := s.MarshalBinary()
 		if err != nil {
 			return err
 		}
 		ls.Orders = append(ls.Orders, b)
 	}
-	b, err := aug.MarshalBinary()
+	b, err := t.augSrc.MarshalBinary()
 	if err != nil {
 		return err
 	}
 	ls.Aug = b
-	ls.Sched = schedSave{Scale: sched.scale, BadEpochs: sched.badEpochs}
-	if !math.IsInf(sched.best, 1) {
-		ls.Sched.Best, ls.Sched.HasBest = sched.best, true
+	ls.Sched = schedSave{Scale: t.sched.scale, BadEpochs: t.sched.badEpochs}
+	if !math.IsInf(t.sched.best, 1) {
+		ls.Sched.Best, ls.Sched.HasBest = t.sched.best, true
 	}
-	ts, meta, err := eng.SaveState(ctx, vecs)
+	ts, meta, err := saveEngineState(ctx, t.eng, vecs)
 	if err != nil {
 		return err
 	}
@@ -125,10 +182,30 @@ func (r *Runner) saveState(ctx context.Context, path string, cfg map[string]any,
 		return err
 	}
 	meta[metaConfig] = string(c)
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+	if err := os.MkdirAll(filepath.Dir(t.statePath), 0o755); err != nil {
 		return err
 	}
-	return checkpoint.Write(path, ts, meta)
+	return checkpoint.Write(t.statePath, ts, meta)
+}
+
+// saveModel writes the run's final model to its checkpoint (with PyTorch
+// names, see statedict) when the runner keeps files, and removes the
+// training state, which is no longer needed.
+func (r *Runner) saveModel(ctx context.Context, t *training) error {
+	p := r.ModelPath(t.run)
+	if p == "" {
+		return nil
+	}
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		return err
+	}
+	if err := statedict.Save(ctx, t.eng, p, map[string]string{"run_key": t.run.Key, "experiment": r.Exp.Name}); err != nil {
+		return fmt.Errorf("saving the final model: %w", err)
+	}
+	if t.statePath != "" {
+		_ = os.Remove(t.statePath)
+	}
+	return nil
 }
 
 // metaConfig is the training-state metadata key holding the run's
@@ -181,7 +258,8 @@ func (r *Runner) retireStaleState(run experiment.Run, path string, cfg map[strin
 
 // loadState restores a run from its training state; ok is false when there
 // is none. The optimizer must be configured already.
-func (r *Runner) loadState(ctx context.Context, path string, eng *engine.Engine, opt optim.Optimizer, srcs []*rand.PCG, aug *rand.PCG, sched *Schedule) (loopState, bool, error) {
+func (r *Runner) loadState(ctx context.Context, t *training) (loopState, bool, error) {
+	path := t.statePath
 	var ls loopState
 	if path == "" {
 		return ls, false, nil
@@ -200,28 +278,28 @@ func (r *Runner) loadState(ctx context.Context, path string, eng *engine.Engine,
 	if err != nil {
 		return ls, false, fmt.Errorf("resuming from %s: loop state: %w", path, err)
 	}
-	if len(ls.Orders) != len(srcs) {
-		return ls, false, fmt.Errorf("resuming from %s: %d data orders saved, %d now", path, len(ls.Orders), len(srcs))
+	if len(ls.Orders) != len(t.srcs) {
+		return ls, false, fmt.Errorf("resuming from %s: %d data orders saved, %d now", path, len(ls.Orders), len(t.srcs))
 	}
-	if err := eng.LoadState(ctx, ts, meta); err != nil {
+	if err := loadEngineState(ctx, t.eng, ts, meta); err != nil {
 		return ls, false, fmt.Errorf("resuming from %s: %w", path, err)
 	}
-	if st, ok := opt.(optim.Stateful); ok {
+	if st, ok := t.m.Optimizer.(optim.Stateful); ok {
 		if err := st.LoadState(ctx, ls.Plugin); err != nil {
 			return ls, false, fmt.Errorf("resuming from %s: optimizer state: %w", path, err)
 		}
 	}
-	for i, s := range srcs {
+	for i, s := range t.srcs {
 		if err := s.UnmarshalBinary(ls.Orders[i]); err != nil {
 			return ls, false, err
 		}
 	}
-	if err := aug.UnmarshalBinary(ls.Aug); err != nil {
+	if err := t.augSrc.UnmarshalBinary(ls.Aug); err != nil {
 		return ls, false, err
 	}
-	sched.scale, sched.badEpochs = ls.Sched.Scale, ls.Sched.BadEpochs
+	t.sched.scale, t.sched.badEpochs = ls.Sched.Scale, ls.Sched.BadEpochs
 	if ls.Sched.HasBest {
-		sched.best = ls.Sched.Best
+		t.sched.best = ls.Sched.Best
 	}
 	return ls, true, nil
 }

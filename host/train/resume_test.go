@@ -8,8 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/optlab/optlab/host/curves"
 	"github.com/optlab/optlab/host/experiment"
-	"github.com/optlab/optlab/host/plot"
 	"github.com/optlab/optlab/host/tensor"
 	"github.com/optlab/optlab/plugins/otmdr"
 	"github.com/optlab/optlab/plugins/sam"
@@ -26,9 +26,10 @@ func TestResumeMidRun(t *testing.T) {
 		name  string
 		newOp func() optim.Optimizer
 		given map[string]any
+		tags  []string // the method's TensorBoard tags
 	}{
-		{"sam", sam.New, map[string]any{"rho": 0.05}},
-		{"otmdr", otmdr.New, nil},
+		{"sam", sam.New, map[string]any{"rho": 0.05}, nil},
+		{"otmdr", otmdr.New, nil, []string{"method/acc_perturbed", "method/loss_perturbed"}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -73,12 +74,15 @@ func TestResumeMidRun(t *testing.T) {
 			if _, err := os.Stat(r.ModelPath(run)); err != nil {
 				t.Errorf("final model checkpoint: %v", err)
 			}
-			rows, err := plot.ReadCurve(plot.CurvePath(exp.ResultsDir, exp.Name, run.Key))
+			rows, err := curves.Read(curves.Path(exp.ResultsDir, exp.Name, run.Key))
 			if err != nil {
 				t.Fatal(err)
 			}
 			if len(rows) != 3 || rows[0].Epoch != 1 || rows[2].Epoch != 3 {
 				t.Errorf("training curve after resuming: %+v, want epochs 1, 2, 3", rows)
+			}
+			if files := checkRunTB(t, r, run, resumed, c.tags...); files != 2 {
+				t.Errorf("%d TensorBoard event files, want 2 (the interrupted attempt's and the resumed one's)", files)
 			}
 		})
 	}

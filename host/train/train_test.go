@@ -98,6 +98,9 @@ func TestSGDTrainsOnDigits(t *testing.T) {
 	if rec.Steps != int64(3*(r.Data.TrainSize/64)) {
 		t.Errorf("steps %d", rec.Steps)
 	}
+	if files := checkRunTB(t, r, experiment.Grid(exp)[0], rec); files != 1 {
+		t.Errorf("%d TensorBoard event files, want 1", files)
+	}
 }
 
 // Same seed on the CPU gives bitwise identical results, and SAM with ρ = 0
@@ -140,5 +143,51 @@ func TestOTMDRJointEnsemble(t *testing.T) {
 	rec := runOnce(t, r, exp, otmdr.New(), map[string]any{"joint": true})
 	if acc := rec.Metrics["acc"]; acc < 0.85 {
 		t.Errorf("joint OT-MDR ensemble test accuracy %.3f, want ≥ 0.85", acc)
+	}
+}
+
+// A run of a sweep trains with its own [train] values, records its label,
+// setting and values, and the validation split's metrics; it equals bitwise
+// the run of a file that writes its values without a sweep.
+func TestSweepRunAndValidationMetrics(t *testing.T) {
+	w := tensor.NewWorker(2)
+	defer w.Close()
+	one := strings.NewReplacer("epochs = 3", "epochs = 1", `dataset = "uci-digits"`, "dataset = \"uci-digits\"\nvalidation = 0.1").Replace(digitsTOML)
+	swept := strings.Replace(one, "lr = 0.05", "lr = [0.02, 0.05]", 1)
+	r, exp := newRunner(t, w, swept)
+	runs := experiment.Grid(exp)
+	if len(runs) != 2 {
+		t.Fatalf("%d runs, want 2", len(runs))
+	}
+	rec, err := r.Run(context.Background(), runs[1], method(t, sgd.New(), nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rec.Method != "SGD lr=0.05" || rec.Base != "SGD" || rec.Setting != "lr=0.05" || rec.Key != "method=SGD lr=0.05/arch=cnn/seed=1" {
+		t.Errorf("record names %q %q %q %q", rec.Method, rec.Base, rec.Setting, rec.Key)
+	}
+	if lr := rec.Config["train.optimizer.lr"]; lr != 0.05 {
+		t.Errorf("config lr %v, want 0.05", lr)
+	}
+	if exp.Train.Optimizer.LR != 0.02 || r.Exp != exp {
+		t.Errorf("the run changed the runner's experiment (lr %v)", exp.Train.Optimizer.LR)
+	}
+	for _, k := range []string{"val_acc", "val_nll", "val_brier", "val_ece"} {
+		if v, ok := rec.Metrics[k]; !ok || math.IsNaN(v) {
+			t.Errorf("metric %s missing or NaN: %v", k, v)
+		}
+	}
+	if acc := rec.Metrics["val_acc"]; acc < 0.5 {
+		t.Errorf("validation accuracy %.3f after an epoch, want ≥ 0.5", acc)
+	}
+	r2, exp2 := newRunner(t, w, one)
+	plain := runOnce(t, r2, exp2, sgd.New(), nil)
+	for _, k := range []string{"acc", "nll", "train_loss", "val_acc", "val_nll"} {
+		if plain.Metrics[k] != rec.Metrics[k] {
+			t.Errorf("%s: swept run %v ≠ unswept run %v", k, rec.Metrics[k], plain.Metrics[k])
+		}
+	}
+	if plain.ConfigHash != "" || results.HashConfig(plain.Config) != results.HashConfig(rec.Config) {
+		t.Errorf("the swept run's config differs from the unswept run's: %v", results.ConfigDiff(plain.Config, rec.Config))
 	}
 }

@@ -17,38 +17,38 @@ import (
 // sample per step, shared by two passes so the test can check that passes
 // sharing Eps see the same weights.
 type bbb struct {
-	twoPass  bool
-	mismatch int
+	twoPass          bool
+	mismatch         int
+	hs               *optim.Handles
+	gMu, gRho, kappa optim.Vec
 }
 
 func (b *bbb) Info() optim.Info {
 	return optim.Info{Name: "bbb", ProtocolMinor: optim.ProtocolMinor}
 }
 
-const (
-	gMu  optim.Vec = 1
-	gRho optim.Vec = 2
-	kap  optim.Vec = 3
-)
-
-func (b *bbb) Configure(ctx context.Context, h optim.Host, _ optim.Config) error {
-	_, err := h.Exec(ctx, optim.Prog().Alloc(gMu).Alloc(gRho).Alloc(kap))
+func (b *bbb) Configure(ctx context.Context, h optim.Host, cfg optim.Config) error {
+	b.hs = cfg.Namespace("bbb")
+	b.gMu, b.gRho, b.kappa = b.hs.New("g_mu"), b.hs.New("g_rho"), b.hs.New("kappa")
+	_, err := h.Exec(ctx, b.hs.Prog().Alloc(b.gMu, 0).Alloc(b.gRho, 0).Alloc(b.kappa, 0))
 	return err
 }
 
 func (b *bbb) Step(ctx context.Context, h optim.Host, in optim.StepInput) (optim.StepOutput, error) {
-	p := optim.Prog().RandN(kap, 1, in.Step+1).VarGrad(gMu, gRho, optim.Params, kap, optim.Batch{}, optim.BNUpdate)
+	p := b.hs.Prog().RandN(b.kappa, 1, in.Step+1)
+	ev := p.GradOp(optim.Grad{Out: b.gMu, OutRho: b.gRho, At: optim.Params, Eps: b.kappa})
+	var again optim.Eval
 	if b.twoPass {
-		p.VarGrad(0, 0, optim.Params, kap, optim.Batch{}, optim.BNFreeze)
+		again = p.GradOp(optim.Grad{At: optim.Params, Eps: b.kappa, BN: optim.BNFreeze})
 	}
-	r, err := h.Exec(ctx, p.BaseStep(optim.Params, gMu).BaseStep(optim.RhoOf(0), gRho))
+	r, err := h.Exec(ctx, p.BaseStep(optim.Params, b.gMu).BaseStep(optim.RhoOf(0), b.gRho))
 	if err != nil {
 		return optim.StepOutput{}, err
 	}
-	if b.twoPass && r.Scalar(0) != r.Scalar(2) {
+	if b.twoPass && r.Get(ev.Loss) != r.Get(again.Loss) {
 		b.mismatch++
 	}
-	return optim.StepOutput{Metrics: map[string]float64{"loss": r.Scalar(0), "acc": r.Scalar(1)}}, nil
+	return optim.Metrics(r.Get(ev.Loss), r.Get(ev.Acc)), nil
 }
 
 func (b *bbb) Predictive(context.Context) (optim.Predictive, error) {

@@ -66,3 +66,13 @@ func CopyExecutable(t testing.TB, src, dst string) {
 		t.Fatal(err)
 	}
 }
+
+// NeedPython skips t when /usr/bin/python3 lacks Debian's grpc and
+// protobuf packages, which Python plugins (sdk/python) need (`make test`
+// installs them).
+func NeedPython(t testing.TB) {
+	t.Helper()
+	if err := exec.Command("/usr/bin/python3", "-c", "import grpc, google.protobuf").Run(); err != nil {
+		t.Skipf("/usr/bin/python3 cannot import grpc and protobuf (%v): apt-get install python3-grpcio python3-protobuf", err)
+	}
+}

@@ -20,19 +20,23 @@
 // loss and accuracy are the means over the noisy samples θ_j (and members).
 //
 // Members: with Config.Members = M > 1 every member m is its own bSAM run
-// with its own s, g_m and Std (handles ForMember(S, m), …) and its own noise
-// draws (member 0's are those of a one-member run, so member 0 of an
-// ensemble trains bitwise like a single model on the same batches), all in
-// the one Exec of the step. The predictive of one member is the Gaussian:
+// with its own s, g_m and Std (handles BSAM.S(m), Momentum(m) and Std(m))
+// and its own noise draws (member 0's are those of a one-member run, so
+// member 0 of an ensemble trains bitwise like a single model on the same
+// batches), all in the one Exec of the step. The predictive of one member is the Gaussian:
 // test_mc samples of w + ξ ⊙ √(1/(N s)). For M > 1 it is the average of the
 // members' probabilities at their means w_m (a Members predictive): the
 // mixture of the M Gaussians that a deep bSAM ensemble really is cannot be
 // expressed as one optim.Predictive.
+//
+// testdata/trace.golden is the op-level description: the programs that
+// Configure and two steps send (m = 2), with the handles by name.
 package bsam
 
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 
@@ -47,14 +51,14 @@ type Config struct {
 	Beta1          float64 `hp:"beta1" doc:"momentum of g_m"`
 	Beta2          float64 `hp:"beta2" doc:"averaging of s"`
 	PriorPrec      float64 `hp:"prior_prec" doc:"prior precision; δ = prior_prec/N"`
-	DAFactor       float64 `hp:"dafactor" doc:"data-augmentation factor: N = TrainSize·dafactor"`
+	DAFactor       float64 `hp:"dafactor" range:"(0,)" doc:"data-augmentation factor: N = TrainSize·dafactor"`
 	Damping        float64 `hp:"damping" doc:"γ added to s"`
-	SInit          float64 `hp:"s_init" doc:"initial value of s"`
-	M              int     `hp:"m" doc:"batch split (m-sharpness), as --batchsplit"`
-	TestMC         int     `hp:"test_mc" doc:"MC samples of the predictive"`
-	UpdateOrder    string  `hp:"update_order" doc:"\"code\": w uses the old s (released code); \"paper\": s first"`
+	SInit          float64 `hp:"s_init" range:"(0,)" doc:"initial value of s"`
+	M              int     `hp:"m" range:"[1,)" doc:"batch split (m-sharpness), as --batchsplit"`
+	TestMC         int     `hp:"test_mc" range:"[1,)" doc:"MC samples of the predictive"`
+	UpdateOrder    string  `hp:"update_order" enum:"code|paper" doc:"\"code\": w uses the old s (released code); \"paper\": s first"`
 	FreezeBNSecond bool    `hp:"freeze_bn_second" doc:"freeze BatchNorm statistics at w+ε (the released code updates them)"`
-	LRScale        float64 `hp:"lr_scale" doc:"multiplies the scheduled learning rate: bSAM's recipe α = 0.5 on a shared lr of 0.1 is lr_scale = 5"`
+	LRScale        float64 `hp:"lr_scale" range:"(0,)" doc:"multiplies the scheduled learning rate: bSAM's recipe α = 0.5 on a shared lr of 0.1 is lr_scale = 5"`
 }
 
 func defaults() Config {
@@ -62,54 +66,57 @@ func defaults() Config {
 		SInit: 1, M: 8, TestMC: 32, UpdateOrder: "code", LRScale: 1}
 }
 
-// Vector handles of member 0. S, Momentum and Std are state; the rest
-// scratch. Member m's handles are ForMember(v, m).
-const (
-	S optim.Vec = iota + 1
-	Momentum
-	Std
-	point
-	grad
-	tmp
-	sqrtS
-	gSum
-	hSum
-)
-
-// perMember is the number of handles each member uses.
-const perMember = int(hSum)
-
-// ForMember returns member m's handle of v, one of S, Momentum and Std (or
-// any of member 0's handles): v + m·9.
-func ForMember(v optim.Vec, m int) optim.Vec { return v + optim.Vec(m*perMember) }
-
 // BSAM is the optimizer. Create it with New.
 type BSAM struct {
 	cfg      Config
 	n, delta float64
 	seed     int64
-	members  int
+	hs       *optim.Handles
+	vecs     []memberVecs // per member
+}
+
+// memberVecs holds one member's handles: s, momentum and std are state,
+// the rest scratch.
+type memberVecs struct {
+	s, momentum, std optim.Vec
+	point            optim.Vec // θ_j, then w + ε_j
+	grad             optim.Vec // g_j, then gε_j
+	tmp              optim.Vec // h_j, ε_j/ρ, the descent direction
+	sqrtS            optim.Vec // √s
+	gEps, h          optim.Vec // the means of gε_j and h_j
+}
+
+// all lists v's handles, state first.
+func (v memberVecs) all() []optim.Vec {
+	return []optim.Vec{v.s, v.momentum, v.std, v.point, v.grad, v.tmp, v.sqrtS, v.gEps, v.h}
 }
 
 // New returns a bSAM optimizer with the default hyperparameters.
 func New() optim.Optimizer { return &BSAM{cfg: defaults()} }
 
+// S returns the handle of member m's s. Like Momentum and Std it is valid
+// after Configure, for m < Config.Members.
+func (o *BSAM) S(m int) optim.Vec { return o.vecs[m].s }
+
+// Momentum returns the handle of member m's momentum g_m.
+func (o *BSAM) Momentum(m int) optim.Vec { return o.vecs[m].momentum }
+
+// Std returns the handle of member m's noise std √(1/(N s)).
+func (o *BSAM) Std(m int) optim.Vec { return o.vecs[m].std }
+
 // Info implements optim.Optimizer.
 func (o *BSAM) Info() optim.Info {
 	return optim.Info{Name: "bsam", Version: "0.1.0", ProtocolMinor: optim.ProtocolMinor,
-		Capabilities: []string{"members", "state", "predictive"}, Params: hparams.MustSpecs(defaults())}
+		Capabilities: []optim.Capability{optim.CapMembers}, Params: hparams.MustSpecs(defaults())}
 }
 
 // Configure implements optim.Optimizer: s = s_init, g_m = 0 for every member.
 func (o *BSAM) Configure(ctx context.Context, h optim.Host, cfg optim.Config) error {
-	o.cfg, o.seed, o.members = defaults(), cfg.Seed, max(cfg.Members, 1)
+	o.cfg, o.seed = defaults(), cfg.Seed
 	if err := hparams.Apply(&o.cfg, cfg.Params); err != nil {
 		return fmt.Errorf("bsam: %w", err)
 	}
 	c := o.cfg
-	if c.M < 1 || c.TestMC < 1 || c.LRScale <= 0 || c.SInit <= 0 || c.DAFactor <= 0 || (c.UpdateOrder != "code" && c.UpdateOrder != "paper") {
-		return fmt.Errorf("bsam: invalid hyperparameters %+v", c)
-	}
 	l, err := h.Layout(ctx)
 	if err != nil {
 		return fmt.Errorf("bsam: layout: %w", err)
@@ -119,12 +126,21 @@ func (o *BSAM) Configure(ctx context.Context, h optim.Host, cfg optim.Config) er
 	}
 	o.n = float64(l.TrainSize) * c.DAFactor
 	o.delta = c.PriorPrec / o.n
-	p := optim.Prog()
-	for m := range o.members {
-		for v := S; v <= hSum; v++ {
-			p.AllocFor(ForMember(v, m), m)
+	members := max(cfg.Members, 1)
+	o.hs = cfg.Namespace("bsam")
+	o.vecs = make([]memberVecs, members)
+	p := o.hs.Prog()
+	for m := range o.vecs {
+		// Member by member, so that a standalone run's handles (those its
+		// checkpoints name) are the ones bsam numbered by hand before.
+		vec := func(name string) optim.Vec { return o.hs.New(fmt.Sprintf("%s[%d]", name, m)) }
+		v := memberVecs{s: vec("s"), momentum: vec("momentum"), std: vec("std"), point: vec("point"),
+			grad: vec("g"), tmp: vec("tmp"), sqrtS: vec("sqrt_s"), gEps: vec("g_eps"), h: vec("h")}
+		for _, x := range v.all() {
+			p.Alloc(x, m)
 		}
-		o.updateStd(p.Fill(ForMember(S, m), c.SInit), m)
+		o.updateStd(p.Fill(v.s, c.SInit), v)
+		o.vecs[m] = v
 	}
 	if _, err := h.Exec(ctx, p); err != nil {
 		return fmt.Errorf("bsam: configure: %w", err)
@@ -132,47 +148,48 @@ func (o *BSAM) Configure(ctx context.Context, h optim.Host, cfg optim.Config) er
 	return nil
 }
 
-// updateStd appends member m's Std = √(1/(N s)).
-func (o *BSAM) updateStd(p *optim.Program, m int) *optim.Program {
-	s, std := ForMember(S, m), ForMember(Std, m)
-	return p.Unary(std, s, optim.Reciprocal).Scale(std, 1/o.n).Unary(std, std, optim.Sqrt)
+// updateStd appends Std = √(1/(N s)) of the member whose handles are v.
+func (o *BSAM) updateStd(p *optim.Program, v memberVecs) *optim.Program {
+	return p.Unary(v.std, v.s, optim.Reciprocal).Scale(v.std, 1/o.n).Unary(v.std, v.std, optim.Sqrt)
 }
 
 // Step implements optim.Optimizer with one Exec for all members.
 func (o *BSAM) Step(ctx context.Context, h optim.Host, in optim.StepInput) (optim.StepOutput, error) {
-	p := optim.Prog()
-	for m := range o.members {
-		o.member(p, m, in)
+	p := o.hs.Prog()
+	var evs []optim.Eval // loss and accuracy at θ_j, per member and j
+	for m, v := range o.vecs {
+		evs = append(evs, o.member(p, m, v, in)...)
 	}
 	r, err := h.Exec(ctx, p)
 	if err != nil {
 		return optim.StepOutput{}, fmt.Errorf("bsam: step: %w", err)
 	}
 	var loss, acc float64
-	n := o.members * o.cfg.M
-	inv := 1 / float64(n)
-	for k := range n { // scalars per member and j: loss, acc at θ_j, then at w+ε_j
-		loss, acc = loss+inv*r.Scalar(4*k), acc+inv*r.Scalar(4*k+1)
+	inv := 1 / float64(len(evs))
+	for _, ev := range evs {
+		loss, acc = loss+inv*r.Get(ev.Loss), acc+inv*r.Get(ev.Acc)
 	}
 	return optim.StepOutput{Metrics: map[string]float64{"loss": loss, "acc": acc}}, nil
 }
 
-// member appends member m's step to p.
-func (o *BSAM) member(p *optim.Program, m int, in optim.StepInput) {
+// member appends to p the step of member m, whose handles are v, and
+// returns the slots of the loss and accuracy at each noisy sample θ_j.
+func (o *BSAM) member(p *optim.Program, m int, v memberVecs, in optim.StepInput) []optim.Eval {
 	c, w, bn, inv := o.cfg, optim.ParamsOf(m), optim.BNUpdate, 1/float64(o.cfg.M)
 	if c.FreezeBNSecond {
 		bn = optim.BNFreeze
 	}
-	v := func(x optim.Vec) optim.Vec { return ForMember(x, m) }
-	s, mom, std, pt, g, t, sq, gs, hs := v(S), v(Momentum), v(Std), v(point), v(grad), v(tmp), v(sqrtS), v(gSum), v(hSum)
+	s, mom, pt, g, t, sq, gs, hs := v.s, v.momentum, v.point, v.grad, v.tmp, v.sqrtS, v.gEps, v.h
 	p.Unary(sq, s, optim.Sqrt).Fill(gs, 0).Fill(hs, 0)
+	evs := make([]optim.Eval, c.M)
 	for j := range c.M {
 		b := optim.Batch{Part: int32(j), Of: int32(c.M)}
-		p.RandN(pt, 1, noiseSeed(o.seed, in.Step, m*c.M+j)).Binary(pt, pt, std, optim.Mul).Axpy(pt, 1, w).
-			Grad(g, pt, b, optim.BNUpdate).
-			Unary(t, g, optim.Abs).Binary(t, t, sq, optim.Mul).Axpy(hs, inv, t).
-			Binary(t, g, s, optim.Div).LinComb(pt, optim.Term{Coef: 1, X: w}, optim.Term{Coef: c.Rho, X: t}).
-			Grad(g, pt, b, bn).Axpy(gs, inv, g)
+		p.RandN(pt, 1, noiseSeed(o.seed, in.Step, m*c.M+j)).Binary(pt, pt, v.std, optim.Mul).Axpy(pt, 1, w)
+		evs[j] = p.Grad(g, pt, b, optim.BNUpdate)
+		p.Unary(t, g, optim.Abs).Binary(t, t, sq, optim.Mul).Axpy(hs, inv, t).
+			Binary(t, g, s, optim.Div).LinComb(pt, optim.Term{Coef: 1, X: w}, optim.Term{Coef: c.Rho, X: t})
+		p.Grad(g, pt, b, bn)
+		p.Axpy(gs, inv, g)
 	}
 	p.LinComb(mom, optim.Term{Coef: c.Beta1, X: mom}, optim.Term{Coef: 1 - c.Beta1, X: gs},
 		optim.Term{Coef: (1 - c.Beta1) * o.delta, X: w})
@@ -185,7 +202,8 @@ func (o *BSAM) member(p *optim.Program, m int, in optim.StepInput) {
 	if c.UpdateOrder == "paper" {
 		descend()
 	}
-	o.updateStd(p, m)
+	o.updateStd(p, v)
+	return evs
 }
 
 // noiseSeed derives a nonzero RandN seed for draw j of a step (splitmix64),
@@ -202,14 +220,17 @@ func noiseSeed(seed, step int64, j int) int64 {
 // one member; for M > 1 the average of the members' probabilities at their
 // means (see the package documentation).
 func (o *BSAM) Predictive(context.Context) (optim.Predictive, error) {
-	if o.members > 1 {
-		vecs := make([]optim.Vec, o.members)
+	if len(o.vecs) == 0 {
+		return optim.Predictive{}, errors.New("bsam: predictive before Configure")
+	}
+	if len(o.vecs) > 1 {
+		vecs := make([]optim.Vec, len(o.vecs))
 		for m := range vecs {
 			vecs[m] = optim.ParamsOf(m)
 		}
 		return optim.Predictive{Kind: optim.Members, Vecs: vecs}, nil
 	}
-	return optim.Predictive{Kind: optim.Samples, Mean: optim.Params, Std: Std, N: o.cfg.TestMC}, nil
+	return optim.Predictive{Kind: optim.Samples, Mean: optim.Params, Std: o.vecs[0].std, N: o.cfg.TestMC}, nil
 }
 
 type state struct {
@@ -220,8 +241,8 @@ type state struct {
 // stateVecs lists s, g_m and Std of every member.
 func (o *BSAM) stateVecs() []optim.Vec {
 	var vecs []optim.Vec
-	for m := range max(o.members, 1) {
-		vecs = append(vecs, ForMember(S, m), ForMember(Momentum, m), ForMember(Std, m))
+	for _, v := range o.vecs {
+		vecs = append(vecs, v.s, v.momentum, v.std)
 	}
 	return vecs
 }

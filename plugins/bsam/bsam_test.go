@@ -2,6 +2,7 @@ package bsam_test
 
 import (
 	"context"
+	"flag"
 	"math"
 	"reflect"
 	"slices"
@@ -12,6 +13,10 @@ import (
 	"github.com/optlab/optlab/sdk/optim"
 	"github.com/optlab/optlab/sdk/optimtest"
 )
+
+// newBSAM returns a bSAM optimizer as its concrete type, whose methods
+// name its state vectors.
+func newBSAM() *bsam.BSAM { return bsam.New().(*bsam.BSAM) }
 
 func vec(t *testing.T, h *optimtest.Host, v optim.Vec) []float64 {
 	t.Helper()
@@ -36,8 +41,9 @@ func near(a, b, tol float64) bool { return math.Abs(a-b) <= tol*max(1, math.Abs(
 // §8.14: β2 = 1 freezes s at s_init.
 func TestBeta2OneFreezesS(t *testing.T) {
 	h := optimtest.MustHost(t, optimtest.NewMLP(optimtest.MLPConfig{Hidden: 4}), optimtest.WithBatchSize(32))
-	optimtest.MustRun(t, bsam.New(), h, 5, optimtest.WithLR(0.1), optimtest.WithHParams(map[string]any{"beta2": 1.0, "s_init": 3.0, "m": 4}))
-	for i, s := range vec(t, h, bsam.S) {
+	opt := newBSAM()
+	optimtest.MustRun(t, opt, h, 5, optimtest.WithLR(0.1), optimtest.WithHParams(map[string]any{"beta2": 1.0, "s_init": 3.0, "m": 4}))
+	for i, s := range vec(t, h, opt.S(0)) {
 		if s != 3 {
 			t.Fatalf("s[%d] = %v, want 3", i, s)
 		}
@@ -57,8 +63,9 @@ func TestFixedPointOfS(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			h := optimtest.MustHost(t, signs(6), optimtest.WithTrainSize(1000))
 			tt.params["beta2"], tt.params["m"] = 0.5, 2
-			optimtest.MustRun(t, bsam.New(), h, 80, optimtest.WithLR(0.01), optimtest.WithHParams(tt.params))
-			for i, s := range vec(t, h, bsam.S) {
+			opt := newBSAM()
+			optimtest.MustRun(t, opt, h, 80, optimtest.WithLR(0.01), optimtest.WithHParams(tt.params))
+			for i, s := range vec(t, h, opt.S(0)) {
 				if !near(s, 4, 1e-12) {
 					t.Errorf("s[%d] = %.17g, want 4", i, s)
 				}
@@ -101,13 +108,13 @@ func TestEpsilonNotNormalized(t *testing.T) {
 func TestInitialNoiseStd(t *testing.T) {
 	const n = 20000
 	h := optimtest.MustHost(t, signs(n), optimtest.WithTrainSize(50000))
-	opt := bsam.New()
+	opt := newBSAM()
 	optimtest.MustRun(t, opt, h, 1, optimtest.WithLR(0), optimtest.WithHParams(map[string]any{"dafactor": 4.0, "m": 1, "beta2": 1.0}))
 	want := math.Sqrt(1.0 / 200000)
 	if math.Abs(want-2.236e-3) > 1e-6 {
 		t.Fatalf("reference value %v", want)
 	}
-	for i, s := range vec(t, h, bsam.Std) {
+	for i, s := range vec(t, h, opt.Std(0)) {
 		if !near(s, want, 1e-15) {
 			t.Fatalf("std[%d] = %v, want %v", i, s, want)
 		}
@@ -121,11 +128,11 @@ func TestInitialNoiseStd(t *testing.T) {
 	if got := math.Sqrt(v / n); math.Abs(got-want) > 0.03*want {
 		t.Errorf("empirical noise std %v, want %v", got, want)
 	}
-	p, err := opt.(optim.Predictor).Predictive(context.Background())
+	p, err := optim.Predictor(opt).Predictive(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !reflect.DeepEqual(p, optim.Predictive{Kind: optim.Samples, Mean: optim.Params, Std: bsam.Std, N: 32}) {
+	if !reflect.DeepEqual(p, optim.Predictive{Kind: optim.Samples, Mean: optim.Params, Std: opt.Std(0), N: 32}) {
 		t.Errorf("predictive %+v", p)
 	}
 }
@@ -157,7 +164,8 @@ func TestUpdateOrder(t *testing.T) {
 	const lr, b1, b2, gamma, rho = 0.5, 0.9, 0.5, 0.1, 0.05
 	for _, order := range []string{"code", "paper"} {
 		h := optimtest.MustHost(t, signs(4), optimtest.WithTrainSize(1000))
-		optimtest.MustRun(t, bsam.New(), h, 1, optimtest.WithLR(lr), optimtest.WithHParams(map[string]any{
+		opt := newBSAM()
+		optimtest.MustRun(t, opt, h, 1, optimtest.WithLR(lr), optimtest.WithHParams(map[string]any{
 			"update_order": order, "beta1": b1, "beta2": b2, "damping": gamma, "prior_prec": 0.0, "rho": rho}))
 		sNew := b2*1 + (1-b2)*(1+gamma)
 		s := 1.0
@@ -170,7 +178,7 @@ func TestUpdateOrder(t *testing.T) {
 				t.Errorf("%s: w[%d] = %v, want %v", order, i, w, want)
 			}
 		}
-		if s := vec(t, h, bsam.S); !near(s[0], sNew, 1e-15) {
+		if s := vec(t, h, opt.S(0)); !near(s[0], sNew, 1e-15) {
 			t.Errorf("%s: s = %v, want %v", order, s[0], sNew)
 		}
 	}
@@ -208,20 +216,21 @@ func TestStateRoundTrip(t *testing.T) {
 	prob := optimtest.NewMLP(optimtest.MLPConfig{Hidden: 4})
 	hp := optimtest.WithHParams(map[string]any{"m": 2, "rho": 0.05, "beta2": 0.9})
 	full := optimtest.MustHost(t, prob, optimtest.WithBatchSize(16))
-	optimtest.MustRun(t, bsam.New(), full, 5, optimtest.WithLR(0.1), hp)
+	optFull := newBSAM()
+	optimtest.MustRun(t, optFull, full, 5, optimtest.WithLR(0.1), hp)
 
 	a := optimtest.MustHost(t, prob, optimtest.WithBatchSize(16))
-	optA := bsam.New()
+	optA := newBSAM()
 	optimtest.MustRun(t, optA, a, 3, optimtest.WithLR(0.1), hp, optimtest.WithTotalSteps(5))
-	blob, vecs, err := optA.(optim.Stateful).SaveState(ctx)
+	blob, vecs, err := optim.Stateful(optA).SaveState(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !slices.Equal(vecs, []optim.Vec{bsam.S, bsam.Momentum, bsam.Std}) {
+	if !slices.Equal(vecs, []optim.Vec{optA.S(0), optA.Momentum(0), optA.Std(0)}) {
 		t.Errorf("state vecs %v", vecs)
 	}
 	b := optimtest.MustHost(t, prob, optimtest.WithBatchSize(16), optimtest.WithParams(0, a.Params(0)))
-	optB := bsam.New()
+	optB := newBSAM()
 	r := optimtest.NewHarness(optB, b, optimtest.WithLR(0.1), hp, optimtest.WithStartStep(3))
 	if err := r.Configure(ctx, 5); err != nil {
 		t.Fatal(err)
@@ -231,7 +240,7 @@ func TestStateRoundTrip(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if err := optB.(optim.Stateful).LoadState(ctx, blob); err != nil {
+	if err := optim.Stateful(optB).LoadState(ctx, blob); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := r.Run(ctx, 2); err != nil {
@@ -240,10 +249,10 @@ func TestStateRoundTrip(t *testing.T) {
 	if got, want := b.Params(0), full.Params(0); !slices.Equal(got, want) {
 		t.Errorf("resumed w differs from uninterrupted run")
 	}
-	if !slices.Equal(vec(t, b, bsam.S), vec(t, full, bsam.S)) {
+	if !slices.Equal(vec(t, b, optB.S(0)), vec(t, full, optFull.S(0))) {
 		t.Errorf("resumed s differs")
 	}
-	if err := optB.(optim.Stateful).LoadState(ctx, []byte(`{"version":2}`)); err == nil {
+	if err := optim.Stateful(optB).LoadState(ctx, []byte(`{"version":2}`)); err == nil {
 		t.Error("unknown state version accepted")
 	}
 }
@@ -279,8 +288,12 @@ func TestConfigErrors(t *testing.T) {
 		want   string
 	}{
 		{"unknown", map[string]any{"lr": 0.1}, nil, "unknown"},
-		{"order", map[string]any{"update_order": "alg1"}, nil, "invalid"},
-		{"s_init", map[string]any{"s_init": 0.0}, nil, "invalid"},
+		{"order", map[string]any{"update_order": "alg1"}, nil, `"update_order": "alg1" is not one of "code", "paper"`},
+		{"s_init", map[string]any{"s_init": 0.0}, nil, `"s_init": 0 is out of range (0,): want > 0`},
+		{"m", map[string]any{"m": 0}, nil, `"m": 0 is out of range [1,): want ≥ 1`},
+		{"test_mc", map[string]any{"test_mc": 0}, nil, `"test_mc": 0 is out of range [1,): want ≥ 1`},
+		{"dafactor", map[string]any{"dafactor": 0.0}, nil, `"dafactor": 0 is out of range (0,): want > 0`},
+		{"lr_scale", map[string]any{"lr_scale": -5.0}, nil, `"lr_scale": -5 is out of range (0,): want > 0`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -306,7 +319,8 @@ func TestMembers(t *testing.T) {
 	prob := optimtest.NewMLP(optimtest.MLPConfig{Hidden: 4, Samples: 64})
 	hp := optimtest.WithHParams(map[string]any{"m": 2, "rho": 0.05, "beta2": 0.9})
 	one := optimtest.MustHost(t, prob, optimtest.WithBatchSize(16))
-	optimtest.MustRun(t, bsam.New(), one, 4, optimtest.WithLR(0.1), hp)
+	optOne := newBSAM()
+	optimtest.MustRun(t, optOne, one, 4, optimtest.WithLR(0.1), hp)
 
 	// Every member starts where the single model did, so that only the
 	// noise can tell them apart.
@@ -317,19 +331,19 @@ func TestMembers(t *testing.T) {
 		opts = append(opts, optimtest.WithParams(m, x0))
 	}
 	ens := optimtest.MustHost(t, prob, opts...)
-	opt := bsam.New()
+	opt := newBSAM()
 	optimtest.MustRun(t, opt, ens, 4, optimtest.WithLR(0.1), hp)
 	if !slices.Equal(ens.Params(0), one.Params(0)) {
 		t.Error("member 0 of the ensemble differs from the single model")
 	}
-	if !slices.Equal(vec(t, ens, bsam.S), vec(t, one, bsam.S)) {
+	if !slices.Equal(vec(t, ens, opt.S(0)), vec(t, one, optOne.S(0))) {
 		t.Error("member 0's s differs from the single model's")
 	}
 	for m := 1; m < members; m++ {
 		if slices.Equal(ens.Params(m), ens.Params(0)) {
 			t.Errorf("member %d equals member 0: the members share their noise", m)
 		}
-		if slices.Equal(vec(t, ens, bsam.ForMember(bsam.S, m)), vec(t, ens, bsam.S)) {
+		if slices.Equal(vec(t, ens, opt.S(m)), vec(t, ens, opt.S(0))) {
 			t.Errorf("member %d shares s with member 0", m)
 		}
 		if st := ens.Stats(m); st.BNUpdate != 4*2*2 {
@@ -341,7 +355,7 @@ func TestMembers(t *testing.T) {
 			t.Errorf("step %d: %d Exec calls", s, n)
 		}
 	}
-	pred, err := opt.(optim.Predictor).Predictive(ctx)
+	pred, err := optim.Predictor(opt).Predictive(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -349,11 +363,11 @@ func TestMembers(t *testing.T) {
 	if !reflect.DeepEqual(pred, want) {
 		t.Errorf("predictive %+v, want %+v", pred, want)
 	}
-	_, vecs, err := opt.(optim.Stateful).SaveState(ctx)
+	_, vecs, err := optim.Stateful(opt).SaveState(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(vecs) != 3*members || vecs[3] != bsam.ForMember(bsam.S, 1) {
+	if len(vecs) != 3*members || vecs[3] != opt.S(1) {
 		t.Errorf("state vecs %v", vecs)
 	}
 }
@@ -379,4 +393,13 @@ func TestLRScale(t *testing.T) {
 	if same {
 		t.Error("lr_scale had no effect")
 	}
+}
+
+var update = flag.Bool("update", false, "rewrite testdata/*.golden")
+
+// TestTraceGolden pins the ops that Configure and two steps with m = 2
+// send: testdata/trace.golden documents the algorithm.
+func TestTraceGolden(t *testing.T) {
+	optimtest.TestTraces(t, *update,
+		optimtest.TraceCase{Golden: "testdata/trace.golden", New: bsam.New, Params: map[string]any{"m": 2}})
 }

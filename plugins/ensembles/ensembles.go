@@ -7,9 +7,11 @@
 //     initializes member m with its own seed, and the plugin declares
 //     optim.CapMemberDataOrder so that every member gets its own data order.
 //     Each member's step is done by the member optimizer (member = "sgd",
-//     "sam", "bsam" or "otmdr"): the very optimizer of that plugin (its
-//     package's New), configured with the run's members and its own
-//     hyperparameters, passed as <member>_<name> (sam_rho, otmdr_rho1, …).
+//     "sam", "bsam" or "otmdr" with the built-in members of
+//     plugins/builtin): the very optimizer of that plugin, made by the
+//     Options.Members registry and configured with the run's members, its
+//     own hyperparameters, passed as <member>_<name> (sam_rho, otmdr_rho1,
+//     …), and a namespace inside the ensemble's ("ensembles/sam/…").
 //     So the paper's "SGD", "SAM" and "OT-MDR" ensemble rows differ in one
 //     setting. The predictive averages the members' probabilities (a Members
 //     predictive over ParamsOf(m)), or is the member optimizer's own when it
@@ -34,9 +36,11 @@
 // experiment's base optimizer, e.g. SGD with Nesterov momentum, through
 // BaseStep) does the step and the plugin sets the step's rate with SetLR,
 // sent in front of the member optimizer's first program (no extra round
-// trip), and as StepInput.LR. Snapshots are vectors the plugin allocates in
-// Configure (all of them, so that a resumed run's Configure recreates them
-// and the host can restore their contents); taking one costs one extra Exec
+// trip), and as StepInput.LR; only members listed in Options.FollowsSetLR
+// can be scheduled. Snapshots are vectors the plugin allocates in
+// Configure, after the member optimizer's (all of them, so that a resumed
+// run's Configure recreates them and the host can restore their contents),
+// named ensembles/snapshot[k]; taking one costs one extra Exec
 // (a Copy with BN, protocol minor 3), so that a snapshot keeps the
 // BatchNorm running statistics of its moment, as the published code does
 // (Huang et al. save whole models; fge.py predicts with the model as it is
@@ -45,6 +49,10 @@
 //
 // Hyperparameters that the chosen kind or member does not use must keep
 // their defaults: setting one is an error rather than a silent no-op.
+//
+// The golden op traces in testdata are the op-level description, with the
+// handles by name: trace_deep.golden (two sgd members), trace_snapshot.golden
+// and trace_fge.golden.
 package ensembles
 
 import (
@@ -54,6 +62,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strings"
 
 	"github.com/optlab/optlab/sdk/hparams"
 	"github.com/optlab/optlab/sdk/optim"
@@ -66,25 +75,21 @@ const (
 	FGE      = "fge"
 )
 
-// SnapshotBase is the handle of the first snapshot vector; snapshot k is
-// SnapshotBase + k. It lies far above the member optimizers' handles.
-const SnapshotBase optim.Vec = 1 << 24
-
 // Config holds the ensemble's own hyperparameters. The member optimizers'
 // are in the schema too, prefixed with "<member>_".
 type Config struct {
-	Kind   string `hp:"kind" doc:"\"deep\" (independent members), \"snapshot\" (Huang et al.) or \"fge\" (Garipov et al.)"`
+	Kind   string `hp:"kind" enum:"deep|snapshot|fge" doc:"\"deep\" (independent members), \"snapshot\" (Huang et al.) or \"fge\" (Garipov et al.)"`
 	Member string `hp:"member" doc:"optimizer of each member's step: \"sgd\", \"sam\", \"bsam\" (deep only) or \"otmdr\"; its hyperparameters are <member>_<name>"`
 
-	Cycles int     `hp:"cycles" doc:"snapshot: number of cosine cycles (= snapshots); T_cycle = floor(total steps/cycles)"`
-	LRMax  float64 `hp:"lr_max" doc:"snapshot: α0, the rate at the start of each cycle; 0: the step's scheduled LR (StepInput.LR)"`
+	Cycles int     `hp:"cycles" range:"[1,)" doc:"snapshot: number of cosine cycles (= snapshots); T_cycle = floor(total steps/cycles)"`
+	LRMax  float64 `hp:"lr_max" range:"[0,)" doc:"snapshot: α0, the rate at the start of each cycle; 0: the step's scheduled LR (StepInput.LR)"`
 
-	PretrainEpochs   int     `hp:"pretrain_epochs" doc:"fge: epochs of pretraining before the cycles; -1: floor(pretrain_fraction × run epochs)"`
-	PretrainFraction float64 `hp:"pretrain_fraction" doc:"fge: share of the run's epochs spent pretraining when pretrain_epochs = -1 (0.8: epoch 160 of 200, as the README recipe)"`
-	PretrainLR       float64 `hp:"pretrain_lr" doc:"fge: base rate of train.py's pretraining schedule; 0: the step's scheduled LR (StepInput.LR)"`
-	PretrainSchedule string  `hp:"pretrain_schedule" doc:"fge: train.py schedule over the run's whole budget, cut where FGE starts (\"budget\", the README recipe) or over the pretraining epochs alone (\"pretrain\")"`
-	LR1              float64 `hp:"lr_1" doc:"fge: α1, the rate at cycle boundaries (the code's use; the README calls LR1 the minimum)"`
-	LR2              float64 `hp:"lr_2" doc:"fge: α2, the rate at mid-cycle, when snapshots are taken"`
+	PretrainEpochs   int     `hp:"pretrain_epochs" range:"[-1,)" doc:"fge: epochs of pretraining before the cycles; -1: floor(pretrain_fraction × run epochs)"`
+	PretrainFraction float64 `hp:"pretrain_fraction" range:"[0,1)" doc:"fge: share of the run's epochs spent pretraining when pretrain_epochs = -1 (0.8: epoch 160 of 200, as the README recipe)"`
+	PretrainLR       float64 `hp:"pretrain_lr" range:"[0,)" doc:"fge: base rate of train.py's pretraining schedule; 0: the step's scheduled LR (StepInput.LR)"`
+	PretrainSchedule string  `hp:"pretrain_schedule" enum:"budget|pretrain" doc:"fge: train.py schedule over the run's whole budget, cut where FGE starts (\"budget\", the README recipe) or over the pretraining epochs alone (\"pretrain\")"`
+	LR1              float64 `hp:"lr_1" range:"[0,)" doc:"fge: α1, the rate at cycle boundaries (the code's use; the README calls LR1 the minimum)"`
+	LR2              float64 `hp:"lr_2" range:"[0,)" doc:"fge: α2, the rate at mid-cycle, when snapshots are taken"`
 	Cycle            int     `hp:"cycle" doc:"fge: cycle length in epochs (even, ≥ 2)"`
 }
 
@@ -106,31 +111,28 @@ func kindOf(name string) string {
 	return ""
 }
 
-// ParseConfig splits params (as Config.Params carries them) into the
+// parseConfig splits params (as Config.Params carries them) into the
 // ensemble's configuration and the member optimizer's hyperparameters
-// (unprefixed), and validates what the ensemble itself can check.
-func ParseConfig(params map[string]any) (Config, map[string]any, error) {
+// (unprefixed), and validates what the ensemble itself can check: the enum
+// and range tags of Config, and by hand what involves several fields.
+func (o Options) parseConfig(params map[string]any) (Config, map[string]any, error) {
 	c := defaults()
 	if s, ok := params["member"].(string); ok {
 		c.Member = s
 	}
-	m, ok := findMember(c.Member)
-	if !ok {
-		return Config{}, nil, fmt.Errorf("ensembles: member %q: want one of %q", c.Member, MemberNames())
+	if _, ok := o.Members.Lookup(c.Member); !ok {
+		return Config{}, nil, fmt.Errorf("ensembles: member %q: want one of %q", c.Member, o.names())
 	}
-	inner, own, err := memberParams(c.Member, params)
+	inner, own, err := o.memberParams(c.Member, params)
 	if err != nil {
 		return Config{}, nil, err
 	}
 	if err := hparams.Apply(&c, own); err != nil {
 		return Config{}, nil, fmt.Errorf("ensembles: %w", err)
 	}
-	switch {
-	case c.Kind != Deep && c.Kind != Snapshot && c.Kind != FGE:
-		return Config{}, nil, fmt.Errorf("ensembles: kind %q: want %q, %q or %q", c.Kind, Deep, Snapshot, FGE)
-	case c.Kind != Deep && !m.lr:
+	if c.Kind != Deep && !o.followsSetLR(c.Member) {
 		return Config{}, nil, fmt.Errorf("ensembles: kind %q needs a member optimizer that steps with the host's "+
-			"base optimizer, whose rate SetLR sets (sgd, sam, otmdr); %s does its own update", c.Kind, c.Member)
+			"base optimizer, whose rate SetLR sets (%s); %s does its own update", c.Kind, strings.Join(o.scheduled(), ", "), c.Member)
 	}
 	for _, s := range hparams.MustSpecs(defaults()) {
 		if k := kindOf(s.Name); k != "" && k != c.Kind {
@@ -139,31 +141,17 @@ func ParseConfig(params map[string]any) (Config, map[string]any, error) {
 			}
 		}
 	}
-	switch c.Kind {
-	case Snapshot:
-		if c.Cycles < 1 || c.LRMax < 0 {
-			return Config{}, nil, fmt.Errorf("ensembles: snapshot needs cycles ≥ 1 and lr_max ≥ 0, got %d and %g", c.Cycles, c.LRMax)
-		}
-	case FGE:
-		switch {
-		case c.Cycle < 2 || c.Cycle%2 != 0:
-			return Config{}, nil, fmt.Errorf("ensembles: fge cycle = %d: must be even and ≥ 2 (as fge.py asserts)", c.Cycle)
-		case c.LR1 < 0 || c.LR2 < 0 || c.PretrainLR < 0:
-			return Config{}, nil, fmt.Errorf("ensembles: fge needs lr_1, lr_2, pretrain_lr ≥ 0, got %g, %g, %g", c.LR1, c.LR2, c.PretrainLR)
-		case c.PretrainEpochs < -1:
-			return Config{}, nil, fmt.Errorf("ensembles: pretrain_epochs = %d: want ≥ 0, or -1 for pretrain_fraction", c.PretrainEpochs)
-		case !(c.PretrainFraction >= 0 && c.PretrainFraction < 1):
-			return Config{}, nil, fmt.Errorf("ensembles: pretrain_fraction = %g: want 0 ≤ f < 1", c.PretrainFraction)
-		case c.PretrainSchedule != "budget" && c.PretrainSchedule != "pretrain":
-			return Config{}, nil, fmt.Errorf("ensembles: pretrain_schedule %q: want \"budget\" or \"pretrain\"", c.PretrainSchedule)
-		}
+	if c.Kind == FGE && (c.Cycle < 2 || c.Cycle%2 != 0) {
+		return Config{}, nil, fmt.Errorf("ensembles: fge cycle = %d: must be even and ≥ 2 (as fge.py asserts)", c.Cycle)
 	}
 	return c, inner, nil
 }
 
 // Ensemble is the optimizer. Create it with New.
 type Ensemble struct {
+	opts    Options
 	cfg     Config
+	hs      *optim.Handles
 	inner   optim.Optimizer
 	members int
 	total   int64
@@ -174,9 +162,11 @@ type Ensemble struct {
 	// length in epochs of the schedule they follow.
 	pretrain int64
 	budget   float64
-	// slots is the number of snapshot vectors allocated; taken lists the
-	// snapshots taken so far, in order.
+	// slots is the number of snapshots planned and snaps their vectors
+	// (snaps[k] is snapshot k); taken lists the snapshots taken so far, in
+	// order.
 	slots int
+	snaps []optim.Vec
 	taken []int
 }
 
@@ -186,25 +176,37 @@ var (
 	_ optim.Stateful  = (*Ensemble)(nil)
 )
 
-// New returns an ensemble optimizer with the default hyperparameters.
-func New() optim.Optimizer { return &Ensemble{cfg: defaults()} }
+// New returns an ensemble optimizer with the default hyperparameters whose
+// members' steps are done by one of o.Members.
+func New(o Options) optim.Optimizer {
+	if o.Members == nil {
+		o.Members = &optim.Registry{}
+	}
+	o.FollowsSetLR = slices.Clone(o.FollowsSetLR)
+	return &Ensemble{opts: o, cfg: defaults()}
+}
 
 // Info implements optim.Optimizer. The schema is the ensemble's own
 // hyperparameters followed by every member optimizer's, prefixed.
 func (e *Ensemble) Info() optim.Info {
 	return optim.Info{Name: "ensembles", Version: "0.1.0", ProtocolMinor: optim.ProtocolMinor,
-		Capabilities: []string{"members", "state", "predictive", optim.CapMemberDataOrder},
-		Params:       append(hparams.MustSpecs(defaults()), prefixed()...)}
+		Capabilities: []optim.Capability{optim.CapMembers, optim.CapMemberDataOrder},
+		Params:       append(hparams.MustSpecs(defaults()), e.opts.prefixed()...)}
 }
+
+// MemberOptimizer returns the member optimizer that Configure made (nil
+// before), e.g. to read the handles of its vectors.
+func (e *Ensemble) MemberOptimizer() optim.Optimizer { return e.inner }
 
 // Configure implements optim.Optimizer: it configures the member optimizer
 // and, for snapshot and FGE, allocates the snapshot vectors.
 func (e *Ensemble) Configure(ctx context.Context, h optim.Host, cfg optim.Config) error {
-	c, inner, err := ParseConfig(cfg.Params)
+	c, inner, err := e.opts.parseConfig(cfg.Params)
 	if err != nil {
 		return err
 	}
-	*e = Ensemble{cfg: c, members: max(cfg.Members, 1), total: cfg.TotalSteps, spe: cfg.StepsPerEpoch}
+	*e = Ensemble{opts: e.opts, cfg: c, hs: cfg.Namespace("ensembles"), members: max(cfg.Members, 1),
+		total: cfg.TotalSteps, spe: cfg.StepsPerEpoch}
 	if c.Kind != Deep {
 		if err := e.plan(); err != nil {
 			return err
@@ -214,17 +216,26 @@ func (e *Ensemble) Configure(ctx context.Context, h optim.Host, cfg optim.Config
 		return fmt.Errorf("ensembles: otmdr_joint = true trains the members as one model on shared batches, " +
 			"but deep ensembles give every member its own data order: use plugin = \"otmdr\" with joint = true instead")
 	}
-	m, _ := findMember(c.Member)
-	opt := m.new()
+	opt, err := e.opts.Members.New(c.Member)
+	if err != nil {
+		return fmt.Errorf("ensembles: %w", err)
+	}
+	// The member allocates from a namespace inside the ensemble's
+	// (ensembles/<its name>/…): its handles come from the ensemble's
+	// counter, so they never collide with the snapshots. It takes its
+	// handles first, so that they are those of the member's own plugin (a
+	// deep ensemble's programs and checkpoints are the plugin's).
 	if err := opt.Configure(ctx, h, optim.Config{Params: inner, Seed: cfg.Seed, TotalSteps: cfg.TotalSteps,
-		StepsPerEpoch: cfg.StepsPerEpoch, Members: cfg.Members}); err != nil {
+		StepsPerEpoch: cfg.StepsPerEpoch, Members: cfg.Members, Handles: e.hs}); err != nil {
 		return fmt.Errorf("ensembles: member optimizer: %w", err)
 	}
 	e.inner = opt
 	if e.slots > 0 {
-		p := optim.Prog()
-		for k := range e.slots {
-			p.AllocFor(SnapshotBase+optim.Vec(k), 0)
+		e.snaps = make([]optim.Vec, e.slots)
+		p := e.hs.Prog()
+		for k := range e.snaps {
+			e.snaps[k] = e.hs.New(fmt.Sprintf("snapshot[%d]", k))
+			p.Alloc(e.snaps[k], 0)
 		}
 		if _, err := h.Exec(ctx, p); err != nil {
 			return fmt.Errorf("ensembles: allocate %d snapshots: %w", e.slots, err)
@@ -284,12 +295,12 @@ func (e *Ensemble) Step(ctx context.Context, h optim.Host, in optim.StepInput) (
 		return optim.StepOutput{}, err
 	}
 	in.LR = lr
-	out, err := e.inner.Step(ctx, &lrHost{Host: h, first: []optim.Op{optim.SetLR{Member: 0, LR: lr}}}, in)
+	out, err := e.inner.Step(ctx, &lrHost{Host: h, first: e.hs.Prog().SetLR(0, lr)}, in)
 	if err != nil {
 		return out, fmt.Errorf("ensembles: %w", err)
 	}
 	if snap >= 0 {
-		if _, err := h.Exec(ctx, optim.Prog().CopyState(SnapshotBase+optim.Vec(snap), optim.Params)); err != nil {
+		if _, err := h.Exec(ctx, e.hs.Prog().CopyState(e.snaps[snap], optim.Params)); err != nil {
 			return out, fmt.Errorf("ensembles: snapshot %d at step %d: %w", snap, in.Step, err)
 		}
 		e.taken = append(e.taken, snap)
@@ -348,10 +359,15 @@ func (e *Ensemble) schedule(in optim.StepInput) (float64, int, error) {
 func (e *Ensemble) Snapshots() []optim.Vec {
 	vecs := make([]optim.Vec, len(e.taken))
 	for i, k := range e.taken {
-		vecs[i] = SnapshotBase + optim.Vec(k)
+		vecs[i] = e.Snapshot(k)
 	}
 	return vecs
 }
+
+// Snapshot returns the handle of snapshot k (named ensembles/snapshot[k]),
+// taken or not. It is valid after Configure, for k below the number of
+// snapshots the run plans.
+func (e *Ensemble) Snapshot(k int) optim.Vec { return e.snaps[k] }
 
 // Predictive implements optim.Predictor: for deep ensembles the member
 // optimizer's predictive, else the average of the members' probabilities;
@@ -404,7 +420,7 @@ func (e *Ensemble) SaveState(ctx context.Context) ([]byte, []optim.Vec, error) {
 	if st, ok := e.inner.(optim.Stateful); ok {
 		var err error
 		if s.Inner, vecs, err = st.SaveState(ctx); err != nil {
-			return nil, nil, fmt.Errorf("ensembles: save state: %w", err)
+			return nil, nil, fmt.Errorf("ensembles: save state: %s: %w", e.cfg.Member, err)
 		}
 	}
 	b, err := json.Marshal(s)
@@ -440,7 +456,7 @@ func (e *Ensemble) LoadState(ctx context.Context, blob []byte) error {
 	}
 	if st, ok := e.inner.(optim.Stateful); ok {
 		if err := st.LoadState(ctx, s.Inner); err != nil {
-			return fmt.Errorf("ensembles: load state: %w", err)
+			return fmt.Errorf("ensembles: load state: %s: %w", e.cfg.Member, err)
 		}
 	}
 	e.taken = slices.Clone(s.Taken)

@@ -2,6 +2,7 @@ package ensembles_test
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"math"
 	"reflect"
@@ -10,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/optlab/optlab/plugins/bsam"
+	"github.com/optlab/optlab/plugins/builtin"
 	"github.com/optlab/optlab/plugins/ensembles"
 	"github.com/optlab/optlab/plugins/otmdr"
 	"github.com/optlab/optlab/plugins/sam"
@@ -20,6 +22,19 @@ import (
 )
 
 func hp(params map[string]any) optimtest.RunOption { return optimtest.WithHParams(params) }
+
+// newEnsemble returns the built-in ensembles method, with the built-in
+// member optimizers.
+func newEnsemble() optim.Optimizer { return ensembles.New(builtin.EnsembleOptions()) }
+
+// snapshots returns the handles of the first n snapshots of e.
+func snapshots(e optim.Optimizer, n int) []optim.Vec {
+	vecs := make([]optim.Vec, n)
+	for k := range vecs {
+		vecs[k] = e.(*ensembles.Ensemble).Snapshot(k)
+	}
+	return vecs
+}
 
 // mlp has 64 samples: 4 steps per epoch with batches of 16.
 func mlp() optimtest.Problem {
@@ -89,12 +104,12 @@ var memberCases = []struct {
 }
 
 func TestInfo(t *testing.T) {
-	info := ensembles.New().Info()
+	info := newEnsemble().Info()
 	if info.Name != "ensembles" || info.ProtocolMinor != optim.ProtocolMinor {
 		t.Errorf("info %+v", info)
 	}
-	for _, c := range []string{optim.CapMemberDataOrder, "members", "state", "predictive"} {
-		if !slices.Contains(info.Capabilities, c) {
+	for _, c := range []optim.Capability{optim.CapMemberDataOrder, optim.CapMembers} {
+		if !info.Has(c) {
 			t.Errorf("capability %q missing from %v", c, info.Capabilities)
 		}
 	}
@@ -123,8 +138,48 @@ func TestInfo(t *testing.T) {
 			t.Errorf("parameter %q missing", n)
 		}
 	}
-	if got := ensembles.MemberNames(); !slices.Equal(got, []string{"sgd", "sam", "bsam", "otmdr"}) {
+	if got := builtin.EnsembleOptions().Members.Names(); !slices.Equal(got, []string{"sgd", "sam", "bsam", "otmdr"}) {
 		t.Errorf("members %v", got)
+	}
+}
+
+// The member optimizers are those of the registry in Options, and only
+// those in FollowsSetLR can be scheduled by snapshot and FGE.
+func TestOptions(t *testing.T) {
+	r := &optim.Registry{}
+	for _, e := range []optim.Entry{{Name: "sgd", New: sgd.New}, {Name: "sam", New: sam.New}} {
+		if err := r.Add(e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	newOpt := func() optim.Optimizer {
+		return ensembles.New(ensembles.Options{Members: r, FollowsSetLR: []string{"sam"}})
+	}
+	for _, s := range newOpt().Info().Params {
+		if strings.HasPrefix(s.Name, "bsam_") || strings.HasPrefix(s.Name, "otmdr_") {
+			t.Errorf("parameter %q of an optimizer that is not a member", s.Name)
+		}
+	}
+	tests := []struct {
+		name   string
+		opt    optim.Optimizer
+		params map[string]any
+		want   string // "" for success
+	}{
+		{"deep sgd", newOpt(), nil, ""},
+		{"snapshot sam", newOpt(), map[string]any{"kind": "snapshot", "member": "sam", "sam_rho": 0.1}, ""},
+		{"snapshot sgd", newOpt(), map[string]any{"kind": "snapshot"}, "SetLR sets (sam); sgd does its own update"},
+		{"not a member", newOpt(), map[string]any{"member": "bsam"}, `member "bsam": want one of ["sgd" "sam"]`},
+		{"no members", ensembles.New(ensembles.Options{}), nil, `member "sgd": want one of []`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := optimtest.MustHost(t, mlp(), optimtest.WithBatchSize(16))
+			_, err := optimtest.Run(context.Background(), tt.opt, h, 2, hp(tt.params))
+			if tt.want == "" && err != nil || tt.want != "" && (err == nil || !strings.Contains(err.Error(), tt.want)) {
+				t.Errorf("err = %v, want containing %q", err, tt.want)
+			}
+		})
 	}
 }
 
@@ -135,21 +190,21 @@ func TestConfigErrors(t *testing.T) {
 		members int
 		want    string
 	}{
-		{"unknown kind", map[string]any{"kind": "swa"}, 1, `kind "swa"`},
+		{"unknown kind", map[string]any{"kind": "swa"}, 1, `"kind": "swa" is not one of "deep", "snapshot", "fge"`},
 		{"unknown member", map[string]any{"member": "adam"}, 1, `member "adam"`},
 		{"unknown parameter", map[string]any{"rho": 0.1}, 1, "unknown"},
 		{"other member's parameter", map[string]any{"member": "sam", "otmdr_rho1": 0.1}, 1, "otmdr_rho1 = 0.1 is set but member = \"sam\""},
 		{"other kind's parameter", map[string]any{"kind": "deep", "cycles": 3}, 1, `cycles = 3 is a "snapshot" parameter`},
 		{"fge parameter for snapshot", map[string]any{"kind": "snapshot", "lr_1": 0.1}, 1, `"fge" parameter`},
-		{"member optimizer's own check", map[string]any{"member": "sam", "sam_m": 0}, 1, "need m ≥ 1"},
+		{"member optimizer's own check", map[string]any{"member": "sam", "sam_m": 0}, 1, `"sam_m": 0 is out of range [1,): want ≥ 1`},
 		{"otmdr joint", map[string]any{"member": "otmdr", "otmdr_joint": true}, 3, "joint"},
 		{"snapshot with members", map[string]any{"kind": "snapshot"}, 3, "trains one member"},
 		{"fge with members", map[string]any{"kind": "fge"}, 2, "trains one member"},
 		{"snapshot with bsam", map[string]any{"kind": "snapshot", "member": "bsam"}, 1, "bsam does its own update"},
-		{"snapshot cycles", map[string]any{"kind": "snapshot", "cycles": 0}, 1, "cycles ≥ 1"},
-		{"snapshot lr_max", map[string]any{"kind": "snapshot", "lr_max": -0.1}, 1, "lr_max ≥ 0"},
+		{"snapshot cycles", map[string]any{"kind": "snapshot", "cycles": 0}, 1, `"cycles": 0 is out of range [1,): want ≥ 1`},
+		{"snapshot lr_max", map[string]any{"kind": "snapshot", "lr_max": -0.1}, 1, `"lr_max": -0.1 is out of range [0,): want ≥ 0`},
 		{"odd cycle", map[string]any{"kind": "fge", "cycle": 3}, 1, "must be even"},
-		{"fge rates", map[string]any{"kind": "fge", "lr_2": -1.0}, 1, "lr_1, lr_2, pretrain_lr ≥ 0"},
+		{"fge rates", map[string]any{"kind": "fge", "lr_2": -1.0}, 1, `"lr_2": -1 is out of range [0,): want ≥ 0`},
 		{"pretrain fraction", map[string]any{"kind": "fge", "pretrain_fraction": 1.0}, 1, "pretrain_fraction"},
 		{"pretrain epochs", map[string]any{"kind": "fge", "pretrain_epochs": -2}, 1, "pretrain_epochs"},
 		{"pretrain schedule", map[string]any{"kind": "fge", "pretrain_schedule": "cosine"}, 1, "pretrain_schedule"},
@@ -157,7 +212,7 @@ func TestConfigErrors(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			h := optimtest.MustHost(t, mlp(), optimtest.WithMembers(tt.members), optimtest.WithBatchSize(16))
-			_, err := optimtest.Run(context.Background(), ensembles.New(), h, 4, hp(tt.params))
+			_, err := optimtest.Run(context.Background(), newEnsemble(), h, 4, hp(tt.params))
 			if err == nil || !strings.Contains(err.Error(), tt.want) {
 				t.Errorf("err = %v, want containing %q", err, tt.want)
 			}
@@ -165,7 +220,7 @@ func TestConfigErrors(t *testing.T) {
 	}
 	// Values equal to the defaults of unused parameters are fine.
 	h := optimtest.MustHost(t, mlp(), optimtest.WithBatchSize(16))
-	optimtest.MustRun(t, ensembles.New(), h, 1, hp(map[string]any{"member": "sam", "otmdr_rho1": 0.05, "cycles": 5}))
+	optimtest.MustRun(t, newEnsemble(), h, 1, hp(map[string]any{"member": "sam", "otmdr_rho1": 0.05, "cycles": 5}))
 }
 
 // Deep ensemble of one member is the member optimizer's plugin, bitwise:
@@ -176,7 +231,7 @@ func TestDeepOneMemberIsThePlugin(t *testing.T) {
 			opt, params := standalone(tc.member, tc.params)
 			want := optimtest.MustHost(t, mlp(), optimtest.WithBatchSize(16), momentum)
 			wantOuts := optimtest.MustRun(t, opt, want, 6, optimtest.WithLR(0.1), hp(tc.params))
-			ens := ensembles.New()
+			ens := newEnsemble()
 			got := optimtest.MustHost(t, mlp(), optimtest.WithBatchSize(16), momentum)
 			gotOuts := optimtest.MustRun(t, ens, got, 6, optimtest.WithLR(0.1), hp(params))
 			if !slices.Equal(got.Params(0), want.Params(0)) {
@@ -227,8 +282,8 @@ func TestDeepIdenticalMembersPredictLikeOne(t *testing.T) {
 				opts = append(opts, optimtest.WithParams(m, one.Params(0)))
 			}
 			ens := optimtest.MustHost(t, mlp(), opts...)
-			optimtest.MustRun(t, ensembles.New(), one, steps, optimtest.WithLR(0.1), hp(params))
-			opt := ensembles.New()
+			optimtest.MustRun(t, newEnsemble(), one, steps, optimtest.WithLR(0.1), hp(params))
+			opt := newEnsemble()
 			optimtest.MustRun(t, opt, ens, steps, optimtest.WithLR(0.1), hp(params))
 			for m := range members {
 				if !slices.Equal(ens.Params(m), one.Params(0)) {
@@ -262,7 +317,7 @@ func TestDeepMembersDiffer(t *testing.T) {
 			if slices.Equal(init[0], init[1]) || slices.Equal(init[1], init[2]) {
 				t.Fatal("the host initialized members identically")
 			}
-			opt := ensembles.New()
+			opt := newEnsemble()
 			outs := optimtest.MustRun(t, opt, h, 80, optimtest.WithLR(0.05), hp(map[string]any{"member": member}))
 			if first, last := outs[0].Metrics["loss"], outs[len(outs)-1].Metrics["loss"]; !(last < 0.7*first) {
 				t.Errorf("did not train: loss %v → %v", first, last)
@@ -306,7 +361,7 @@ func TestDeepExecAndGradCounts(t *testing.T) {
 					t.Fatalf("single model: %d Exec calls and %d gradient passes per step", execs, grads)
 				}
 				h := optimtest.MustHost(t, mlp(), optimtest.WithBatchSize(16), optimtest.WithMembers(members))
-				optimtest.MustRun(t, ensembles.New(), h, steps, optimtest.WithLR(0.1), hp(params))
+				optimtest.MustRun(t, newEnsemble(), h, steps, optimtest.WithLR(0.1), hp(params))
 				for s := range int64(steps) {
 					if n := h.ExecCount(s); n != execs {
 						t.Errorf("M = %d, step %d: %d Exec calls, want %d (fused)", members, s, n, execs)
@@ -332,13 +387,14 @@ func TestDeepExecAndGradCounts(t *testing.T) {
 // averages the members' means (a mixture of Gaussians is not a Predictive).
 func TestDeepBSAM(t *testing.T) {
 	h := optimtest.MustHost(t, mlp(), optimtest.WithBatchSize(16), optimtest.WithMembers(2))
-	opt := ensembles.New()
+	opt := newEnsemble()
 	optimtest.MustRun(t, opt, h, 3, optimtest.WithLR(0.1), hp(map[string]any{"member": "bsam", "bsam_m": 2}))
 	want := optim.Predictive{Kind: optim.Members, Vecs: []optim.Vec{optim.ParamsOf(0), optim.ParamsOf(1)}}
 	if got := predictive(t, opt); !reflect.DeepEqual(got, want) {
 		t.Errorf("predictive %+v, want %+v", got, want)
 	}
-	if slices.Equal(vec(t, h, bsam.S), vec(t, h, bsam.ForMember(bsam.S, 1))) {
+	b := opt.(*ensembles.Ensemble).MemberOptimizer().(*bsam.BSAM)
+	if slices.Equal(vec(t, h, b.S(0)), vec(t, h, b.S(1))) {
 		t.Error("members share s")
 	}
 	_, vecs, err := opt.(optim.Stateful).SaveState(context.Background())
@@ -399,7 +455,7 @@ func TestSnapshot(t *testing.T) {
 	const total, cycles, alpha0 = 42, 4, 0.2
 	h := optimtest.MustHost(t, mlp(), optimtest.WithBatchSize(16), momentum)
 	rec := &record{h: h}
-	opt := ensembles.New()
+	opt := newEnsemble()
 	optimtest.MustRun(t, opt, h, total, optimtest.WithLR(99), optimtest.WithAfterStep(rec.after),
 		hp(map[string]any{"kind": "snapshot", "cycles": cycles, "lr_max": alpha0}))
 	for s := range int64(total) {
@@ -428,8 +484,8 @@ func TestSnapshot(t *testing.T) {
 		}
 	}
 	pred := predictive(t, opt)
-	wantVecs := []optim.Vec{ensembles.SnapshotBase, ensembles.SnapshotBase + 1, ensembles.SnapshotBase + 2, ensembles.SnapshotBase + 3}
-	if pred.Kind != optim.Members || !slices.Equal(pred.Vecs, wantVecs) {
+	wantVecs := snapshots(opt, 4)
+	if pred.Kind != optim.Members || !slices.Equal(pred.Vecs, wantVecs) || len(slices.Compact(slices.Sorted(slices.Values(wantVecs)))) != 4 {
 		t.Fatalf("predictive %+v", pred)
 	}
 	for k, s := range snapSteps {
@@ -456,7 +512,7 @@ func TestSnapshot(t *testing.T) {
 func TestSnapshotEdges(t *testing.T) {
 	h := optimtest.MustHost(t, mlp(), optimtest.WithBatchSize(16))
 	rec := &record{h: h}
-	opt := ensembles.New()
+	opt := newEnsemble()
 	r := optimtest.NewHarness(opt, h, optimtest.WithLR(0.3), optimtest.WithAfterStep(rec.after),
 		hp(map[string]any{"kind": "snapshot", "lr_max": 0, "cycles": 2}))
 	if err := r.Configure(context.Background(), 10); err != nil {
@@ -476,12 +532,12 @@ func TestSnapshotEdges(t *testing.T) {
 	}
 
 	smoke := optimtest.MustHost(t, mlp(), optimtest.WithBatchSize(16))
-	opt = ensembles.New()
+	opt = newEnsemble()
 	optimtest.MustRun(t, opt, smoke, 2, hp(map[string]any{"kind": "snapshot"}))
 	if got := predictive(t, opt); len(got.Vecs) != 2 {
 		t.Errorf("2-step run with 5 cycles: predictive %+v, want 2 snapshots", got)
 	}
-	if _, err := ensembles.New().(optim.Predictor).Predictive(context.Background()); err == nil {
+	if _, err := newEnsemble().(optim.Predictor).Predictive(context.Background()); err == nil {
 		t.Error("predictive before configure")
 	}
 }
@@ -535,14 +591,14 @@ func TestFGE(t *testing.T) {
 			for k, v := range tt.params {
 				params[k] = v
 			}
-			c, err := hparams.Resolve(ensembles.New().Info().Params, params)
+			c, err := hparams.Resolve(newEnsemble().Info().Params, params)
 			if err != nil {
 				t.Fatal(err)
 			}
 			a1, a2, cycle := c["lr_1"].(float64), c["lr_2"].(float64), c["cycle"].(int64)
 			h := optimtest.MustHost(t, mlp(), optimtest.WithBatchSize(16), momentum)
 			rec := &record{h: h}
-			opt := ensembles.New()
+			opt := newEnsemble()
 			optimtest.MustRun(t, opt, h, epochs*spe, optimtest.WithLR(0.07), optimtest.WithAfterStep(rec.after), hp(params))
 			for s := range int64(epochs * spe) {
 				want := fgeLR(s, spe, tt.pretrain, tt.budget, tt.base, a1, a2, cycle)
@@ -562,7 +618,7 @@ func TestFGE(t *testing.T) {
 				t.Fatalf("predictive %+v, want %d snapshots", pred, len(tt.snaps))
 			}
 			for k, s := range tt.snaps {
-				if pred.Vecs[k] != ensembles.SnapshotBase+optim.Vec(k) || !slices.Equal(vec(t, h, pred.Vecs[k]), rec.params[s]) {
+				if pred.Vecs[k] != snapshots(opt, k+1)[k] || !slices.Equal(vec(t, h, pred.Vecs[k]), rec.params[s]) {
 					t.Errorf("snapshot %d (%v) differs from the parameters after step %d", k, pred.Vecs[k], s)
 				}
 				// Taken at the end of an epoch when the rate is about to reach α2.
@@ -587,7 +643,7 @@ func TestScheduledMemberOptimizers(t *testing.T) {
 		t.Run(member, func(t *testing.T) {
 			h := optimtest.MustHost(t, mlp(), optimtest.WithBatchSize(16))
 			rec := &record{h: h}
-			optimtest.MustRun(t, ensembles.New(), h, 12, optimtest.WithLR(5), optimtest.WithAfterStep(rec.after),
+			optimtest.MustRun(t, newEnsemble(), h, 12, optimtest.WithLR(5), optimtest.WithAfterStep(rec.after),
 				hp(map[string]any{"kind": "snapshot", "member": member, "cycles": 3}))
 			for s := range int64(12) {
 				if want := snapshotLR(0.2, s, 12, 3); math.Abs(rec.lr[s]-want) > 1e-16 {
@@ -635,18 +691,18 @@ func TestResume(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			lr := optimtest.WithLR(0.1)
 			straight := optimtest.MustHost(t, mlp(), optimtest.WithBatchSize(16))
-			full := ensembles.New()
+			full := newEnsemble()
 			optimtest.MustRun(t, full, straight, tt.total, lr, hp(tt.params))
 
 			first := optimtest.MustHost(t, mlp(), optimtest.WithBatchSize(16))
-			a := ensembles.New()
+			a := newEnsemble()
 			optimtest.MustRun(t, a, first, tt.cut, lr, hp(tt.params), optimtest.WithTotalSteps(int64(tt.total)))
 			blob, vecs, err := a.(optim.Stateful).SaveState(ctx)
 			if err != nil {
 				t.Fatal(err)
 			}
 			h := optimtest.MustHost(t, mlp(), optimtest.WithBatchSize(16), optimtest.WithParams(0, first.Params(0)))
-			b := ensembles.New()
+			b := newEnsemble()
 			r := optimtest.NewHarness(b, h, lr, hp(tt.params), optimtest.WithStartStep(int64(tt.cut)))
 			if err := r.Configure(ctx, int64(tt.total)); err != nil {
 				t.Fatal(err)
@@ -680,11 +736,11 @@ func TestResume(t *testing.T) {
 
 func TestLoadStateErrors(t *testing.T) {
 	ctx := context.Background()
-	if err := ensembles.New().(optim.Stateful).LoadState(ctx, nil); err == nil {
+	if err := newEnsemble().(optim.Stateful).LoadState(ctx, nil); err == nil {
 		t.Error("load state before configure")
 	}
 	h := optimtest.MustHost(t, mlp(), optimtest.WithBatchSize(16))
-	opt := ensembles.New()
+	opt := newEnsemble()
 	optimtest.MustRun(t, opt, h, 10, hp(map[string]any{"kind": "snapshot", "cycles": 2}))
 	tests := []struct{ blob, want string }{
 		{`{"version":2}`, "version"},
@@ -699,4 +755,23 @@ func TestLoadStateErrors(t *testing.T) {
 			t.Errorf("LoadState(%s) = %v, want containing %q", tt.blob, err, tt.want)
 		}
 	}
+}
+
+var update = flag.Bool("update", false, "rewrite testdata/*.golden")
+
+// TestTraceGolden pins the ops that Configure and the steps send in each
+// kind: the golden files document the algorithm, with the member
+// optimizer's handles inside the ensemble's namespace.
+func TestTraceGolden(t *testing.T) {
+	optimtest.TestTraces(t, *update,
+		// Two sgd members, each its own model: sgd's own programs (and
+		// numbers: see plugins/sgd/testdata/trace.golden).
+		optimtest.TraceCase{Golden: "testdata/trace_deep.golden", New: newEnsemble, Members: 2},
+		// Two cycles of two steps: a snapshot after the second step of each.
+		optimtest.TraceCase{Golden: "testdata/trace_snapshot.golden", New: newEnsemble, Steps: 4,
+			Params: map[string]any{"kind": "snapshot", "cycles": 2}},
+		// Four steps per epoch, no pretraining, cycles of two epochs: a
+		// snapshot at the end of the first epoch.
+		optimtest.TraceCase{Golden: "testdata/trace_fge.golden", New: newEnsemble, Steps: 4,
+			Params: map[string]any{"kind": "fge", "pretrain_epochs": 0, "cycle": 2}})
 }

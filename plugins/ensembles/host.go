@@ -2,7 +2,6 @@ package ensembles
 
 import (
 	"context"
-	"slices"
 
 	"github.com/optlab/optlab/sdk/optim"
 )
@@ -10,21 +9,23 @@ import (
 // lrHost is the host as a member optimizer sees it during a scheduled step
 // (snapshot, FGE): the first program of the step is sent with the step's
 // SetLR in front, so the schedule costs no extra round trip and every
-// BaseStep of the step uses its rate.
+// BaseStep of the step uses its rate. SetLR emits no scalar, so the member
+// optimizer's slots read its results unchanged.
 type lrHost struct {
 	optim.Host
-	first []optim.Op
+	// first is the program to send in front of the next one (nil once
+	// sent); it names the ensemble's handles, the member's among them.
+	first *optim.Program
 }
 
 // Exec implements optim.Host.
 func (h *lrHost) Exec(ctx context.Context, p *optim.Program) (optim.Result, error) {
-	if len(h.first) > 0 {
-		var ops []optim.Op
+	if h.first != nil {
+		q := h.first
 		if p != nil {
-			ops = p.Ops
+			q.Ops = append(q.Ops, p.Ops...)
 		}
-		p = &optim.Program{Ops: slices.Concat(h.first, ops)}
-		h.first = nil
+		p, h.first = q, nil
 	}
 	return h.Host.Exec(ctx, p)
 }

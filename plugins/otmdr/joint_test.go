@@ -103,18 +103,20 @@ func TestJointZeroRhoIsJointSGD(t *testing.T) {
 		optimtest.MustRun(t, otmdr.New(), ho, steps, optimtest.WithSchedule(sched), hp(params))
 
 		hs := optimtest.MustHost(t, mlp(), optimtest.WithMembers(members), base)
-		outs, ats := make([]optim.Vec, members), make([]optim.Vec, members)
-		alloc := optim.Prog()
+		hs2 := optim.NewHandles().Sub("sgd")
+		outs, ats := hs2.PerMember("g", members), make([]optim.Vec, members)
+		alloc := hs2.Prog()
 		for m := range members {
-			outs[m], ats[m] = optim.Vec(m+1), optim.ParamsOf(m)
-			alloc.AllocFor(outs[m], m)
+			ats[m] = optim.ParamsOf(m)
+			alloc.Alloc(outs[m], m)
 		}
 		if _, err := hs.Exec(ctx, alloc); err != nil {
 			t.Fatal(err)
 		}
 		for s := range int64(steps) {
 			hs.BeginStep(optim.StepInput{Step: s, LR: sched(s, 0)})
-			p := optim.Prog().JointGrad(outs, ats, optim.Batch{}, optim.BNFreeze)
+			p := hs2.Prog()
+			p.JointGrad(outs, ats, optim.Batch{}, optim.BNFreeze)
 			for m := range members {
 				p.BaseStep(ats[m], outs[m])
 			}

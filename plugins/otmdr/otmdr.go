@@ -62,10 +62,20 @@
 // B¹ₖ passes at θ and loss_perturbed and acc_perturbed of the full-batch
 // passes at θ²ₖ, averaged over members and particles.
 //
-// NewWithHooks lets another optimizer reuse this step unchanged, adding ops
-// at its start and end, editing its Grad ops (e.g. their Eps and OutRho)
-// and extending its ascent norms: plugins/sgvb runs it on the means of a
-// variational member with the weight noise κ fixed for the iteration.
+// OT-MDR allocates every vector from its namespace, cfg.Namespace("otmdr"):
+// otmdr/pert[m], otmdr/g[m] (g¹, then g² and Gₖ; with merge_grad
+// otmdr/g1[m] and otmdr/g2[m]) and, for K > 1, otmdr/sum[m]. An optimizer
+// that runs it inside itself passes its own Handles in Config.Handles, so
+// their vectors never collide. NewFrom makes one from a typed Config, with
+// Hooks that add ops at the start and end of a step, edit its Grad ops
+// (e.g. their Eps and OutRho) and extend its ascent norms: plugins/sgvb's
+// otmdr-sgvb embeds StepConfig in its own config and runs this step on the
+// means of a variational member with the weight noise κ fixed for the
+// iteration.
+//
+// The golden op traces in testdata are the op-level description:
+// trace.golden (paper mode, two particles), trace_reference.golden and
+// trace_joint.golden (two members).
 package otmdr
 
 import (
@@ -85,42 +95,62 @@ import (
 // noise by default).
 const Auto = -1.0
 
-// Config holds OT-MDR's hyperparameters. Values of "" or Auto are
-// decided by the mode (see ParseConfig).
-type Config struct {
-	Mode              string  `hp:"mode" doc:"\"paper\" (Algorithm 1) or \"reference\" (released code: merge_grad, no noise, particles summed, loader-order halves for K = 1)"`
-	Rho1              float64 `hp:"rho1" doc:"first ascent radius ρ₁ (paper: 0.05 on CIFAR-10, 0.1 on CIFAR-100)"`
+// StepConfig holds the hyperparameters of OT-MDR's step on one model, which
+// methods built on it reuse by embedding (hparams flattens it). Values of ""
+// or Auto are decided by the mode (see Resolve).
+type StepConfig struct {
+	Mode              string  `hp:"mode" enum:"paper|reference" doc:"\"paper\" (Algorithm 1) or \"reference\" (released code: merge_grad, no noise, particles summed, loader-order halves for K = 1)"`
+	Rho1              float64 `hp:"rho1" range:"[0,)" doc:"first ascent radius ρ₁ (paper: 0.05 on CIFAR-10, 0.1 on CIFAR-100)"`
 	Rho2              float64 `hp:"rho2" doc:"second ascent radius ρ₂; -1: 2ρ₁ (the paper's setting)"`
 	NoiseStd          float64 `hp:"noise_std" doc:"std σ of the noise ε added after each ascent; -1: the mode's (0 in both: docs/RESULTS.md; the appendix's N(0, 1e-4) is 0.01)"`
-	Particles         int     `hp:"particles" doc:"particles K per member"`
+	Particles         int     `hp:"particles" range:"[1,)" doc:"particles K per member"`
 	ParticleReduction string  `hp:"particle_reduction" doc:"\"mean\" or \"sum\" of the K gradients; \"\": the mode's (paper mean, reference sum)"`
 	MergeGrad         bool    `hp:"merge_grad" doc:"second ascent along g¹+g², divided by ‖g²‖ (released --merge_grad; forced on by mode = reference)"`
 	MergeMean         bool    `hp:"merge_mean" doc:"with merge_grad: along (g¹+g²)/2 (released mode 1.1)"`
 	Split             string  `hp:"split" doc:"\"random\" halves per particle or \"loader\"-order halves; \"\": the mode's (paper random; reference loader for K = 1, random for K > 1)"`
 	BN                string  `hp:"bn" doc:"BatchNorm running statistics: \"halves\" (updated in both half-batch passes, frozen in the full pass; released code), \"first\" (updated only at θ), \"all\""`
-	Joint             bool    `hp:"joint" doc:"train the members as one model, as the released ensemble script: one loss on their averaged probabilities (JointGrad), one gradient norm across members; needs ≥ 2 members"`
 }
 
-func defaults() Config {
-	return Config{Mode: "paper", Rho1: 0.05, Rho2: Auto, NoiseStd: Auto, Particles: 1, BN: "halves"}
+// Config holds OT-MDR's hyperparameters: the step's and the ensemble
+// option joint.
+type Config struct {
+	StepConfig
+	Joint bool `hp:"joint" doc:"train the members as one model, as the released ensemble script: one loss on their averaged probabilities (JointGrad), one gradient norm across members; needs ≥ 2 members"`
+}
+
+// DefaultConfig returns OT-MDR's default hyperparameters (unresolved: rho2
+// and noise_std Auto, particle_reduction and split "").
+func DefaultConfig() Config {
+	return Config{StepConfig: StepConfig{Mode: "paper", Rho1: 0.05, Rho2: Auto, NoiseStd: Auto, Particles: 1, BN: "halves"}}
 }
 
 // ParseConfig applies params (as Config.Params carries them) to the
 // defaults, resolves the mode's choices and validates the result.
 func ParseConfig(params map[string]any) (Config, error) {
-	c := defaults()
+	c := DefaultConfig()
 	if err := hparams.Apply(&c, params); err != nil {
 		return Config{}, fmt.Errorf("otmdr: %w", err)
 	}
+	s, err := c.StepConfig.Resolve()
+	if err != nil {
+		return Config{}, err
+	}
+	c.StepConfig = s
+	return c, nil
+}
+
+// Resolve validates c (its enum and range tags, then the choices they cannot
+// express) and returns it with the mode's choices made: rho2 = 2ρ₁ and
+// noise_std = 0 where Auto, merge_grad forced on by mode = reference, and
+// particle_reduction and split where "". Resolving a resolved StepConfig
+// changes nothing.
+func (c StepConfig) Resolve() (StepConfig, error) {
+	if err := hparams.Validate(c); err != nil {
+		return StepConfig{}, fmt.Errorf("otmdr: %w", err)
+	}
 	ref := c.Mode == "reference"
-	switch {
-	case c.Mode != "paper" && !ref:
-		return Config{}, fmt.Errorf("otmdr: mode %q: want \"paper\" or \"reference\"", c.Mode)
-	case c.Particles < 1:
-		return Config{}, fmt.Errorf("otmdr: particles = %d: need at least 1", c.Particles)
-	case c.Rho1 < 0 || (c.Rho2 < 0 && c.Rho2 != Auto) || (c.NoiseStd < 0 && c.NoiseStd != Auto):
-		return Config{}, fmt.Errorf("otmdr: need rho1 ≥ 0, rho2 ≥ 0 or -1, noise_std ≥ 0 or -1; got %g, %g, %g",
-			c.Rho1, c.Rho2, c.NoiseStd)
+	if (c.Rho2 < 0 && c.Rho2 != Auto) || (c.NoiseStd < 0 && c.NoiseStd != Auto) {
+		return StepConfig{}, fmt.Errorf("otmdr: need rho2 ≥ 0 or -1 and noise_std ≥ 0 or -1; got %g and %g", c.Rho2, c.NoiseStd)
 	}
 	if c.Rho2 == Auto {
 		c.Rho2 = 2 * c.Rho1
@@ -132,7 +162,7 @@ func ParseConfig(params map[string]any) (Config, error) {
 	}
 	c.MergeGrad = c.MergeGrad || ref
 	if c.MergeMean && !c.MergeGrad {
-		return Config{}, errors.New("otmdr: merge_mean = true averages g¹ and g², which needs merge_grad = true (or mode = \"reference\")")
+		return StepConfig{}, errors.New("otmdr: merge_mean = true averages g¹ and g², which needs merge_grad = true (or mode = \"reference\")")
 	}
 	if c.ParticleReduction == "" {
 		c.ParticleReduction = "mean"
@@ -146,14 +176,15 @@ func ParseConfig(params map[string]any) (Config, error) {
 			c.Split = "loader"
 		}
 	}
+	// Plain enums, but "" (the mode's) is no value of them before resolution.
 	if c.ParticleReduction != "mean" && c.ParticleReduction != "sum" {
-		return Config{}, fmt.Errorf("otmdr: particle_reduction %q: want \"mean\" or \"sum\"", c.ParticleReduction)
+		return StepConfig{}, fmt.Errorf("otmdr: particle_reduction %q: want \"mean\" or \"sum\"", c.ParticleReduction)
 	}
 	if c.Split != "random" && c.Split != "loader" {
-		return Config{}, fmt.Errorf("otmdr: split %q: want \"random\" or \"loader\"", c.Split)
+		return StepConfig{}, fmt.Errorf("otmdr: split %q: want \"random\" or \"loader\"", c.Split)
 	}
-	if _, ok := bnPasses(c.BN); !ok {
-		return Config{}, fmt.Errorf("otmdr: bn %q: want \"halves\", \"first\" or \"all\"", c.BN)
+	if _, ok := bnPasses(c.BN); !ok { // otmdr-sgvb takes "" for its own default
+		return StepConfig{}, fmt.Errorf("otmdr: bn %q: want \"halves\", \"first\" or \"all\"", c.BN)
 	}
 	return c, nil
 }
@@ -172,81 +203,121 @@ func bnPasses(bn string) ([3]optim.BNMode, bool) {
 	return [3]optim.BNMode{}, false
 }
 
-// OTMDR is the optimizer. Create it with New (or NewWithHooks).
-type OTMDR struct {
-	cfg     Config
-	bn      [3]optim.BNMode
-	members int
-	rng     *rand.PCG
-	hooks   Hooks
-}
+// Phase is one of the three gradient passes of a particle.
+type Phase int
 
-// New returns an OT-MDR optimizer with the default hyperparameters.
-func New() optim.Optimizer { return &OTMDR{cfg: defaults()} }
-
-// Passes of a particle, as Hooks name them.
+// Phases of a particle.
 const (
-	PassB1   = 0 // g¹ on B¹ₖ at θ
-	PassB2   = 1 // g² on B²ₖ at θ¹
-	PassFull = 2 // Gₖ on B at θ²ₖ
+	PhaseB1   Phase = iota // g¹ on B¹ₖ at θ
+	PhaseB2                // g² on B²ₖ at θ¹
+	PhaseFull              // Gₖ on B at θ²ₖ
 )
+
+// Pass names one gradient pass of a step for the Hooks: the pass of phase
+// Phase of member Member's particle Particle.
+type Pass struct {
+	Member, Particle int
+	Phase            Phase
+}
 
 // Hooks let another optimizer reuse OT-MDR's step (plugins/sgvb runs it on
 // the means μ of a variational member with the weight noise κ held fixed).
 // Nil fields change nothing. Grad and Norm act on per-member Grad passes,
-// so joint = true rejects them. The wrapping optimizer's own vectors must use
-// handles above 4·members, which OT-MDR's occupy.
+// so NewFrom rejects them with joint = true. The hooks use vectors of the
+// wrapping optimizer's own namespace, and read what their ops emit through
+// the slots the Program builder returns.
 type Hooks struct {
-	// Begin appends ops at the start of every step's first program. They
-	// must emit no scalars.
+	// Begin appends ops at the start of every step's first program.
 	Begin func(p *optim.Program)
-	// Grad edits every Grad op before it is appended (e.g. sets Eps and
-	// OutRho): member m, particle k, pass PassB1, PassB2 or PassFull.
-	Grad func(m, k, pass int, g *optim.Grad)
-	// Norm returns, for passes PassB1 and PassB2, a vector that the pass
-	// fills (e.g. its OutRho) whose norm joins the ascent's denominator,
-	// √(‖g‖² + ‖v‖²); 0 for none.
-	Norm func(m, k, pass int) optim.Vec
+	// Grad edits the Grad op of every pass before it is appended (e.g. sets
+	// Eps and OutRho).
+	Grad func(at Pass, g *optim.Grad)
+	// Norm returns, for passes of phases PhaseB1 and PhaseB2, a vector that
+	// the pass fills (e.g. its OutRho) whose norm joins the ascent's
+	// denominator, √(‖g‖² + ‖v‖²); 0 for none.
+	Norm func(at Pass) optim.Vec
 	// End appends ops to every step's last program after the last
-	// full-batch passes and before the base steps, while θ is unchanged.
-	// Scalars they emit follow OT-MDR's and are ignored by it.
-	End func(p *optim.Program)
+	// full-batch passes and before the base steps, while θ is unchanged. It
+	// may return a function that Step calls with that program's result and
+	// the step's metrics, to read the scalars of End's ops by their slots
+	// and add metrics.
+	End func(p *optim.Program) (read func(r optim.Result, metrics map[string]float64))
 }
 
-// NewWithHooks returns an OT-MDR optimizer with the default
-// hyperparameters and the hooks, as the concrete type, for optimizers that
-// wrap it.
-func NewWithHooks(hk Hooks) *OTMDR { return &OTMDR{cfg: defaults(), hooks: hk} }
+// OTMDR is the optimizer. Create it with New, or NewFrom to run it inside
+// another optimizer.
+type OTMDR struct {
+	cfg   Config
+	typed bool // made by NewFrom: cfg is resolved and Configure reads no params
+	hooks Hooks
+	bn    [3]optim.BNMode
+	hs    *optim.Handles
+	vecs  []memberVecs // per member
+	rng   *rand.PCG
+}
 
-// grad appends a Grad op of pass of particle k of member m, edited by the
-// Grad hook.
-func (o *OTMDR) grad(p *optim.Program, m, k, pass int, g optim.Grad) {
-	if o.hooks.Grad != nil {
-		o.hooks.Grad(m, k, pass, &g)
+// memberVecs holds one member's handles: the perturbed vector, g¹, g² (g¹'s
+// buffer unless merge_grad needs both) and the accumulator of Σₖ Gₖ (g¹'s
+// buffer when K = 1).
+type memberVecs struct{ pert, g1, g2, sum optim.Vec }
+
+// Member m's handles, as functions of m for joint.
+func (o *OTMDR) pert(m int) optim.Vec { return o.vecs[m].pert }
+func (o *OTMDR) g1(m int) optim.Vec   { return o.vecs[m].g1 }
+func (o *OTMDR) g2(m int) optim.Vec   { return o.vecs[m].g2 }
+func (o *OTMDR) sum(m int) optim.Vec  { return o.vecs[m].sum }
+
+// New returns an OT-MDR optimizer with the default hyperparameters, which
+// Configure replaces with its params.
+func New() optim.Optimizer { return &OTMDR{cfg: DefaultConfig()} }
+
+// NewFrom returns an OT-MDR optimizer with the hyperparameters c (resolved
+// and validated here) and the hooks, as the concrete type, for optimizers
+// that run it inside themselves. Its Configure takes no params: pass it a
+// Config with Params nil and Handles set to the wrapper's namespace.
+func NewFrom(c Config, hk Hooks) (*OTMDR, error) {
+	s, err := c.StepConfig.Resolve()
+	if err != nil {
+		return nil, err
 	}
-	p.Ops = append(p.Ops, g)
+	c.StepConfig = s
+	if c.Joint && (hk.Grad != nil || hk.Norm != nil) {
+		return nil, errors.New("otmdr: joint = true: the Grad and Norm hooks edit per-member Grad passes, which joint mode does not use")
+	}
+	return &OTMDR{cfg: c, typed: true, hooks: hk}, nil
+}
+
+// grad appends the Grad op of pass at, edited by the Grad hook.
+func (o *OTMDR) grad(p *optim.Program, at Pass, g optim.Grad) optim.Eval {
+	if o.hooks.Grad != nil {
+		o.hooks.Grad(at, &g)
+	}
+	return p.GradOp(g)
+}
+
+// normSlot holds the slots of an ascent norm: ‖g‖ and, when the Norm hook
+// gave a vector (hook), that vector's norm.
+type normSlot struct {
+	g, extra optim.Scalar
+	hook     bool
 }
 
 // norm appends ‖x‖ and, if the Norm hook gives a vector, its norm.
-func (o *OTMDR) norm(p *optim.Program, m, k, pass int, x optim.Vec) {
-	p.Norm(x)
-	if v := o.extraNorm(m, k, pass); v != 0 {
-		p.Norm(v)
+func (o *OTMDR) norm(p *optim.Program, at Pass, x optim.Vec) normSlot {
+	s := normSlot{g: p.Norm(x)}
+	if o.hooks.Norm != nil {
+		if v := o.hooks.Norm(at); v != 0 {
+			s.extra, s.hook = p.Norm(v), true
+		}
 	}
+	return s
 }
 
-func (o *OTMDR) extraNorm(m, k, pass int) optim.Vec {
-	if o.hooks.Norm == nil {
-		return 0
-	}
-	return o.hooks.Norm(m, k, pass)
-}
-
-// readNorm reads the norm(s) that norm appended.
-func (o *OTMDR) readNorm(s *scalars, m, k, pass int) float64 {
-	n := s.next()
-	if o.extraNorm(m, k, pass) != 0 {
-		n = math.Hypot(n, s.next())
+// read returns the ascent's norm, √(‖g‖² + ‖v‖²) with the hook's vector.
+func (s normSlot) read(r optim.Result) float64 {
+	n := r.Get(s.g)
+	if s.hook {
+		n = math.Hypot(n, r.Get(s.extra))
 	}
 	return n
 }
@@ -254,37 +325,24 @@ func (o *OTMDR) readNorm(s *scalars, m, k, pass int) float64 {
 // Info implements optim.Optimizer.
 func (o *OTMDR) Info() optim.Info {
 	return optim.Info{Name: "otmdr", Version: "0.1.0", ProtocolMinor: optim.ProtocolMinor,
-		Capabilities: []string{"members", "state", "predictive"}, Params: hparams.MustSpecs(defaults())}
-}
-
-// Handles of member m: the perturbed vector, g¹, g² (g¹'s buffer unless
-// merge_grad needs both) and the accumulator of Σₖ Gₖ (g¹'s buffer when
-// K = 1).
-func (o *OTMDR) pert(m int) optim.Vec { return optim.Vec(1 + 4*m) }
-func (o *OTMDR) g1(m int) optim.Vec   { return o.pert(m) + 1 }
-
-func (o *OTMDR) g2(m int) optim.Vec {
-	if o.cfg.MergeGrad {
-		return o.pert(m) + 2
-	}
-	return o.g1(m)
-}
-
-func (o *OTMDR) sum(m int) optim.Vec {
-	if o.cfg.Particles > 1 {
-		return o.pert(m) + 3
-	}
-	return o.g1(m)
+		Capabilities: []optim.Capability{optim.CapMembers}, Params: hparams.MustSpecs(DefaultConfig())}
 }
 
 // Configure implements optim.Optimizer: it seeds the plugin's stream with
-// the run seed and allocates the members' buffers.
+// the run seed and allocates the members' buffers in cfg.Namespace("otmdr").
 func (o *OTMDR) Configure(ctx context.Context, h optim.Host, cfg optim.Config) error {
-	c, err := ParseConfig(cfg.Params)
-	if err != nil {
-		return err
+	c := o.cfg
+	switch {
+	case !o.typed:
+		var err error
+		if c, err = ParseConfig(cfg.Params); err != nil {
+			return err
+		}
+	case len(cfg.Params) > 0:
+		return fmt.Errorf("otmdr: made by NewFrom with its hyperparameters, Configure takes no params (got %d)", len(cfg.Params))
 	}
-	o.cfg, o.members, o.rng = c, max(cfg.Members, 1), rand.NewPCG(uint64(cfg.Seed), 0x6f746d6472)
+	members := max(cfg.Members, 1)
+	o.cfg, o.rng = c, rand.NewPCG(uint64(cfg.Seed), 0x6f746d6472)
 	o.bn, _ = bnPasses(c.BN)
 	l, err := h.Layout(ctx)
 	if err != nil {
@@ -293,21 +351,36 @@ func (o *OTMDR) Configure(ctx context.Context, h optim.Host, cfg optim.Config) e
 	if l.BatchSize == 1 {
 		return errors.New("otmdr: a batch of 1 sample cannot be split into halves")
 	}
-	if c.Joint && o.members < 2 {
-		return fmt.Errorf("otmdr: joint = true trains the members as one ensemble model and needs at least 2 members, got %d", o.members)
+	if c.Joint && members < 2 {
+		return fmt.Errorf("otmdr: joint = true trains the members as one ensemble model and needs at least 2 members, got %d", members)
 	}
-	if c.Joint && (o.hooks.Grad != nil || o.hooks.Norm != nil) {
-		return errors.New("otmdr: joint = true: the Grad and Norm hooks edit per-member Grad passes, which joint mode does not use")
+	o.hs = cfg.Namespace("otmdr")
+	g1Name := "g" // g¹, then g² and Gₖ
+	if c.MergeGrad {
+		g1Name = "g1" // g¹, then Gₖ
 	}
-	p := optim.Prog()
-	for m := range o.members {
-		p.AllocFor(o.pert(m), m).AllocFor(o.g1(m), m)
-		if o.g2(m) != o.g1(m) {
-			p.AllocFor(o.g2(m), m)
+	pert, g1 := o.hs.PerMember("pert", members), o.hs.PerMember(g1Name, members)
+	var g2, sum []optim.Vec // only when g¹'s buffer cannot serve
+	if c.MergeGrad {
+		g2 = o.hs.PerMember("g2", members)
+	}
+	if c.Particles > 1 {
+		sum = o.hs.PerMember("sum", members)
+	}
+	p := o.hs.Prog()
+	o.vecs = make([]memberVecs, members)
+	for m := range o.vecs {
+		v := memberVecs{pert: pert[m], g1: g1[m], g2: g1[m], sum: g1[m]}
+		p.Alloc(v.pert, m).Alloc(v.g1, m)
+		if g2 != nil {
+			v.g2 = g2[m]
+			p.Alloc(v.g2, m)
 		}
-		if o.sum(m) != o.g1(m) {
-			p.AllocFor(o.sum(m), m)
+		if sum != nil {
+			v.sum = sum[m]
+			p.Alloc(v.sum, m)
 		}
+		o.vecs[m] = v
 	}
 	if _, err := h.Exec(ctx, p); err != nil {
 		return fmt.Errorf("otmdr: configure: %w", err)
@@ -329,7 +402,7 @@ func (o *OTMDR) seed() int64 {
 
 // draws takes the step's seeds, [member][particle], always 3·M·K of them.
 func (o *OTMDR) draws() [][]draw {
-	d := make([][]draw, o.members)
+	d := make([][]draw, len(o.vecs))
 	for m := range d {
 		d[m] = make([]draw, o.cfg.Particles)
 		for k := range d[m] {
@@ -354,129 +427,147 @@ func (o *OTMDR) noise(p *optim.Program, dst, tmp optim.Vec, seed int64) {
 	}
 }
 
-// joint appends one JointGrad of all members at at(m) into out(m) and, with
-// norms, ‖out(m)‖ per member (loss, acc, then M norms).
-func (o *OTMDR) joint(p *optim.Program, out, at func(int) optim.Vec, b optim.Batch, bn optim.BNMode, norms bool) {
-	outs, ats := make([]optim.Vec, o.members), make([]optim.Vec, o.members)
-	for m := range o.members {
-		outs[m], ats[m] = out(m), at(m)
-	}
-	p.JointGrad(outs, ats, b, bn)
-	if norms {
-		for _, g := range outs {
-			p.Norm(g)
-		}
-	}
+// ascentSlots holds the slots of one ascent phase: the passes' loss and
+// accuracy (per member, or the one joint pass) and every member's norm
+// (joint: of its part of the joint gradient).
+type ascentSlots struct {
+	evals []optim.Eval
+	norms []normSlot
 }
 
-// ascent1 appends, per member, g¹ = ∇L_B¹ₖ(θ) and ‖g¹‖ (loss, acc, norm);
-// joint: one pass of all members on particle k's B¹ (loss, acc, M norms).
-func (o *OTMDR) ascent1(p *optim.Program, d [][]draw, k int) *optim.Program {
+// joint appends one JointGrad of all members at at(m) into out(m) and
+// returns its slots, with ‖out(m)‖ per member if norms.
+func (o *OTMDR) joint(p *optim.Program, out, at func(int) optim.Vec, b optim.Batch, bn optim.BNMode, norms bool) ascentSlots {
+	outs, ats := make([]optim.Vec, len(o.vecs)), make([]optim.Vec, len(o.vecs))
+	for m := range o.vecs {
+		outs[m], ats[m] = out(m), at(m)
+	}
+	s := ascentSlots{evals: []optim.Eval{p.JointGrad(outs, ats, b, bn)}}
+	if norms {
+		for _, g := range outs {
+			s.norms = append(s.norms, normSlot{g: p.Norm(g)})
+		}
+	}
+	return s
+}
+
+// ascent1 appends, per member, g¹ = ∇L_B¹ₖ(θ) and ‖g¹‖; joint: one pass of
+// all members on particle k's B¹ and every member's norm.
+func (o *OTMDR) ascent1(p *optim.Program, d [][]draw, k int) ascentSlots {
 	if o.cfg.Joint {
-		o.joint(p, o.g1, optim.ParamsOf, o.half(0, d[0][k]), o.bn[0], true)
-		return p
+		return o.joint(p, o.g1, optim.ParamsOf, o.half(0, d[0][k]), o.bn[0], true)
 	}
-	for m := range o.members {
-		o.grad(p, m, k, PassB1, optim.Grad{Out: o.g1(m), At: optim.ParamsOf(m), Batch: o.half(0, d[m][k]), BN: o.bn[0]})
-		o.norm(p, m, k, PassB1, o.g1(m))
+	var s ascentSlots
+	for m, v := range o.vecs {
+		at := Pass{Member: m, Particle: k, Phase: PhaseB1}
+		s.evals = append(s.evals, o.grad(p, at, optim.Grad{Out: v.g1, At: optim.ParamsOf(m), Batch: o.half(0, d[m][k]), BN: o.bn[0]}))
+		s.norms = append(s.norms, o.norm(p, at, v.g1))
 	}
-	return p
+	return s
 }
 
 // ascent2 appends, per member, θ¹ = θ + ρ₁g¹/‖g¹‖ + ε¹ (into pert), then
-// g² = ∇L_B²ₖ(θ¹) and ‖g²‖ (loss, acc, norm); joint: one pass of all
-// members after all θ¹ (loss, acc, M norms). n holds ‖g¹‖ (joint: the
-// global norm, for every member).
-func (o *OTMDR) ascent2(p *optim.Program, d [][]draw, k int, n []float64) *optim.Program {
-	for m := range o.members {
-		th, pert := optim.ParamsOf(m), o.pert(m)
-		p.LinComb(pert, optim.Term{Coef: 1, X: th}, optim.Term{Coef: o.cfg.Rho1 / (n[m] + 1e-12), X: o.g1(m)})
-		o.noise(p, pert, o.g2(m), d[m][k].noise1)
+// g² = ∇L_B²ₖ(θ¹) and ‖g²‖; joint: one pass of all members after all θ¹.
+// n holds ‖g¹‖ (joint: the global norm, for every member).
+func (o *OTMDR) ascent2(p *optim.Program, d [][]draw, k int, n []float64) ascentSlots {
+	var s ascentSlots
+	for m, v := range o.vecs {
+		p.LinComb(v.pert, optim.Term{Coef: 1, X: optim.ParamsOf(m)}, optim.Term{Coef: o.cfg.Rho1 / (n[m] + 1e-12), X: v.g1})
+		o.noise(p, v.pert, v.g2, d[m][k].noise1)
 		if !o.cfg.Joint {
-			o.grad(p, m, k, PassB2, optim.Grad{Out: o.g2(m), At: pert, Batch: o.half(1, d[m][k]), BN: o.bn[1]})
-			o.norm(p, m, k, PassB2, o.g2(m))
+			at := Pass{Member: m, Particle: k, Phase: PhaseB2}
+			s.evals = append(s.evals, o.grad(p, at, optim.Grad{Out: v.g2, At: v.pert, Batch: o.half(1, d[m][k]), BN: o.bn[1]}))
+			s.norms = append(s.norms, o.norm(p, at, v.g2))
 		}
 	}
 	if o.cfg.Joint {
-		o.joint(p, o.g2, o.pert, o.half(1, d[0][k]), o.bn[1], true)
+		return o.joint(p, o.g2, o.pert, o.half(1, d[0][k]), o.bn[1], true)
 	}
-	return p
+	return s
 }
 
 // descent appends, per member, θ² = θ¹ + ρ₂d/‖g²‖ + ε², then Gₖ = ∇L_B(θ²)
-// (loss, acc) added to the accumulator; joint: one pass of all members
-// after all θ² (loss, acc). n holds ‖g²‖ (joint: the global norm).
-func (o *OTMDR) descent(p *optim.Program, d [][]draw, k int, n []float64) *optim.Program {
-	for m := range o.members {
-		pert, s := o.pert(m), o.cfg.Rho2/(n[m]+1e-12)
+// added to the accumulator; joint: one pass of all members after all θ².
+// n holds ‖g²‖ (joint: the global norm). It returns the slots of the
+// full-batch passes.
+func (o *OTMDR) descent(p *optim.Program, d [][]draw, k int, n []float64) []optim.Eval {
+	var evals []optim.Eval
+	for m, v := range o.vecs {
+		s := o.cfg.Rho2 / (n[m] + 1e-12)
 		if !o.cfg.MergeGrad {
-			p.Axpy(pert, s, o.g2(m))
+			p.Axpy(v.pert, s, v.g2)
 		} else {
 			if o.cfg.MergeMean {
 				s /= 2
 			}
-			p.LinComb(pert, optim.Term{Coef: 1, X: pert}, optim.Term{Coef: s, X: o.g1(m)}, optim.Term{Coef: s, X: o.g2(m)})
+			p.LinComb(v.pert, optim.Term{Coef: 1, X: v.pert}, optim.Term{Coef: s, X: v.g1}, optim.Term{Coef: s, X: v.g2})
 		}
-		o.noise(p, pert, o.g1(m), d[m][k].noise2)
+		o.noise(p, v.pert, v.g1, d[m][k].noise2)
+		at := Pass{Member: m, Particle: k, Phase: PhaseFull}
 		switch {
 		case o.cfg.Joint: // one JointGrad after the loop
 		case k == 0:
-			o.grad(p, m, k, PassFull, optim.Grad{Out: o.sum(m), At: pert, BN: o.bn[2]})
+			evals = append(evals, o.grad(p, at, optim.Grad{Out: v.sum, At: v.pert, BN: o.bn[2]}))
 		default:
-			o.grad(p, m, k, PassFull, optim.Grad{Out: o.g1(m), At: pert, BN: o.bn[2]})
-			p.Axpy(o.sum(m), 1, o.g1(m))
+			evals = append(evals, o.grad(p, at, optim.Grad{Out: v.g1, At: v.pert, BN: o.bn[2]}))
+			p.Axpy(v.sum, 1, v.g1)
 		}
 	}
 	if o.cfg.Joint {
 		if k == 0 {
-			o.joint(p, o.sum, o.pert, optim.Batch{}, o.bn[2], false)
-			return p
+			return o.joint(p, o.sum, o.pert, optim.Batch{}, o.bn[2], false).evals
 		}
-		o.joint(p, o.g1, o.pert, optim.Batch{}, o.bn[2], false)
-		for m := range o.members {
-			p.Axpy(o.sum(m), 1, o.g1(m))
+		evals = o.joint(p, o.g1, o.pert, optim.Batch{}, o.bn[2], false).evals
+		for _, v := range o.vecs {
+			p.Axpy(v.sum, 1, v.g1)
 		}
 	}
-	return p
+	return evals
 }
 
 // baseStep appends, per member, the base step with (1/K or 1)·Σₖ Gₖ.
-func (o *OTMDR) baseStep(p *optim.Program) *optim.Program {
-	for m := range o.members {
+func (o *OTMDR) baseStep(p *optim.Program) {
+	for m, v := range o.vecs {
 		if o.cfg.Particles > 1 && o.cfg.ParticleReduction == "mean" {
-			p.Scale(o.sum(m), 1/float64(o.cfg.Particles))
+			p.Scale(v.sum, 1/float64(o.cfg.Particles))
 		}
-		p.BaseStep(optim.ParamsOf(m), o.sum(m))
+		p.BaseStep(optim.ParamsOf(m), v.sum)
 	}
-	return p
 }
 
-// metrics averages (loss, acc) pairs over members and particles.
-type metrics struct{ loss, acc, lossP, accP float64 }
-
-// scalars reads a Result's scalars in emission order.
-type scalars struct {
-	r optim.Result
-	i int
+// metrics averages the passes' losses and accuracies over members and
+// particles, each weighted by w.
+type metrics struct {
+	w                      float64
+	loss, acc, lossP, accP float64
 }
 
-func (s *scalars) next() float64 { s.i++; return s.r.Scalar(s.i - 1) }
+// ascent adds the loss and accuracy of an ascent's passes.
+func (mt *metrics) ascent(r optim.Result, evals []optim.Eval) {
+	for _, ev := range evals {
+		mt.loss, mt.acc = mt.loss+mt.w*r.Get(ev.Loss), mt.acc+mt.w*r.Get(ev.Acc)
+	}
+}
 
-// readAscent reads an ascent's scalars: the norms into n, and w·loss and
-// w·acc of its passes into mt. Joint: one pass, and n[m] is the global norm
+// full adds the loss and accuracy of the full-batch passes at θ².
+func (mt *metrics) full(r optim.Result, evals []optim.Eval) {
+	for _, ev := range evals {
+		mt.lossP, mt.accP = mt.lossP+mt.w*r.Get(ev.Loss), mt.accP+mt.w*r.Get(ev.Acc)
+	}
+}
+
+// readNorms reads an ascent's norms into n. Joint: n[m] is the global norm
 // √(Σₘ‖gₘ‖²) for every member.
-func (o *OTMDR) readAscent(s *scalars, k, pass int, n []float64, mt *metrics, w float64) {
+func (o *OTMDR) readNorms(r optim.Result, s ascentSlots, n []float64) {
 	if !o.cfg.Joint {
-		for m := range o.members {
-			mt.loss, mt.acc = mt.loss+w*s.next(), mt.acc+w*s.next()
-			n[m] = o.readNorm(s, m, k, pass)
+		for m, ns := range s.norms {
+			n[m] = ns.read(r)
 		}
 		return
 	}
-	mt.loss, mt.acc = mt.loss+w*s.next(), mt.acc+w*s.next()
 	var sq float64
-	for range o.members {
-		v := s.next()
+	for _, ns := range s.norms {
+		v := r.Get(ns.g)
 		sq += v * v
 	}
 	for m := range n {
@@ -488,57 +579,62 @@ func (o *OTMDR) readAscent(s *scalars, k, pass int, n []float64, mt *metrics, w 
 // loss and acc on B¹ₖ at θ and loss_perturbed and acc_perturbed on B at
 // θ²ₖ, averaged over members (joint: of the joint passes) and particles.
 func (o *OTMDR) Step(ctx context.Context, h optim.Host, _ optim.StepInput) (optim.StepOutput, error) {
-	passes := o.members // gradient passes per phase: one per member, or one joint pass
+	if o.rng == nil {
+		return optim.StepOutput{}, errors.New("otmdr: step: not configured")
+	}
+	passes := len(o.vecs) // gradient passes per phase: one per member, or one joint pass
 	if o.cfg.Joint {
 		passes = 1
 	}
-	d, n, w := o.draws(), make([]float64, o.members), 1/float64(passes*o.cfg.Particles)
-	var mt metrics
-	full := func(s *scalars) { // read the full-batch passes of the previous particle
-		for range passes {
-			mt.lossP, mt.accP = mt.lossP+w*s.next(), mt.accP+w*s.next()
-		}
-	}
-	p := optim.Prog()
+	d, n := o.draws(), make([]float64, len(o.vecs))
+	mt := metrics{w: 1 / float64(passes*o.cfg.Particles)}
+	var full []optim.Eval // the previous particle's full-batch passes, read with the next Exec
+	p := o.hs.Prog()
 	if o.hooks.Begin != nil {
 		o.hooks.Begin(p)
 	}
 	for k := range o.cfg.Particles {
-		r, err := h.Exec(ctx, o.ascent1(p, d, k))
+		a1 := o.ascent1(p, d, k)
+		r, err := h.Exec(ctx, p)
 		if err != nil {
 			return optim.StepOutput{}, fmt.Errorf("otmdr: particle %d: first ascent: %w", k, err)
 		}
-		s := &scalars{r: r}
-		if k > 0 {
-			full(s)
-		}
-		o.readAscent(s, k, PassB1, n, &mt, w)
-		if r, err = h.Exec(ctx, o.ascent2(optim.Prog(), d, k, n)); err != nil {
+		mt.full(r, full)
+		mt.ascent(r, a1.evals)
+		o.readNorms(r, a1, n)
+		p = o.hs.Prog()
+		a2 := o.ascent2(p, d, k, n)
+		if r, err = h.Exec(ctx, p); err != nil {
 			return optim.StepOutput{}, fmt.Errorf("otmdr: particle %d: second ascent: %w", k, err)
 		}
-		o.readAscent(&scalars{r: r}, k, PassB2, n, &metrics{}, w) // B² metrics are not reported
-		p = o.descent(optim.Prog(), d, k, n)
+		o.readNorms(r, a2, n) // B² metrics are not reported
+		p = o.hs.Prog()
+		full = o.descent(p, d, k, n)
 	}
+	var read func(optim.Result, map[string]float64)
 	if o.hooks.End != nil {
-		o.hooks.End(p)
+		read = o.hooks.End(p)
 	}
-	r, err := h.Exec(ctx, o.baseStep(p))
+	o.baseStep(p)
+	r, err := h.Exec(ctx, p)
 	if err != nil {
 		return optim.StepOutput{}, fmt.Errorf("otmdr: descent: %w", err)
 	}
-	full(&scalars{r: r})
-	return optim.StepOutput{Metrics: map[string]float64{
-		"loss": mt.loss, "acc": mt.acc, "loss_perturbed": mt.lossP, "acc_perturbed": mt.accP,
-	}}, nil
+	mt.full(r, full)
+	out := map[string]float64{"loss": mt.loss, "acc": mt.acc, "loss_perturbed": mt.lossP, "acc_perturbed": mt.accP}
+	if read != nil {
+		read(r, out)
+	}
+	return optim.StepOutput{Metrics: out}, nil
 }
 
 // Predictive implements optim.Predictor: the average of the members'
 // probabilities (Q uniform over the members).
 func (o *OTMDR) Predictive(context.Context) (optim.Predictive, error) {
-	if o.members == 0 {
+	if len(o.vecs) == 0 {
 		return optim.Predictive{}, errors.New("otmdr: predictive: not configured")
 	}
-	vecs := make([]optim.Vec, o.members)
+	vecs := make([]optim.Vec, len(o.vecs))
 	for m := range vecs {
 		vecs[m] = optim.ParamsOf(m)
 	}
@@ -553,7 +649,7 @@ type state struct {
 
 // SaveState implements optim.Stateful. The vectors are per-step scratch
 // and the base optimizer's state belongs to the host, so the state is the
-// seed stream's position alone.
+// seed stream's position alone (no vectors).
 func (o *OTMDR) SaveState(context.Context) ([]byte, []optim.Vec, error) {
 	if o.rng == nil {
 		return nil, nil, errors.New("otmdr: save state: not configured")
@@ -569,8 +665,9 @@ func (o *OTMDR) SaveState(context.Context) ([]byte, []optim.Vec, error) {
 	return b, nil, nil
 }
 
-// LoadState implements optim.Stateful: it restores the seed stream, so the
-// resumed run draws the splits and noise that an uninterrupted one would.
+// LoadState implements optim.Stateful, after Configure: it restores the
+// seed stream, so the resumed run draws the splits and noise that an
+// uninterrupted one would.
 func (o *OTMDR) LoadState(_ context.Context, blob []byte) error {
 	var s state
 	if err := json.Unmarshal(blob, &s); err != nil {

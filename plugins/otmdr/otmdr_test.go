@@ -2,6 +2,7 @@ package otmdr_test
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"math"
 	"slices"
@@ -63,7 +64,7 @@ func TestInfo(t *testing.T) {
 		"mode": "paper", "rho1": 0.05, "rho2": -1.0, "noise_std": -1.0, "particles": int64(1),
 		"particle_reduction": "", "merge_grad": false, "merge_mean": false, "split": "", "bn": "halves", "joint": false,
 	}
-	if info.Name != "otmdr" || len(info.Params) != len(want) || !slices.Contains(info.Capabilities, "predictive") {
+	if info.Name != "otmdr" || len(info.Params) != len(want) || !info.Has(optim.CapMembers) {
 		t.Fatalf("info %+v", info)
 	}
 	for _, p := range info.Params {
@@ -74,10 +75,10 @@ func TestInfo(t *testing.T) {
 }
 
 func TestParseConfig(t *testing.T) {
-	paper := otmdr.Config{Mode: "paper", Rho1: 0.05, Rho2: 0.1, NoiseStd: 0, Particles: 1,
-		ParticleReduction: "mean", Split: "random", BN: "halves"}
-	ref := otmdr.Config{Mode: "reference", Rho1: 0.05, Rho2: 0.1, NoiseStd: 0, Particles: 1,
-		ParticleReduction: "sum", MergeGrad: true, Split: "loader", BN: "halves"}
+	paper := otmdr.Config{StepConfig: otmdr.StepConfig{Mode: "paper", Rho1: 0.05, Rho2: 0.1, NoiseStd: 0, Particles: 1,
+		ParticleReduction: "mean", Split: "random", BN: "halves"}}
+	ref := otmdr.Config{StepConfig: otmdr.StepConfig{Mode: "reference", Rho1: 0.05, Rho2: 0.1, NoiseStd: 0, Particles: 1,
+		ParticleReduction: "sum", MergeGrad: true, Split: "loader", BN: "halves"}}
 	with := func(c otmdr.Config, f func(*otmdr.Config)) otmdr.Config { f(&c); return c }
 	tests := []struct {
 		name    string
@@ -99,11 +100,11 @@ func TestParseConfig(t *testing.T) {
 			}), ""},
 		{"rho2 = 2 rho1", map[string]any{"rho1": 0.1}, with(paper, func(c *otmdr.Config) { c.Rho1, c.Rho2 = 0.1, 0.2 }), ""},
 		{"noise off", map[string]any{"noise_std": 0}, with(paper, func(c *otmdr.Config) { c.NoiseStd = 0 }), ""},
-		{"unknown mode", map[string]any{"mode": "official"}, otmdr.Config{}, `mode "official"`},
+		{"unknown mode", map[string]any{"mode": "official"}, otmdr.Config{}, `"mode": "official" is not one of "paper", "reference"`},
 		{"joint", map[string]any{"joint": true}, with(paper, func(c *otmdr.Config) { c.Joint = true }), ""},
 		{"merge_mean alone", map[string]any{"merge_mean": true}, otmdr.Config{}, "needs merge_grad = true"},
-		{"no particles", map[string]any{"particles": 0}, otmdr.Config{}, "particles = 0"},
-		{"negative rho1", map[string]any{"rho1": -0.1}, otmdr.Config{}, "rho1 ≥ 0"},
+		{"no particles", map[string]any{"particles": 0}, otmdr.Config{}, `"particles": 0 is out of range [1,): want ≥ 1`},
+		{"negative rho1", map[string]any{"rho1": -0.1}, otmdr.Config{}, `"rho1": -0.1 is out of range [0,): want ≥ 0`},
 		{"negative rho2", map[string]any{"rho2": -0.5}, otmdr.Config{}, "rho2 ≥ 0 or -1"},
 		{"negative noise", map[string]any{"noise_std": -2}, otmdr.Config{}, "noise_std ≥ 0 or -1"},
 		{"reduction", map[string]any{"particle_reduction": "max"}, otmdr.Config{}, `particle_reduction "max"`},
@@ -132,11 +133,6 @@ func TestConfigureErrors(t *testing.T) {
 	_, err := optimtest.Run(context.Background(), otmdr.New(), optimtest.MustHost(t, mlp()), 1, hp(map[string]any{"joint": true}))
 	if err == nil || !strings.Contains(err.Error(), "needs at least 2 members") {
 		t.Errorf("joint with one member: err = %v", err)
-	}
-	hooked := otmdr.NewWithHooks(otmdr.Hooks{Norm: func(int, int, int) optim.Vec { return 0 }})
-	_, err = optimtest.Run(context.Background(), hooked, optimtest.MustHost(t, mlp(), optimtest.WithMembers(2)), 1, hp(map[string]any{"joint": true}))
-	if err == nil || !strings.Contains(err.Error(), "hooks") {
-		t.Errorf("joint with hooks: err = %v", err)
 	}
 	_, err = optimtest.Run(context.Background(), otmdr.New(), optimtest.MustHost(t, mlp(), optimtest.WithBatchSize(1)), 1)
 	if err == nil || !strings.Contains(err.Error(), "cannot be split") {
@@ -618,41 +614,119 @@ func TestTrainsMLP(t *testing.T) {
 	}
 }
 
+// NewFrom validates and resolves its typed Config, refuses the Grad and
+// Norm hooks with joint = true, and its Configure takes no params.
+func TestNewFrom(t *testing.T) {
+	with := func(f func(*otmdr.Config)) otmdr.Config { c := otmdr.DefaultConfig(); f(&c); return c }
+	norm := otmdr.Hooks{Norm: func(otmdr.Pass) optim.Vec { return 0 }}
+	tests := []struct {
+		name    string
+		cfg     otmdr.Config
+		hooks   otmdr.Hooks
+		wantErr string
+	}{
+		{"defaults", otmdr.DefaultConfig(), norm, ""},
+		{"enum tag", with(func(c *otmdr.Config) { c.Mode = "official" }), otmdr.Hooks{}, `"mode": "official" is not one of`},
+		{"range tag", with(func(c *otmdr.Config) { c.Particles = 0 }), otmdr.Hooks{}, `"particles": 0 is out of range`},
+		{"hand check", with(func(c *otmdr.Config) { c.Split = "odd-even" }), otmdr.Hooks{}, `split "odd-even"`},
+		{"joint without hooks", with(func(c *otmdr.Config) { c.Joint = true }), otmdr.Hooks{Begin: func(*optim.Program) {}}, ""},
+		{"joint with hooks", with(func(c *otmdr.Config) { c.Joint = true }), norm, "hooks"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := otmdr.NewFrom(tt.cfg, tt.hooks)
+			if tt.wantErr == "" && err != nil || tt.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tt.wantErr)) {
+				t.Errorf("err = %v, want %q", err, tt.wantErr)
+			}
+		})
+	}
+	o, err := otmdr.NewFrom(otmdr.DefaultConfig(), otmdr.Hooks{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = o.Configure(context.Background(), optimtest.MustHost(t, mlp()), optim.Config{Params: map[string]any{"rho1": 0.1}})
+	if err == nil || !strings.Contains(err.Error(), "takes no params") {
+		t.Errorf("Configure with params: err = %v", err)
+	}
+}
+
+// wrapper runs OT-MDR inside itself, as a method built on it does: it
+// allocates its vector extra from its own namespace, configures OT-MDR from
+// NewFrom in a sub-namespace of it, and hands hooks over extra to it.
+type wrapper struct {
+	hooks func(extra optim.Vec) otmdr.Hooks
+	inner *otmdr.OTMDR
+	hs    *optim.Handles
+	extra optim.Vec
+}
+
+func (w *wrapper) Info() optim.Info { return otmdr.New().Info() }
+
+func (w *wrapper) Configure(ctx context.Context, h optim.Host, cfg optim.Config) error {
+	c, err := otmdr.ParseConfig(cfg.Params)
+	if err != nil {
+		return err
+	}
+	w.hs = cfg.Namespace("wrapper")
+	w.extra = w.hs.New("extra")
+	if _, err := h.Exec(ctx, w.hs.Prog().Alloc(w.extra, 0)); err != nil {
+		return err
+	}
+	if w.inner, err = otmdr.NewFrom(c, w.hooks(w.extra)); err != nil {
+		return err
+	}
+	inner := cfg
+	inner.Params, inner.Handles = nil, w.hs
+	return w.inner.Configure(ctx, h, inner)
+}
+
+func (w *wrapper) Step(ctx context.Context, h optim.Host, in optim.StepInput) (optim.StepOutput, error) {
+	return w.inner.Step(ctx, h, in)
+}
+
 // Hooks: Begin's ops open the step's first program, Grad sees every pass
 // in order (and its edits reach the host), Norm's vector joins the ascent
 // norm as √(‖g‖² + ‖v‖²), and End's ops come after the last full passes
-// and before the base steps, their scalars ignored.
+// and before the base steps, their scalar read through its slot without
+// disturbing OT-MDR's. The wrapper's and OT-MDR's vectors do not collide.
 func TestHooks(t *testing.T) {
 	c, x0 := []float64{3, -1, 2, 0.5}, []float64{0.1, 0.2, -0.3, 0.4}
-	const extra optim.Vec = 100 // a vector of the wrapper's, all 2s
 	const rho1, rho2, members, k = 0.3, 0.5, 2, 2
-	type call struct{ m, k, pass int }
-	var calls []call
-	opt := otmdr.NewWithHooks(otmdr.Hooks{
-		Begin: func(p *optim.Program) { p.Fill(extra, 2) },
-		Grad: func(m, k, pass int, g *optim.Grad) {
-			calls = append(calls, call{m, k, pass})
-			g.BN = optim.BNFreeze
-		},
-		Norm: func(_, _, pass int) optim.Vec {
-			if pass == otmdr.PassB1 {
-				return extra
-			}
-			return 0
-		},
-		End: func(p *optim.Program) { p.Dot(extra, extra).Scale(extra, 0.5) },
-	})
+	var calls []otmdr.Pass
+	opt := &wrapper{hooks: func(extra optim.Vec) otmdr.Hooks { // extra: all 2s during the step
+		return otmdr.Hooks{
+			Begin: func(p *optim.Program) { p.Fill(extra, 2) },
+			Grad: func(at otmdr.Pass, g *optim.Grad) {
+				calls = append(calls, at)
+				g.BN = optim.BNFreeze
+			},
+			Norm: func(at otmdr.Pass) optim.Vec {
+				if at.Phase == otmdr.PhaseB1 {
+					return extra
+				}
+				return 0
+			},
+			End: func(p *optim.Program) func(optim.Result, map[string]float64) {
+				d := p.Dot(extra, extra)
+				p.Scale(extra, 0.5)
+				return func(r optim.Result, metrics map[string]float64) { metrics["extra_dot"] = r.Get(d) }
+			},
+		}
+	}}
 	h := optimtest.MustHost(t, &optimtest.Linear{C: c, X0: x0}, optimtest.WithMembers(members))
-	if _, err := h.Exec(context.Background(), optim.Prog().Alloc(extra)); err != nil {
-		t.Fatal(err)
-	}
 	outs := optimtest.MustRun(t, opt, h, 1, optimtest.WithLR(0.1),
 		hp(map[string]any{"rho1": rho1, "rho2": rho2, "noise_std": 0, "particles": k}))
-	var want []call
+	if n := len(h.Handles()); n != 1+3*members {
+		t.Errorf("%d vectors, want the wrapper's one and OT-MDR's three per member (K > 1)", n)
+	}
+	if name := opt.hs.Name(opt.extra); name != "wrapper/extra" {
+		t.Errorf("the wrapper's vector is named %q", name)
+	}
+	var want []otmdr.Pass
 	for kk := range k {
-		for pass := range 3 {
+		for _, ph := range []otmdr.Phase{otmdr.PhaseB1, otmdr.PhaseB2, otmdr.PhaseFull} {
 			for m := range members {
-				want = append(want, call{m, kk, pass})
+				want = append(want, otmdr.Pass{Member: m, Particle: kk, Phase: ph})
 			}
 		}
 	}
@@ -691,7 +765,7 @@ func TestHooks(t *testing.T) {
 		!strings.HasSuffix(got, "optim.BaseStep") {
 		t.Errorf("last program: %s", got)
 	}
-	if v, err := h.Vec(extra); err != nil || v[0] != 1 {
+	if v, err := h.Vec(opt.extra); err != nil || v[0] != 1 {
 		t.Errorf("End's ops did not run: %v, %v", v, err)
 	}
 	var lossP float64 // the mean loss of the full passes
@@ -705,4 +779,19 @@ func TestHooks(t *testing.T) {
 	if l := outs[0].Metrics["loss_perturbed"]; math.Abs(l-lossP) > 1e-15 {
 		t.Errorf("loss_perturbed %v, want %v: End's scalar disturbed OT-MDR's metrics", l, lossP)
 	}
+	if d := outs[0].Metrics["extra_dot"]; d != 4*float64(len(c)) {
+		t.Errorf("End's reader read %v, want ‖2·1‖² = %v", d, 4*len(c))
+	}
+}
+
+var update = flag.Bool("update", false, "rewrite testdata/*.golden")
+
+// TestTraceGolden pins the ops that Configure and two steps send in the
+// paper, reference and joint modes: the golden files document the
+// algorithm.
+func TestTraceGolden(t *testing.T) {
+	optimtest.TestTraces(t, *update,
+		optimtest.TraceCase{Golden: "testdata/trace.golden", New: otmdr.New, Params: map[string]any{"particles": 2}},
+		optimtest.TraceCase{Golden: "testdata/trace_reference.golden", New: otmdr.New, Params: map[string]any{"mode": "reference"}},
+		optimtest.TraceCase{Golden: "testdata/trace_joint.golden", New: otmdr.New, Members: 2, Params: map[string]any{"joint": true}})
 }

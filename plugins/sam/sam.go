@@ -15,12 +15,16 @@
 // contains "weight" (conv and linear weights and BatchNorm γ), and the
 // others get T = 1, plain SAM (davda54 issue #81): T = M⊙(|θ|+η) + (1−M)
 // with a 0/1 mask M built once in Configure from Layout with FillRange ops
-// (protocol minor 4), and its complement: two more vectors per member. eta defaults to official ASAM's 0.01; set eta = 0 for
-// davda54's T = |θ|.
+// (protocol minor 4), and its complement: two more vectors per member. eta
+// defaults to official ASAM's 0.01; set eta = 0 for davda54's T = |θ|.
 //
 // With m > 1 the batch is cut into m parts in loader order and part j is
 // perturbed with its own gradient (m-sharpness); the m perturbed gradients
 // are averaged for the base step.
+//
+// The golden op traces in testdata are the op-level description, with the
+// handles by name: trace.golden (SAM, two members), trace_asam_weights.golden
+// (ASAM with adaptive_scope = "weights") and trace_m2.golden (m = 2).
 package sam
 
 import (
@@ -34,22 +38,36 @@ import (
 
 // Config holds SAM's hyperparameters.
 type Config struct {
-	Rho            float64 `hp:"rho" doc:"neighbourhood radius ρ (davda54 example: 0.05 for SAM, 2.0 for ASAM)"`
+	Rho            float64 `hp:"rho" range:"[0,)" doc:"neighbourhood radius ρ (davda54 example: 0.05 for SAM, 2.0 for ASAM)"`
 	Adaptive       bool    `hp:"adaptive" doc:"ASAM: scale the ascent elementwise by T = |θ|+η on all parameters"`
-	Eta            float64 `hp:"eta" doc:"ASAM offset η (official ASAM 0.01, davda54 0)"`
-	AdaptiveScope  string  `hp:"adaptive_scope" doc:"ASAM: \"all\" parameters (davda54) or \"weights\": tensors whose name contains \"weight\", as official ASAM"`
+	Eta            float64 `hp:"eta" range:"[0,)" doc:"ASAM offset η (official ASAM 0.01, davda54 0)"`
+	AdaptiveScope  string  `hp:"adaptive_scope" enum:"all|weights" doc:"ASAM: \"all\" parameters (davda54) or \"weights\": tensors whose name contains \"weight\", as official ASAM"`
 	FreezeBNSecond bool    `hp:"freeze_bn_second" doc:"freeze BatchNorm running statistics in the perturbed pass"`
-	M              int     `hp:"m" doc:"m-sharpness: sub-batches perturbed separately (1 = plain SAM)"`
+	M              int     `hp:"m" range:"[1,)" doc:"m-sharpness: sub-batches perturbed separately (1 = plain SAM)"`
 }
 
 func defaults() Config {
 	return Config{Rho: 0.05, Eta: 0.01, AdaptiveScope: "all", FreezeBNSecond: true, M: 1}
 }
 
-// SAM is the optimizer. Create it with New.
+// SAM is the optimizer. Create it with New. Its vectors are per-step
+// scratch and the base optimizer's state belongs to the host, so it is
+// Stateless.
 type SAM struct {
-	cfg     Config
-	members int
+	optim.Stateless
+	cfg  Config
+	hs   *optim.Handles
+	vecs []memberVecs // per member
+}
+
+// memberVecs holds one member's handles.
+type memberVecs struct {
+	g       []optim.Vec // g[j]: the gradient of batch part j < m
+	saved   optim.Vec   // θ before the perturbation, restored bitwise
+	t       optim.Vec   // ASAM's T (adaptive only)
+	scratch optim.Vec   // T⊙g, then T²⊙g (ASAM); the mean gradient (m > 1); else none
+	mask    optim.Vec   // adaptive_scope "weights": 1 on weight tensors, else 0
+	rest    optim.Vec   // 1 − mask
 }
 
 // New returns a SAM optimizer with the default hyperparameters.
@@ -58,17 +76,8 @@ func New() optim.Optimizer { return &SAM{cfg: defaults()} }
 // Info implements optim.Optimizer.
 func (o *SAM) Info() optim.Info {
 	return optim.Info{Name: "sam", Version: "0.1.0", ProtocolMinor: optim.ProtocolMinor,
-		Capabilities: []string{"members", "state"}, Params: hparams.MustSpecs(defaults())}
+		Capabilities: []optim.Capability{optim.CapMembers}, Params: hparams.MustSpecs(defaults())}
 }
-
-// Handles of member m: gradients g_j (j < M), the saved θ, T, a scratch,
-// and ASAM's weight mask and its complement.
-func (o *SAM) g(m, j int) optim.Vec { return optim.Vec(1 + m*(o.cfg.M+5) + j) }
-func (o *SAM) old(m int) optim.Vec  { return o.g(m, o.cfg.M) }
-func (o *SAM) t(m int) optim.Vec    { return o.g(m, o.cfg.M+1) }
-func (o *SAM) w(m int) optim.Vec    { return o.g(m, o.cfg.M+2) }
-func (o *SAM) mask(m int) optim.Vec { return o.g(m, o.cfg.M+3) }
-func (o *SAM) rest(m int) optim.Vec { return o.g(m, o.cfg.M+4) } // 1 − mask
 
 // weightsOnly tells whether ASAM's T applies to weight tensors only.
 func (o *SAM) weightsOnly() bool { return o.cfg.Adaptive && o.cfg.AdaptiveScope == "weights" }
@@ -86,20 +95,44 @@ func (o *SAM) Configure(ctx context.Context, h optim.Host, cfg optim.Config) err
 	if err := hparams.Apply(&o.cfg, cfg.Params); err != nil {
 		return fmt.Errorf("sam: %w", err)
 	}
-	if o.cfg.M < 1 || o.cfg.Rho < 0 || o.cfg.Eta < 0 {
-		return fmt.Errorf("sam: need m ≥ 1, rho ≥ 0, eta ≥ 0, got %+v", o.cfg)
-	}
-	switch {
-	case o.cfg.AdaptiveScope != "all" && o.cfg.AdaptiveScope != "weights":
-		return fmt.Errorf("sam: adaptive_scope %q: want \"all\" or \"weights\"", o.cfg.AdaptiveScope)
-	case o.cfg.AdaptiveScope != "all" && !o.cfg.Adaptive:
+	if o.cfg.AdaptiveScope != "all" && !o.cfg.Adaptive {
 		return fmt.Errorf("sam: adaptive_scope %q applies to ASAM only: set adaptive = true", o.cfg.AdaptiveScope)
 	}
-	o.members = max(cfg.Members, 1)
-	p := optim.Prog()
-	for m := range o.members {
-		for v := o.g(m, 0); v <= o.w(m); v++ {
-			p.AllocFor(v, m)
+	members := max(cfg.Members, 1)
+	o.hs = cfg.Namespace("sam")
+	o.vecs = make([]memberVecs, members)
+	for j := range o.cfg.M {
+		name := "g"
+		if o.cfg.M > 1 {
+			name = fmt.Sprintf("g%d", j)
+		}
+		for m, g := range o.hs.PerMember(name, members) {
+			o.vecs[m].g = append(o.vecs[m].g, g)
+		}
+	}
+	saved := o.hs.PerMember("saved", members)
+	var t, scratch []optim.Vec // only the modes that use them
+	if o.cfg.Adaptive {
+		t = o.hs.PerMember("t", members)
+	}
+	if o.cfg.Adaptive || o.cfg.M > 1 {
+		scratch = o.hs.PerMember("scratch", members)
+	}
+	p := o.hs.Prog()
+	for m := range o.vecs {
+		v := &o.vecs[m]
+		v.saved = saved[m]
+		for _, g := range v.g {
+			p.Alloc(g, m)
+		}
+		p.Alloc(v.saved, m)
+		if t != nil {
+			v.t = t[m]
+			p.Alloc(v.t, m)
+		}
+		if scratch != nil {
+			v.scratch = scratch[m]
+			p.Alloc(v.scratch, m)
 		}
 	}
 	if o.weightsOnly() {
@@ -121,11 +154,14 @@ func (o *SAM) buildMasks(ctx context.Context, h optim.Host, p *optim.Program) er
 	if err != nil {
 		return fmt.Errorf("sam: layout: %w", err)
 	}
-	if len(l.Members) < o.members {
-		return fmt.Errorf("sam: layout has %d members, want %d", len(l.Members), o.members)
+	if len(l.Members) < len(o.vecs) {
+		return fmt.Errorf("sam: layout has %d members, want %d", len(l.Members), len(o.vecs))
 	}
-	for m := range o.members {
-		p.AllocFor(o.mask(m), m)
+	masks, rests := o.hs.PerMember("mask", len(o.vecs)), o.hs.PerMember("rest", len(o.vecs))
+	for m := range o.vecs {
+		v := &o.vecs[m]
+		v.mask, v.rest = masks[m], rests[m]
+		p.Alloc(v.mask, m)
 		weights := 0
 		for _, t := range l.Members[m].Tensors {
 			if strings.Contains(t.Name, "weight") {
@@ -133,37 +169,47 @@ func (o *SAM) buildMasks(ctx context.Context, h optim.Host, p *optim.Program) er
 				for _, d := range t.Shape {
 					n *= d
 				}
-				p.FillRange(o.mask(m), t.Offset, n, 1)
+				p.FillRange(v.mask, t.Offset, n, 1)
 				weights++
 			}
 		}
 		if weights == 0 {
 			return fmt.Errorf("sam: adaptive_scope \"weights\": member %d (%s) has no tensor named *weight*", m, l.Members[m].Arch)
 		}
-		p.AllocFor(o.rest(m), m).Fill(o.rest(m), 1).Axpy(o.rest(m), -1, o.mask(m))
+		p.Alloc(v.rest, m).Fill(v.rest, 1).Axpy(v.rest, -1, v.mask)
 	}
 	return nil
 }
 
+// ascent holds the slots that the first program fills for one batch part
+// of one member: the loss and accuracy at θ and the norm that scales the
+// perturbation.
+type ascent struct {
+	ev   optim.Eval
+	norm optim.Scalar
+}
+
 // Step implements optim.Optimizer with two Exec calls.
 func (o *SAM) Step(ctx context.Context, h optim.Host, _ optim.StepInput) (optim.StepOutput, error) {
-	first := optim.Prog()
-	for m := range o.members {
+	first := o.hs.Prog()
+	slots := make([][]ascent, len(o.vecs)) // per member and batch part
+	for m, v := range o.vecs {
 		th := optim.ParamsOf(m)
 		switch {
 		case o.weightsOnly(): // T = M⊙(|θ|+η) + (1−M), exact
-			first.Unary(o.t(m), th, optim.Abs).AddConst(o.t(m), o.cfg.Eta).
-				Binary(o.t(m), o.t(m), o.mask(m), optim.Mul).Binary(o.t(m), o.t(m), o.rest(m), optim.Add)
+			first.Unary(v.t, th, optim.Abs).AddConst(v.t, o.cfg.Eta).
+				Binary(v.t, v.t, v.mask, optim.Mul).Binary(v.t, v.t, v.rest, optim.Add)
 		case o.cfg.Adaptive:
-			first.Unary(o.t(m), th, optim.Abs).AddConst(o.t(m), o.cfg.Eta)
+			first.Unary(v.t, th, optim.Abs).AddConst(v.t, o.cfg.Eta)
 		}
-		for j := range o.cfg.M {
-			first.Grad(o.g(m, j), th, o.batch(j), optim.BNUpdate)
+		for j, g := range v.g {
+			ev := first.Grad(g, th, o.batch(j), optim.BNUpdate)
+			x := g
 			if o.cfg.Adaptive {
-				first.Binary(o.w(m), o.t(m), o.g(m, j), optim.Mul).Norm(o.w(m))
-			} else {
-				first.Norm(o.g(m, j))
+				first.Binary(v.scratch, v.t, g, optim.Mul)
+				x = v.scratch
 			}
+			slots[m] = append(slots[m], ascent{ev: ev, norm: first.Norm(x)})
 		}
 	}
 	r, err := h.Exec(ctx, first)
@@ -174,26 +220,28 @@ func (o *SAM) Step(ctx context.Context, h optim.Host, _ optim.StepInput) (optim.
 	if o.cfg.FreezeBNSecond {
 		bn = optim.BNFreeze
 	}
-	second := optim.Prog()
+	second := o.hs.Prog()
 	var loss, acc float64
-	n := float64(o.members * o.cfg.M)
-	for m := range o.members {
-		th, avg := optim.ParamsOf(m), make([]optim.Term, o.cfg.M)
-		second.Copy(o.old(m), th)
-		for j := range o.cfg.M {
-			k := 3 * (m*o.cfg.M + j) // loss, acc, norm of (m, j)
-			loss, acc = loss+r.Scalar(k)/n, acc+r.Scalar(k+1)/n
-			s, e := o.cfg.Rho/(r.Scalar(k+2)+1e-12), o.g(m, j)
+	n := float64(len(o.vecs) * o.cfg.M)
+	for m, v := range o.vecs {
+		th, avg := optim.ParamsOf(m), make([]optim.Term, len(v.g))
+		second.Copy(v.saved, th)
+		for j, g := range v.g {
+			a := slots[m][j]
+			loss, acc = loss+r.Get(a.ev.Loss)/n, acc+r.Get(a.ev.Acc)/n
+			s, e := o.cfg.Rho/(r.Get(a.norm)+1e-12), g
 			if o.cfg.Adaptive {
-				second.Binary(o.w(m), o.t(m), e, optim.Mul).Binary(o.w(m), o.t(m), o.w(m), optim.Mul)
-				e = o.w(m)
+				second.Binary(v.scratch, v.t, e, optim.Mul).Binary(v.scratch, v.t, v.scratch, optim.Mul)
+				e = v.scratch
 			}
-			second.Axpy(th, s, e).Grad(o.g(m, j), th, o.batch(j), bn).Copy(th, o.old(m))
-			avg[j] = optim.Term{Coef: 1 / float64(o.cfg.M), X: o.g(m, j)}
+			second.Axpy(th, s, e)
+			second.Grad(g, th, o.batch(j), bn)
+			second.Copy(th, v.saved)
+			avg[j] = optim.Term{Coef: 1 / float64(o.cfg.M), X: g}
 		}
-		g := o.g(m, 0)
+		g := v.g[0]
 		if o.cfg.M > 1 {
-			g = o.w(m)
+			g = v.scratch
 			second.LinComb(g, avg...)
 		}
 		second.BaseStep(th, g)
@@ -202,16 +250,4 @@ func (o *SAM) Step(ctx context.Context, h optim.Host, _ optim.StepInput) (optim.
 		return optim.StepOutput{}, fmt.Errorf("sam: descent: %w", err)
 	}
 	return optim.StepOutput{Metrics: map[string]float64{"loss": loss, "acc": acc}}, nil
-}
-
-// SaveState implements optim.Stateful. SAM's vectors are per-step scratch
-// and the base optimizer's state belongs to the host, so the state is empty.
-func (o *SAM) SaveState(context.Context) ([]byte, []optim.Vec, error) { return nil, nil, nil }
-
-// LoadState implements optim.Stateful.
-func (o *SAM) LoadState(_ context.Context, blob []byte) error {
-	if len(blob) != 0 {
-		return fmt.Errorf("sam: unexpected %d-byte state", len(blob))
-	}
-	return nil
 }

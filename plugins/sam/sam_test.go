@@ -2,6 +2,7 @@ package sam_test
 
 import (
 	"context"
+	"flag"
 	"math"
 	"slices"
 	"strings"
@@ -344,10 +345,11 @@ func TestConfigErrors(t *testing.T) {
 		want   string
 	}{
 		{map[string]any{"rh0": 0.1}, "unknown"},
-		{map[string]any{"m": 0}, "m ≥ 1"},
-		{map[string]any{"rho": -1.0}, "rho ≥ 0"},
+		{map[string]any{"m": 0}, `"m": 0 is out of range [1,): want ≥ 1`},
+		{map[string]any{"rho": -1.0}, `"rho": -1 is out of range [0,): want ≥ 0`},
+		{map[string]any{"eta": -0.5}, `"eta": -0.5 is out of range [0,): want ≥ 0`},
 		{map[string]any{"adaptive": 1}, "not a valid bool"},
-		{map[string]any{"adaptive": true, "adaptive_scope": "biases"}, `want "all" or "weights"`},
+		{map[string]any{"adaptive": true, "adaptive_scope": "biases"}, `"adaptive_scope": "biases" is not one of "all", "weights"`},
 		{map[string]any{"adaptive_scope": "weights"}, "set adaptive = true"},
 	}
 	for _, tt := range tests {
@@ -370,4 +372,16 @@ func TestInfo(t *testing.T) {
 			t.Errorf("param %+v, want default %v and a doc", p, want[p.Name])
 		}
 	}
+}
+
+var update = flag.Bool("update", false, "rewrite testdata/*.golden")
+
+// TestTraceGolden pins the ops that Configure and two steps send in the
+// main modes: the golden files document the algorithm.
+func TestTraceGolden(t *testing.T) {
+	optimtest.TestTraces(t, *update,
+		optimtest.TraceCase{Golden: "testdata/trace.golden", New: sam.New, Members: 2},
+		optimtest.TraceCase{Golden: "testdata/trace_asam_weights.golden", New: sam.New,
+			Params: map[string]any{"rho": 2.0, "adaptive": true, "adaptive_scope": "weights"}},
+		optimtest.TraceCase{Golden: "testdata/trace_m2.golden", New: sam.New, Params: map[string]any{"m": 2}})
 }

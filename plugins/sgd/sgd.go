@@ -2,6 +2,9 @@
 // gradient on the full batch and the host's base step (SGD with momentum,
 // Nesterov and weight decay, or Adam, as the experiment configures it).
 // It sends one program per step and trains every member independently.
+//
+// testdata/trace.golden is the op-level description: the programs that
+// Configure and two steps send, with their handles by name.
 package sgd
 
 import (
@@ -16,19 +19,22 @@ import (
 // base optimizer's are the host's).
 type Config struct{}
 
-// SGD is the optimizer. Create it with New.
-type SGD struct{ members int }
+// SGD is the optimizer. Create it with New. Its only vectors are scratch
+// gradients and the base optimizer's state belongs to the host, so it is
+// Stateless.
+type SGD struct {
+	optim.Stateless
+	hs *optim.Handles
+	g  []optim.Vec // g[m]: member m's gradient
+}
 
 // New returns an SGD optimizer.
 func New() optim.Optimizer { return &SGD{} }
 
-// grad returns the handle of member m's gradient buffer.
-func grad(m int) optim.Vec { return optim.Vec(1 + m) }
-
 // Info implements optim.Optimizer.
 func (o *SGD) Info() optim.Info {
 	return optim.Info{Name: "sgd", Version: "0.1.0", ProtocolMinor: optim.ProtocolMinor,
-		Capabilities: []string{"members", "state"}, Params: hparams.MustSpecs(Config{})}
+		Capabilities: []optim.Capability{optim.CapMembers}, Params: hparams.MustSpecs(Config{})}
 }
 
 // Configure implements optim.Optimizer: it allocates a gradient buffer per
@@ -37,10 +43,11 @@ func (o *SGD) Configure(ctx context.Context, h optim.Host, cfg optim.Config) err
 	if err := hparams.Apply(&Config{}, cfg.Params); err != nil {
 		return fmt.Errorf("sgd: %w", err)
 	}
-	o.members = max(cfg.Members, 1)
-	p := optim.Prog()
-	for m := range o.members {
-		p.AllocFor(grad(m), m)
+	o.hs = cfg.Namespace("sgd")
+	o.g = o.hs.PerMember("g", max(cfg.Members, 1))
+	p := o.hs.Prog()
+	for m, g := range o.g {
+		p.Alloc(g, m)
 	}
 	if _, err := h.Exec(ctx, p); err != nil {
 		return fmt.Errorf("sgd: configure: %w", err)
@@ -50,31 +57,15 @@ func (o *SGD) Configure(ctx context.Context, h optim.Host, cfg optim.Config) err
 
 // Step implements optim.Optimizer with a single Exec.
 func (o *SGD) Step(ctx context.Context, h optim.Host, _ optim.StepInput) (optim.StepOutput, error) {
-	p := optim.Prog()
-	for m := range o.members {
-		p.Grad(grad(m), optim.ParamsOf(m), optim.Batch{}, optim.BNUpdate).BaseStep(optim.ParamsOf(m), grad(m))
+	p := o.hs.Prog()
+	evs := make([]optim.Eval, len(o.g))
+	for m, g := range o.g {
+		evs[m] = p.Grad(g, optim.ParamsOf(m), optim.Batch{}, optim.BNUpdate)
+		p.BaseStep(optim.ParamsOf(m), g)
 	}
 	r, err := h.Exec(ctx, p)
 	if err != nil {
 		return optim.StepOutput{}, fmt.Errorf("sgd: step: %w", err)
 	}
-	var loss, acc float64
-	for m := range o.members {
-		loss += r.Scalar(2*m) / float64(o.members)
-		acc += r.Scalar(2*m+1) / float64(o.members)
-	}
-	return optim.StepOutput{Metrics: map[string]float64{"loss": loss, "acc": acc}}, nil
-}
-
-// SaveState implements optim.Stateful. SGD's only vectors are scratch
-// gradients and the base optimizer's state belongs to the host, so the
-// state is empty.
-func (o *SGD) SaveState(context.Context) ([]byte, []optim.Vec, error) { return nil, nil, nil }
-
-// LoadState implements optim.Stateful.
-func (o *SGD) LoadState(_ context.Context, blob []byte) error {
-	if len(blob) != 0 {
-		return fmt.Errorf("sgd: unexpected %d-byte state", len(blob))
-	}
-	return nil
+	return optim.Metrics(r.Mean(evs)), nil
 }

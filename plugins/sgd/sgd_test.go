@@ -2,6 +2,7 @@ package sgd_test
 
 import (
 	"context"
+	"flag"
 	"slices"
 	"strings"
 	"testing"
@@ -42,9 +43,10 @@ func TestOneExecPerStepAndMembers(t *testing.T) {
 				t.Fatal(err)
 			}
 			ctx := context.Background()
+			gs := optim.NewHandles().PerMember("g", tt.members)
 			p := optim.Prog()
-			for m := range tt.members {
-				p.AllocFor(optim.Vec(100+m), m)
+			for m, g := range gs {
+				p.Alloc(g, m)
 			}
 			if _, err := ref.Exec(ctx, p); err != nil {
 				t.Fatal(err)
@@ -52,9 +54,9 @@ func TestOneExecPerStepAndMembers(t *testing.T) {
 			for s := range int64(steps) {
 				ref.BeginStep(optim.StepInput{Step: s, LR: 0.05})
 				p := optim.Prog()
-				for m := range tt.members {
-					g := optim.Vec(100 + m)
-					p.Grad(g, optim.ParamsOf(m), optim.Batch{}, optim.BNUpdate).BaseStep(optim.ParamsOf(m), g)
+				for m, g := range gs {
+					p.Grad(g, optim.ParamsOf(m), optim.Batch{}, optim.BNUpdate)
+					p.BaseStep(optim.ParamsOf(m), g)
 				}
 				if _, err := ref.Exec(ctx, p); err != nil {
 					t.Fatal(err)
@@ -114,4 +116,12 @@ func TestState(t *testing.T) {
 	if err := st.LoadState(context.Background(), []byte("x")); err == nil {
 		t.Error("garbage state accepted")
 	}
+}
+
+var update = flag.Bool("update", false, "rewrite testdata/*.golden")
+
+// TestTraceGolden pins the ops that Configure and two steps of a
+// two-member run send: testdata/trace.golden documents the algorithm.
+func TestTraceGolden(t *testing.T) {
+	optimtest.TestTraces(t, *update, optimtest.TraceCase{Golden: "testdata/trace.golden", New: sgd.New, Members: 2})
 }

@@ -6,11 +6,15 @@
 //     pass at W = μ + σ⊙κ giving gμ and gρ of the host's loss (mean NLL +
 //     β·KL/N), then the base step of μ with gμ and of ρ with gρ.
 //   - "otmdr-sgvb" (NewOTMDR): OT-MDR on the BNN (Nguyen et al., NeurIPS
-//     2023, §4.2.3): the OT-MDR step of plugins/otmdr, reused through its
-//     Hooks, runs on the means μ with the weight noise κ held fixed, and σ
-//     is updated with the ρ-gradient at the unperturbed sample (see
-//     OTMDRConfig for the choices and docs/METHODS.md for the released
-//     code's departures).
+//     2023, §4.2.3): the OT-MDR step of plugins/otmdr runs on the means μ
+//     with the weight noise κ held fixed, and σ is updated with the
+//     ρ-gradient at the unperturbed sample (see OTMDRConfig for the choices
+//     and docs/METHODS.md for the released code's departures). It is
+//     composed of plain Go values: OTMDRConfig embeds otmdr.StepConfig, the
+//     inner step is otmdr.NewFrom of it with otmdr.Hooks that set the
+//     passes' κ and ρ-gradients, and the inner step allocates its vectors
+//     in a sub-namespace of otmdr-sgvb's (otmdr-sgvb/otmdr/pert[0] beside
+//     otmdr-sgvb/g_rho).
 //
 // The host owns the variational model: σ = softplus(ρ), the prior, β, the
 // KL direction and the loss are the experiment's [model.variational_opts];
@@ -23,6 +27,10 @@
 // κ is drawn with RandN from nonzero seeds of the plugin's PCG stream,
 // seeded by the run seed; its position is the checkpointed state, so a
 // resumed run draws what an uninterrupted one would.
+//
+// The golden op traces in testdata are the op-level description:
+// trace.golden (sgvb), trace_otmdr.golden (otmdr-sgvb, paper mode, two
+// particles) and trace_otmdr_reference.golden (reference mode).
 package sgvb
 
 import (
@@ -38,36 +46,29 @@ import (
 
 // Config holds SGVB's hyperparameters.
 type Config struct {
-	MCSamples      int     `hp:"mc_samples" doc:"weight samples averaged by the predictive (Samples with Std = 0); keep it equal to the experiment's variational_opts.mc_samples"`
-	RhoWeightDecay float64 `hp:"rho_weight_decay" doc:"coupled L2 coefficient added to ρ's gradient (gρ += c·ρ) before its base step, which applies no weight decay to ρ; the released code's Adam applies its 5e-4 to ρ too"`
+	MCSamples      int     `hp:"mc_samples" range:"[1,)" doc:"weight samples averaged by the predictive (Samples with Std = 0); keep it equal to the experiment's variational_opts.mc_samples"`
+	RhoWeightDecay float64 `hp:"rho_weight_decay" range:"[0,)" doc:"coupled L2 coefficient added to ρ's gradient (gρ += c·ρ) before its base step, which applies no weight decay to ρ; the released code's Adam applies its 5e-4 to ρ too"`
 }
 
 func defaults() Config { return Config{MCSamples: 30} }
 
 // ParseConfig applies params (as Config.Params carries them) to SGVB's
-// defaults and validates the result.
+// defaults, checking them against the tags.
 func ParseConfig(params map[string]any) (Config, error) {
 	c := defaults()
 	if err := hparams.Apply(&c, params); err != nil {
 		return Config{}, fmt.Errorf("sgvb: %w", err)
 	}
-	if c.MCSamples < 1 || c.RhoWeightDecay < 0 {
-		return Config{}, fmt.Errorf("sgvb: need mc_samples ≥ 1 and rho_weight_decay ≥ 0, got %d and %g", c.MCSamples, c.RhoWeightDecay)
-	}
 	return c, nil
 }
-
-// Handles of SGVB's vectors.
-const (
-	kappa   optim.Vec = 1 // κ
-	gradMu  optim.Vec = 2 // ∂loss/∂μ
-	gradRho optim.Vec = 3 // ∂loss/∂ρ
-)
 
 // SGVB is plain SGVB (Bayes by backprop). Create it with New.
 type SGVB struct {
 	cfg   Config
 	seeds *seeds
+	hs    *optim.Handles
+	// κ, ∂loss/∂μ and ∂loss/∂ρ.
+	kappa, gradMu, gradRho optim.Vec
 }
 
 // New returns an SGVB optimizer with the default hyperparameters.
@@ -76,12 +77,12 @@ func New() optim.Optimizer { return &SGVB{cfg: defaults()} }
 // Info implements optim.Optimizer.
 func (o *SGVB) Info() optim.Info {
 	return optim.Info{Name: "sgvb", Version: "0.1.0", ProtocolMinor: optim.ProtocolMinor,
-		Capabilities: []string{"state", "predictive"}, Params: hparams.MustSpecs(defaults())}
+		Params: hparams.MustSpecs(defaults())}
 }
 
 // Configure implements optim.Optimizer: it checks that the run has one
 // variational member, seeds the plugin's stream with the run seed and
-// allocates κ, gμ and gρ.
+// allocates κ, gμ and gρ (sgvb/kappa, sgvb/g_mu, sgvb/g_rho).
 func (o *SGVB) Configure(ctx context.Context, h optim.Host, cfg optim.Config) error {
 	c, err := ParseConfig(cfg.Params)
 	if err != nil {
@@ -90,8 +91,9 @@ func (o *SGVB) Configure(ctx context.Context, h optim.Host, cfg optim.Config) er
 	if err := checkVariational(ctx, h, cfg, "sgvb"); err != nil {
 		return err
 	}
-	o.cfg, o.seeds = c, newSeeds(cfg.Seed)
-	if _, err := h.Exec(ctx, optim.Prog().Alloc(kappa).Alloc(gradMu).Alloc(gradRho)); err != nil {
+	o.cfg, o.seeds, o.hs = c, newSeeds(cfg.Seed), cfg.Namespace("sgvb")
+	o.kappa, o.gradMu, o.gradRho = o.hs.New("kappa"), o.hs.New("g_mu"), o.hs.New("g_rho")
+	if _, err := h.Exec(ctx, o.hs.Prog().Alloc(o.kappa, 0).Alloc(o.gradMu, 0).Alloc(o.gradRho, 0)); err != nil {
 		return fmt.Errorf("sgvb: configure: %w", err)
 	}
 	return nil
@@ -105,15 +107,15 @@ func (o *SGVB) Step(ctx context.Context, h optim.Host, _ optim.StepInput) (optim
 	if o.seeds == nil {
 		return optim.StepOutput{}, errors.New("sgvb: step: not configured")
 	}
-	p := optim.Prog().RandN(kappa, 1, o.seeds.next()).
-		VarGrad(gradMu, gradRho, optim.Params, kappa, optim.Batch{}, optim.BNUpdate).
-		BaseStep(optim.Params, gradMu)
-	stepRho(p, gradRho, o.cfg.RhoWeightDecay)
+	p := o.hs.Prog().RandN(o.kappa, 1, o.seeds.next())
+	ev := p.GradOp(optim.Grad{Out: o.gradMu, OutRho: o.gradRho, At: optim.Params, Eps: o.kappa, BN: optim.BNUpdate})
+	p.BaseStep(optim.Params, o.gradMu)
+	stepRho(p, o.gradRho, o.cfg.RhoWeightDecay)
 	r, err := h.Exec(ctx, p)
 	if err != nil {
 		return optim.StepOutput{}, fmt.Errorf("sgvb: step: %w", err)
 	}
-	return optim.StepOutput{Metrics: map[string]float64{"loss": r.Scalar(0), "acc": r.Scalar(1)}}, nil
+	return optim.Metrics(r.Get(ev.Loss), r.Get(ev.Acc)), nil
 }
 
 // Predictive implements optim.Predictor: the host's variational

@@ -2,11 +2,13 @@ package sgvb_test
 
 import (
 	"context"
+	"flag"
 	"math"
 	"slices"
 	"strings"
 	"testing"
 
+	"github.com/optlab/optlab/plugins/otmdr"
 	"github.com/optlab/optlab/plugins/sgd"
 	"github.com/optlab/optlab/plugins/sgvb"
 	"github.com/optlab/optlab/sdk/optim"
@@ -66,14 +68,37 @@ func TestInfo(t *testing.T) {
 	}
 	for _, tt := range tests {
 		info := tt.opt.Info()
+		_, predicts := tt.opt.(optim.Predictor)
+		_, stateful := tt.opt.(optim.Stateful)
 		if info.Name != tt.name || info.ProtocolMinor != optim.ProtocolMinor || len(info.Params) != len(tt.want) ||
-			!slices.Contains(info.Capabilities, "predictive") || !slices.Contains(info.Capabilities, "state") {
+			len(info.Capabilities) != 0 || !predicts || !stateful {
 			t.Fatalf("info %+v", info)
 		}
 		for _, p := range info.Params {
 			if tt.want[p.Name] != p.Default || p.Doc == "" {
 				t.Errorf("%s: param %+v, want default %v and a doc", tt.name, p, tt.want[p.Name])
 			}
+		}
+	}
+}
+
+// otmdr-sgvb's schema starts with OT-MDR's step hyperparameters, embedded
+// (same names, types and constraints), documented for the BNN.
+func TestOTMDRSpecs(t *testing.T) {
+	var step []optim.ParamSpec
+	for _, p := range otmdr.New().Info().Params {
+		if p.Name != "joint" {
+			step = append(step, p)
+		}
+	}
+	got := sgvb.NewOTMDR().Info().Params
+	for i, want := range step {
+		p := got[i]
+		if p.Name != want.Name || p.Type != want.Type || !slices.Equal(p.Enum, want.Enum) || p.Range != want.Range {
+			t.Errorf("param %d: %+v, want otmdr's %+v", i, p, want)
+		}
+		if p.Name == "noise_std" && !strings.Contains(p.Doc, "-1: 0.01") {
+			t.Errorf("noise_std doc %q is not otmdr-sgvb's", p.Doc)
 		}
 	}
 }
@@ -86,8 +111,8 @@ func TestParseConfig(t *testing.T) {
 	}{
 		{nil, sgvb.Config{MCSamples: 30}, ""},
 		{map[string]any{"mc_samples": 8, "rho_weight_decay": 5e-4}, sgvb.Config{MCSamples: 8, RhoWeightDecay: 5e-4}, ""},
-		{map[string]any{"mc_samples": 0}, sgvb.Config{}, "mc_samples ≥ 1"},
-		{map[string]any{"rho_weight_decay": -1}, sgvb.Config{}, "rho_weight_decay ≥ 0"},
+		{map[string]any{"mc_samples": 0}, sgvb.Config{}, `"mc_samples": 0 is out of range [1,): want ≥ 1`},
+		{map[string]any{"rho_weight_decay": -1}, sgvb.Config{}, `"rho_weight_decay": -1 is out of range [0,): want ≥ 0`},
 		{map[string]any{"rho1": 0.1}, sgvb.Config{}, "unknown hyperparameter"},
 	}
 	for _, tt := range tests {
@@ -105,10 +130,10 @@ func TestParseConfig(t *testing.T) {
 }
 
 func TestParseOTMDRConfig(t *testing.T) {
-	paper := sgvb.OTMDRConfig{Mode: "paper", Rho1: 0.005, Rho2: 0.01, NoiseStd: 0.01, Particles: 1,
-		ParticleReduction: "mean", Split: "random", BN: "first", Kappa: "once", Norm: "mu", RhoGrad: "full", MCSamples: 30}
-	ref := sgvb.OTMDRConfig{Mode: "reference", Rho1: 0.005, Rho2: 0.01, NoiseStd: 0.01, Particles: 1,
-		ParticleReduction: "sum", MergeGrad: true, Split: "loader", BN: "first", Kappa: "twice", Norm: "all",
+	paper := sgvb.OTMDRConfig{StepConfig: otmdr.StepConfig{Mode: "paper", Rho1: 0.005, Rho2: 0.01, NoiseStd: 0.01, Particles: 1,
+		ParticleReduction: "mean", Split: "random", BN: "first"}, Kappa: "once", Norm: "mu", RhoGrad: "full", MCSamples: 30}
+	ref := sgvb.OTMDRConfig{StepConfig: otmdr.StepConfig{Mode: "reference", Rho1: 0.005, Rho2: 0.01, NoiseStd: 0.01, Particles: 1,
+		ParticleReduction: "sum", MergeGrad: true, Split: "loader", BN: "first"}, Kappa: "twice", Norm: "all",
 		RhoGrad: "perturbed", RhoWeightDecay: 5e-4, MCSamples: 30}
 	with := func(c sgvb.OTMDRConfig, f func(*sgvb.OTMDRConfig)) sgvb.OTMDRConfig { f(&c); return c }
 	tests := []struct {
@@ -127,13 +152,13 @@ func TestParseOTMDRConfig(t *testing.T) {
 			}), ""},
 		{"reference, no noise, first", map[string]any{"mode": "reference", "noise_std": 0, "rho_grad": "first", "rho_weight_decay": 0},
 			with(ref, func(c *sgvb.OTMDRConfig) { c.NoiseStd, c.RhoGrad, c.RhoWeightDecay = 0, "first", 0 }), ""},
-		{"mode", map[string]any{"mode": "bnn"}, sgvb.OTMDRConfig{}, `mode "bnn"`},
+		{"mode", map[string]any{"mode": "bnn"}, sgvb.OTMDRConfig{}, `"mode": "bnn" is not one of "paper", "reference"`},
 		{"kappa", map[string]any{"kappa": "thrice"}, sgvb.OTMDRConfig{}, `kappa "thrice"`},
 		{"norm", map[string]any{"norm": "rho"}, sgvb.OTMDRConfig{}, `norm "rho"`},
 		{"rho_grad", map[string]any{"rho_grad": "second"}, sgvb.OTMDRConfig{}, `rho_grad "second"`},
 		{"rho_weight_decay", map[string]any{"rho_weight_decay": -2}, sgvb.OTMDRConfig{}, "rho_weight_decay -2"},
-		{"mc_samples", map[string]any{"mc_samples": 0}, sgvb.OTMDRConfig{}, "mc_samples = 0"},
-		{"otmdr's checks", map[string]any{"particles": 0}, sgvb.OTMDRConfig{}, "particles = 0"},
+		{"mc_samples", map[string]any{"mc_samples": 0}, sgvb.OTMDRConfig{}, `"mc_samples": 0 is out of range [1,): want ≥ 1`},
+		{"otmdr's checks", map[string]any{"particles": 0}, sgvb.OTMDRConfig{}, `"particles": 0 is out of range [1,): want ≥ 1`},
 		{"otmdr's bn", map[string]any{"bn": "none"}, sgvb.OTMDRConfig{}, `bn "none"`},
 		{"no joint", map[string]any{"joint": true}, sgvb.OTMDRConfig{}, "unknown hyperparameter"},
 	}
@@ -596,4 +621,19 @@ func TestResume(t *testing.T) {
 			t.Error("loaded a version 2 state")
 		}
 	}
+}
+
+var update = flag.Bool("update", false, "rewrite testdata/*.golden")
+
+// TestTraceGolden pins the ops that Configure and two steps send, for sgvb
+// and for otmdr-sgvb in both modes: the golden files document the
+// algorithms.
+func TestTraceGolden(t *testing.T) {
+	variational := []optimtest.HostOption{vari(-3, 1)}
+	optimtest.TestTraces(t, *update,
+		optimtest.TraceCase{Golden: "testdata/trace.golden", New: sgvb.New, LR: 0.01, Host: variational},
+		optimtest.TraceCase{Golden: "testdata/trace_otmdr.golden", New: sgvb.NewOTMDR, LR: 0.01, Host: variational,
+			Params: map[string]any{"particles": 2}},
+		optimtest.TraceCase{Golden: "testdata/trace_otmdr_reference.golden", New: sgvb.NewOTMDR, LR: 0.01, Host: variational,
+			Params: map[string]any{"mode": "reference"}})
 }

@@ -6,6 +6,14 @@
 // Specs are the defaults. Supported field kinds are float64 (optim.Float),
 // int and int64 (optim.Int), bool (optim.Bool) and string (optim.String).
 // Fields without an hp tag, or tagged `hp:"-"`, are not hyperparameters.
+// An embedded struct without an hp tag contributes its own hyperparameters,
+// so a method that wraps another reuses its Config as it is.
+//
+// Two more tags constrain values, checked by Apply and Resolve (so by the
+// host before training and by the plugin, with the same message):
+// `enum:"all|weights"` lists the values a string may take, and
+// `range:"[0,)"` gives the interval a number must lie in, "[" and "]"
+// inclusive, "(" and ")" exclusive, an empty bound unbounded.
 //
 //	type Config struct {
 //		Rho      float64 `hp:"rho" doc:"neighbourhood radius"`
@@ -22,9 +30,10 @@ package hparams
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"reflect"
-	"sort"
+	"slices"
 	"strings"
 
 	"github.com/optlab/optlab/sdk/optim"
@@ -48,11 +57,28 @@ func fields(t reflect.Type) ([]field, error) {
 	if t.Kind() != reflect.Struct {
 		return nil, fmt.Errorf("hparams: %v is not a struct", t)
 	}
+	out, err := walk(t, nil, map[string]bool{})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// walk collects the tagged fields of t, whose index path is at, flattening
+// untagged embedded structs.
+func walk(t reflect.Type, at []int, seen map[string]bool) ([]field, error) {
 	var out []field
-	seen := map[string]bool{}
 	for i := range t.NumField() {
 		f := t.Field(i)
 		name, ok := f.Tag.Lookup("hp")
+		if !ok && f.Anonymous && f.Type.Kind() == reflect.Struct && f.IsExported() {
+			inner, err := walk(f.Type, append(slices.Clone(at), f.Index...), seen)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, inner...)
+			continue
+		}
 		if !ok || name == "-" {
 			continue
 		}
@@ -70,10 +96,14 @@ func fields(t reflect.Type) ([]field, error) {
 		if err != nil {
 			return nil, fmt.Errorf("hparams: field %s.%s: %w", t.Name(), f.Name, err)
 		}
-		out = append(out, field{
-			spec:  optim.ParamSpec{Name: name, Type: typ, Doc: f.Tag.Get("doc")},
-			index: f.Index,
-		})
+		spec := optim.ParamSpec{Name: name, Type: typ, Doc: f.Tag.Get("doc"), Range: f.Tag.Get("range")}
+		if e := f.Tag.Get("enum"); e != "" {
+			spec.Enum = strings.Split(e, "|")
+		}
+		if err := checkConstraints(spec); err != nil {
+			return nil, fmt.Errorf("hparams: field %s.%s: %w", t.Name(), f.Name, err)
+		}
+		out = append(out, field{spec: spec, index: append(slices.Clone(at), f.Index...)})
 	}
 	return out, nil
 }
@@ -114,6 +144,7 @@ func Specs(v any) ([]optim.ParamSpec, error) {
 	for i, f := range fs {
 		specs[i] = f.spec
 		fv := rv.FieldByIndex(f.index)
+
 		switch f.spec.Type {
 		case optim.Float:
 			specs[i].Default = fv.Float()
@@ -123,6 +154,11 @@ func Specs(v any) ([]optim.ParamSpec, error) {
 			specs[i].Default = fv.Bool()
 		case optim.String:
 			specs[i].Default = fv.String()
+		}
+	}
+	for _, sp := range specs {
+		if err := Check(sp, sp.Default); err != nil {
+			return nil, fmt.Errorf("hparams: default of %q: %w", sp.Name, err)
 		}
 	}
 	return specs, nil
@@ -158,12 +194,15 @@ func Apply(dst any, params map[string]any) error {
 	}
 	tmp := reflect.New(rv.Elem().Type()).Elem()
 	tmp.Set(rv.Elem())
-	for _, name := range sortedKeys(params) {
+	for _, name := range slices.Sorted(maps.Keys(params)) {
 		f, ok := byName[name]
 		if !ok {
 			return fmt.Errorf("hparams: %q: %w (have %s)", name, ErrUnknown, names(fs))
 		}
 		val, err := Convert(f.spec.Type, params[name])
+		if err == nil {
+			err = Check(f.spec, val)
+		}
 		if err != nil {
 			return fmt.Errorf("hparams: %q: %w", name, err)
 		}
@@ -204,7 +243,7 @@ func Resolve(specs []optim.ParamSpec, given map[string]any) (map[string]any, err
 		}
 		out[s.Name] = def
 	}
-	for _, name := range sortedKeys(given) {
+	for _, name := range slices.Sorted(maps.Keys(given)) {
 		s, ok := known[name]
 		if !ok {
 			all := make([]string, 0, len(specs))
@@ -214,6 +253,9 @@ func Resolve(specs []optim.ParamSpec, given map[string]any) (map[string]any, err
 			return nil, fmt.Errorf("hparams: %q: %w (have %s)", name, ErrUnknown, strings.Join(all, ", "))
 		}
 		v, err := Convert(s.Type, given[name])
+		if err == nil {
+			err = Check(s, v)
+		}
 		if err != nil {
 			return nil, fmt.Errorf("hparams: %q: %w", name, err)
 		}
@@ -265,15 +307,6 @@ func Convert(t optim.ParamType, v any) (any, error) {
 		return nil, fmt.Errorf("unknown parameter type %q", t)
 	}
 	return nil, fmt.Errorf("value %v of type %T is not a valid %s", v, v, t)
-}
-
-func sortedKeys(m map[string]any) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }
 
 func names(fs []field) string {

@@ -23,7 +23,12 @@ func nan() float64 { return math.NaN() }
 type Host interface {
 	// Layout describes the members' parameters (metadata only).
 	Layout(ctx context.Context) (Layout, error)
-	// Exec runs the program's ops in order and returns the scalars they emit.
+	// Exec runs the program's ops in order and returns the scalars they
+	// emit (a nil program is an empty one). It stops at the first op that
+	// fails and returns an *OpError naming it; the effects of the ops before
+	// it remain, and the Result is then undefined. An op kind, UnaryKind,
+	// BinaryKind or BNMode the host does not know fails with an *OpError
+	// that wraps errors.ErrUnsupported.
 	Exec(ctx context.Context, p *Program) (Result, error)
 }
 
@@ -73,6 +78,11 @@ type ParamSpec struct {
 	Type    ParamType
 	Default any
 	Doc     string
+	// Enum lists the values a String hyperparameter may take (none: any).
+	Enum []string
+	// Range is the interval a Float or Int hyperparameter must lie in, as
+	// "[0,1]", "(0,)" or "[1,)" (empty: any); see sdk/hparams.
+	Range string
 }
 
 // Info describes a plugin.
@@ -80,10 +90,36 @@ type Info struct {
 	Name          string
 	Version       string
 	ProtocolMinor int
-	// Capabilities lists optional features, e.g. "members", "state".
-	Capabilities []string
+	// Capabilities lists the optional features the optimizer supports; the
+	// host reads them (see Capability).
+	Capabilities []Capability
 	Params       []ParamSpec
 }
+
+// Has reports whether the optimizer has capability c.
+func (i Info) Has(c Capability) bool {
+	for _, x := range i.Capabilities {
+		if x == c {
+			return true
+		}
+	}
+	return false
+}
+
+// Capability is an optional feature of an optimizer that the host acts on.
+type Capability string
+
+// Capabilities.
+const (
+	// CapMembers: the optimizer trains every member of a run with several
+	// members (models.members > 1); the host refuses such a run for an
+	// optimizer without it, which would train member 0 only.
+	CapMembers Capability = "members"
+	// CapMemberDataOrder: the optimizer asks the host to give every member
+	// its own data order (deep ensembles); without it all members see the
+	// same minibatch.
+	CapMemberDataOrder Capability = "member-data-order"
+)
 
 // Config is what Configure receives.
 type Config struct {
@@ -98,6 +134,10 @@ type Config struct {
 	StepsPerEpoch int64
 	// Members is the number of members (models) in the run.
 	Members int
+	// Handles is the namespace an optimizer that runs inside another
+	// allocates its vectors from (never sent over the wire; nil for a
+	// plugin's own optimizer). Read it with Namespace.
+	Handles *Handles
 }
 
 // StepInput describes one training step.
@@ -115,11 +155,6 @@ type StepOutput struct {
 
 // PredictiveKind says how the host evaluates a run.
 type PredictiveKind int32
-
-// CapMemberDataOrder is the capability by which an optimizer asks the host
-// to give every member its own data order (deep ensembles); without it all
-// members see the same minibatch.
-const CapMemberDataOrder = "member-data-order"
 
 // Predictive kinds.
 const (

@@ -81,12 +81,13 @@ const (
 )
 
 // Batch selects the samples of the current batch that a Grad op uses.
-// The zero value is the whole batch. With Of ≥ 2 the batch (permuted by the
+// The zero value is the whole batch, and so is Of = 1. With Of ≥ 2 the batch (permuted by the
 // host with Shuffle as seed when Shuffle ≠ 0, else in loader order) is cut
 // into Of equal contiguous parts and Part (0-based) is used; the remainder of
 // an uneven split is dropped from the last part. Two ops with the same
 // Shuffle see the same permutation, so {0,2,s} and {1,2,s} are complementary
-// random halves.
+// random halves. A negative Of, or a Part outside [0, max(Of, 1)), is an
+// error.
 type Batch struct {
 	Part    int32
 	Of      int32
@@ -99,13 +100,15 @@ type Batch struct {
 type Op interface{ isOp() }
 
 // Alloc makes a new zero-filled vector with the layout of member Member's
-// parameters under the plugin-chosen handle ID (> 0).
+// parameters under the plugin-chosen handle ID (> 0, and not allocated).
+// Ops on vectors of different layouts (lengths) fail.
 type Alloc struct {
 	ID     Vec
 	Member int32
 }
 
-// Free releases a vector allocated with Alloc.
+// Free releases a vector allocated with Alloc; its handle then names no
+// vector (until allocated again).
 type Free struct{ ID Vec }
 
 // Copy sets Dst = Src. With BN set the BatchNorm running statistics travel
@@ -203,16 +206,18 @@ type Norm struct{ X Vec }
 // Grad evaluates the loss of the member that owns At, with the parameters
 // taken from At, on the selected part of the current batch, and writes the
 // gradient into Out (Out = 0 writes none: the live parameters are never a
-// gradient target). It emits two scalars: the mean loss and the accuracy of
-// that pass.
+// gradient target, and a reserved Out < 0 is an error). It emits two
+// scalars: the mean loss and the accuracy of that pass (NaN for a loss
+// without one). The pass changes neither At nor the parameters.
 //
 // For a variational member (Layout says so) At holds the means μ; the pass
 // uses the weights W = μ + softplus(ρ) ⊙ κ with the member's live ρ and the
 // standard-normal noise vector κ in Eps (Eps = 0: a fresh draw for this
 // pass), so passes that share Eps see the same weight sample. The loss is
 // then the mean NLL plus the KL term of the run's variational settings, and
-// OutRho (≠ 0) receives the gradient with respect to ρ. Eps and OutRho are
-// protocol minor 1.
+// OutRho (≠ 0) receives the gradient with respect to ρ. At must not be a ρ
+// handle; Eps and OutRho are allocated vectors or 0 (an error at a
+// deterministic member). Eps and OutRho are protocol minor 1.
 type Grad struct {
 	Out    Vec
 	At     Vec
@@ -237,8 +242,11 @@ type BaseStep struct {
 // predictive is the average p̄ of their softmax probabilities, and the loss is
 // the cross-entropy of log p̄ with the run's label smoothing — one loss on the
 // averaged probabilities, as the OT-MDR reference code trains ensembles.
-// Outs[i] (0 = none) receives the gradient with respect to Ats[i]. It emits
-// two scalars: the loss and the accuracy of p̄. Protocol minor 2.
+// Outs is empty (no gradients) or has one entry per Ats: Outs[i] (0 = none,
+// else an allocated vector that no other entry names) receives the gradient
+// with respect to Ats[i]. Ats needs at least one entry, each of a different
+// deterministic member. It emits two scalars: the loss and the accuracy of
+// p̄. Protocol minor 2.
 type JointGrad struct {
 	Outs  []Vec
 	Ats   []Vec
@@ -247,7 +255,8 @@ type JointGrad struct {
 }
 
 // SetLR overrides the learning rate that BaseStep uses for member Member
-// during the rest of the current step.
+// during the rest of the current step (across programs; a later SetLR
+// replaces it). LR must be ≥ 0 (not NaN).
 type SetLR struct {
 	Member int32
 	LR     float64
@@ -273,21 +282,73 @@ func (BaseStep) isOp()  {}
 func (SetLR) isOp()     {}
 
 // Program is an ordered list of ops that the host executes on the device in
-// one call. Build one with Prog and the chaining methods.
+// one call. Build one with Handles.Prog (or Prog) and the builder methods:
+// ops that change vectors chain, and ops that emit scalars return the slot
+// (Scalar, Eval) from which the Result is read, so no optimizer counts
+// positions:
+//
+//	p := hs.Prog()
+//	ev := p.Grad(g, optim.Params, optim.Batch{}, optim.BNUpdate)
+//	n := p.Norm(g)
+//	r, err := h.Exec(ctx, p)
+//	loss, norm := r.Get(ev.Loss), r.Get(n)
 type Program struct {
 	Ops []Op
+
+	names *Handles // for String; nil prints bare handles
+	// counted ops of Ops emit scalars scalars (a cache for slot).
+	counted, scalars int
 }
 
-// Prog starts an empty program.
+// Prog starts an empty program (its listing prints bare handles; see
+// Handles.Prog).
 func Prog() *Program { return &Program{} }
+
+// Scalar is the slot of one scalar that a program emits: read it from the
+// program's Result with Result.Get. The zero Scalar reads NaN.
+type Scalar struct{ i int32 }
+
+// Eval is the slots of the loss and accuracy that a gradient pass emits.
+type Eval struct{ Loss, Acc Scalar }
+
+// Emits returns the number of scalars op emits: 1 for Dot and Norm, 2 for
+// Grad and JointGrad, else 0.
+func Emits(op Op) int {
+	switch op.(type) {
+	case Dot, *Dot, Norm, *Norm:
+		return 1
+	case Grad, *Grad, JointGrad, *JointGrad:
+		return 2
+	}
+	return 0
+}
+
+// slot returns the slot of the next scalar the program will emit. Ops
+// appended to Ops directly are counted too.
+func (p *Program) slot() Scalar {
+	if p.counted > len(p.Ops) {
+		p.counted, p.scalars = 0, 0
+	}
+	for _, op := range p.Ops[p.counted:] {
+		p.scalars += Emits(op)
+	}
+	p.counted = len(p.Ops)
+	return Scalar{i: int32(p.scalars) + 1}
+}
 
 func (p *Program) add(op Op) *Program { p.Ops = append(p.Ops, op); return p }
 
-// Alloc appends an Alloc op for member 0's layout.
-func (p *Program) Alloc(id Vec) *Program { return p.add(Alloc{ID: id}) }
+// emit appends an op that emits scalars and returns the slot of its first.
+func (p *Program) emit(op Op) Scalar {
+	s := p.slot()
+	p.add(op)
+	return s
+}
 
-// AllocFor appends an Alloc op for member m's layout.
-func (p *Program) AllocFor(id Vec, m int) *Program { return p.add(Alloc{ID: id, Member: int32(m)}) }
+func (s Scalar) next() Scalar { return Scalar{i: s.i + 1} }
+
+// Alloc appends an Alloc op of id with member m's layout.
+func (p *Program) Alloc(id Vec, m int) *Program { return p.add(Alloc{ID: id, Member: int32(m)}) }
 
 // Free appends a Free op.
 func (p *Program) Free(id Vec) *Program { return p.add(Free{ID: id}) }
@@ -340,26 +401,29 @@ func (p *Program) RandN(dst Vec, std float64, seed int64) *Program {
 	return p.add(RandN{Dst: dst, Std: std, Seed: seed})
 }
 
-// Dot appends a Dot op (one scalar).
-func (p *Program) Dot(a, b Vec) *Program { return p.add(Dot{A: a, B: b}) }
+// Dot appends a Dot op and returns the slot of a·b.
+func (p *Program) Dot(a, b Vec) Scalar { return p.emit(Dot{A: a, B: b}) }
 
-// Norm appends a Norm op (one scalar).
-func (p *Program) Norm(x Vec) *Program { return p.add(Norm{X: x}) }
+// Norm appends a Norm op and returns the slot of ‖x‖.
+func (p *Program) Norm(x Vec) Scalar { return p.emit(Norm{X: x}) }
 
-// Grad appends a Grad op (two scalars: loss, accuracy).
-func (p *Program) Grad(out, at Vec, b Batch, bn BNMode) *Program {
-	return p.add(Grad{Out: out, At: at, Batch: b, BN: bn})
+// Grad appends a Grad op and returns the slots of its loss and accuracy.
+func (p *Program) Grad(out, at Vec, b Batch, bn BNMode) Eval {
+	return p.GradOp(Grad{Out: out, At: at, Batch: b, BN: bn})
 }
 
-// VarGrad appends a Grad op of a variational member with weight noise eps
-// and ρ-gradient output outRho (two scalars: loss, accuracy).
-func (p *Program) VarGrad(out, outRho, at, eps Vec, b Batch, bn BNMode) *Program {
-	return p.add(Grad{Out: out, At: at, Batch: b, BN: bn, Eps: eps, OutRho: outRho})
+// GradOp appends g (a Grad op with any of its fields set, e.g. a
+// variational pass's Eps and OutRho) and returns its slots.
+func (p *Program) GradOp(g Grad) Eval {
+	s := p.emit(g)
+	return Eval{Loss: s, Acc: s.next()}
 }
 
-// JointGrad appends a JointGrad op (two scalars: loss, accuracy).
-func (p *Program) JointGrad(outs, ats []Vec, b Batch, bn BNMode) *Program {
-	return p.add(JointGrad{Outs: outs, Ats: ats, Batch: b, BN: bn})
+// JointGrad appends a JointGrad op and returns the slots of its loss and
+// accuracy.
+func (p *Program) JointGrad(outs, ats []Vec, b Batch, bn BNMode) Eval {
+	s := p.emit(JointGrad{Outs: outs, Ats: ats, Batch: b, BN: bn})
+	return Eval{Loss: s, Acc: s.next()}
 }
 
 // BaseStep appends a base-optimizer step of params with gradient g.
@@ -368,15 +432,39 @@ func (p *Program) BaseStep(params, g Vec) *Program { return p.add(BaseStep{Param
 // SetLR appends a learning-rate override for member m.
 func (p *Program) SetLR(m int, lr float64) *Program { return p.add(SetLR{Member: int32(m), LR: lr}) }
 
-// Result holds the scalars a program emitted, in op order.
+// Result holds the scalars a program emitted, in op order. Read them with
+// Get and the slots the builder returned.
 type Result struct {
 	Scalars []float64
 }
 
-// Scalar returns the i-th emitted scalar, or NaN when there is none.
-func (r Result) Scalar(i int) float64 {
+// Get returns the scalar in slot s, or NaN when the result has none there
+// (the zero Scalar, or a slot of another, longer program).
+func (r Result) Get(s Scalar) float64 {
+	i := int(s.i) - 1
 	if i < 0 || i >= len(r.Scalars) {
 		return nan()
 	}
 	return r.Scalars[i]
+}
+
+// Mean returns the mean loss and accuracy over the gradient passes evs
+// (e.g. one per member): the step's training metrics of most optimizers.
+// With no passes both are NaN.
+func (r Result) Mean(evs []Eval) (loss, acc float64) {
+	if len(evs) == 0 {
+		return nan(), nan()
+	}
+	n := float64(len(evs))
+	for _, ev := range evs {
+		loss += r.Get(ev.Loss) / n
+		acc += r.Get(ev.Acc) / n
+	}
+	return loss, acc
+}
+
+// Metrics returns the StepOutput of a step with training loss and
+// accuracy, the metrics the host's curves and tables expect.
+func Metrics(loss, acc float64) StepOutput {
+	return StepOutput{Metrics: map[string]float64{"loss": loss, "acc": acc}}
 }

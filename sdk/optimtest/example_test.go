@@ -12,18 +12,21 @@ import (
 
 // Config holds GNSGD's hyperparameters.
 type Config struct {
-	Eta   float64 `hp:"eta" doc:"noise variance at step 0"`
-	Gamma float64 `hp:"gamma" doc:"annealing exponent: variance eta/(1+t)^gamma"`
+	Eta   float64 `hp:"eta" range:"[0,)" doc:"noise variance at step 0"`
+	Gamma float64 `hp:"gamma" range:"[0,)" doc:"annealing exponent: variance eta/(1+t)^gamma"`
 }
 
 func defaults() Config { return Config{Eta: 0.01, Gamma: 0.55} }
 
 // GNSGD is SGD with annealed Gaussian gradient noise (Neelakantan et al.,
-// 2015): the base step gets g + N(0, η/(1+t)^γ).
-type GNSGD struct{ cfg Config }
-
-// Handles are chosen by the plugin (> 0).
-const grad, noise optim.Vec = 1, 2
+// 2015): the base step gets g + N(0, η/(1+t)^γ). Its state lives on the
+// host, so it embeds optim.Stateless.
+type GNSGD struct {
+	optim.Stateless
+	cfg         Config
+	hs          *optim.Handles
+	grad, noise optim.Vec
+}
 
 // New returns the optimizer with its default hyperparameters.
 func New() optim.Optimizer { return &GNSGD{cfg: defaults()} }
@@ -40,7 +43,9 @@ func (o *GNSGD) Configure(ctx context.Context, h optim.Host, cfg optim.Config) e
 	if err := hparams.Apply(&o.cfg, cfg.Params); err != nil {
 		return fmt.Errorf("gnsgd: %w", err)
 	}
-	if _, err := h.Exec(ctx, optim.Prog().Alloc(grad).Alloc(noise)); err != nil {
+	o.hs = cfg.Namespace("gnsgd")
+	o.grad, o.noise = o.hs.New("grad"), o.hs.New("noise")
+	if _, err := h.Exec(ctx, o.hs.Prog().Alloc(o.grad, 0).Alloc(o.noise, 0)); err != nil {
 		return fmt.Errorf("gnsgd: configure: %w", err)
 	}
 	return nil
@@ -49,15 +54,15 @@ func (o *GNSGD) Configure(ctx context.Context, h optim.Host, cfg optim.Config) e
 // Step sends one program: gradient, noise, base step.
 func (o *GNSGD) Step(ctx context.Context, h optim.Host, in optim.StepInput) (optim.StepOutput, error) {
 	std := math.Sqrt(o.cfg.Eta / math.Pow(1+float64(in.Step), o.cfg.Gamma))
-	r, err := h.Exec(ctx, optim.Prog().
-		Grad(grad, optim.Params, optim.Batch{}, optim.BNUpdate). // emits loss, acc
-		RandN(noise, std, 0).                                    // seed 0: the run's host stream
-		Axpy(grad, 1, noise).
-		BaseStep(optim.Params, grad))
+	p := o.hs.Prog()
+	ev := p.Grad(o.grad, optim.Params, optim.Batch{}, optim.BNUpdate) // slots of loss, acc
+	p.RandN(o.noise, std, 0)                                          // seed 0: the run's host stream
+	p.Axpy(o.grad, 1, o.noise).BaseStep(optim.Params, o.grad)
+	r, err := h.Exec(ctx, p)
 	if err != nil {
 		return optim.StepOutput{}, fmt.Errorf("gnsgd: step: %w", err)
 	}
-	return optim.StepOutput{Metrics: map[string]float64{"loss": r.Scalar(0), "acc": r.Scalar(1)}}, nil
+	return optim.StepOutput{Metrics: map[string]float64{"loss": r.Get(ev.Loss), "acc": r.Get(ev.Acc)}}, nil
 }
 
 // Example_gradientNoise runs the GNSGD optimizer of this file (the worked
@@ -79,8 +84,11 @@ func Example_gradientNoise() {
 	fmt.Println("Exec calls in step 0:", h.ExecCount(0))
 	fmt.Println("eta rejected as string:", optimtest.NewHarness(New(), h,
 		optimtest.WithHParams(map[string]any{"eta": "big"})).Configure(ctx, 1) != nil)
+	fmt.Println(optimtest.NewHarness(New(), h,
+		optimtest.WithHParams(map[string]any{"eta": -1.0})).Configure(ctx, 1))
 	// Output:
 	// loss decreased: true
 	// Exec calls in step 0: 1
 	// eta rejected as string: true
+	// optimtest: gnsgd: hparams: "eta": -1 is out of range [0,): want ≥ 0
 }

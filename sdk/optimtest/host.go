@@ -337,8 +337,8 @@ func (h *Host) Layout(ctx context.Context) (optim.Layout, error) {
 }
 
 // Exec implements optim.Host: it runs the ops in order and stops at the
-// first failing op, whose index the error names. Effects of the ops before
-// it remain. Every call is recorded (see Execs).
+// first failing op, with an *optim.OpError that names it. Effects of the
+// ops before it remain. Every call is recorded (see Execs).
 func (h *Host) Exec(ctx context.Context, p *optim.Program) (optim.Result, error) {
 	if err := ctx.Err(); err != nil {
 		return optim.Result{}, fmt.Errorf("optimtest: exec: %w", err)
@@ -353,7 +353,7 @@ func (h *Host) Exec(ctx context.Context, p *optim.Program) (optim.Result, error)
 	var err error
 	for i, op := range p.Ops {
 		if err = h.apply(op, &res); err != nil {
-			err = fmt.Errorf("optimtest: op %d (%T): %w", i, op, err)
+			err = &optim.OpError{Index: i, Op: optim.OpName(op), Err: err}
 			break
 		}
 	}
@@ -614,10 +614,15 @@ func (h *Host) apply(op optim.Op, res *optim.Result) error {
 		if op.Member < 0 || int(op.Member) >= len(h.members) {
 			return fmt.Errorf("set lr of member %d of %d", op.Member, len(h.members))
 		}
+		if math.IsNaN(op.LR) || op.LR < 0 {
+			return fmt.Errorf("set lr of member %d: invalid learning rate %v", op.Member, op.LR)
+		}
 		m := h.members[op.Member]
 		m.lr, m.lrSet = op.LR, true
+	case nil:
+		return errors.New("nil op")
 	default:
-		return fmt.Errorf("unknown op %T", op)
+		return fmt.Errorf("unknown op %T: %w", op, errors.ErrUnsupported)
 	}
 	return nil
 }
@@ -673,7 +678,7 @@ func unaryFunc(k optim.UnaryKind) (func(float64) float64, error) {
 	case optim.Reciprocal:
 		return func(x float64) float64 { return 1 / x }, nil
 	}
-	return nil, fmt.Errorf("unknown unary kind %d", k)
+	return nil, fmt.Errorf("unknown unary kind %d: %w", k, errors.ErrUnsupported)
 }
 
 func binaryFunc(k optim.BinaryKind) (func(a, b float64) float64, error) {
@@ -691,7 +696,7 @@ func binaryFunc(k optim.BinaryKind) (func(a, b float64) float64, error) {
 	case optim.Min:
 		return math.Min, nil
 	}
-	return nil, fmt.Errorf("unknown binary kind %d", k)
+	return nil, fmt.Errorf("unknown binary kind %d: %w", k, errors.ErrUnsupported)
 }
 
 // samples returns the training samples a Batch selects from the current
@@ -729,6 +734,9 @@ func (h *Host) grad(op optim.Grad, res *optim.Result) error {
 	}
 	mem := h.members[owner]
 	var out, outRho, eps []float64
+	if op.Out < 0 {
+		return fmt.Errorf("grad with Out %d: want an allocated vector (> 0) or 0", op.Out)
+	}
 	if op.Out != 0 {
 		if out, err = h.get(op.Out); err != nil {
 			return err
@@ -762,7 +770,7 @@ func (h *Host) grad(op optim.Grad, res *optim.Result) error {
 	case optim.BNFreeze:
 		st.BNFreeze++
 	default:
-		return fmt.Errorf("unknown BN mode %d", op.BN)
+		return fmt.Errorf("unknown BN mode %d: %w", op.BN, errors.ErrUnsupported)
 	}
 	g := make([]float64, len(at))
 	rec := GradRecord{Step: h.step, Member: owner, At: slices.Clone(at), Samples: s, BN: op.BN}
@@ -839,7 +847,7 @@ func (h *Host) jointGrad(op optim.JointGrad, res *optim.Result) error {
 		}
 	}
 	if op.BN != optim.BNUpdate && op.BN != optim.BNFreeze {
-		return fmt.Errorf("unknown BN mode %d", op.BN)
+		return fmt.Errorf("unknown BN mode %d: %w", op.BN, errors.ErrUnsupported)
 	}
 	s, err := h.samples(op.Batch)
 	if err != nil {

@@ -3,6 +3,7 @@ package optimtest
 import (
 	"context"
 	"fmt"
+	"io"
 
 	"github.com/optlab/optlab/sdk/hparams"
 	"github.com/optlab/optlab/sdk/optim"
@@ -26,6 +27,7 @@ type runConfig struct {
 	totalSteps    int64
 	start         int64
 	after         func(in optim.StepInput, out optim.StepOutput) error
+	trace         io.Writer
 }
 
 // WithHParams sets the optimizer's hyperparameters as an experiment's TOML
@@ -62,6 +64,11 @@ func WithAfterStep(f func(in optim.StepInput, out optim.StepOutput) error) RunOp
 	return func(c *runConfig) { c.after = f }
 }
 
+// WithTrace makes the optimizer see the host through optim.Trace (without
+// timings), writing every Layout and Exec call to w: what golden op-trace
+// tests compare (see Golden).
+func WithTrace(w io.Writer) RunOption { return func(c *runConfig) { c.trace = w } }
+
 // Harness drives an optim.Optimizer against an optim.Host the way the real
 // host's training loop does. The optimizer may be an in-process value or a
 // client of a plugin process; the host is typically a *Host.
@@ -71,6 +78,7 @@ type Harness struct {
 	cfg  runConfig
 	next int64
 	conf optim.Config
+	view optim.Host // Host as the optimizer sees it (traced by WithTrace)
 }
 
 // NewHarness returns a harness; call Configure before Step.
@@ -79,7 +87,11 @@ func NewHarness(opt optim.Optimizer, h optim.Host, opts ...RunOption) *Harness {
 	for _, o := range opts {
 		o(&c)
 	}
-	return &Harness{Opt: opt, Host: h, cfg: c, next: c.start}
+	r := &Harness{Opt: opt, Host: h, cfg: c, next: c.start, view: h}
+	if c.trace != nil {
+		r.view = optim.Trace(h, c.trace, false)
+	}
+	return r
 }
 
 // Config returns the optim.Config that Configure passed (zero before).
@@ -117,7 +129,7 @@ func (r *Harness) Configure(ctx context.Context, totalSteps int64) error {
 		Params: params, Seed: r.cfg.seed, TotalSteps: total,
 		StepsPerEpoch: spe, Members: len(layout.Members),
 	}
-	if err := r.Opt.Configure(ctx, r.Host, r.conf); err != nil {
+	if err := r.Opt.Configure(ctx, r.view, r.conf); err != nil {
 		return fmt.Errorf("optimtest: configure %s: %w", info.Name, err)
 	}
 	return nil
@@ -130,7 +142,7 @@ func (r *Harness) Step(ctx context.Context) (optim.StepOutput, error) {
 	if b, ok := r.Host.(StepBeginner); ok {
 		b.BeginStep(in)
 	}
-	out, err := r.Opt.Step(ctx, r.Host, in)
+	out, err := r.Opt.Step(ctx, r.view, in)
 	if err != nil {
 		return out, fmt.Errorf("optimtest: step %d: %w", in.Step, err)
 	}

@@ -30,17 +30,19 @@ func (o *gd) Configure(ctx context.Context, h optim.Host, cfg optim.Config) erro
 	if err := hparams.Apply(o, cfg.Params); err != nil {
 		return err
 	}
-	_, err := h.Exec(ctx, optim.Prog().Alloc(1))
+	_, err := h.Exec(ctx, optim.Prog().Alloc(1, 0))
 	return err
 }
 
 func (o *gd) Step(ctx context.Context, h optim.Host, in optim.StepInput) (optim.StepOutput, error) {
 	o.ins = append(o.ins, in)
-	r, err := h.Exec(ctx, optim.Prog().Grad(1, optim.Params, optim.Batch{}, optim.BNUpdate).Axpy(optim.Params, -o.Scale*in.LR, 1))
+	p := optim.Prog()
+	ev := p.Grad(1, optim.Params, optim.Batch{}, optim.BNUpdate)
+	r, err := h.Exec(ctx, p.Axpy(optim.Params, -o.Scale*in.LR, 1))
 	if err != nil {
 		return optim.StepOutput{}, err
 	}
-	return optim.StepOutput{Metrics: map[string]float64{"loss": r.Scalar(0)}}, nil
+	return optim.StepOutput{Metrics: map[string]float64{"loss": r.Get(ev.Loss)}}, nil
 }
 
 func TestRun(t *testing.T) {

@@ -20,7 +20,13 @@ const (
 
 // varProg allocates the three test vectors and fills eps with N(0, 1).
 func varProg(seed int64) *optim.Program {
-	return optim.Prog().Alloc(gMu).Alloc(gRho).Alloc(eps).RandN(eps, 1, seed)
+	return optim.Prog().Alloc(gMu, 0).Alloc(gRho, 0).Alloc(eps, 0).RandN(eps, 1, seed)
+}
+
+// varGrad appends a variational pass at at: gradients into out and outRho,
+// noise from e.
+func varGrad(p *optim.Program, out, outRho, at, e optim.Vec, bn optim.BNMode) optim.Eval {
+	return p.GradOp(optim.Grad{Out: out, OutRho: outRho, At: at, Eps: e, BN: bn})
 }
 
 // ref §8 item 28.
@@ -44,7 +50,7 @@ func TestSoftplus(t *testing.T) {
 	}
 	// The host's Softplus op on the ρ handle gives σ.
 	h := optimtest.MustHost(t, &optimtest.Linear{C: make([]float64, 2)}, optimtest.WithVariational(0, []float64{-5, -3}, 0.1, 0, ""))
-	exec(t, h, optim.Prog().Alloc(1).Unary(1, optim.RhoOf(0), optim.Softplus))
+	exec(t, h, optim.Prog().Alloc(1, 0).Unary(1, optim.RhoOf(0), optim.Softplus))
 	if s := vec(t, h, 1); math.Abs(s[0]-0.0067153) > 5e-8 || math.Abs(s[1]-0.0485874) > 5e-8 {
 		t.Errorf("softplus of the ρ handle: %v", s)
 	}
@@ -77,9 +83,11 @@ func TestKL(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			h := optimtest.MustHost(t, &optimtest.Linear{C: make([]float64, tt.n)}, optimtest.WithTrainSize(tt.trainSize),
 				optimtest.WithVariational(0, []float64{tt.rho}, 0.1, tt.beta, tt.kl))
-			r := exec(t, h, varProg(7).VarGrad(gMu, gRho, optim.Params, eps, optim.Batch{}, optim.BNUpdate))
-			if math.Abs(r.Scalar(0)-tt.want) > 5e-6*float64(tt.n) {
-				t.Errorf("loss %.7f, want %.7f", r.Scalar(0), tt.want)
+			p := varProg(7)
+			ev := varGrad(p, gMu, gRho, optim.Params, eps, optim.BNUpdate)
+			r := exec(t, h, p)
+			if math.Abs(r.Get(ev.Loss)-tt.want) > 5e-6*float64(tt.n) {
+				t.Errorf("loss %.7f, want %.7f", r.Get(ev.Loss), tt.want)
 			}
 			rec := h.Grads()[0]
 			wantKL := tt.want * float64(tt.trainSize) / tt.beta
@@ -136,7 +144,9 @@ func TestVariationalGradFiniteDifference(t *testing.T) {
 			h := optimtest.MustHost(t, p, optimtest.WithTrainSize(20), optimtest.WithBatchSize(8),
 				optimtest.WithVariational(0, rho0, 0.3, 2, tt.kl))
 			pass := func() float64 {
-				return exec(t, h, optim.Prog().VarGrad(gMu, gRho, optim.Params, eps, optim.Batch{}, optim.BNFreeze)).Scalar(0)
+				p := optim.Prog()
+				ev := varGrad(p, gMu, gRho, optim.Params, eps, optim.BNFreeze)
+				return exec(t, h, p).Get(ev.Loss)
 			}
 			exec(t, h, varProg(11))
 			pass()
@@ -189,18 +199,21 @@ func TestEpsReuse(t *testing.T) {
 		return optimtest.MustHost(t, p, optimtest.WithSeed(3), optimtest.WithVariational(0, []float64{-1}, 0.1, 1, "qp"))
 	}
 	h := newH()
-	r := exec(t, h, varProg(5).
-		VarGrad(gMu, gRho, optim.Params, eps, optim.Batch{}, optim.BNUpdate).
-		VarGrad(gMu, gRho, optim.Params, eps, optim.Batch{}, optim.BNFreeze).
-		VarGrad(gMu, 0, optim.Params, 0, optim.Batch{}, optim.BNUpdate).
-		VarGrad(gMu, 0, optim.Params, 0, optim.Batch{}, optim.BNUpdate))
+	prog := varProg(5)
+	ev := []optim.Eval{
+		varGrad(prog, gMu, gRho, optim.Params, eps, optim.BNUpdate),
+		varGrad(prog, gMu, gRho, optim.Params, eps, optim.BNFreeze),
+		varGrad(prog, gMu, 0, optim.Params, 0, optim.BNUpdate),
+		varGrad(prog, gMu, 0, optim.Params, 0, optim.BNUpdate),
+	}
+	r := exec(t, h, prog)
 	g := h.Grads()
 	kappa := vec(t, h, eps)
-	if r.Scalar(0) != r.Scalar(2) || !slices.Equal(g[0].Weights, g[1].Weights) || !slices.Equal(g[0].GradRho, g[1].GradRho) ||
+	if r.Get(ev[0].Loss) != r.Get(ev[1].Loss) || !slices.Equal(g[0].Weights, g[1].Weights) || !slices.Equal(g[0].GradRho, g[1].GradRho) ||
 		!slices.Equal(g[0].Eps, kappa) {
-		t.Errorf("same Eps: losses %v, %v; weights differ: %v", r.Scalar(0), r.Scalar(2), !slices.Equal(g[0].Weights, g[1].Weights))
+		t.Errorf("same Eps: losses %v, %v; weights differ: %v", r.Get(ev[0].Loss), r.Get(ev[1].Loss), !slices.Equal(g[0].Weights, g[1].Weights))
 	}
-	if r.Scalar(4) == r.Scalar(6) || slices.Equal(g[2].Eps, g[3].Eps) || slices.Equal(g[2].Eps, kappa) {
+	if r.Get(ev[2].Loss) == r.Get(ev[3].Loss) || slices.Equal(g[2].Eps, g[3].Eps) || slices.Equal(g[2].Eps, kappa) {
 		t.Error("Eps = 0 did not draw fresh noise per pass")
 	}
 	for i, w := range g[0].Weights {
@@ -210,10 +223,11 @@ func TestEpsReuse(t *testing.T) {
 	}
 	// The fresh draws come from the seeded host stream: reproducible.
 	h2 := newH()
-	exec(t, h2, varProg(5).
-		VarGrad(gMu, gRho, optim.Params, eps, optim.Batch{}, optim.BNUpdate).
-		VarGrad(gMu, gRho, optim.Params, eps, optim.Batch{}, optim.BNFreeze).
-		VarGrad(gMu, 0, optim.Params, 0, optim.Batch{}, optim.BNUpdate))
+	prog = varProg(5)
+	varGrad(prog, gMu, gRho, optim.Params, eps, optim.BNUpdate)
+	varGrad(prog, gMu, gRho, optim.Params, eps, optim.BNFreeze)
+	varGrad(prog, gMu, 0, optim.Params, 0, optim.BNUpdate)
+	exec(t, h2, prog)
 	if !slices.Equal(h2.Grads()[2].Eps, g[2].Eps) {
 		t.Error("fresh draws are not reproducible under the same host seed")
 	}
@@ -225,10 +239,11 @@ func TestSmallSigmaIsDeterministic(t *testing.T) {
 	p := optimtest.NewMLP(optimtest.MLPConfig{Hidden: 5, Samples: 32, Seed: 2})
 	hv := optimtest.MustHost(t, p, optimtest.WithVariational(0, []float64{-30}, 0.1, 0, "qp"))
 	hd := optimtest.MustHost(t, p)
-	rv := exec(t, hv, varProg(9).VarGrad(gMu, gRho, optim.Params, eps, optim.Batch{}, optim.BNUpdate))
-	rd := exec(t, hd, optim.Prog().Alloc(gMu).Grad(gMu, optim.Params, optim.Batch{}, optim.BNUpdate))
-	if math.Abs(rv.Scalar(0)-rd.Scalar(0)) > 1e-12 || rv.Scalar(1) != rd.Scalar(1) {
-		t.Errorf("loss %v, acc %v; deterministic %v, %v", rv.Scalar(0), rv.Scalar(1), rd.Scalar(0), rd.Scalar(1))
+	pv, pd := varProg(9), optim.Prog().Alloc(gMu, 0)
+	evv, evd := varGrad(pv, gMu, gRho, optim.Params, eps, optim.BNUpdate), pd.Grad(gMu, optim.Params, optim.Batch{}, optim.BNUpdate)
+	rv, rd := exec(t, hv, pv), exec(t, hd, pd)
+	if math.Abs(rv.Get(evv.Loss)-rd.Get(evd.Loss)) > 1e-12 || rv.Get(evv.Acc) != rd.Get(evd.Acc) {
+		t.Errorf("loss %v, acc %v; deterministic %v, %v", rv.Get(evv.Loss), rv.Get(evv.Acc), rd.Get(evd.Loss), rd.Get(evd.Acc))
 	}
 	gv, gd := vec(t, hv, gMu), vec(t, hd, gMu)
 	for i := range gv {
@@ -262,7 +277,7 @@ func TestRhoBaseStep(t *testing.T) {
 		hr := optimtest.MustHost(t, &optimtest.Linear{C: c, X0: rho0}, optimtest.WithBase(bNoWD))
 		hd := optimtest.MustHost(t, &optimtest.Linear{C: c}, optimtest.WithBase(b))
 		for _, h := range []*optimtest.Host{hv, hr, hd} {
-			exec(t, h, optim.Prog().Alloc(gMu).Alloc(gRho))
+			exec(t, h, optim.Prog().Alloc(gMu, 0).Alloc(gRho, 0))
 			if err := h.SetVec(gRho, gr); err != nil {
 				t.Fatal(err)
 			}
@@ -271,10 +286,13 @@ func TestRhoBaseStep(t *testing.T) {
 			for _, h := range []*optimtest.Host{hv, hr, hd} {
 				h.BeginStep(optim.StepInput{Step: s, LR: 0.1})
 			}
-			exec(t, hv, optim.Prog().SetLR(0, 0.05).Grad(gMu, optim.Params, optim.Batch{}, optim.BNUpdate).
-				BaseStep(optim.Params, gMu).BaseStep(optim.RhoOf(0), gRho))
+			pv := optim.Prog().SetLR(0, 0.05)
+			pv.Grad(gMu, optim.Params, optim.Batch{}, optim.BNUpdate)
+			exec(t, hv, pv.BaseStep(optim.Params, gMu).BaseStep(optim.RhoOf(0), gRho))
 			exec(t, hr, optim.Prog().SetLR(0, 0.05).BaseStep(optim.Params, gRho))
-			exec(t, hd, optim.Prog().SetLR(0, 0.05).Grad(gMu, optim.Params, optim.Batch{}, optim.BNUpdate).BaseStep(optim.Params, gMu))
+			pd := optim.Prog().SetLR(0, 0.05)
+			pd.Grad(gMu, optim.Params, optim.Batch{}, optim.BNUpdate)
+			exec(t, hd, pd.BaseStep(optim.Params, gMu))
 		}
 		if got, want := hv.Rho(0), hr.Params(0); !slices.Equal(got, want) {
 			t.Errorf("%+v: ρ = %v, want %v", b, got, want)
@@ -302,40 +320,16 @@ func TestVariationalLayoutAndHandles(t *testing.T) {
 		t.Errorf("ρ: %v, %v, %v", h.Rho(0), h.Rho(1), h.Rho(2))
 	}
 	// ρ handles work in the vector ops, both ways.
-	exec(t, h, optim.Prog().Alloc(1).Copy(1, optim.RhoOf(2)).AddConst(1, 1).Copy(optim.RhoOf(1), 1))
+	exec(t, h, optim.Prog().Alloc(1, 0).Copy(1, optim.RhoOf(2)).AddConst(1, 1).Copy(optim.RhoOf(1), 1))
 	if got := vec(t, h, optim.RhoOf(1)); !slices.Equal(got, []float64{-2, -3}) {
 		t.Errorf("ρ of member 1 = %v", got)
 	}
 }
 
-func TestVariationalErrors(t *testing.T) {
+// TestVariationalOptionErrors checks WithVariational's validation (the
+// errors of variational ops are in the conformance suite).
+func TestVariationalOptionErrors(t *testing.T) {
 	lin := func() optimtest.Problem { return &optimtest.Linear{C: []float64{1, 2}} }
-	vari := optimtest.WithVariational(1, nil, 0.1, 0, "")
-	progs := []struct {
-		name string
-		prog *optim.Program
-		want string
-	}{
-		{"eps at a deterministic member", optim.Prog().VarGrad(gMu, 0, optim.ParamsOf(0), eps, optim.Batch{}, 0), "not variational"},
-		{"outRho at a deterministic member", optim.Prog().VarGrad(gMu, gRho, optim.ParamsOf(0), 0, optim.Batch{}, 0), "not variational"},
-		{"grad at ρ", optim.Prog().Grad(gMu, optim.RhoOf(1), optim.Batch{}, 0), "grad at ρ handle"},
-		{"reserved eps", optim.Prog().VarGrad(gMu, 0, optim.ParamsOf(1), optim.ParamsOf(1), optim.Batch{}, 0), "want allocated vectors"},
-		{"unallocated eps", optim.Prog().VarGrad(gMu, 0, optim.ParamsOf(1), 9, optim.Batch{}, 0), "not allocated"},
-		{"ρ of a deterministic member", optim.Prog().Copy(gMu, optim.RhoOf(0)), "not variational"},
-		{"ρ of no member", optim.Prog().Copy(gMu, optim.RhoOf(5)), "no member 5"},
-		{"base step on ρ of a deterministic member", optim.Prog().BaseStep(optim.RhoOf(0), gMu), "not variational"},
-		{"alloc of a ρ handle", optim.Prog().Alloc(optim.RhoOf(1)), "reserved"},
-	}
-	for _, tt := range progs {
-		t.Run(tt.name, func(t *testing.T) {
-			h := optimtest.MustHost(t, lin(), optimtest.WithMembers(2), optimtest.WithTrainSize(10), vari)
-			exec(t, h, varProg(1))
-			_, err := h.Exec(context.Background(), tt.prog)
-			if err == nil || !strings.Contains(err.Error(), tt.want) {
-				t.Errorf("err = %v, want one containing %q", err, tt.want)
-			}
-		})
-	}
 	opts := []struct {
 		name string
 		opt  optimtest.HostOption

@@ -18,7 +18,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"runtime/debug"
 	"strconv"
 	"sync"
 	"syscall"
@@ -29,8 +28,8 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 
-	pb "github.com/optlab/optlab/internal/pluginpb"
-	"github.com/optlab/optlab/internal/wire"
+	pb "github.com/optlab/optlab/sdk/internal/pluginpb"
+	"github.com/optlab/optlab/sdk/internal/wire"
 	"github.com/optlab/optlab/sdk/optim"
 )
 
@@ -196,27 +195,31 @@ type server struct {
 
 	mu   sync.Mutex
 	host *hostClient // set by Configure; nil before
+	view optim.Host  // host as the optimizer sees it (traced with OPTLAB_TRACE=1)
 }
 
 // guard runs fn, turning a panic into an Internal error and logging the
 // panic with its stack to the plugin's stderr.
-func (s *server) guard(method string, fn func() error) (err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			s.log.Error("recovered panic in optimizer", "method", method, "panic", fmt.Sprint(r), "stack", string(debug.Stack()))
-			err = &wire.Error{Code: codes.Internal, Op: -1, Msg: fmt.Sprintf("panic in %s: %v", method, r)}
-		}
-	}()
-	return fn()
+func (s *server) guard(method string, fn func() error) error {
+	return wire.Guard(s.log, "optimizer", method, fn)
 }
 
-func (s *server) currentHost() (*hostClient, error) {
+func (s *server) currentHost() (optim.Host, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.host == nil {
-		return nil, &wire.Error{Code: codes.FailedPrecondition, Op: -1, Msg: "optimizer used before Configure"}
+		return nil, &wire.Error{Code: codes.FailedPrecondition, Msg: "optimizer used before Configure"}
 	}
-	return s.host, nil
+	return s.view, nil
+}
+
+// traced wraps h with optim.Trace, writing to stderr, when the plugin runs
+// with OPTLAB_TRACE=1.
+func traced(h optim.Host) optim.Host {
+	if os.Getenv(optim.TraceEnv) == "1" {
+		return optim.Trace(h, os.Stderr, true)
+	}
+	return h
 }
 
 // Info implements pb.OptimizerServer.
@@ -225,7 +228,7 @@ func (s *server) Info(context.Context, *pb.InfoRequest) (*pb.InfoResponse, error
 	err := s.guard("Info", func() error {
 		info, err := wire.InfoToProto(s.opt.Info())
 		if err != nil {
-			return &wire.Error{Code: codes.Internal, Op: -1, Msg: fmt.Sprintf("invalid Info: %v", err)}
+			return &wire.Error{Code: codes.Internal, Msg: fmt.Sprintf("invalid Info: %v", err)}
 		}
 		resp.Info = info
 		_, resp.Predictor = s.opt.(optim.Predictor)
@@ -249,14 +252,15 @@ func (s *server) Configure(ctx context.Context, req *pb.ConfigureRequest) (*pb.C
 	conn, err := s.broker.Dial(req.GetHostBrokerId())
 	if err != nil {
 		return nil, wire.ToStatus(&wire.Error{
-			Code: codes.Unavailable, Op: -1,
-			Msg: fmt.Sprintf("dial host broker ID %d: %v", req.GetHostBrokerId(), err),
+			Code: codes.Unavailable,
+			Msg:  fmt.Sprintf("dial host broker ID %d: %v", req.GetHostBrokerId(), err),
 		})
 	}
-	h := &hostClient{conn: conn, c: pb.NewHostClient(conn)}
+	hc := &hostClient{conn: conn, c: pb.NewHostClient(conn)}
+	h := traced(hc)
 	s.mu.Lock()
 	old := s.host
-	s.host = h
+	s.host, s.view = hc, h
 	s.mu.Unlock()
 	if old != nil {
 		_ = old.conn.Close()
@@ -289,7 +293,7 @@ func (s *server) Step(ctx context.Context, req *pb.StepRequest) (*pb.StepRespons
 func (s *server) Predictive(ctx context.Context, _ *pb.PredictiveRequest) (*pb.PredictiveResponse, error) {
 	p, ok := s.opt.(optim.Predictor)
 	if !ok {
-		return nil, wire.ToStatus(&wire.Error{Code: codes.Unimplemented, Op: -1, Msg: "optimizer does not implement optim.Predictor"})
+		return nil, wire.ToStatus(&wire.Error{Code: codes.Unimplemented, Msg: "optimizer does not implement optim.Predictor"})
 	}
 	var pred optim.Predictive
 	err := s.guard("Predictive", func() (err error) {
@@ -307,7 +311,7 @@ func (s *server) Predictive(ctx context.Context, _ *pb.PredictiveRequest) (*pb.P
 func (s *server) SaveState(ctx context.Context, _ *pb.SaveStateRequest) (*pb.SaveStateResponse, error) {
 	st, ok := s.opt.(optim.Stateful)
 	if !ok {
-		return nil, wire.ToStatus(&wire.Error{Code: codes.Unimplemented, Op: -1, Msg: "optimizer does not implement optim.Stateful"})
+		return nil, wire.ToStatus(&wire.Error{Code: codes.Unimplemented, Msg: "optimizer does not implement optim.Stateful"})
 	}
 	var (
 		blob []byte
@@ -328,7 +332,7 @@ func (s *server) SaveState(ctx context.Context, _ *pb.SaveStateRequest) (*pb.Sav
 func (s *server) LoadState(ctx context.Context, req *pb.LoadStateRequest) (*pb.LoadStateResponse, error) {
 	st, ok := s.opt.(optim.Stateful)
 	if !ok {
-		return nil, wire.ToStatus(&wire.Error{Code: codes.Unimplemented, Op: -1, Msg: "optimizer does not implement optim.Stateful"})
+		return nil, wire.ToStatus(&wire.Error{Code: codes.Unimplemented, Msg: "optimizer does not implement optim.Stateful"})
 	}
 	if err := s.guard("LoadState", func() error { return st.LoadState(ctx, req.GetBlob()) }); err != nil {
 		return nil, wire.ToStatus(err)

@@ -4,11 +4,11 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"math"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"reflect"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -21,10 +21,10 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
-	pb "github.com/optlab/optlab/internal/pluginpb"
-	"github.com/optlab/optlab/internal/testplugin"
-	"github.com/optlab/optlab/internal/wire"
+	pb "github.com/optlab/optlab/sdk/internal/pluginpb"
+	"github.com/optlab/optlab/sdk/internal/wire"
 	"github.com/optlab/optlab/sdk/optim"
+	"github.com/optlab/optlab/sdk/protocoltest"
 )
 
 // wired is the host end of an in-process plugin connection.
@@ -117,8 +117,8 @@ func TestInfo(t *testing.T) {
 		predictor bool
 		stateful  bool
 	}{
-		{"toy", testplugin.New, true, true},
-		{"plain", testplugin.NewPlain, false, false},
+		{"toy", protocoltest.New, true, true},
+		{"plain", protocoltest.NewPlain, false, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -139,8 +139,8 @@ func TestInfo(t *testing.T) {
 }
 
 func TestStepThroughHost(t *testing.T) {
-	w := wireUp(t, testplugin.New)
-	host := testplugin.NewFakeHost(100)
+	w := wireUp(t, protocoltest.New)
+	host := protocoltest.NewFakeHost(100)
 	if err := w.configure(t, host, nil); err != nil {
 		t.Fatalf("Configure: %v", err)
 	}
@@ -150,7 +150,9 @@ func TestStepThroughHost(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := resp.GetOutput().GetMetrics(); !reflect.DeepEqual(got, map[string]float64{"loss": 1.5, "acc": 0.25, "gnorm": 2}) {
+	// The fake host's problem is ½‖θ‖² from θ = 1 (100 parameters): loss
+	// 50, ‖∇‖ = 10, and a quadratic has no accuracy.
+	if got := resp.GetOutput().GetMetrics(); got["loss"] != 50 || got["gnorm"] != 10 || !math.IsNaN(got["acc"]) || len(got) != 3 {
 		t.Fatalf("metrics = %v", got)
 	}
 	if n := len(host.Programs()); n != 3 {
@@ -173,7 +175,7 @@ func TestErrors(t *testing.T) {
 		want   string
 	}{
 		{
-			"step before configure", testplugin.New,
+			"step before configure", protocoltest.New,
 			func(t *testing.T, w *wired) error {
 				_, err := w.opt.Step(context.Background(), &pb.StepRequest{})
 				return err
@@ -181,9 +183,9 @@ func TestErrors(t *testing.T) {
 			codes.FailedPrecondition, "before Configure",
 		},
 		{
-			"panic in step", testplugin.New,
+			"panic in step", protocoltest.New,
 			func(t *testing.T, w *wired) error {
-				if err := w.configure(t, testplugin.NewFakeHost(1), map[string]any{"mode": testplugin.ModePanic}); err != nil {
+				if err := w.configure(t, protocoltest.NewFakeHost(1), map[string]any{"mode": protocoltest.ModePanic}); err != nil {
 					t.Fatal(err)
 				}
 				_, err := w.opt.Step(context.Background(), &pb.StepRequest{Input: &pb.StepInput{Step: 3}})
@@ -192,14 +194,14 @@ func TestErrors(t *testing.T) {
 			codes.Internal, "panic in Step: toy optimizer exploded at step 3",
 		},
 		{
-			"host error keeps its op index", testplugin.New,
+			"host error keeps its op index", protocoltest.New,
 			func(t *testing.T, w *wired) error {
-				return w.configure(t, &badLayoutHost{*testplugin.NewFakeHost(1)}, nil)
+				return w.configure(t, &badLayoutHost{*protocoltest.NewFakeHost(1)}, nil)
 			},
-			codes.Unknown, "op 0: unknown vector handle 1",
+			codes.Unknown, "op 0 (Alloc): unknown vector handle 1",
 		},
 		{
-			"predictive unimplemented", testplugin.NewPlain,
+			"predictive unimplemented", protocoltest.NewPlain,
 			func(t *testing.T, w *wired) error {
 				_, err := w.opt.Predictive(context.Background(), &pb.PredictiveRequest{})
 				return err
@@ -207,7 +209,7 @@ func TestErrors(t *testing.T) {
 			codes.Unimplemented, "optim.Predictor",
 		},
 		{
-			"save state unimplemented", testplugin.NewPlain,
+			"save state unimplemented", protocoltest.NewPlain,
 			func(t *testing.T, w *wired) error {
 				_, err := w.opt.SaveState(context.Background(), &pb.SaveStateRequest{})
 				return err
@@ -215,7 +217,7 @@ func TestErrors(t *testing.T) {
 			codes.Unimplemented, "optim.Stateful",
 		},
 		{
-			"load state unimplemented", testplugin.NewPlain,
+			"load state unimplemented", protocoltest.NewPlain,
 			func(t *testing.T, w *wired) error {
 				_, err := w.opt.LoadState(context.Background(), &pb.LoadStateRequest{})
 				return err
@@ -223,7 +225,7 @@ func TestErrors(t *testing.T) {
 			codes.Unimplemented, "optim.Stateful",
 		},
 		{
-			"invalid info", func() optim.Optimizer { return badInfo{testplugin.New()} },
+			"invalid info", func() optim.Optimizer { return badInfo{protocoltest.New()} },
 			func(t *testing.T, w *wired) error {
 				_, err := w.opt.Info(context.Background(), &pb.InfoRequest{})
 				return err
@@ -231,7 +233,7 @@ func TestErrors(t *testing.T) {
 			codes.Internal, `invalid Info: info of "bad": hyperparameter "x": unknown type "complex"`,
 		},
 		{
-			"bad broker id", testplugin.New,
+			"bad broker id", protocoltest.New,
 			func(t *testing.T, w *wired) error {
 				_, err := w.opt.Configure(context.Background(), &pb.ConfigureRequest{HostBrokerId: 9999})
 				return err
@@ -252,10 +254,10 @@ func TestErrors(t *testing.T) {
 }
 
 // badLayoutHost fails the toy's Alloc program as if handle 1 were unknown.
-type badLayoutHost struct{ testplugin.FakeHost }
+type badLayoutHost struct{ protocoltest.FakeHost }
 
 func (h *badLayoutHost) Exec(context.Context, *optim.Program) (optim.Result, error) {
-	return optim.Result{}, &testplugin.HandleError{Index: 0, Vec: 1}
+	return optim.Result{}, &optim.OpError{Index: 0, Op: "Alloc", Err: errors.New("unknown vector handle 1")}
 }
 
 type badInfo struct{ optim.Optimizer }
@@ -267,11 +269,11 @@ func (b badInfo) Info() optim.Info {
 func TestHostErrorsReachTheOptimizer(t *testing.T) {
 	// The op index and code of a host error survive host → plugin (as the
 	// optimizer sees it) and plugin → host (as the Step error).
-	w := wireUp(t, testplugin.New)
-	err := w.configure(t, &badLayoutHost{*testplugin.NewFakeHost(1)}, nil)
+	w := wireUp(t, protocoltest.New)
+	err := w.configure(t, &badLayoutHost{*protocoltest.NewFakeHost(1)}, nil)
 	back := wire.FromStatus(err)
-	var we *wire.Error
-	if !errors.As(back, &we) || we.Op != 0 || !strings.Contains(we.Msg, "toy: alloc: op 0") {
+	var oe *optim.OpError
+	if !errors.As(back, &oe) || oe.Index != 0 || !strings.Contains(back.Error(), "toy: alloc: op 0") {
 		t.Fatalf("Configure error = %#v", back)
 	}
 }
@@ -295,7 +297,7 @@ func TestGRPCServerLimits(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := NewGRPCServer(nil)
-	srv := &server{opt: testplugin.New(), log: hclog.NewNullLogger()}
+	srv := &server{opt: protocoltest.New(), log: hclog.NewNullLogger()}
 	pb.RegisterOptimizerServer(s, srv)
 	go func() { _ = s.Serve(lis) }()
 	t.Cleanup(s.Stop)
@@ -363,7 +365,7 @@ func TestHostGone(t *testing.T) {
 
 func TestServeInProcessCancelled(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
-	rc, stopped, err := ServeInProcess(ctx, testplugin.New)
+	rc, stopped, err := ServeInProcess(ctx, protocoltest.New)
 	if err != nil || rc == nil || rc.Protocol != goplugin.ProtocolGRPC || rc.ProtocolVersion != optim.ProtocolMajor {
 		t.Fatalf("ServeInProcess = %+v, %v", rc, err)
 	}
@@ -372,5 +374,16 @@ func TestServeInProcessCancelled(t *testing.T) {
 	case <-stopped:
 	case <-time.After(5 * time.Second):
 		t.Fatal("in-process server did not stop")
+	}
+}
+
+func TestTraceEnv(t *testing.T) {
+	h := protocoltest.NewFakeHost(1)
+	if traced(h) != optim.Host(h) {
+		t.Error("traced without OPTLAB_TRACE")
+	}
+	t.Setenv(optim.TraceEnv, "1")
+	if traced(h) == optim.Host(h) {
+		t.Error("OPTLAB_TRACE=1 did not trace")
 	}
 }

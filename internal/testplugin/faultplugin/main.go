@@ -38,16 +38,15 @@ func defaults() config { return config{CrashAt: -1, HangAt: -1, NaNAt: -1, FailA
 
 // faulty is the optimizer.
 type faulty struct {
-	cfg     config
-	members int
+	cfg   config
+	hs    *optim.Handles
+	grads []optim.Vec // one gradient per member
 }
-
-func grad(m int) optim.Vec { return optim.Vec(1 + m) }
 
 // Info implements optim.Optimizer.
 func (o *faulty) Info() optim.Info {
 	return optim.Info{Name: "faulty", Version: "0.0.1", ProtocolMinor: optim.ProtocolMinor,
-		Capabilities: []string{"members"}, Params: hparams.MustSpecs(defaults())}
+		Capabilities: []optim.Capability{optim.CapMembers}, Params: hparams.MustSpecs(defaults())}
 }
 
 // Configure implements optim.Optimizer.
@@ -56,10 +55,11 @@ func (o *faulty) Configure(ctx context.Context, h optim.Host, cfg optim.Config) 
 	if err := hparams.Apply(&o.cfg, cfg.Params); err != nil {
 		return fmt.Errorf("faulty: %w", err)
 	}
-	o.members = max(cfg.Members, 1)
-	p := optim.Prog()
-	for m := range o.members {
-		p.AllocFor(grad(m), m)
+	o.hs = cfg.Namespace("faulty")
+	o.grads = o.hs.PerMember("g", max(cfg.Members, 1))
+	p := o.hs.Prog()
+	for m, g := range o.grads {
+		p.Alloc(g, m)
 	}
 	if _, err := h.Exec(ctx, p); err != nil {
 		return fmt.Errorf("faulty: configure: %w", err)
@@ -83,19 +83,17 @@ func (o *faulty) Step(ctx context.Context, h optim.Host, in optim.StepInput) (op
 	case o.cfg.FailAt:
 		return optim.StepOutput{}, fmt.Errorf("faulty: simulated failure at step %d", k)
 	}
-	p := optim.Prog()
-	for m := range o.members {
-		p.Grad(grad(m), optim.ParamsOf(m), optim.Batch{}, optim.BNUpdate).BaseStep(optim.ParamsOf(m), grad(m))
+	p := o.hs.Prog()
+	evs := make([]optim.Eval, len(o.grads))
+	for m, g := range o.grads {
+		evs[m] = p.Grad(g, optim.ParamsOf(m), optim.Batch{}, optim.BNUpdate)
+		p.BaseStep(optim.ParamsOf(m), g)
 	}
 	r, err := h.Exec(ctx, p)
 	if err != nil {
 		return optim.StepOutput{}, fmt.Errorf("faulty: step: %w", err)
 	}
-	var loss, acc float64
-	for m := range o.members {
-		loss += r.Scalar(2*m) / float64(o.members)
-		acc += r.Scalar(2*m+1) / float64(o.members)
-	}
+	loss, acc := r.Mean(evs)
 	if k == o.cfg.NaNAt {
 		loss = math.NaN()
 	}

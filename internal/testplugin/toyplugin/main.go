@@ -9,7 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/optlab/optlab/internal/testplugin"
+	"github.com/optlab/optlab/sdk/protocoltest"
 	"github.com/optlab/optlab/sdk/serve"
 )
 
@@ -17,10 +17,10 @@ func main() {
 	name := filepath.Base(os.Args[0])
 	switch {
 	case strings.HasPrefix(name, "plain"):
-		serve.Serve(testplugin.NewPlain)
+		serve.Serve(protocoltest.NewPlain)
 	case strings.HasPrefix(name, "future"):
-		serve.Serve(testplugin.NewFuture)
+		serve.Serve(protocoltest.NewFuture)
 	default:
-		serve.Serve(testplugin.New)
+		serve.Serve(protocoltest.New)
 	}
 }

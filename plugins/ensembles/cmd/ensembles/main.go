@@ -3,8 +3,8 @@
 package main
 
 import (
-	"github.com/optlab/optlab/plugins/ensembles"
+	"github.com/optlab/optlab/plugins/builtin"
 	"github.com/optlab/optlab/sdk/serve"
 )
 
-func main() { serve.Serve(ensembles.New) }
+func main() { serve.Serve(builtin.Constructor("ensembles")) }

@@ -2,8 +2,8 @@
 package main
 
 import (
-	"github.com/optlab/optlab/plugins/otmdr"
+	"github.com/optlab/optlab/plugins/builtin"
 	"github.com/optlab/optlab/sdk/serve"
 )
 
-func main() { serve.Serve(otmdr.New) }
+func main() { serve.Serve(builtin.Constructor("otmdr")) }

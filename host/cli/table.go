@@ -1,0 +1,100 @@
+package cli
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/optlab/optlab/host/results"
+	"github.com/optlab/optlab/host/table"
+)
+
+// tableUsage is the synopsis of host table.
+const tableUsage = `usage: table FILE.jsonl [FILE2.jsonl ...] [--by dataset,arch] [--metrics acc,nll,ece] [--format markdown|csv|latex] [--time] [--baseline METHOD] [--select val_acc]
+
+Renders mean ± std over seeds per method from results files. Several files
+are merged (duplicates collapse; mixed configurations are refused). Flags
+may come before or after the files.
+
+--metrics takes metric keys (acc, nll, brier, ece, aac, auroc, auroc_ood,
+temperature, cal_*, *_loss, seconds_per_epoch, wall_seconds, or any key in
+the records); an unknown key, or one that no successful run has, is an
+error.
+
+--baseline METHOD adds to every other row's cells the difference of means
+to METHOD in the same column group with a 95 % Welch t interval over seeds,
+as "Δ +0.25 [0.01, 0.49]*" (* = the interval excludes 0; no interval with
+fewer than 2 seeds on a side or zero variance on both). Bold then marks the
+best cell only if it is significantly better than METHOD. CSV gets diff,
+diff_lo, diff_hi and significant columns.
+
+--select VAL_METRIC (val_acc, val_nll, val_brier, val_ece, val_aac or
+val_auroc) picks, for each method of a sweep and each dataset × arch, the
+setting whose runs all succeeded with the best mean of that validation
+metric over seeds, shows that setting's test metrics as the method's row
+and names the chosen values under the table (CSV: a setting column). The
+choice is never made on test data: a test metric is refused, and so are
+runs trained without a validation split (data.validation = 0).
+`
+
+// tableCmd implements host table: the result tables of results files
+// (host/table renders them). args are the arguments after the command name:
+// results files and flags, in any order (a "--" ends the flags). The table
+// is written to w; -h prints the usage to w.
+func tableCmd(w io.Writer, args []string) error {
+	fs := flag.NewFlagSet("table", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	by := fs.String("by", table.FieldDataset, "comma-separated column grouping fields: dataset, arch, or none")
+	metricList := fs.String("metrics", "", "comma-separated metric keys (default: acc,nll,ece as present; all for csv)")
+	format := fs.String("format", string(table.Markdown), "output format: markdown, csv or latex")
+	timeTable := fs.Bool("time", false, "render the training-time table (seconds per epoch per method × arch)")
+	baseline := fs.String("baseline", "", "method to compare every other row with (difference and 95 % Welch t interval)")
+	sel := fs.String("select", "", "per method, keep the setting of a sweep with the best mean of this validation metric (val_acc, val_nll, …)")
+
+	var files []string
+	for {
+		err := fs.Parse(args)
+		if errors.Is(err, flag.ErrHelp) {
+			_, werr := io.WriteString(w, tableUsage)
+			return werr
+		}
+		if err != nil {
+			return fmt.Errorf("table: %w", err)
+		}
+		rest := fs.Args()
+		if len(rest) == 0 {
+			break
+		}
+		if consumed := len(args) - len(rest); consumed > 0 && args[consumed-1] == "--" {
+			files = append(files, rest...)
+			break
+		}
+		files = append(files, rest[0])
+		args = rest[1:]
+	}
+	if len(files) == 0 {
+		return errors.New("table: no results files given\n" + tableUsage)
+	}
+	opts := table.Options{By: splitList(*by), Metrics: splitList(*metricList), Format: table.Format(*format), Baseline: *baseline, Select: *sel}
+	recs, err := results.Read(files...)
+	if err != nil {
+		return fmt.Errorf("table: %w", err)
+	}
+	if *timeTable {
+		return table.RenderTime(w, recs, opts)
+	}
+	return table.Render(w, recs, opts)
+}
+
+// splitList splits a comma-separated flag value, dropping empty items.
+func splitList(s string) []string {
+	var out []string
+	for _, f := range strings.Split(s, ",") {
+		if f = strings.TrimSpace(f); f != "" {
+			out = append(out, f)
+		}
+	}
+	return out
+}

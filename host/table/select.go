@@ -1,0 +1,214 @@
+package table
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+
+	"github.com/optlab/optlab/host/results"
+)
+
+// valPrefix starts the keys of the validation split's metrics in a record
+// (host/train's ValPrefix).
+const valPrefix = "val_"
+
+// selection is the outcome of Options.Select.
+type selection struct {
+	metric string
+	// notes name the chosen setting of every swept method, one sentence
+	// per method.
+	notes []string
+	// settings maps method, dataset and arch (joined by "\x00") to the
+	// chosen setting.
+	settings map[string]string
+}
+
+// workload is one (method, dataset, arch) whose settings compete.
+type workload struct {
+	method, dataset, arch string
+}
+
+func (w workload) key() string { return w.method + "\x00" + w.dataset + "\x00" + w.arch }
+
+// candidate is one setting of a workload.
+type candidate struct {
+	setting string
+	vals    []float64
+	failed  int
+	recs    []results.Record
+}
+
+// checkSelect checks the metric of Options.Select: a metric of the
+// validation split with a direction.
+func checkSelect(metric string) error {
+	if !strings.HasPrefix(metric, valPrefix) {
+		base := strings.TrimPrefix(strings.TrimPrefix(strings.TrimPrefix(metric, "test_"), "cal_"), "train_")
+		if base == "loss" {
+			base = "nll"
+		}
+		return fmt.Errorf("--select %s: a setting must be chosen on the validation split, never on test (or training) data: select %s%s (val_acc, val_nll, val_brier, val_ece, val_aac or val_auroc)",
+			quoteOdd(metric), valPrefix, quoteOdd(base))
+	}
+	if metricSpec(metric).dir == neutral {
+		return fmt.Errorf("--select %s: the metric has no direction (neither larger nor smaller is better), so no setting is best: select val_acc, val_nll, val_brier, val_ece, val_aac or val_auroc", quoteOdd(metric))
+	}
+	return nil
+}
+
+// choose applies the selection rule to merged records: for each method and
+// each dataset × arch, among the method's settings (records of a sweep
+// share Base and differ in Setting), the setting whose runs all succeeded
+// and whose validation metric has the best mean over seeds wins (the
+// first in the files on a tie); its records are kept, renamed to the
+// method's name, and the other settings' records are dropped. Methods with
+// one setting are kept as they are (renamed to the method's name).
+//
+// It refuses a choice that cannot be made on validation data: a setting
+// among several whose runs lack the metric, or no run with the metric at
+// all. The message says how to add a validation split.
+func choose(merged []results.Record, metric string) ([]results.Record, *selection, error) {
+	sel := &selection{metric: metric, settings: map[string]string{}}
+	var order []workload
+	groups := map[workload][]*candidate{}
+	anyMetric := false
+	for _, r := range merged {
+		w := workload{r.MethodName(), r.Dataset, r.Arch}
+		if _, seen := groups[w]; !seen {
+			order = append(order, w)
+		}
+		i := slices.IndexFunc(groups[w], func(c *candidate) bool { return c.setting == r.Setting })
+		if i < 0 {
+			i = len(groups[w])
+			groups[w] = append(groups[w], &candidate{setting: r.Setting})
+		}
+		c := groups[w][i]
+		c.recs = append(c.recs, r)
+		if r.Status != results.StatusOK {
+			c.failed++
+			continue
+		}
+		if v, ok := metricValue(&r, metric); ok {
+			c.vals = append(c.vals, v)
+			anyMetric = true
+		}
+	}
+	if !anyMetric {
+		for _, r := range merged {
+			if r.Status == results.StatusOK {
+				return nil, nil, noValidation(metric, r)
+			}
+		}
+	}
+	dir := metricSpec(metric).dir
+	chosen := map[string][]string{} // method → "setting" or "setting on workload", in order
+	var methods []string
+	var out []results.Record
+	for _, w := range order {
+		cands := groups[w]
+		if len(cands) == 1 {
+			out = append(out, renamed(cands[0].recs, w.method)...)
+			sel.settings[w.key()] = cands[0].setting
+			continue
+		}
+		var best *candidate
+		bestMean := math.NaN()
+		excluded := 0
+		for _, c := range cands {
+			for _, r := range c.recs {
+				if _, ok := metricValue(&r, metric); !ok && r.Status == results.StatusOK {
+					return nil, nil, noValidation(metric, r)
+				}
+			}
+			if c.failed > 0 || len(c.vals) == 0 {
+				excluded++
+				continue
+			}
+			m := summarize(c.vals).mean
+			if best == nil || (dir == up && m > bestMean) || (dir == down && m < bestMean) {
+				best, bestMean = c, m
+			}
+		}
+		if _, seen := chosen[w.method]; !seen {
+			methods = append(methods, w.method)
+		}
+		where := ""
+		if workloads(order, w.method) > 1 {
+			where = " on " + displayValue(FieldDataset, w.dataset) + " / " + w.arch
+		}
+		if best == nil {
+			// Every setting had failed runs: show the failures only.
+			for _, c := range cands {
+				for _, r := range c.recs {
+					if r.Status != results.StatusOK {
+						out = append(out, renamed([]results.Record{r}, w.method)...)
+					}
+				}
+			}
+			chosen[w.method] = append(chosen[w.method], fmt.Sprintf("none%s (each of the %d settings has failed runs)", where, len(cands)))
+			continue
+		}
+		out = append(out, renamed(best.recs, w.method)...)
+		sel.settings[w.key()] = best.setting
+		sp := metricSpec(metric)
+		name := quoteOdd(best.setting)
+		if name == "" {
+			name = "the runs without swept values"
+		}
+		text := fmt.Sprintf("%s%s (%s %s, best of %d settings", name, where, sp.label, sp.format(bestMean), len(cands))
+		if excluded > 0 {
+			text += fmt.Sprintf("; %d left out for failed runs", excluded)
+		}
+		chosen[w.method] = append(chosen[w.method], text+")")
+	}
+	if len(methods) > 0 {
+		sp := metricSpec(metric)
+		parts := make([]string, len(methods))
+		for i, m := range methods {
+			parts[i] = quoteOdd(m) + ": " + strings.Join(chosen[m], ", ")
+		}
+		sel.notes = append(sel.notes, fmt.Sprintf("Settings chosen per method on the validation split by the best mean %s %s over seeds; the table shows their test metrics. %s.",
+			sp.label, sp.arrow(), strings.Join(parts, "; ")))
+	}
+	return out, sel, nil
+}
+
+// workloads counts the dataset × arch workloads of method in order.
+func workloads(order []workload, method string) int {
+	n := 0
+	for _, w := range order {
+		if w.method == method {
+			n++
+		}
+	}
+	return n
+}
+
+// renamed returns copies of recs under the method's name.
+func renamed(recs []results.Record, method string) []results.Record {
+	out := make([]results.Record, len(recs))
+	for i, r := range recs {
+		r.Method = method
+		out[i] = r
+	}
+	return out
+}
+
+// noValidation explains that run r has no value of the validation metric.
+func noValidation(metric string, r results.Record) error {
+	v, has := r.Config["data.validation"]
+	if f, _ := v.(float64); !has || f == 0 {
+		return fmt.Errorf("--select %s chooses on the validation split, but run %q was trained without one (data.validation = 0): hold one out by setting data.validation in the experiment's [data] table, e.g. validation = 0.1 (a tenth of the training set; --set data.validation=0.1 on host run), and run it again",
+			quoteOdd(metric), quoteOdd(r.Key))
+	}
+	return fmt.Errorf("--select %s: run %q has a validation split (data.validation = %v) but no %s in its record (was it written by an older optlab? run it again to record the validation metrics)",
+		quoteOdd(metric), quoteOdd(r.Key), v, quoteOdd(metric))
+}
+
+// cellSetting returns the chosen setting of a table cell, or "".
+func (s *selection) cellSetting(method, dataset, arch string) string {
+	if s == nil {
+		return ""
+	}
+	return s.settings[workload{method, dataset, arch}.key()]
+}

@@ -1,0 +1,114 @@
+package train
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+
+	"github.com/optlab/optlab/host/checkpoint/statedict"
+	"github.com/optlab/optlab/host/curves"
+	"github.com/optlab/optlab/host/engine"
+	"github.com/optlab/optlab/host/experiment"
+	"github.com/optlab/optlab/host/model"
+	"github.com/optlab/optlab/sdk/optim"
+)
+
+// training is one run in progress: build makes its engine, resume sets up
+// (or restores) the random streams, schedule and curve, and the loop
+// advances it.
+type training struct {
+	run     experiment.Run
+	m       Method
+	eng     *engine.Engine
+	members int
+	// perEpoch and total are the optimizer steps per epoch and in all.
+	perEpoch, total int64
+
+	sched *Schedule
+	// orders is the number of data orders: 1, or one per member when the
+	// optimizer asks for it (deep ensembles). srcs (and rngs drawing from
+	// them) shuffle them; augSrc (augRNG) draws the augmentations.
+	orders int
+	srcs   []*rand.PCG
+	rngs   []*rand.Rand
+	augSrc *rand.PCG
+	augRNG *rand.Rand
+	// statePath is where the training state is saved ("" for none); from
+	// is the loop state the run starts at (read from it, or zero).
+	statePath string
+	from      loopState
+	curve     *curves.Writer // nil without a results folder
+	tb        *tbLog         // nil without a results folder or eval.tensorboard
+
+	// The loop's progress: steps and epochs done, and the last epoch's
+	// mean training loss and accuracy.
+	step                int64
+	epochs              int
+	trainLoss, trainAcc float64
+}
+
+// Preflight does what the start of Run does, without training: it builds
+// the run's models and engine, loads model.init_from, checks that an epoch
+// has a step, and configures the optimizer, which validates its
+// hyperparameters. host check uses it so that it fails exactly where and
+// how a run would. The engine is closed again.
+func (r *Runner) Preflight(ctx context.Context, run experiment.Run, m Method) error {
+	t, err := r.forRun(run).build(ctx, run, m)
+	if err == nil {
+		t.eng.Close()
+	}
+	return err
+}
+
+// build makes run's models and engine, initializes them (model.init_from)
+// and configures the optimizer; the training it returns has the engine,
+// the number of members, the steps per epoch and the total steps. On error
+// nothing is left open.
+func (r *Runner) build(ctx context.Context, run experiment.Run, m Method) (*training, error) {
+	models := make([]*model.Model, len(run.Members))
+	for i, arch := range run.Members {
+		mod, err := r.Zoo.New(arch, r.Data.Classes, r.Data.Shape)
+		if err != nil {
+			return nil, err
+		}
+		models[i] = mod
+	}
+	tr := r.Exp.Train
+	o := tr.Optimizer
+	base := engine.BaseConfig{Name: o.Name, Momentum: o.Momentum, Nesterov: o.Nesterov, WeightDecay: o.WeightDecay, Eps: o.Eps}
+	if len(o.Betas) == 2 {
+		base.Beta1, base.Beta2 = o.Betas[0], o.Betas[1]
+	}
+	ecfg := engine.Config{
+		Device: r.Dev, Seed: run.Seed, LabelSmoothing: tr.LabelSmoothing, Base: base,
+		TrainSize: int64(r.Data.TrainSize), BatchSize: int64(tr.BatchSize),
+	}
+	if mo := r.Exp.Model; mo.Variational {
+		v := mo.VariationalOpts
+		ecfg.Variational = &engine.Variational{PriorSigma: v.PriorSigma, RhoInit: v.RhoInit, RhoInitStd: 0.1,
+			KL: v.KL, KLReduction: v.KLReduction, Beta: v.Beta, LocalReparam: v.LocalReparam}
+	}
+	perEpoch, total := r.Steps()
+	if perEpoch == 0 {
+		return nil, fmt.Errorf("the training set (%d samples) is smaller than one batch (%d)", r.Data.TrainSize, tr.BatchSize)
+	}
+	eng, err := engine.New(ctx, r.W, ecfg, models)
+	if err != nil {
+		return nil, err
+	}
+	fail := func(e error) (*training, error) {
+		eng.Close()
+		return nil, e
+	}
+	if from := r.Exp.Model.InitFrom; from != "" {
+		if err := statedict.Load(ctx, eng, from); err != nil {
+			return fail(fmt.Errorf("model.init_from: %w", err))
+		}
+	}
+	if err := m.Optimizer.Configure(ctx, eng, optim.Config{
+		Params: m.Params, Seed: run.Seed, TotalSteps: total, StepsPerEpoch: perEpoch, Members: len(models),
+	}); err != nil {
+		return fail(fmt.Errorf("configure: %w", err))
+	}
+	return &training{run: run, m: m, eng: eng, members: len(models), perEpoch: perEpoch, total: total}, nil
+}

@@ -1,0 +1,127 @@
+package train
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/optlab/optlab/host/data/devset"
+	"github.com/optlab/optlab/host/eval"
+	"github.com/optlab/optlab/host/metrics"
+	"github.com/optlab/optlab/host/results"
+	"github.com/optlab/optlab/host/tensor"
+	"github.com/optlab/optlab/sdk/optim"
+)
+
+// ValPrefix starts the keys of the metrics of the validation split in a
+// record (val_acc, val_nll, val_brier, val_ece, val_aac, val_auroc),
+// present when data.validation > 0.
+const ValPrefix = "val_"
+
+// score evaluates a trained run on the test set, calibrated as the
+// experiment says, and on the validation split, if any, uncalibrated,
+// writes the test loss and accuracy to TensorBoard and closes its log, and
+// completes its record: metrics, steps, epochs and times (wall is the
+// training's wall-clock time in seconds, over every resumption).
+func (r *Runner) score(ctx context.Context, t *training, rec results.Record, wall float64) (results.Record, error) {
+	rep, err := r.evaluate(ctx, t, r.Data.Test, r.calibration())
+	if err != nil {
+		return rec, err
+	}
+	if err := t.tb.final(t.step, rep); err != nil {
+		return rec, err
+	}
+	if err := t.tb.Close(); err != nil {
+		return rec, err
+	}
+	rec.Metrics = rep.Map()
+	rec.Metrics["train_loss"] = t.trainLoss
+	rec.Metrics["train_acc"] = t.trainAcc
+	rec.Metrics["test_loss"] = rep.NLL
+	if r.Data.Val != nil {
+		// The validation split's metrics (uncalibrated), for choosing
+		// among the settings of a sweep without looking at the test set
+		// (host table --select).
+		vrep, err := r.evaluate(ctx, t, r.Data.Val, metrics.CalNone)
+		if err != nil {
+			return rec, fmt.Errorf("validation split: %w", err)
+		}
+		for k, v := range vrep.Map() {
+			rec.Metrics[ValPrefix+k] = v
+		}
+	}
+	rec.Steps = t.step
+	rec.Epochs = t.epochs
+	rec.WallSeconds = wall
+	rec.SecondsPerEpoch = wall / (float64(t.step) / float64(t.perEpoch))
+	rec.Status = results.StatusOK
+	return rec, nil
+}
+
+func (r *Runner) calibration() metrics.Calibration {
+	switch r.Exp.Eval.Temperature {
+	case "none":
+		return metrics.CalNone
+	case "validation":
+		return metrics.CalValidation
+	}
+	return metrics.CalCrossFit
+}
+
+// evaluate forms the optimizer's predictive on set and computes the metrics.
+func (r *Runner) evaluate(ctx context.Context, t *training, set *devset.Set, cal metrics.Calibration) (metrics.Report, error) {
+	pred := optim.Predictive{Kind: optim.Point}
+	if p, ok := t.m.Optimizer.(optim.Predictor); ok {
+		var err error
+		if pred, err = p.Predictive(ctx); err != nil {
+			return metrics.Report{}, fmt.Errorf("predictive: %w", err)
+		}
+		if pred.Kind == optim.Samples && pred.N == 0 {
+			pred.N = r.Exp.Eval.MCSamples
+			if pred.Std == 0 && r.Exp.Model.Variational {
+				pred.N = r.Exp.Model.VariationalOpts.MCSamples
+			}
+		}
+	}
+	bs := int64(r.Exp.Train.EvalBatchSize)
+	seed := t.run.Seed
+	probs, err := eval.Predict(ctx, t.eng, pred, set, bs, seed)
+	if err != nil {
+		return metrics.Report{}, fmt.Errorf("evaluation: %w", err)
+	}
+	labels, err := r.labels(ctx, set)
+	if err != nil {
+		return metrics.Report{}, err
+	}
+	opts := metrics.Options{AACSteps: r.Exp.Eval.AACSteps, Calibration: cal, Seed: uint64(seed)}
+	if cal == metrics.CalValidation && r.Data.Val != nil {
+		vp, err := eval.Predict(ctx, t.eng, pred, r.Data.Val, bs, seed)
+		if err != nil {
+			return metrics.Report{}, fmt.Errorf("evaluation on validation data: %w", err)
+		}
+		vl, err := r.labels(ctx, r.Data.Val)
+		if err != nil {
+			return metrics.Report{}, err
+		}
+		opts.Validation = &metrics.Predictions{Probs: vp, Classes: set.Classes}
+		opts.ValidationLabels = vl
+	}
+	if r.Data.OOD != nil && set == r.Data.Test {
+		op, err := eval.Predict(ctx, t.eng, pred, r.Data.OOD, bs, seed)
+		if err != nil {
+			return metrics.Report{}, fmt.Errorf("evaluation on OOD data: %w", err)
+		}
+		opts.OOD = &metrics.Predictions{Probs: op, Classes: set.Classes}
+	}
+	return metrics.Evaluate(metrics.Predictions{Probs: probs, Classes: set.Classes}, labels, opts)
+}
+
+func (r *Runner) labels(ctx context.Context, set *devset.Set) ([]int32, error) {
+	var out []int32
+	err := r.W.Do(ctx, func() error {
+		s := tensor.NewScope()
+		defer s.Close()
+		out = set.Labels(s)
+		return s.Err()
+	})
+	return out, err
+}

@@ -1,0 +1,149 @@
+package train
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/optlab/optlab/host/curves"
+	"github.com/optlab/optlab/host/metrics"
+	"github.com/optlab/optlab/host/tensor"
+	"github.com/optlab/optlab/sdk/optim"
+)
+
+// loop trains a resumed (or fresh) run to its total steps. Every epoch
+// draws the data orders; every step feeds the members their batch and runs
+// an optimizer step with the schedule's learning rate. Every epoch end
+// appends the curve's row (evaluating the predictive on the validation, else
+// test, set when the schedule needs the metric or eval.every_epochs says
+// so) and saves the training state. start is when Run began.
+func (r *Runner) loop(ctx context.Context, t *training, prog *progress, cfg map[string]any, start time.Time) error {
+	tr := r.Exp.Train
+	var lastLR float64
+	for epoch := t.from.Epoch; t.step < t.total; epoch++ {
+		idx := r.dataOrders(t)
+		var sumLoss, sumAcc float64
+		var n int
+		for i := 0; i < int(t.perEpoch) && t.step < t.total; i++ {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			bs := int64(tr.BatchSize)
+			if err := r.feed(ctx, t, idx, int64(i)*bs, int64(i+1)*bs); err != nil {
+				return fmt.Errorf("batch: %w", err)
+			}
+			lr := t.sched.LR(epoch, i, int(t.perEpoch))
+			lastLR = lr
+			t.eng.BeginStep(t.step, lr)
+			out, err := t.m.Optimizer.Step(ctx, t.eng, optim.StepInput{Step: t.step, Epoch: epoch, LR: lr})
+			if err != nil {
+				return fmt.Errorf("step %d (epoch %d): %w", t.step, epoch+1, err)
+			}
+			loss := out.Metrics["loss"]
+			if math.IsNaN(loss) || math.IsInf(loss, 0) {
+				return fmt.Errorf("step %d (epoch %d, lr %g): %w (%v); lower the learning rate or ρ", t.step, epoch+1, lr, ErrNaN, loss)
+			}
+			sumLoss += loss
+			sumAcc += out.Metrics["acc"]
+			n++
+			t.step++
+			if err := t.tb.step(t.step, out.Metrics); err != nil {
+				return err
+			}
+			prog.update(epoch+1, tr.Epochs, t.step-t.from.Step, loss, out.Metrics["acc"])
+		}
+		t.epochs++
+		t.trainLoss, t.trainAcc = sumLoss/float64(n), sumAcc/float64(n)
+		if err := r.endEpoch(ctx, t, cfg, lastLR, start); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// dataOrders returns this epoch's sample order of every data order: the
+// training set in order, shuffled when data.shuffle is set.
+func (r *Runner) dataOrders(t *training) [][]int64 {
+	idx := make([][]int64, t.orders)
+	for k := range idx {
+		idx[k] = make([]int64, r.Data.TrainSize)
+		for i := range idx[k] {
+			idx[k][i] = int64(i)
+		}
+		if r.Exp.Data.Shuffle {
+			t.rngs[k].Shuffle(len(idx[k]), func(i, j int) { idx[k][i], idx[k][j] = idx[k][j], idx[k][i] })
+		}
+	}
+	return idx
+}
+
+// feed cuts positions [from, to) of every data order into a batch on the
+// device (augmented) and makes it the current batch: of every member with
+// one data order, of member k with one per member.
+func (r *Runner) feed(ctx context.Context, t *training, idx [][]int64, from, to int64) error {
+	return r.W.Do(ctx, func() error {
+		s := tensor.NewScope()
+		defer s.Close()
+		for k := range idx {
+			x, y := r.Data.Train.Batch(s, idx[k][from:to], r.Data.Augment, t.augRNG, r.Dev)
+			if err := s.Err(); err != nil {
+				return err
+			}
+			x, y = s.Keep(x), s.Keep(y)
+			if t.orders == 1 {
+				for mi := range t.members {
+					t.eng.SetBatch(mi, x, y)
+				}
+			} else {
+				t.eng.SetBatch(k, x, y)
+			}
+		}
+		return nil
+	})
+}
+
+// endEpoch finishes an epoch: it evaluates when needed (feeding the
+// schedule's plateau detection), appends the curve's row, writes the
+// epoch's TensorBoard values, and saves the training state unless the run
+// is done.
+func (r *Runner) endEpoch(ctx context.Context, t *training, cfg map[string]any, lastLR float64, start time.Time) error {
+	row := curves.NaNRow(t.epochs, t.step)
+	row.LR, row.TrainLoss, row.TrainAcc = lastLR, t.trainLoss, t.trainAcc
+	every := r.Exp.Eval.EveryEpochs
+	var rep metrics.Report
+	evaluated := t.sched.NeedsMetric() || (every > 0 && t.epochs%every == 0)
+	if evaluated {
+		set := r.Data.Val
+		if set == nil {
+			set = r.Data.Test
+		}
+		var err error
+		if rep, err = r.evaluate(ctx, t, set, metrics.CalNone); err != nil {
+			return err
+		}
+		t.sched.Observe(rep.NLL)
+		row.TestLoss, row.TestAcc = rep.NLL, rep.Acc
+	}
+	if err := t.tb.epoch(t.step, lastLR, t.trainLoss, t.trainAcc, rep, evaluated, r.Data.Val != nil); err != nil {
+		return err
+	}
+	row.Seconds = t.from.Elapsed + time.Since(start).Seconds()
+	if t.curve != nil {
+		if err := t.curve.Append(row); err != nil {
+			return err
+		}
+	}
+	if t.statePath != "" && t.step < t.total {
+		ls := loopState{Epoch: t.epochs, Step: t.step, TrainLoss: t.trainLoss, TrainAcc: t.trainAcc, Elapsed: t.from.Elapsed + time.Since(start).Seconds()}
+		if err := r.saveState(ctx, t, cfg, ls); err != nil {
+			return fmt.Errorf("saving the training state after epoch %d: %w", t.epochs, err)
+		}
+	}
+	if r.afterEpoch != nil {
+		if err := r.afterEpoch(t.epochs); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -1,0 +1,114 @@
+// Package builtin lists optlab's built-in optimization methods once: every
+// plugin binary (plugins/*/cmd/*) serves its method from this list, and the
+// ensembles method takes its member optimizers from it. The list is a value
+// (Registry returns a fresh optim.Registry), not package-level state that
+// init functions fill, so a test or an in-process run can make its own and
+// add to it.
+//
+// Adding a method: write its package under plugins/, add one line to
+// methods (saying whether the ensembles method may use it for its members'
+// steps), and give it a main that serves builtin.Constructor("name").
+package builtin
+
+import (
+	"fmt"
+	"slices"
+
+	"github.com/optlab/optlab/plugins/bsam"
+	"github.com/optlab/optlab/plugins/ensembles"
+	"github.com/optlab/optlab/plugins/otmdr"
+	"github.com/optlab/optlab/plugins/sam"
+	"github.com/optlab/optlab/plugins/sgd"
+	"github.com/optlab/optlab/plugins/sgvb"
+	"github.com/optlab/optlab/sdk/optim"
+)
+
+// asMember says whether and how the ensembles method may use a method for
+// its members' steps (its member hyperparameter).
+type asMember int
+
+const (
+	// notMember: the ensembles method cannot use it (sgvb and otmdr-sgvb
+	// train one variational member).
+	notMember asMember = iota
+	// deepOnly: deep ensembles may use it, but it does its own update,
+	// which SetLR cannot schedule for snapshot and FGE.
+	deepOnly
+	// scheduled: every kind of ensemble may use it: it steps with the
+	// host's base optimizer (BaseStep), whose rate SetLR sets.
+	scheduled
+)
+
+// method is one line of the list.
+type method struct {
+	optim.Entry
+	member asMember
+}
+
+// methods is the list of built-in methods, in the order of Registry (and
+// of the ensembles method's schema, for its members).
+func methods() []method {
+	return []method{
+		{optim.Entry{Name: "sgd", New: sgd.New,
+			Doc: "the host's base optimizer on one full-batch gradient per step (SGD with momentum or Adam)"}, scheduled},
+		{optim.Entry{Name: "sam", New: sam.New,
+			Doc: "Sharpness-Aware Minimization (Foret et al.), with ASAM and m-sharpness"}, scheduled},
+		{optim.Entry{Name: "bsam", New: bsam.New,
+			Doc: "Bayesian SAM (Möllenhoff & Khan): a Gaussian posterior with its own update"}, deepOnly},
+		{optim.Entry{Name: "otmdr", New: otmdr.New,
+			Doc: "OT-MDR, optimal-transport model distributional robustness (Nguyen et al.), one model or an ensemble"}, scheduled},
+		{optim.Entry{Name: "sgvb", New: sgvb.New,
+			Doc: "SGVB (Bayes by backprop) on a mean-field Gaussian Bayesian neural network"}, notMember},
+		{optim.Entry{Name: "otmdr-sgvb", New: sgvb.NewOTMDR,
+			Doc: "OT-MDR on a mean-field Gaussian Bayesian neural network"}, notMember},
+		{optim.Entry{Name: "ensembles", New: func() optim.Optimizer { return ensembles.New(EnsembleOptions()) },
+			Doc: "deep, snapshot and FGE ensembles, each member's step done by a member optimizer"}, notMember},
+	}
+}
+
+// Registry returns a fresh registry of every built-in method, each with a
+// one-line Doc.
+func Registry() *optim.Registry {
+	r := &optim.Registry{}
+	for _, m := range methods() {
+		mustAdd(r, m.Entry)
+	}
+	return r
+}
+
+// EnsembleOptions returns the options of the built-in ensembles method: the
+// built-in methods it may use for its members' steps, and those of them
+// that follow SetLR.
+func EnsembleOptions() ensembles.Options {
+	o := ensembles.Options{Members: &optim.Registry{}}
+	for _, m := range methods() {
+		if m.member == notMember {
+			continue
+		}
+		mustAdd(o.Members, m.Entry)
+		if m.member == scheduled {
+			o.FollowsSetLR = append(o.FollowsSetLR, m.Name)
+		}
+	}
+	return o
+}
+
+// Constructor returns the constructor of the built-in method name, for a
+// plugin's main: serve.Serve(builtin.Constructor("sam")). It panics if
+// there is no such method, which TestCommands rules out for the mains of
+// plugins/*/cmd.
+func Constructor(name string) func() optim.Optimizer {
+	i := slices.IndexFunc(methods(), func(m method) bool { return m.Name == name })
+	if i < 0 {
+		panic(fmt.Sprintf("builtin: no method %q (known: %v)", name, Registry().Names()))
+	}
+	return methods()[i].New
+}
+
+// mustAdd adds e to r; methods lists every name once (TestRegistry), so a
+// failure is a mistake in this file.
+func mustAdd(r *optim.Registry, e optim.Entry) {
+	if err := r.Add(e); err != nil {
+		panic("builtin: " + err.Error())
+	}
+}

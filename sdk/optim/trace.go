@@ -1,0 +1,83 @@
+package optim
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strings"
+	"sync"
+	"time"
+)
+
+// TraceEnv is the environment variable that turns tracing on in a plugin
+// process: OPTLAB_TRACE=1 makes sdk/serve wrap the host with Trace, writing
+// to the plugin's stderr (which the host passes on to its own).
+const TraceEnv = "OPTLAB_TRACE"
+
+// Trace returns a Host that passes every call on to h and writes it to w:
+// each Exec as its number, the program's listing (Program.String), the
+// scalars it returned by slot and, with timing set, how long it took; or
+// the error it failed with. It decorates any Host, the way Vault's and
+// terraform's protocol tracing wrap theirs; golden op-trace tests use it
+// without timing.
+func Trace(h Host, w io.Writer, timing bool) Host {
+	return &tracer{h: h, w: w, timing: timing}
+}
+
+type tracer struct {
+	h      Host
+	w      io.Writer
+	timing bool
+
+	mu sync.Mutex
+	n  int
+}
+
+// Layout implements Host.
+func (t *tracer) Layout(ctx context.Context) (Layout, error) {
+	l, err := t.h.Layout(ctx)
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if err != nil {
+		fmt.Fprintf(t.w, "layout: error: %v\n", err)
+		return l, err
+	}
+	fmt.Fprintf(t.w, "layout: %d member(s)", len(l.Members))
+	for _, m := range l.Members {
+		fmt.Fprintf(t.w, " [%s: %d parameters in %d tensors]", m.Arch, m.Numel, len(m.Tensors))
+	}
+	fmt.Fprintln(t.w)
+	return l, nil
+}
+
+// Exec implements Host.
+func (t *tracer) Exec(ctx context.Context, p *Program) (Result, error) {
+	start := time.Now()
+	r, err := t.h.Exec(ctx, p)
+	took := time.Since(start)
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.n++
+	var b strings.Builder
+	ops := 0
+	if p != nil {
+		ops = len(p.Ops)
+	}
+	fmt.Fprintf(&b, "exec %d: %d ops", t.n, ops)
+	if t.timing {
+		fmt.Fprintf(&b, ", %v", took.Round(time.Microsecond))
+	}
+	b.WriteByte('\n')
+	b.WriteString(p.String())
+	if err != nil {
+		fmt.Fprintf(&b, "   error: %v\n", err)
+	} else if len(r.Scalars) > 0 {
+		b.WriteString("   ←")
+		for i, s := range r.Scalars {
+			fmt.Fprintf(&b, " #%d=%s", i+1, num(s))
+		}
+		b.WriteByte('\n')
+	}
+	_, _ = io.WriteString(t.w, b.String())
+	return r, err
+}

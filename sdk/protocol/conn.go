@@ -1,0 +1,143 @@
+package protocol
+
+import (
+	"context"
+	"errors"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/go-plugin"
+	"google.golang.org/grpc"
+
+	pb "github.com/optlab/optlab/sdk/internal/pluginpb"
+	"github.com/optlab/optlab/sdk/internal/wire"
+	"github.com/optlab/optlab/sdk/optim"
+)
+
+// HostPlugin is the host side of the go-plugin Plugin: put it in the
+// client's plugin set under PluginName; Dispense returns a *Conn.
+type HostPlugin struct {
+	plugin.NetRPCUnsupportedPlugin
+}
+
+// GRPCServer is not used: the plugin side lives in sdk/serve.
+func (HostPlugin) GRPCServer(*plugin.GRPCBroker, *grpc.Server) error {
+	return errors.New("protocol: the host side cannot serve an optimizer; use sdk/serve")
+}
+
+// GRPCClient returns the *Conn of a dispensed plugin.
+func (HostPlugin) GRPCClient(_ context.Context, broker *plugin.GRPCBroker, conn *grpc.ClientConn) (any, error) {
+	return &Conn{rpc: pb.NewOptimizerClient(conn), broker: broker}, nil
+}
+
+// Conn calls a plugin's Optimizer service. Its errors are the gRPC errors
+// of the calls, unchanged: RemoteError turns one into the error the plugin
+// returned (with its op index), and status.Code reads its code. Conn adds no
+// deadlines; the caller's context bounds every call.
+type Conn struct {
+	rpc    pb.OptimizerClient
+	broker *plugin.GRPCBroker
+}
+
+// InfoReply is what a plugin's Info says.
+type InfoReply struct {
+	Info optim.Info
+	// Predictor and Stateful say which optional interfaces the optimizer
+	// implements.
+	Predictor, Stateful bool
+}
+
+// Info calls the plugin's Info.
+func (c *Conn) Info(ctx context.Context) (InfoReply, error) {
+	resp, err := c.rpc.Info(ctx, &pb.InfoRequest{})
+	if err != nil {
+		return InfoReply{}, err
+	}
+	info, err := wire.InfoFromProto(resp.GetInfo())
+	if err != nil {
+		return InfoReply{}, err
+	}
+	return InfoReply{Info: info, Predictor: resp.GetPredictor(), Stateful: resp.GetStateful()}, nil
+}
+
+// HostOptions are the options of the Host service that Configure serves.
+type HostOptions struct {
+	// Logger receives the stacks of panics recovered in the host's code.
+	Logger hclog.Logger
+	// Interceptors are added to the Host service's gRPC server (e.g. to
+	// count the plugin's calls).
+	Interceptors []grpc.UnaryServerInterceptor
+}
+
+// Configure serves h to the plugin (a Host service on a new broker ID, for
+// the life of the plugin) and calls the plugin's Configure with cfg. The
+// plugin sends all its Layout and Exec calls to h, from goroutines of the
+// gRPC server: the goroutine that calls Step must not hold a lock that
+// h.Exec takes. An error converting cfg is returned as it is, before any
+// call.
+func (c *Conn) Configure(ctx context.Context, h optim.Host, cfg optim.Config, opts HostOptions) error {
+	if h == nil {
+		return errors.New("nil host")
+	}
+	pcfg, err := wire.ConfigToProto(cfg)
+	if err != nil {
+		return err
+	}
+	logger := opts.Logger
+	if logger == nil {
+		logger = hclog.NewNullLogger()
+	}
+	id := c.broker.NextId()
+	srv := &hostServer{h: h, logger: logger}
+	go c.broker.AcceptAndServe(id, func(so []grpc.ServerOption) *grpc.Server {
+		so = append(so,
+			grpc.MaxRecvMsgSize(MaxMessageSize),
+			grpc.MaxSendMsgSize(MaxMessageSize),
+			grpc.ChainUnaryInterceptor(opts.Interceptors...))
+		s := grpc.NewServer(so...)
+		pb.RegisterHostServer(s, srv)
+		return s
+	})
+	_, err = c.rpc.Configure(ctx, &pb.ConfigureRequest{HostBrokerId: id, Config: pcfg})
+	return err
+}
+
+// Step calls the plugin's Step.
+func (c *Conn) Step(ctx context.Context, in optim.StepInput) (optim.StepOutput, error) {
+	resp, err := c.rpc.Step(ctx, &pb.StepRequest{Input: wire.StepInputToProto(in)})
+	if err != nil {
+		return optim.StepOutput{}, err
+	}
+	return wire.StepOutputFromProto(resp.GetOutput()), nil
+}
+
+// Predictive calls the plugin's Predictive; for an optimizer without one
+// the error's code is Unimplemented.
+func (c *Conn) Predictive(ctx context.Context) (optim.Predictive, error) {
+	resp, err := c.rpc.Predictive(ctx, &pb.PredictiveRequest{})
+	if err != nil {
+		return optim.Predictive{}, err
+	}
+	return wire.PredictiveFromProto(resp.GetPredictive())
+}
+
+// SaveState calls the plugin's SaveState.
+func (c *Conn) SaveState(ctx context.Context) ([]byte, []optim.Vec, error) {
+	resp, err := c.rpc.SaveState(ctx, &pb.SaveStateRequest{})
+	if err != nil {
+		return nil, nil, err
+	}
+	blob, vecs := wire.SaveStateFromProto(resp)
+	return blob, vecs, nil
+}
+
+// LoadState calls the plugin's LoadState.
+func (c *Conn) LoadState(ctx context.Context, blob []byte) error {
+	_, err := c.rpc.LoadState(ctx, &pb.LoadStateRequest{Blob: blob})
+	return err
+}
+
+// RemoteError converts the error of a call into the error the other side
+// returned: same gRPC code, message and op index (as an *optim.OpError
+// when the failure names an op). Errors that are not gRPC statuses are
+// returned unchanged.
+func RemoteError(err error) error { return wire.FromStatus(err) }

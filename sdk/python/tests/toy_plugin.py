@@ -1,0 +1,73 @@
+#!/usr/bin/env python3
+"""A toy optimizer plugin for the protocol tests (test_serve.py): one
+gradient, its norm and the base step per member, with switches that make
+a step misbehave, a predictive and a state."""
+
+import os
+import sys
+import time
+from dataclasses import dataclass
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.realpath(__file__)), ".."))
+import optlab  # noqa: E402
+
+
+@dataclass
+class Params:
+    scale: float = optlab.param(1.0, range="(0,)", doc="multiplies the reported loss")
+    fault: str = optlab.param("none", enum=["none", "fail", "raise", "bad-op", "print"],
+                              doc="what the next steps do wrong")
+
+
+class Toy(optlab.Optimizer):
+    def __init__(self):
+        self.steps = 0
+
+    def info(self):
+        return optlab.Info(name="toy", version="1.2.3", capabilities=[optlab.CAP_MEMBERS], params=optlab.specs(Params))
+
+    def configure(self, host, config):
+        with optlab.wrap_errors("toy"):
+            self.cfg = optlab.apply(Params, config.params)
+        self.hs = config.namespace("toy")
+        self.g = self.hs.per_member("g", config.members)
+        p = self.hs.prog()
+        for m, g in enumerate(self.g):
+            p.alloc(g, m)
+        host.exec(p)
+
+    def step(self, host, inp):
+        fault = self.cfg.fault
+        if fault == "fail":
+            raise optlab.Error(f"toy: failure at step {inp.step}")
+        if fault == "raise":
+            raise KeyError("boom")
+        if fault == "print":
+            print("hello from step", inp.step)
+            print("to stderr", file=sys.stderr)
+        p = self.hs.prog()
+        evs = []
+        for m, g in enumerate(self.g):
+            evs.append(p.grad(g, optlab.params_of(m)))
+            n = p.norm(g)
+            p.base_step(optlab.params_of(m), g)
+        if fault == "bad-op":
+            p.norm(999)
+        with optlab.wrap_errors("toy: step"):
+            r = host.exec(p)
+        self.steps += 1
+        loss, acc = r.mean(evs)
+        return {"loss": loss * self.cfg.scale, "acc": acc, "norm": r.get(n), "lr": inp.lr}
+
+    def predictive(self):
+        return optlab.Predictive(kind=optlab.PredictiveKind.MEMBERS, vecs=list(self.g), weights=[1.0] * len(self.g))
+
+    def save_state(self):
+        return str(self.steps).encode(), list(self.g)
+
+    def load_state(self, blob):
+        self.steps = int(blob.decode())
+
+
+if __name__ == "__main__":
+    optlab.serve(Toy)
