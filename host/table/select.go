@@ -36,6 +36,12 @@ type candidate struct {
 	setting string
 	vals    []float64
 	failed  int
+	// undefined counts successful runs whose metric was NaN or ±Inf (in
+	// Record.Undefined): the setting is left out like one with failures.
+	undefined int
+	// missing is a successful run without the metric at all (no
+	// validation split), which makes the choice impossible.
+	missing *results.Record
 	recs    []results.Record
 }
 
@@ -88,9 +94,15 @@ func choose(merged []results.Record, metric string) ([]results.Record, *selectio
 			c.failed++
 			continue
 		}
-		if v, ok := metricValue(&r, metric); ok {
+		switch v, ok := metricValue(&r, metric); {
+		case ok:
 			c.vals = append(c.vals, v)
 			anyMetric = true
+		case slices.Contains(r.Undefined, metric):
+			c.undefined++
+			anyMetric = true
+		case c.missing == nil:
+			c.missing = &r
 		}
 	}
 	if !anyMetric {
@@ -100,7 +112,7 @@ func choose(merged []results.Record, metric string) ([]results.Record, *selectio
 			}
 		}
 	}
-	dir := metricSpec(metric).dir
+	sp := metricSpec(metric)
 	chosen := map[string][]string{} // method → "setting" or "setting on workload", in order
 	var methods []string
 	var out []results.Record
@@ -113,19 +125,24 @@ func choose(merged []results.Record, metric string) ([]results.Record, *selectio
 		}
 		var best *candidate
 		bestMean := math.NaN()
-		excluded := 0
+		excluded, undefined := 0, 0
 		for _, c := range cands {
-			for _, r := range c.recs {
-				if _, ok := metricValue(&r, metric); !ok && r.Status == results.StatusOK {
-					return nil, nil, noValidation(metric, r)
-				}
+			if c.missing != nil {
+				return nil, nil, noValidation(metric, *c.missing)
 			}
-			if c.failed > 0 || len(c.vals) == 0 {
+			switch {
+			case c.failed > 0:
+				excluded++
+				continue
+			case c.undefined > 0:
+				undefined++
+				continue
+			case len(c.vals) == 0:
 				excluded++
 				continue
 			}
 			m := summarize(c.vals).mean
-			if best == nil || (dir == up && m > bestMean) || (dir == down && m < bestMean) {
+			if best == nil || (sp.dir == up && m > bestMean) || (sp.dir == down && m < bestMean) {
 				best, bestMean = c, m
 			}
 		}
@@ -150,7 +167,6 @@ func choose(merged []results.Record, metric string) ([]results.Record, *selectio
 		}
 		out = append(out, renamed(best.recs, w.method)...)
 		sel.settings[w.key()] = best.setting
-		sp := metricSpec(metric)
 		name := quoteOdd(best.setting)
 		if name == "" {
 			name = "the runs without swept values"
@@ -159,10 +175,12 @@ func choose(merged []results.Record, metric string) ([]results.Record, *selectio
 		if excluded > 0 {
 			text += fmt.Sprintf("; %d left out for failed runs", excluded)
 		}
+		if undefined > 0 {
+			text += fmt.Sprintf("; %d left out for a %s that is not finite", undefined, sp.label)
+		}
 		chosen[w.method] = append(chosen[w.method], text+")")
 	}
 	if len(methods) > 0 {
-		sp := metricSpec(metric)
 		parts := make([]string, len(methods))
 		for i, m := range methods {
 			parts[i] = quoteOdd(m) + ": " + strings.Join(chosen[m], ", ")

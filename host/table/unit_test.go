@@ -298,6 +298,20 @@ func TestSelect(t *testing.T) {
 			want: []string{"No successful runs.", "SAM: none (each of the 2 settings has failed runs)", "Excluded 2 failed runs (SAM / CIFAR-10: 2)"},
 		},
 		{
+			name: "a non-finite validation metric leaves its setting out",
+			recs: []results.Record{
+				sweepRec("SAM", "rho=0.05", "cnn", 1, 0.90, 0.80, 0.1),
+				func() results.Record {
+					r := sweepRec("SAM", "rho=0.1", "cnn", 1, 0.95, 0.70, 0.1)
+					delete(r.Metrics, "val_acc")
+					r.Undefined = []string{"val_acc"}
+					return r
+				}(),
+			},
+			opts: Options{Select: "val_acc", Metrics: []string{"acc"}},
+			want: []string{"SAM: rho=0.05 (val ACC 90.00, best of 2 settings; 1 left out for a val ACC that is not finite)."},
+		},
+		{
 			name: "test metric refused",
 			opts: Options{Select: "acc"},
 			err:  "--select acc: a setting must be chosen on the validation split, never on test (or training) data: select val_acc (val_acc, val_nll,",
