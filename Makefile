@@ -33,10 +33,9 @@ vet: gotch
 	$(GO) vet ./...
 	@for m in $(MODULES); do (cd $$m && $(GO) vet ./...) || exit 1; done
 
-test: build vet python-deps
+test: build vet test-python
 	$(GO) test -count=1 ./...
 	@for m in $(MODULES); do (cd $$m && $(GO) test -count=1 ./...) || exit 1; done
-	$(PYTHON) -m unittest discover -s sdk/python/tests
 
 # The Python plugin SDK (sdk/python) runs on Debian's python3-grpcio and
 # python3-protobuf for /usr/bin/python3; python-deps installs them with apt
