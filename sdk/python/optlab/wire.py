@@ -13,7 +13,7 @@ from .hparams import check
 from .optimizer import (BOOL, FLOAT, INT, STRING, Config, Info, Layout, MemberLayout, ParamSpec,
                         Predictive, StepInput, Tensor)
 from .program import (AddConst, Alloc, Axpy, BaseStep, Binary, Copy, Dot, Fill, FillRange, Free,
-                      Grad, JointGrad, LinComb, Norm, Program, RandN, Result, Scale, SetLR, Unary,
+                      Grad, JointGrad, LinComb, Norm, Program, RandN, Scale, SetLR, Unary,
                       op_name)
 
 _PARAM_TYPES = {FLOAT: pb.PARAM_TYPE_FLOAT, INT: pb.PARAM_TYPE_INT, BOOL: pb.PARAM_TYPE_BOOL,
@@ -174,12 +174,7 @@ def program_to_pb(p: Program) -> pb.Program:
     return out
 
 
-def result_from_pb(r: pb.Result) -> Result:
-    return Result(list(r.scalars))
-
-
 __all__ = [
     "value_to_pb", "value_from_pb", "param_spec_to_pb", "info_to_pb", "config_from_pb",
     "step_input_from_pb", "step_output_to_pb", "predictive_to_pb", "layout_from_pb", "program_to_pb",
-    "result_from_pb",
-]
+    ]
