@@ -78,7 +78,9 @@ func TestPythonSAMTraceGolden(t *testing.T) {
 			}
 			h, goH := newHost(), newHost()
 			outs := optimtest.MustRun(t, c.AsOptimizer(), h, 2, optimtest.WithLR(0.1), optimtest.WithHParams(tt.params))
-			_ = c.Close()
+			// Close only after the trace has arrived: closing first could
+			// cut the plugin's stderr stream short on a busy machine.
+			defer c.Close()
 			goOuts := optimtest.MustRun(t, sam.New(), goH, 2, optimtest.WithLR(0.1), optimtest.WithHParams(tt.params))
 			if !reflect.DeepEqual(outs, goOuts) {
 				t.Errorf("step outputs: Python %v, Go %v", outs, goOuts)
@@ -89,7 +91,7 @@ func TestPythonSAMTraceGolden(t *testing.T) {
 				}
 			}
 			// The plugin's stderr reaches the host on a stream of its own:
-			// wait for the last line.
+			// wait for the last line while the plugin still runs.
 			var got string
 			for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
 				if got = timing.ReplaceAllString(out.String(), "$1"); got == string(want) {
