@@ -11,7 +11,7 @@ import (
 // Handles.Prog, and for ops that emit scalars the slots they fill ("→ #3").
 func (p *Program) String() string {
 	if p == nil {
-		return "<nil program>"
+		return "<nil program>\n"
 	}
 	var b strings.Builder
 	slot := 1

@@ -59,6 +59,14 @@ func TestSlots(t *testing.T) {
 			t.Errorf("Get = %v, want %v", got, c.want)
 		}
 	}
+	// Ops replaced directly (same length) are counted as they are now.
+	q0 := optim.Prog()
+	q0.Norm(1)
+	q0.Norm(1)
+	q0.Ops = []optim.Op{optim.Grad{At: optim.Params}, optim.Fill{Dst: 1}}
+	if s := q0.Norm(1); (optim.Result{Scalars: []float64{1, 2, 3}}).Get(s) != 3 {
+		t.Errorf("slot after replacing Ops reads %v, want the third scalar", (optim.Result{Scalars: []float64{1, 2, 3}}).Get(s))
+	}
 	if !math.IsNaN(r.Get(optim.Scalar{})) || !math.IsNaN(optim.Result{}.Get(d)) {
 		t.Error("a missing slot must read NaN")
 	}

@@ -296,8 +296,6 @@ type Program struct {
 	Ops []Op
 
 	names *Handles // for String; nil prints bare handles
-	// counted ops of Ops emit scalars scalars (a cache for slot).
-	counted, scalars int
 }
 
 // Prog starts an empty program (its listing prints bare handles; see
@@ -323,18 +321,19 @@ func Emits(op Op) int {
 	return 0
 }
 
-// slot returns the slot of the next scalar the program will emit. Ops
-// appended to Ops directly are counted too.
-func (p *Program) slot() Scalar {
-	if p.counted > len(p.Ops) {
-		p.counted, p.scalars = 0, 0
+// NumScalars returns the number of scalars p emits.
+func (p *Program) NumScalars() int {
+	n := 0
+	for _, op := range p.Ops {
+		n += Emits(op)
 	}
-	for _, op := range p.Ops[p.counted:] {
-		p.scalars += Emits(op)
-	}
-	p.counted = len(p.Ops)
-	return Scalar{i: int32(p.scalars) + 1}
+	return n
 }
+
+// slot returns the slot of the next scalar the program will emit. It
+// counts the ops, so ops appended to (or replaced in) Ops directly are
+// counted too; programs are tens of ops.
+func (p *Program) slot() Scalar { return Scalar{i: int32(p.NumScalars()) + 1} }
 
 func (p *Program) add(op Op) *Program { p.Ops = append(p.Ops, op); return p }
 

@@ -436,7 +436,7 @@ func (c *conf) exec() {
 			if err != nil {
 				c.t.Fatalf("program %d failed: %v\n%s", i, err, pr.p)
 			}
-			if want := emitted(pr.p); len(r.Scalars) != want {
+			if want := pr.p.NumScalars(); len(r.Scalars) != want {
 				c.t.Fatalf("program %d: %d scalars, want %d\n%s", i, len(r.Scalars), want, pr.p)
 			}
 			pr.res, pr.ok = r, true
@@ -484,15 +484,6 @@ func (c *conf) checkFailure(pr *program, err error) error {
 		return fmt.Errorf("error %q does not wrap errors.ErrUnsupported", err)
 	}
 	return nil
-}
-
-// emitted is the number of scalars p emits.
-func emitted(p *optim.Program) int {
-	n := 0
-	for _, op := range p.Ops {
-		n += optim.Emits(op)
-	}
-	return n
 }
 
 // unknownOp is an op kind no host knows (it borrows isOp from Fill).
