@@ -14,7 +14,7 @@ const ProtocolMajor = 1
 
 // ProtocolMinor is the in-band minor version carried by Info; hosts accept
 // plugins with a minor version up to their own.
-const ProtocolMinor = 4
+const ProtocolMinor = 5
 
 func nan() float64 { return math.NaN() }
 
