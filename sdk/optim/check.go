@@ -342,3 +342,42 @@ func (c *Checker) record(op Op, allocated func(Vec) (int, bool)) {
 		c.regs = append(c.regs, regInfo{})
 	}
 }
+
+// Numel returns the number of elements of a tensor of shape t.Shape.
+func (t Tensor) Numel() int64 {
+	n := int64(1)
+	for _, d := range t.Shape {
+		n *= d
+	}
+	return n
+}
+
+// Segments returns the sizes of the segments of m's flat vector under by,
+// in order (see Segmentation); the tensors tile the vector in Layout order.
+// A layout without tensors is one tensor of shape [Numel]. An unknown
+// segmentation gives nil.
+func (m MemberLayout) Segments(by Segmentation) []int64 {
+	ts := m.Tensors
+	if len(ts) == 0 {
+		ts = []Tensor{{Shape: []int64{m.Numel}}}
+	}
+	var out []int64
+	for _, t := range ts {
+		switch by {
+		case PerTensor:
+			out = append(out, t.Numel())
+		case PerRow:
+			if len(t.Shape) == 0 {
+				out = append(out, 1)
+				continue
+			}
+			row := t.Numel() / max(t.Shape[0], 1)
+			for range t.Shape[0] {
+				out = append(out, row)
+			}
+		default:
+			return nil
+		}
+	}
+	return out
+}
