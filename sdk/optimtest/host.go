@@ -211,7 +211,7 @@ type Host struct {
 	perm      []int
 	execs     []ExecRecord
 	grads     []GradRecord
-	bnLabels  int // the last label given to running statistics
+	bnLabels  int                // the last label given to running statistics
 	reports   map[string]float64 // reported since TakeReports
 	// det marks the elements that stay deterministic in variational
 	// members (tensors of Kind "bn").
