@@ -28,7 +28,7 @@ func TestGradFiniteDifference(t *testing.T) {
 			p := semRead(t, e, optim.Params)
 
 			// At the live parameters.
-			prog := optim.Prog().Alloc(1, 0).Fill(1, 9)
+			prog := optim.Prog().Alloc(1, 0).Fill(1, optim.K(9))
 			ev := prog.Grad(1, optim.Params, optim.Batch{}, optim.BNUpdate)
 			got := semEval(semExec(t, e, prog), ev)
 			loss, acc := semLoss(m, p, x, y, eps)
@@ -36,7 +36,7 @@ func TestGradFiniteDifference(t *testing.T) {
 			testutil.CheckVec(t, "gradient", semRead(t, e, 1), semFDGrad(m, p, x, y, eps), 1e-6, 1e-4)
 
 			// At another vector: q = 0.5·θ + 0.3, Params untouched.
-			semExec(t, e, optim.Prog().Alloc(2, 0).Copy(2, optim.Params).Scale(2, 0.5).AddConst(2, 0.3))
+			semExec(t, e, optim.Prog().Alloc(2, 0).Copy(2, optim.Params).Scale(2, optim.K(0.5)).AddConst(2, optim.K(0.3)))
 			q := semRead(t, e, 2)
 			testutil.CheckVec(t, "q", q, semMap(p, func(v float64) float64 { return 0.5*v + 0.3 }), 1e-7, 1e-7)
 			prog = optim.Prog()
@@ -59,7 +59,7 @@ func TestGradFiniteDifference(t *testing.T) {
 			testutil.CheckVec(t, "gradient written over At", semRead(t, e, 2), semFDGrad(m, q, x, y, eps), 1e-6, 1e-4)
 
 			// Out = 0 writes nothing but still emits loss and accuracy.
-			semExec(t, e, optim.Prog().Fill(1, 7))
+			semExec(t, e, optim.Prog().Fill(1, optim.K(7)))
 			prog = optim.Prog()
 			ev = prog.Grad(0, optim.Params, optim.Batch{}, optim.BNUpdate)
 			norm := prog.Norm(1)
@@ -88,13 +88,13 @@ func TestGradDirectionalMLP(t *testing.T) {
 	semExec(t, e, optim.Prog().Alloc(1, 0).Alloc(2, 0).Alloc(3, 0).RandN(2, 1, 5))
 	v := semRead(t, e, 2)
 	vn := math.Sqrt(semDot(v, v))
-	prog := optim.Prog().Scale(2, 1/vn)
+	prog := optim.Prog().Scale(2, optim.K(1/vn))
 	prog.Grad(1, optim.Params, optim.Batch{}, optim.BNUpdate)
 	semExec(t, e, prog)
 	g, v := semRead(t, e, 1), semRead(t, e, 2)
-	prog = optim.Prog().LinComb(3, optim.Term{Coef: 1, X: optim.Params}, optim.Term{Coef: h, X: 2})
+	prog = optim.Prog().LinComb(3, optim.Term{Coef: optim.K(1), X: optim.Params}, optim.Term{Coef: optim.K(h), X: 2})
 	plus := prog.Grad(0, 3, optim.Batch{}, optim.BNUpdate)
-	prog.LinComb(3, optim.Term{Coef: 1, X: optim.Params}, optim.Term{Coef: -h, X: 2})
+	prog.LinComb(3, optim.Term{Coef: optim.K(1), X: optim.Params}, optim.Term{Coef: optim.K(-h), X: 2})
 	minus := prog.Grad(0, 3, optim.Batch{}, optim.BNUpdate)
 	r := semExec(t, e, prog)
 	fd := (r.Get(plus.Loss) - r.Get(minus.Loss)) / (2 * h)

@@ -20,7 +20,7 @@ func TestSpillToHostMemory(t *testing.T) {
 	ds := semUpload(t, e, set, true)
 	p := semRead(t, e, optim.Params)
 	semExec(t, e, optim.Prog().Alloc(1, 0).Alloc(2, 0).Alloc(3, 0).
-		Copy(2, optim.Params).Copy(3, optim.Params).Scale(3, 0.5).Axpy(1, 2, 3))
+		Copy(2, optim.Params).Copy(3, optim.Params).Scale(3, optim.K(0.5)).Axpy(1, optim.K(2), 3))
 	if got := e.Spilled(); got != 2 {
 		t.Fatalf("%d vectors spilled to host memory, want 2", got)
 	}
