@@ -162,25 +162,82 @@ func (s *Scope) Mean(t T) T {
 	return s.unary("mean", t, func(t *ts.Tensor) (*ts.Tensor, error) { return t.Mean(t.DType(), false) })
 }
 
-// Dot returns Σ aᵢbᵢ over flat vectors, accumulated in float64.
+// dotChunk is the chunk length of Dot's float32 partial sums (a power of
+// two: the partials stay accurate, and a GPU gets many of them to run in
+// parallel).
+const dotChunk = 4096
+
+func dot(a, b *ts.Tensor) (*ts.Tensor, error) { return a.Dot(b, false) }
+
+// Dot returns Σ aᵢbᵢ over all elements of a and b (any shapes with the same
+// number of elements) as a 0-d float64 tensor on their device; the dot of
+// empty tensors is 0. Two float32 operands are not copied to float64: their
+// first k·c elements (c = 4096) are viewed as k chunks whose k partial dot
+// products one batched matrix product computes in float32, and those
+// partials and the float64 dot of the n − k·c remaining elements are summed
+// in float64; the number of kernels does not depend on n. Operands of other
+// types are cast to float64 and dotted there.
 func (s *Scope) Dot(a, b T) T {
-	a64, b64 := a, b
-	if a.Valid() && a.t.DType() != Float64 {
-		a64 = s.Cast(a, Float64)
+	if !s.check(a, b) {
+		return T{}
 	}
-	if b.Valid() && b.t.DType() != Float64 {
-		b64 = s.Cast(b, Float64)
+	n := a.Numel()
+	if m := b.Numel(); m != n {
+		return s.Fail(fmt.Errorf("dot: %d and %d elements", n, m))
 	}
-	return s.binary("dot", a64, b64, func(a, b *ts.Tensor) (*ts.Tensor, error) { return a.Dot(b, false) })
+	fa, fb := s.Flatten(a, 0, -1), s.Flatten(b, 0, -1)
+	if a.t.DType() != Float32 || b.t.DType() != Float32 {
+		return s.binary("dot", s.to64(fa), s.to64(fb), dot)
+	}
+	return s.dot32(fa, fb, n)
 }
 
-// Norm returns the global L2 norm of t (any shape) as a 0-d float64 tensor.
+// Norm returns the global L2 norm of t (any shape) as a 0-d float64 tensor,
+// √Dot(t, t) (no float64 copy of a float32 t).
 func (s *Scope) Norm(t T) T {
-	f := s.Flatten(t, 0, -1) // dot takes 1-D tensors only
-	if f.Valid() && f.t.DType() != Float64 {
-		f = s.Cast(f, Float64) // once, not once per Dot operand
+	if !s.check(t) {
+		return T{}
 	}
-	return s.Sqrt(s.Dot(f, f))
+	f := s.Flatten(t, 0, -1)
+	if t.t.DType() != Float32 {
+		f = s.to64(f) // once, not once per operand
+		return s.Sqrt(s.binary("dot", f, f, dot))
+	}
+	return s.Sqrt(s.dot32(f, f, t.Numel()))
+}
+
+// to64 casts t to float64 unless it is float64 already.
+func (s *Scope) to64(t T) T {
+	if t.Valid() && t.t.DType() == Float64 {
+		return t
+	}
+	return s.Cast(t, Float64)
+}
+
+// dot32 is Dot of two flat float32 vectors of n elements.
+func (s *Scope) dot32(a, b T, n int64) T {
+	k := n / dotChunk
+	body := k * dotChunk
+	var tail T
+	if n > body || k == 0 {
+		ta := s.Cast(s.Narrow(a, 0, body, n-body), Float64)
+		tb := ta
+		if !a.Same(b) {
+			tb = s.Cast(s.Narrow(b, 0, body, n-body), Float64)
+		}
+		tail = s.binary("dot", ta, tb, dot)
+	}
+	if k == 0 {
+		return tail
+	}
+	pa := s.Reshape(s.Narrow(a, 0, 0, body), k, 1, dotChunk)
+	pb := s.Reshape(s.Narrow(b, 0, 0, body), k, dotChunk, 1)
+	part := s.binary("bmm", pa, pb, func(a, b *ts.Tensor) (*ts.Tensor, error) { return a.Bmm(b, false) })
+	sum := s.Sum(s.Cast(part, Float64), Float64)
+	if !tail.Valid() {
+		return sum
+	}
+	return s.Add(sum, tail)
 }
 
 // Stack stacks same-shaped tensors along a new dim.

@@ -401,6 +401,15 @@ func (s *Scope) View(t T, shape ...int64) T {
 	return s.op("view", func() (*ts.Tensor, error) { return t.t.View(shape, false) })
 }
 
+// Reshape returns t with a new shape: a view when t's strides allow, else
+// a copy (−1 infers one size).
+func (s *Scope) Reshape(t T, shape ...int64) T {
+	if !s.check(t) {
+		return T{}
+	}
+	return s.op("reshape", func() (*ts.Tensor, error) { return t.t.Reshape(shape, false) })
+}
+
 // Flatten flattens dims start..end.
 func (s *Scope) Flatten(t T, start, end int64) T {
 	if !s.check(t) {
