@@ -2,6 +2,7 @@ package engine
 
 import (
 	"fmt"
+	"math"
 	"slices"
 
 	"github.com/optlab/optlab/host/tensor"
@@ -106,19 +107,37 @@ func (e *Engine) arith(s *tensor.Scope, x *execState, o optim.Arith) (register, 
 	case optim.ArithDiv:
 		t = s.Div(ops[0], ops[1])
 	case optim.ArithMin:
-		t = s.Minimum(ops[0], ops[1])
+		t = goMin(s, ops[0], ops[1])
 	case optim.ArithMax:
-		t = s.Maximum(ops[0], ops[1])
+		t = goMax(s, ops[0], ops[1])
 	case optim.ArithSqrt:
 		t = s.Sqrt(ops[0])
 	case optim.ArithRecip:
 		t = s.Reciprocal(ops[0])
 	case optim.ArithClamp:
-		t = s.Clamp(ops[0], ops[1], ops[2])
+		t = goMin(s, goMax(s, ops[0], ops[1]), ops[2])
 	default:
 		return register{}, fmt.Errorf("unknown arith kind %d", o.Kind) // the Checker refuses it first
 	}
 	return register{t: t, seg: seg}, nil
+}
+
+// goMin is math.Min elementwise: torch's minimum, except that −Inf wins
+// over NaN and that the minimum of two zeros is −0 when either is.
+func goMin(s *tensor.Scope, a, b tensor.T) tensor.T {
+	zeros := s.LogicalAnd(s.EqScalar(a, 0), s.EqScalar(b, 0))
+	r := s.Where(zeros, s.Neg(s.Add(s.Neg(a), s.Neg(b))), s.Minimum(a, b))
+	r = s.Where(s.EqScalar(b, math.Inf(-1)), b, r)
+	return s.Where(s.EqScalar(a, math.Inf(-1)), a, r)
+}
+
+// goMax is math.Max elementwise: torch's maximum, except that +Inf wins
+// over NaN and that the maximum of two zeros is +0 when either is.
+func goMax(s *tensor.Scope, a, b tensor.T) tensor.T {
+	zeros := s.LogicalAnd(s.EqScalar(a, 0), s.EqScalar(b, 0))
+	r := s.Where(zeros, s.Add(a, b), s.Maximum(a, b))
+	r = s.Where(s.EqScalar(b, math.Inf(1)), b, r)
+	return s.Where(s.EqScalar(a, math.Inf(1)), a, r)
 }
 
 // segs returns the segmentation k on the engine's device, built on first
