@@ -707,13 +707,13 @@ func (h *Host) apply(op optim.Op, x *execState) error {
 		}
 		x.scalar(s)
 	case optim.Norm:
-		x, err := h.get(op.X)
+		v, err := h.get(op.X)
 		if err != nil {
 			return err
 		}
 		var s float64
-		for _, v := range x {
-			s += v * v
+		for _, e := range v {
+			s += e * e
 		}
 		x.scalar(math.Sqrt(s))
 	case optim.Grad:
