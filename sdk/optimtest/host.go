@@ -1346,6 +1346,21 @@ func (h *Host) ExecCount(step int64) int {
 	return n
 }
 
+// ReadCount returns the number of values that Read ops of the programs
+// executed during step step read back: the blocking device-to-host reads a
+// real host would make (every built-in method makes none).
+func (h *Host) ReadCount(step int64) int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	n := 0
+	for _, e := range h.execs {
+		if e.Step == step {
+			n += len(e.Reads)
+		}
+	}
+	return n
+}
+
 // Grads returns the recorded gradient evaluations in order. The records
 // share memory with the host's log: read them, do not modify them.
 func (h *Host) Grads() []GradRecord {
