@@ -114,9 +114,9 @@ func BenchmarkNullHostStep(b *testing.B) {
 	var rows []string
 	for _, c := range cases {
 		type run struct {
-			c     *plugin.Client
-			h     *nullHost
-			times []time.Duration
+			c                       *plugin.Client
+			h                       *nullHost
+			times                   []time.Duration
 			execs, reads, readExecs int
 		}
 		runs := make([]*run, len(builds))
