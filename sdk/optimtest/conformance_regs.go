@@ -838,6 +838,21 @@ func readCases() []hostCase {
 				t.Errorf("NewResult: %v, %v", res, err)
 			}
 		}},
+		{name: "Read/registers do not outlive their program", run: func(c *conf) {
+			a := c.filled(0, "a", 2)
+			c.expectScalar("‖a‖", c.norm(a), 2*math.Sqrt(float64(c.n(0))))
+			c.next()
+			c.fails("not set", func(p *optim.Program) { p.Ops = append(p.Ops, optim.Read{X: p.Reg(1)}) })
+		}},
+		{name: "Read/registers are numbered per program", run: func(c *conf) {
+			a, b := c.filled(0, "a", 2), c.filled(0, "b", -3)
+			n := float64(c.n(0))
+			c.expectScalar("a·b", c.dot(a, b), -6*n)
+			c.expectScalar("‖a‖", c.norm(a), 2*math.Sqrt(n))
+			c.next()
+			c.expectScalar("‖b‖ in the next program", c.norm(b), 3*math.Sqrt(n))
+			c.expectScalar("a·a in the next program", c.dot(a, a), 4*n)
+		}},
 		{name: "Read/a register beyond the program's", run: func(c *conf) {
 			c.p().Norm(optim.Params)
 			c.fails("not set", func(p *optim.Program) { p.Ops = append(p.Ops, optim.Read{X: p.Reg(2)}) })
@@ -889,6 +904,11 @@ func reportCases() []hostCase {
 		}},
 		{name: "Report/an Arith register", run: func(c *conf) {
 			c.p().Report("conformance/ratio", c.p().Div(c.p().Norm(c.filled(0, "a", 2)), optim.K(3)))
+		}},
+		{name: "Report/a name twice in one program", run: func(c *conf) {
+			r := c.p().Norm(c.filled(0, "a", 2))
+			c.p().Report("conformance/twice", r)
+			c.fails("conformance/twice", func(p *optim.Program) { p.Report("conformance/twice", r) })
 		}},
 		{name: "Report/no name", run: func(c *conf) {
 			r := c.p().Norm(c.filled(0, "a", 2))
