@@ -179,6 +179,48 @@ func (c *Checker) check(op Op, allocated func(Vec) (int, bool)) error {
 		return fmt.Errorf("unknown op %T: %w", op, errors.ErrUnsupported)
 	}
 	switch o := op.(type) {
+	case Copy:
+		_, err := c.same(allocated, o.Dst, o.Src)
+		return err
+	case Free:
+		_, err := c.vec(o.ID, allocated)
+		return err
+	case Grad:
+		vs := []Vec{o.At}
+		for _, v := range []Vec{o.Out, o.Eps, o.OutRho} {
+			if v < 0 {
+				if _, err := c.vec(v, allocated); err != nil {
+					return err
+				}
+				return &VecError{Vec: v, Msg: "is reserved: a gradient's Out, Eps and OutRho are allocated vectors (> 0), or 0 for none"}
+			}
+			if v != 0 {
+				vs = append(vs, v)
+			}
+		}
+		_, err := c.same(allocated, vs...)
+		return err
+	case JointGrad:
+		for _, v := range o.Outs {
+			if v < 0 {
+				if _, err := c.vec(v, allocated); err != nil {
+					return err
+				}
+				return &VecError{Vec: v, Msg: "is reserved: a gradient target is an allocated vector (> 0), or 0 for none"}
+			}
+		}
+		for i, v := range o.Ats {
+			vs := []Vec{v}
+			if i < len(o.Outs) && o.Outs[i] != 0 {
+				vs = append(vs, o.Outs[i])
+			}
+			if _, err := c.same(allocated, vs...); err != nil {
+				return err
+			}
+		}
+	case BaseStep:
+		_, err := c.same(allocated, o.Params, o.Grad)
+		return err
 	case Fill:
 		m, err := c.vec(o.Dst, allocated)
 		if err != nil {
@@ -341,4 +383,43 @@ func (c *Checker) record(op Op, allocated func(Vec) (int, bool)) {
 	for range Emits(op) {
 		c.regs = append(c.regs, regInfo{})
 	}
+}
+
+// Numel returns the number of elements of a tensor of shape t.Shape.
+func (t Tensor) Numel() int64 {
+	n := int64(1)
+	for _, d := range t.Shape {
+		n *= d
+	}
+	return n
+}
+
+// Segments returns the sizes of the segments of m's flat vector under by,
+// in order (see Segmentation); the tensors tile the vector in Layout order.
+// A layout without tensors is one tensor of shape [Numel]. An unknown
+// segmentation gives nil.
+func (m MemberLayout) Segments(by Segmentation) []int64 {
+	ts := m.Tensors
+	if len(ts) == 0 {
+		ts = []Tensor{{Shape: []int64{m.Numel}}}
+	}
+	var out []int64
+	for _, t := range ts {
+		switch by {
+		case PerTensor:
+			out = append(out, t.Numel())
+		case PerRow:
+			if len(t.Shape) == 0 {
+				out = append(out, 1)
+				continue
+			}
+			row := t.Numel() / max(t.Shape[0], 1)
+			for range t.Shape[0] {
+				out = append(out, row)
+			}
+		default:
+			return nil
+		}
+	}
+	return out
 }

@@ -1,8 +1,8 @@
 package optim
 
 import (
-	"reflect"
 	"fmt"
+	"reflect"
 	"strconv"
 	"strings"
 )

@@ -252,7 +252,6 @@ func (TopKMask) isOp()  {}
 func (Read) isOp()      {}
 func (Report) isOp()    {}
 
-
 // ArithKind selects the function of an Arith op.
 type ArithKind int32
 

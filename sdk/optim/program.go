@@ -1,6 +1,9 @@
 package optim
 
-import "fmt"
+import (
+	"fmt"
+	"slices"
+)
 
 // Vec is a handle to a host-side vector laid out like one member's
 // trainable parameters. Plugins never see the vector's contents: they send
@@ -312,4 +315,35 @@ func (p *Program) ReportMetrics(loss, acc Reg) *Program {
 // the device with ReportMetrics returns an empty StepOutput instead).
 func Metrics(loss, acc float64) StepOutput {
 	return StepOutput{Metrics: map[string]float64{"loss": loss, "acc": acc}}
+}
+
+// ReadAll appends a Read op for every scalar register that p's ops set, in
+// order: what a program of protocol minor 4 or older got back (every
+// scalar its ops emitted), which the wire decoder gives such plugins; tests
+// use it too.
+func (p *Program) ReadAll() *Program {
+	segs := map[int32]bool{} // segment registers
+	reg := int32(1)
+	for _, op := range slices.Clone(p.Ops) {
+		seg := false
+		switch o := op.(type) {
+		case SegReduce:
+			seg = true
+		case Arith:
+			for _, x := range []Num{o.A, o.B, o.C} {
+				if r, ok := x.(Reg); ok && segs[r.i] {
+					seg = true
+				}
+			}
+		}
+		for range Emits(op) {
+			if seg {
+				segs[reg] = true
+			} else {
+				p.Read(Reg{i: reg, id: p.ident()})
+			}
+			reg++
+		}
+	}
+	return p
 }
