@@ -28,8 +28,9 @@ type OpSpec struct {
 	// its register is a segment register when an operand is one.
 	Segs, Arith bool
 	// Format is the listing's template: {Field} prints a field ({Field:out}
-	// prints a handle 0 as "_"), and a [group] prints only when every field
-	// it names is not zero ({Field?} names one without printing it).
+	// prints a handle 0 as "_"), a [group] prints only when every field it
+	// names is not zero ({Field?} names one without printing it), and [[
+	// and ]] print [ and ].
 	Format string
 	// Type is the op's Go type (a struct).
 	Type reflect.Type
@@ -100,7 +101,7 @@ func buildOpSet() []OpSpec {
 		spec[BaseStep]("BaseStep", "base_step", 0, "{Params} with gradient {Grad}"),
 		spec[SetLR]("SetLR", "set_lr", 0, "member={Member} lr={LR}"),
 		spec[JointGrad]("JointGrad", "joint_grad", 2, "{Outs:out} = ∇L({Ats}) batch={Batch} bn={BN}", "loss", "acc"),
-		spec[FillRange]("FillRange", "fill_range", 4, "{Dst}[{Offset}:+{Len}] = {Value}"),
+		spec[FillRange]("FillRange", "fill_range", 4, "{Dst}[[{Offset}:+{Len}]] = {Value}"),
 		arith,
 		seg,
 		spec[TopKMask]("TopKMask", "top_k_mask", 5, "{Dst} = top {Frac} of |{X}| per {By}"),
