@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"os"
 
 	"github.com/optlab/optlab/host/checkpoint/statedict"
 	"github.com/optlab/optlab/host/curves"
@@ -82,6 +83,7 @@ func (r *Runner) build(ctx context.Context, run experiment.Run, m Method) (*trai
 	ecfg := engine.Config{
 		Device: r.Dev, Seed: run.Seed, LabelSmoothing: tr.LabelSmoothing, Base: base,
 		TrainSize: int64(r.Data.TrainSize), BatchSize: int64(tr.BatchSize),
+		DebugNonFinite: os.Getenv(engine.DebugNonFiniteEnv) == "1",
 	}
 	if mo := r.Exp.Model; mo.Variational {
 		v := mo.VariationalOpts

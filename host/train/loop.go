@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/optlab/optlab/host/curves"
+	"github.com/optlab/optlab/host/engine"
 	"github.com/optlab/optlab/host/metrics"
 	"github.com/optlab/optlab/host/tensor"
 	"github.com/optlab/optlab/sdk/optim"
@@ -14,17 +15,22 @@ import (
 
 // loop trains a resumed (or fresh) run to its total steps. Every epoch
 // draws the data orders; every step feeds the members their batch and runs
-// an optimizer step with the schedule's learning rate. Every epoch end
-// appends the curve's row (evaluating the predictive on the validation, else
-// test, set when the schedule needs the metric or eval.every_epochs says
-// so) and saves the training state. start is when Run began.
+// an optimizer step with the schedule's learning rate. A step's metrics
+// (what its programs reported, merged with the StepOutput's) are processed
+// one step late, after the next step was issued, so that reading them back
+// does not make the device wait between steps; the last step of an epoch is
+// processed before the epoch ends. Every epoch end appends the curve's row
+// (evaluating the predictive on the validation, else test, set when the
+// schedule needs the metric or eval.every_epochs says so) and saves the
+// training state. start is when Run began.
 func (r *Runner) loop(ctx context.Context, t *training, prog *progress, cfg map[string]any, start time.Time) error {
 	tr := r.Exp.Train
 	var lastLR float64
+	var pending *stepMetrics // the step issued last, not processed yet
+	defer func() { pending.drop() }()
 	for epoch := t.from.Epoch; t.step < t.total; epoch++ {
 		idx := r.dataOrders(t)
-		var sumLoss, sumAcc float64
-		var n int
+		sums := &epochSums{}
 		for i := 0; i < int(t.perEpoch) && t.step < t.total; i++ {
 			if err := ctx.Err(); err != nil {
 				return err
@@ -38,28 +44,109 @@ func (r *Runner) loop(ctx context.Context, t *training, prog *progress, cfg map[
 			t.eng.BeginStep(t.step, lr)
 			out, err := t.m.Optimizer.Step(ctx, t.eng, optim.StepInput{Step: t.step, Epoch: epoch, LR: lr})
 			if err != nil {
+				// A non-finite loss of the step before explains a failure
+				// of this one better than the failure itself.
+				if perr := r.processStep(ctx, t, prog, sums, pending); perr != nil {
+					return perr
+				}
+				pending = nil
 				return fmt.Errorf("step %d (epoch %d): %w", t.step, epoch+1, err)
 			}
-			loss := out.Metrics["loss"]
-			if math.IsNaN(loss) || math.IsInf(loss, 0) {
-				return fmt.Errorf("step %d (epoch %d, lr %g): %w (%v); lower the learning rate or ρ", t.step, epoch+1, lr, ErrNaN, loss)
+			reps, err := t.eng.TakeReports(ctx)
+			if err != nil {
+				return fmt.Errorf("step %d (epoch %d): %w", t.step, epoch+1, err)
 			}
-			sumLoss += loss
-			sumAcc += out.Metrics["acc"]
-			n++
+			cur := &stepMetrics{step: t.step, epoch: epoch, lr: lr, reports: reps, out: out.Metrics}
 			t.step++
-			if err := t.tb.step(t.step, out.Metrics); err != nil {
+			err = r.processStep(ctx, t, prog, sums, pending)
+			pending = cur
+			if err != nil {
 				return err
 			}
-			prog.update(epoch+1, tr.Epochs, t.step-t.from.Step, loss, out.Metrics["acc"])
+		}
+		err := r.processStep(ctx, t, prog, sums, pending)
+		pending = nil
+		if err != nil {
+			return err
 		}
 		t.epochs++
-		t.trainLoss, t.trainAcc = sumLoss/float64(n), sumAcc/float64(n)
+		t.trainLoss, t.trainAcc = sums.loss/float64(sums.n), sums.acc/float64(sums.n)
 		if err := r.endEpoch(ctx, t, cfg, lastLR, start); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// stepMetrics is an issued step whose metrics are not processed yet: the
+// reports its programs made (on the device) and its StepOutput's metrics.
+type stepMetrics struct {
+	step    int64 // 0-based
+	epoch   int   // 0-based
+	lr      float64
+	reports *engine.Reports
+	out     map[string]float64
+}
+
+func (m *stepMetrics) drop() {
+	if m != nil {
+		m.reports.Drop()
+	}
+}
+
+// epochSums accumulates an epoch's training loss and accuracy, step by
+// step in order.
+type epochSums struct {
+	loss, acc float64
+	n         int
+}
+
+// processStep reads the metrics of step m (nil: none) and processes them:
+// the finiteness check of the loss, the epoch's sums, TensorBoard's values
+// and the progress line.
+func (r *Runner) processStep(ctx context.Context, t *training, prog *progress, sums *epochSums, m *stepMetrics) error {
+	if m == nil {
+		return nil
+	}
+	metrics, err := stepValues(ctx, m)
+	if err != nil {
+		return fmt.Errorf("step %d (epoch %d): %w", m.step, m.epoch+1, err)
+	}
+	loss := metrics["loss"]
+	if math.IsNaN(loss) || math.IsInf(loss, 0) {
+		return fmt.Errorf("step %d (epoch %d, lr %g): %w (%v); lower the learning rate or ρ", m.step, m.epoch+1, m.lr, ErrNaN, loss)
+	}
+	sums.loss += loss
+	sums.acc += metrics["acc"]
+	sums.n++
+	if err := t.tb.step(m.step+1, metrics); err != nil {
+		return err
+	}
+	prog.update(m.epoch+1, r.Exp.Train.Epochs, m.step+1-t.from.Step, loss, metrics["acc"])
+	return nil
+}
+
+// stepValues returns a step's metrics: its reports, read back, merged with
+// the metrics its StepOutput carries (a name in both is an error).
+func stepValues(ctx context.Context, m *stepMetrics) (map[string]float64, error) {
+	reported, err := m.reports.Values(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if len(reported) == 0 {
+		return m.out, nil
+	}
+	metrics := make(map[string]float64, len(reported)+len(m.out))
+	for k, v := range reported {
+		metrics[k] = v
+	}
+	for k, v := range m.out {
+		if _, dup := reported[k]; dup {
+			return nil, fmt.Errorf("metric %q is both reported by a program (Report) and returned in the step's output", k)
+		}
+		metrics[k] = v
+	}
+	return metrics, nil
 }
 
 // dataOrders returns this epoch's sample order of every data order: the
