@@ -105,7 +105,8 @@ func prepare(ctx context.Context, path string, sets []string, pluginDir string, 
 			continue
 		}
 		if info.ProtocolMinor > optim.ProtocolMinor {
-			errs = append(errs, fmt.Errorf("%s:%d: plugin %s speaks protocol 1.%d; this host knows up to 1.%d: update optlab", exp.File, m.Line, info.Name, info.ProtocolMinor, optim.ProtocolMinor))
+			errs = append(errs, fmt.Errorf("%s:%d: plugin %s speaks protocol %d.%d, newer than this host's %d.%d: %s", exp.File, m.Line, info.Name,
+				optim.ProtocolMajor, info.ProtocolMinor, optim.ProtocolMajor, optim.ProtocolMinor, plugin.RebuildAdvice))
 			continue
 		}
 		if err := checkMembers(exp, info); err != nil {

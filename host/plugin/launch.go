@@ -270,13 +270,17 @@ func Launch(ctx context.Context, spec LaunchSpec) (*Client, error) {
 	if info.ProtocolMinor > optim.ProtocolMinor {
 		_ = c.Close()
 		return nil, &pluginError{
-			msg: fmt.Sprintf("plugin %s (%s %s) speaks protocol %d.%d, newer than this host's %d.%d: rebuild the host",
-				name, info.Name, info.Version, optim.ProtocolMajor, info.ProtocolMinor, optim.ProtocolMajor, optim.ProtocolMinor),
+			msg: fmt.Sprintf("plugin %s (%s %s) speaks protocol %d.%d, newer than this host's %d.%d: %s",
+				name, info.Name, info.Version, optim.ProtocolMajor, info.ProtocolMinor, optim.ProtocolMajor, optim.ProtocolMinor, RebuildAdvice),
 			errs: []error{ErrIncompatible},
 		}
 	}
 	return c, nil
 }
+
+// RebuildAdvice says what to rebuild when a plugin speaks a newer protocol
+// minor version than the host (a plugin of an older minor runs as it is).
+const RebuildAdvice = "rebuild the host (make build) from an optlab at least as new as the plugin's SDK, or rebuild the plugin against this host's SDK"
 
 // resolve finds the binary and the display name of the plugin.
 func (s LaunchSpec) resolve() (path, name string, err error) {

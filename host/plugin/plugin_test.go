@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"os"
 	"os/exec"
@@ -431,7 +432,7 @@ func TestNotAPlugin(t *testing.T) {
 
 func TestNewerMinorRejected(t *testing.T) {
 	_, err := Launch(context.Background(), LaunchSpec{Name: "future", Dir: binDir, Logger: quietLogger(t)})
-	if !errors.Is(err, ErrIncompatible) || !strings.Contains(err.Error(), "newer than this host's") {
+	if !errors.Is(err, ErrIncompatible) || !strings.Contains(err.Error(), fmt.Sprintf("speaks protocol 1.%d, newer than this host's 1.%d: rebuild the host", optim.ProtocolMinor+1, optim.ProtocolMinor)) {
 		t.Fatalf("Launch(future): %v, want ErrIncompatible", err)
 	}
 }
