@@ -34,7 +34,7 @@ func firstDiff(got []float32, want []float32) int {
 	return -1
 }
 
-func TestDotNormChunked(t *testing.T) {
+func TestChunkedDotNorm(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 2))
 	c := int(dotChunk)
 	sizes := []int{0, 1, 7, c - 1, c, c + 1, 3 * c, 3*c + 1, 5*c + 17}
@@ -50,12 +50,21 @@ func TestDotNormChunked(t *testing.T) {
 				sq += float64(a[i]) * float64(a[i])
 			}
 			ta, tb := vec(s, a), vec(s, b)
-			v := s.Scalars(s.Dot(ta, tb), s.Norm(ta), s.Dot(s.Reshape(ta, 1, -1), tb))
+			v := s.Scalars(s.ChunkedDot(ta, tb), s.ChunkedNorm(ta), s.ChunkedDot(s.Reshape(ta, 1, -1), tb))
 			if err := s.Err(); err != nil {
 				return err
 			}
 			if v[0] != dot || v[2] != dot || v[1] != math.Sqrt(sq) {
 				t.Errorf("n=%d: dot %v (2-D %v), norm %v; want %v, %v", n, v[0], v[2], v[1], dot, math.Sqrt(sq))
+			}
+			// A float64 operand: dotted in float64, as by Dot.
+			a64 := s.Cast(ta, Float64)
+			v = s.Scalars(s.ChunkedDot(a64, tb), s.ChunkedNorm(a64), s.Dot(a64, tb))
+			if err := s.Err(); err != nil {
+				return err
+			}
+			if v[0] != v[2] || v[1] != math.Sqrt(sq) {
+				t.Errorf("n=%d, float64 operand: dot %v (Dot %v), norm %v", n, v[0], v[2], v[1])
 			}
 		}
 		// Random vectors of 10⁶ elements: within 1e-6 of a float64 sum.
@@ -77,7 +86,7 @@ func TestDotNormChunked(t *testing.T) {
 				sq += float64(a[i]) * float64(a[i])
 			}
 			ta, tb := vec(s, a), vec(s, b)
-			v := s.Scalars(s.Dot(ta, tb), s.Norm(ta))
+			v := s.Scalars(s.ChunkedDot(ta, tb), s.ChunkedNorm(ta))
 			if err := s.Err(); err != nil {
 				return err
 			}
@@ -94,9 +103,9 @@ func TestDotNormChunked(t *testing.T) {
 	})
 }
 
-func TestDotSizeMismatch(t *testing.T) {
+func TestChunkedDotSizeMismatch(t *testing.T) {
 	onWorker(t, func(s *Scope) error {
-		s.Dot(s.Ones([]int64{3}, Float32, CPU), s.Ones([]int64{4}, Float32, CPU))
+		s.ChunkedDot(s.Ones([]int64{3}, Float32, CPU), s.Ones([]int64{4}, Float32, CPU))
 		if err := s.Err(); err == nil || !strings.Contains(err.Error(), "dot") {
 			t.Errorf("dot of 3 and 4 elements: %v", err)
 		}
@@ -104,19 +113,16 @@ func TestDotSizeMismatch(t *testing.T) {
 	})
 }
 
-// BenchmarkNormF64 compares Norm with the float64 copy it replaced
-// (cast to float64, then dot).
+// BenchmarkNormF64 compares ChunkedNorm with Norm (a float64 copy, then a
+// dot).
 func BenchmarkNormF64(b *testing.B) {
 	const n = 1 << 22
 	for _, bc := range []struct {
 		name string
 		norm func(s *Scope, x T) T
 	}{
-		{"chunked", (*Scope).Norm},
-		{"cast", func(s *Scope, x T) T {
-			f := s.Cast(x, Float64)
-			return s.Sqrt(s.binary("dot", f, f, dot))
-		}},
+		{"chunked", (*Scope).ChunkedNorm},
+		{"cast", (*Scope).Norm},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
 			err := testWorker.Do(context.Background(), func() error {

@@ -162,22 +162,47 @@ func (s *Scope) Mean(t T) T {
 	return s.unary("mean", t, func(t *ts.Tensor) (*ts.Tensor, error) { return t.Mean(t.DType(), false) })
 }
 
-// dotChunk is the chunk length of Dot's float32 partial sums (a power of
-// two: the partials stay accurate, and a GPU gets many of them to run in
+// Dot returns Σ aᵢbᵢ over flat vectors, accumulated in float64 (operands
+// of other types are cast to float64: a float64 copy of each).
+func (s *Scope) Dot(a, b T) T {
+	a64, b64 := a, b
+	if a.Valid() && a.t.DType() != Float64 {
+		a64 = s.Cast(a, Float64)
+	}
+	if b.Valid() && b.t.DType() != Float64 {
+		b64 = s.Cast(b, Float64)
+	}
+	return s.binary("dot", a64, b64, dot)
+}
+
+// Norm returns the global L2 norm of t (any shape) as a 0-d float64 tensor,
+// accumulated in float64 (on a float64 copy of a float32 t).
+func (s *Scope) Norm(t T) T {
+	f := s.Flatten(t, 0, -1) // dot takes 1-D tensors only
+	if f.Valid() && f.t.DType() != Float64 {
+		f = s.Cast(f, Float64) // once, not once per Dot operand
+	}
+	return s.Sqrt(s.Dot(f, f))
+}
+
+// dotChunk is the chunk length of ChunkedDot's float32 partial sums (a power
+// of two: the partials stay accurate, and a GPU gets many of them to run in
 // parallel).
 const dotChunk = 4096
 
 func dot(a, b *ts.Tensor) (*ts.Tensor, error) { return a.Dot(b, false) }
 
-// Dot returns Σ aᵢbᵢ over all elements of a and b (any shapes with the same
-// number of elements) as a 0-d float64 tensor on their device; the dot of
-// empty tensors is 0. Two float32 operands are not copied to float64: their
-// first k·c elements (c = 4096) are viewed as k chunks whose k partial dot
-// products one batched matrix product computes in float32, and those
+// ChunkedDot returns Σ aᵢbᵢ over all elements of a and b (any shapes with
+// the same number of elements) as a 0-d float64 tensor on their device; the
+// dot of empty tensors is 0. Two float32 operands are not copied to float64:
+// their first k·c elements (c = 4096) are viewed as k chunks whose k partial
+// dot products one batched matrix product computes in float32, and those
 // partials and the float64 dot of the n − k·c remaining elements are summed
-// in float64; the number of kernels does not depend on n. Operands of other
-// types are cast to float64 and dotted there.
-func (s *Scope) Dot(a, b T) T {
+// in float64; the number of kernels does not depend on n. Float32 products
+// and chunk sums make the error about 1e-7 to 1e-6 of Σ|aᵢbᵢ|, where Dot's
+// is float64's. Operands of other types are cast to float64 and dotted
+// there, as by Dot.
+func (s *Scope) ChunkedDot(a, b T) T {
 	if !s.check(a, b) {
 		return T{}
 	}
@@ -192,9 +217,10 @@ func (s *Scope) Dot(a, b T) T {
 	return s.dot32(fa, fb, n)
 }
 
-// Norm returns the global L2 norm of t (any shape) as a 0-d float64 tensor,
-// √Dot(t, t) (no float64 copy of a float32 t).
-func (s *Scope) Norm(t T) T {
+// ChunkedNorm returns the global L2 norm of t (any shape) as a 0-d float64
+// tensor, √ChunkedDot(t, t): no float64 copy of a float32 t, and its
+// accuracy.
+func (s *Scope) ChunkedNorm(t T) T {
 	if !s.check(t) {
 		return T{}
 	}
