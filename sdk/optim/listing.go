@@ -103,9 +103,9 @@ func (p *Program) operands(op Op) string {
 }
 
 // formatOp expands an op Format: {Field} and {Field:mod} print a field,
-// {Field?} prints nothing, and a [group] prints only when every field it
-// names is not zero. field returns a field's text and whether it is not
-// zero.
+// {Field?} prints nothing, a [group] prints only when every field it
+// names is not zero, and [[ and ]] print [ and ]. field returns a field's
+// text and whether it is not zero.
 func formatOp(format string, field func(name, mod string) (string, bool)) string {
 	var out, group strings.Builder
 	inGroup, groupOK := false, true
@@ -113,6 +113,9 @@ func formatOp(format string, field func(name, mod string) (string, bool)) string
 	for i := 0; i < len(format); i++ {
 		c := format[i]
 		switch {
+		case (c == '[' || c == ']') && i+1 < len(format) && format[i+1] == c:
+			w.WriteByte(c)
+			i++
 		case c == '[':
 			inGroup, groupOK = true, true
 			group.Reset()

@@ -10,7 +10,7 @@ import (
 	"github.com/optlab/optlab/sdk/optim"
 )
 
-var update = flag.Bool("update", false, "rewrite sdk/python/optlab/ops.json from the op table")
+var update = flag.Bool("update", false, "rewrite sdk/python/optlab/ops.json and testdata/listing_all_ops.txt")
 
 // The Python SDK takes its ops from ops.json; it must be the op table.
 func TestOpSetJSON(t *testing.T) {

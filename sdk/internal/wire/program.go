@@ -181,10 +181,15 @@ func CheckOpSet() error { return codecs.err }
 
 // ProgramToProto converts a program for sending. Ops must be values of the
 // optim op types: a nil or pointer op gives an *Error with code
-// InvalidArgument and its index. A nil program converts to an empty one.
+// InvalidArgument and its index, and so does a misuse of the builder
+// (p.Err: a register of another program). A nil program converts to an
+// empty one.
 func ProgramToProto(p *optim.Program) (*pb.Program, error) {
 	if p == nil {
 		return &pb.Program{}, nil
+	}
+	if err := p.Err(); err != nil {
+		return nil, errorf(codes.InvalidArgument, "program: %v", err)
 	}
 	out := &pb.Program{Ops: make([]*pb.Op, len(p.Ops))}
 	for i, op := range p.Ops {

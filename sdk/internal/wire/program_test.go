@@ -249,6 +249,17 @@ func TestProgramToProtoBadOp(t *testing.T) {
 	}
 }
 
+// A register of another program is refused before it is sent.
+func TestProgramToProtoForeignRegister(t *testing.T) {
+	other := optim.Prog()
+	r := other.Norm(1)
+	p := optim.Prog()
+	p.Scale(1, r)
+	if _, err := ProgramToProto(p); Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "another program") {
+		t.Fatalf("err = %v, want InvalidArgument about another program's register", err)
+	}
+}
+
 // withUnknown returns m with a field number its message does not have, as
 // a newer minor version would send it.
 func withUnknown[M proto.Message](t *testing.T, m M) M {

@@ -5,10 +5,10 @@
 // status codes.
 //
 // Conversions to protobuf validate what the sender controls (hyperparameter
-// types, nil ops); conversions from protobuf validate what a receiver must
-// not trust (op and enum kinds from a newer protocol minor version). An op
-// the receiver does not know yields an *Error with code Unimplemented and
-// the failing op's index.
+// types, nil and pointer ops, foreign registers); conversions from protobuf
+// validate what a receiver must not trust (op kinds, fields and enum values
+// from a newer protocol minor version). An op the receiver does not know
+// yields an *Error with code Unimplemented and the failing op's index.
 package wire
 
 import (
