@@ -317,6 +317,11 @@ func (c *conf) sum(x optim.Vec) ref { return c.dot(x, c.one(c.member(x))) }
 // the member's shared noise vector as Eps, so that every pass of the case
 // is a function of At alone.
 func (c *conf) grad(out, at optim.Vec, b optim.Batch, bn optim.BNMode) evalRef {
+	return c.eval(c.gradOp(out, at, b, bn))
+}
+
+// gradOp is grad without reading its registers.
+func (c *conf) gradOp(out, at optim.Vec, b optim.Batch, bn optim.BNMode) optim.Eval {
 	g := optim.Grad{Out: out, At: at, Batch: b, BN: bn}
 	if m := c.member(at); c.l.Members[m].Variational {
 		eps, ok := c.noise[m]
@@ -327,7 +332,7 @@ func (c *conf) grad(out, at optim.Vec, b optim.Batch, bn optim.BNMode) evalRef {
 		}
 		g.Eps = eps
 	}
-	return c.eval(c.p().GradOp(g))
+	return c.p().GradOp(g)
 }
 
 func (c *conf) joint(outs, ats []optim.Vec, b optim.Batch, bn optim.BNMode) evalRef {

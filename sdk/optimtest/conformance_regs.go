@@ -329,7 +329,7 @@ func arithCasesMinor5() []hostCase {
 			var evs []optim.Eval
 			var refs []evalRef
 			for _, b := range []optim.Batch{firstHalf, secondHalf, whole} {
-				ev := c.p().Grad(0, optim.Params, b, optim.BNFreeze)
+				ev := c.gradOp(0, optim.Params, b, optim.BNFreeze)
 				evs, refs = append(evs, ev), append(refs, c.eval(ev))
 			}
 			loss, acc := c.p().Mean(evs)
@@ -756,7 +756,7 @@ func readCases() []hostCase {
 			n := float64(c.n(0))
 			a, b := c.filled(0, "a", 2), c.filled(0, "b", -0.5)
 			na := c.p().Norm(a)
-			ev := c.p().Grad(0, optim.Params, whole, optim.BNFreeze)
+			ev := c.gradOp(0, optim.Params, whole, optim.BNFreeze)
 			d := c.p().Dot(a, b)
 			c.p().Read(d, ev.Loss, na, ev.Acc)
 			i := c.cur()
@@ -794,7 +794,7 @@ func readCases() []hostCase {
 		{name: "Read/nothing is read without a Read op", run: func(c *conf) {
 			a := c.filled(0, "a", 1)
 			na := c.p().Norm(a)
-			c.p().Grad(0, optim.Params, whole, optim.BNFreeze)
+			c.gradOp(0, optim.Params, whole, optim.BNFreeze)
 			i := c.cur()
 			c.expect("Result", func(func(ref) float64) error {
 				r := c.progs[i].res
@@ -891,7 +891,7 @@ func reportCases() []hostCase {
 		{name: "Report/leaves the Result", run: func(c *conf) {
 			a := c.filled(0, "a", 2)
 			na := c.p().Norm(a)
-			ev := c.p().Grad(0, optim.Params, whole, optim.BNFreeze)
+			ev := c.gradOp(0, optim.Params, whole, optim.BNFreeze)
 			c.p().Report("conformance/norm", na).ReportMetrics(ev.Loss, ev.Acc)
 			c.expectScalar("‖a‖", c.read(na), 2*math.Sqrt(float64(c.n(0))))
 			i := c.cur()
