@@ -334,8 +334,10 @@ SAM_SCRIPT = os.path.join(HERE, "..", "..", "..", "examples", "python-sam", "sam
 
 
 class SAMExampleTest(unittest.TestCase):
-    """examples/python-sam sends the ops of the Go SAM's golden trace (the
-    numbers need the exact host: host/plugin's Go tests compare them)."""
+    """examples/python-sam sends the ops of the Go SAM's golden traces (the
+    trace of plain SAM has no value read back, so a host that computes
+    nothing gives it whole; host/plugin's Go tests compare all three
+    goldens through the exact host)."""
 
     def test_ops_match_go_golden(self):
         import importlib.util
@@ -349,7 +351,8 @@ class SAMExampleTest(unittest.TestCase):
                 raise AssertionError("plain SAM needs no layout")
 
             def exec(self, p):
-                return optlab.Result([0.5] * sum(optlab.emits(op) for op in p.ops))
+                wire.program_to_pb(p)  # it would go over the wire
+                return optlab.new_result(p, [0.5] * sum(isinstance(op, optlab.Read) for op in p.ops))
 
         out = io.StringIO()
         h = optlab.Trace(Host(), out)
@@ -357,11 +360,9 @@ class SAMExampleTest(unittest.TestCase):
         params = {s.name: s.default for s in sam.info().params}
         sam.configure(h, optlab.Config(params=params, members=2))
         for step in range(2):
-            metrics = sam.step(h, optlab.StepInput(step=step, lr=0.1))
-            self.assertEqual(metrics, {"loss": 0.5, "acc": 0.5})
-        mask = lambda s: re.sub(r"(?m)^   ←.*\n", "", re.sub(r"\+= [-0-9.e]+·", "+= X·", s))  # noqa: E731
+            self.assertEqual(sam.step(h, optlab.StepInput(step=step, lr=0.1)), {})
         with open(SAM_GOLDEN, encoding="utf-8") as f:
-            self.assertEqual(mask(out.getvalue()), mask(f.read()))
+            self.assertEqual(out.getvalue(), f.read())
 
 
 if __name__ == "__main__":
