@@ -193,6 +193,9 @@ func TestExecsAndBatches(t *testing.T) {
 			if n := h.ExecCount(s); n != 1 {
 				t.Errorf("step %d: %d Exec calls", s, n)
 			}
+			if n := h.ReadCount(s); n != 0 {
+				t.Errorf("step %d: %d values read back, want 0", s, n)
+			}
 		}
 		st := h.Stats(0)
 		if freeze && (st.BNUpdate != 12 || st.BNFreeze != 12) || !freeze && st.BNUpdate != 24 || st.BaseSteps != 0 {

@@ -262,7 +262,7 @@ func TestASAMWeightsOnly(t *testing.T) {
 	}
 }
 
-// Two Exec calls per step whatever the options; BatchNorm modes.
+// One Exec and no blocking read per step whatever the options; BatchNorm modes.
 func TestExecCountAndBN(t *testing.T) {
 	tests := []struct {
 		name                string
@@ -281,8 +281,11 @@ func TestExecCountAndBN(t *testing.T) {
 			const steps = 3
 			optimtest.MustRun(t, sam.New(), h, steps, optimtest.WithLR(0.1), optimtest.WithHParams(tt.params))
 			for s := range int64(steps) {
-				if n := h.ExecCount(s); n != 2 {
-					t.Errorf("step %d: %d Exec calls, want 2", s, n)
+				if n := h.ExecCount(s); n != 1 {
+					t.Errorf("step %d: %d Exec calls, want 1", s, n)
+				}
+				if n := h.ReadCount(s); n != 0 {
+					t.Errorf("step %d: %d values read back, want 0", s, n)
 				}
 			}
 			for m := range tt.members {

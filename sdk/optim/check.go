@@ -179,6 +179,48 @@ func (c *Checker) check(op Op, allocated func(Vec) (int, bool)) error {
 		return fmt.Errorf("unknown op %T: %w", op, errors.ErrUnsupported)
 	}
 	switch o := op.(type) {
+	case Copy:
+		_, err := c.same(allocated, o.Dst, o.Src)
+		return err
+	case Free:
+		_, err := c.vec(o.ID, allocated)
+		return err
+	case Grad:
+		vs := []Vec{o.At}
+		for _, v := range []Vec{o.Out, o.Eps, o.OutRho} {
+			if v < 0 {
+				if _, err := c.vec(v, allocated); err != nil {
+					return err
+				}
+				return &VecError{Vec: v, Msg: "is reserved: a gradient's Out, Eps and OutRho are allocated vectors (> 0), or 0 for none"}
+			}
+			if v != 0 {
+				vs = append(vs, v)
+			}
+		}
+		_, err := c.same(allocated, vs...)
+		return err
+	case JointGrad:
+		for _, v := range o.Outs {
+			if v < 0 {
+				if _, err := c.vec(v, allocated); err != nil {
+					return err
+				}
+				return &VecError{Vec: v, Msg: "is reserved: a gradient target is an allocated vector (> 0), or 0 for none"}
+			}
+		}
+		for i, v := range o.Ats {
+			vs := []Vec{v}
+			if i < len(o.Outs) && o.Outs[i] != 0 {
+				vs = append(vs, o.Outs[i])
+			}
+			if _, err := c.same(allocated, vs...); err != nil {
+				return err
+			}
+		}
+	case BaseStep:
+		_, err := c.same(allocated, o.Params, o.Grad)
+		return err
 	case Fill:
 		m, err := c.vec(o.Dst, allocated)
 		if err != nil {

@@ -34,6 +34,8 @@ type OpSpec struct {
 	Format string
 	// Type is the op's Go type (a struct).
 	Type reflect.Type
+	// Doc is a one-line description of what the op does.
+	Doc string
 }
 
 // Fields returns the op's fields: the exported fields of its Go type, in
@@ -59,7 +61,34 @@ type FieldSpec struct {
 }
 
 func spec[T Op](name, wire string, since int, format string, regs ...string) OpSpec {
-	return OpSpec{Name: name, Wire: wire, Since: since, Format: format, Regs: regs, Type: reflect.TypeFor[T]()}
+	return OpSpec{Name: name, Wire: wire, Since: since, Format: format, Regs: regs, Type: reflect.TypeFor[T](), Doc: opDocs[name]}
+}
+
+// opDocs is each op's one-line description (docs/PLUGINS.md's op table).
+var opDocs = map[string]string{
+	"Alloc":     "new zero vector with member m's layout under a plugin-chosen handle",
+	"Free":      "release an allocated handle",
+	"Copy":      "dst = src; with BN the BatchNorm running statistics travel too: a snapshot of a whole model state (`CopyState`, minor 3)",
+	"Fill":      "dst = v everywhere (per segment for a segment register)",
+	"Scale":     "dst = a·dst",
+	"AddConst":  "dst = dst + v",
+	"Axpy":      "dst = dst + a·x",
+	"LinComb":   "dst = Σ cᵢ·xᵢ (dst may be a term)",
+	"Unary":     "dst = f(src): abs sign sqrt square softplus exp log reciprocal",
+	"Binary":    "dst = a ∘ b: mul div add sub max min",
+	"RandN":     "dst ~ N(0, std²) i.i.d. (seed 0: the run's host stream)",
+	"Dot":       "Σ aᵢbᵢ, accumulated in float64",
+	"Norm":      "‖x‖₂ over all parameters, accumulated in float64",
+	"Grad":      "out = ∇L(at) on a part of the batch (out 0: none); variational members: weights μ + softplus(ρ)⊙κ, `OutRho` = ∂L/∂ρ (`GradOp`, minor 1)",
+	"BaseStep":  "the experiment's base optimizer step of member m with gradient g",
+	"SetLR":     "base-step learning rate of member m for the rest of the step",
+	"JointGrad": "one loss on the averaged probabilities of several members; outs[i] = ∂L/∂ats[i]",
+	"FillRange": "dst[offset : offset+n] = v",
+	"Arith":     "float64 register arithmetic: add sub mul div min max sqrt recip clamp; a segment register operand makes it per segment",
+	"SegReduce": "per tensor or per row of the layout: Σx², Σx·y, Σ|x|, max|x| into a segment register",
+	"TopKMask":  "dst = 1 on the ⌊frac·size+½⌋ largest |x| of every segment, else 0",
+	"Read":      "the register's value comes back in the Result (a blocking read: for control flow only)",
+	"Report":    "the register becomes the step's metric name in the host's logs, without a blocking read",
 }
 
 // opTable is the op table, built once; it is never modified (OpSet hands

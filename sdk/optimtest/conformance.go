@@ -134,6 +134,7 @@ type conf struct {
 	checks []check
 	owner  map[optim.Vec]int
 	ones   map[int]optim.Vec
+	units  map[int]optim.Vec
 	noise  map[int]optim.Vec
 
 	// vm, dm: a variational and a deterministic member; jm: two
@@ -181,7 +182,7 @@ type evalRef struct{ loss, acc ref }
 
 func newConf(t *testing.T, h optim.Host, l optim.Layout, opts HostTestOptions) *conf {
 	c := &conf{t: t, h: h, l: l, opts: opts, hs: optim.NewHandles(),
-		owner: map[optim.Vec]int{}, ones: map[int]optim.Vec{}, noise: map[int]optim.Vec{},
+		owner: map[optim.Vec]int{}, ones: map[int]optim.Vec{}, units: map[int]optim.Vec{}, noise: map[int]optim.Vec{},
 		vm: -1, dm: -1, jm: [2]int{-1, -1}, lm: [2]int{-1, -1}}
 	var det []int
 	for m, ml := range l.Members {

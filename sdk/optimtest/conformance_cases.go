@@ -20,6 +20,7 @@ func hostCases() []hostCase {
 		execCases(), layoutCases(), allocCases(), freeCases(), copyCases(), fillCases(),
 		arithCases(), linCombCases(), unaryCases(), binaryCases(), randNCases(), reduceCases(),
 		gradCases(), variationalCases(), jointCases(), baseStepCases(), setLRCases(), handleCases(),
+		arithCasesMinor5(), coefCases(), segReduceCases(), segArithCases(), topKCases(), readCases(), reportCases(),
 	} {
 		cs = append(cs, group...)
 	}
@@ -85,6 +86,19 @@ func execCases() []hostCase {
 		{name: "Exec/nil op", run: func(c *conf) {
 			c.norm(c.filled(0, "a", 1))
 			c.fails("", func(p *optim.Program) { p.Ops = append(p.Ops, nil) })
+		}},
+		{name: "Exec/a pointer op", run: func(c *conf) {
+			// A client may refuse the program before sending it: the
+			// ops before the pointer op need not run.
+			a := c.filled(0, "a", 1)
+			c.next()
+			c.fails("pointer", func(p *optim.Program) { p.Ops = append(p.Ops, &optim.Fill{Dst: a, Value: optim.K(2)}) })
+			c.next()
+			c.expectConst("a", a, 1)
+		}},
+		{name: "Exec/a pointer op that sets a register", run: func(c *conf) {
+			a := c.filled(0, "a", 1)
+			c.fails("pointer", func(p *optim.Program) { p.Ops = append(p.Ops, &optim.Norm{X: a}) })
 		}},
 	}
 }
@@ -1251,6 +1265,19 @@ func handleCases() []hostCase {
 		}},
 		{"BaseStep.Params", 0, func(c *conf, p *optim.Program, x optim.Vec) { p.BaseStep(x, c.alloc(0, "g")) }},
 		{"BaseStep.Grad", 0, func(_ *conf, p *optim.Program, x optim.Vec) { p.BaseStep(optim.Params, x) }},
+		{"SegReduce.X", 0, func(_ *conf, p *optim.Program, x optim.Vec) { p.SegReduce(optim.SegSumSq, optim.PerTensor, x, 0) }},
+		{"SegReduce.Y", 0, func(c *conf, p *optim.Program, x optim.Vec) {
+			p.SegReduce(optim.SegDot, optim.PerRow, c.alloc(0, "a"), x)
+		}},
+		{"TopKMask.Dst", 0, func(_ *conf, p *optim.Program, x optim.Vec) {
+			p.TopKMask(x, optim.Params, optim.PerTensor, optim.K(0.5))
+		}},
+		{"TopKMask.X", 0, func(c *conf, p *optim.Program, x optim.Vec) {
+			p.TopKMask(c.alloc(0, "a"), x, optim.PerRow, optim.K(0.5))
+		}},
+		{"Fill with a segment register", 0, func(c *conf, p *optim.Program, x optim.Vec) {
+			p.Fill(x, p.SegReduce(optim.SegSumSq, optim.PerTensor, optim.Params, 0))
+		}},
 	}
 	var cs []hostCase
 	for _, u := range uses {

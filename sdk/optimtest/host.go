@@ -388,7 +388,7 @@ func (h *Host) Exec(ctx context.Context, p *optim.Program) (optim.Result, error)
 		res, err = optim.NewResult(p, x.reads)
 		rec.Reads, rec.Reports = x.reads, x.reports
 		for name, v := range x.reports {
-			if _, dup := h.reports[name]; dup {
+			if _, dup := h.reports[name]; dup && h.step >= 0 {
 				err = fmt.Errorf("optimtest: metric %q reported twice in step %d", name, h.step)
 			}
 			if h.reports == nil {
@@ -404,7 +404,9 @@ func (h *Host) Exec(ctx context.Context, p *optim.Program) (optim.Result, error)
 
 // TakeReports returns the metrics that Report ops reported since the last
 // call (or BeginStep) and forgets them: the harness merges them into the
-// step's output, as the host's training loop does.
+// step's output, as the host's training loop does. A name may be reported
+// once per step; before the first BeginStep (a host driven without steps) a
+// later report replaces an earlier one.
 func (h *Host) TakeReports() map[string]float64 {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -707,13 +709,13 @@ func (h *Host) apply(op optim.Op, x *execState) error {
 		}
 		x.scalar(s)
 	case optim.Norm:
-		x, err := h.get(op.X)
+		v, err := h.get(op.X)
 		if err != nil {
 			return err
 		}
 		var s float64
-		for _, v := range x {
-			s += v * v
+		for _, e := range v {
+			s += e * e
 		}
 		x.scalar(math.Sqrt(s))
 	case optim.Grad:
@@ -732,7 +734,7 @@ func (h *Host) apply(op optim.Op, x *execState) error {
 		if _, dup := x.reports[op.Name]; dup {
 			return fmt.Errorf("metric %q reported twice in one program", op.Name)
 		}
-		if _, dup := h.reports[op.Name]; dup {
+		if _, dup := h.reports[op.Name]; dup && h.step >= 0 {
 			return fmt.Errorf("metric %q already reported in this step", op.Name)
 		}
 		if x.reports == nil {
@@ -1341,6 +1343,21 @@ func (h *Host) ExecCount(step int64) int {
 	for _, e := range h.execs {
 		if e.Step == step {
 			n++
+		}
+	}
+	return n
+}
+
+// ReadCount returns the number of values that Read ops of the programs
+// executed during step step read back: the blocking device-to-host reads a
+// real host would make (every built-in method makes none).
+func (h *Host) ReadCount(step int64) int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	n := 0
+	for _, e := range h.execs {
+		if e.Step == step {
+			n += len(e.Reads)
 		}
 	}
 	return n

@@ -361,8 +361,13 @@ func (h *hostClient) Layout(ctx context.Context) (optim.Layout, error) {
 // Exec implements optim.Host. Errors keep the host's gRPC code and failing
 // op index (as a *wire.Error); errors.Is works for context.DeadlineExceeded,
 // context.Canceled and errors.ErrUnsupported (an op the host does not know),
-// and an *optim.VecError names its handle as p's listing does.
+// and an *optim.VecError names its handle as p's listing does. A program
+// whose builder recorded a misuse (Program.Err: a register of another
+// program) is refused before it is sent.
 func (h *hostClient) Exec(ctx context.Context, p *optim.Program) (optim.Result, error) {
+	if err := p.Err(); err != nil {
+		return optim.Result{}, fmt.Errorf("serve: exec: %w", err)
+	}
 	req, err := wire.ExecRequestToProto(p)
 	if err != nil {
 		return optim.Result{}, err
