@@ -3,10 +3,21 @@
 // vectors, the vectors plugins allocate, the current minibatch and the base
 // optimizer, and implements optim.Host: plugins (in-process or over gRPC)
 // send programs of ops naming vector handles (ops, the base step, joint and
-// variational gradients), and the engine returns scalars; Probs interprets
-// an optimizer's predictive on one batch. Every torch call runs on the
-// tensor.Worker's locked OS thread; engine state is touched only there, so
-// Exec may be called from any goroutine.
+// variational gradients), and the engine returns the values of the
+// registers they Read; Probs interprets an optimizer's predictive on one
+// batch. Every torch call runs on the tensor.Worker's locked OS thread;
+// engine state is touched only there, so Exec may be called from any
+// goroutine.
+//
+// Within one Exec every value an op computes is a register on the device
+// (regs.go): a 0-d float64 tensor, or one float64 per segment of a member's
+// layout; coefficients that are registers use the tensor-coefficient
+// kernels, immediates the scalar ones (on the CPU the two give the same
+// bits). Every op is checked by optim.Checker first and runs in its own
+// tensor.Scope, so its temporaries are freed when it ends. Read ops cost
+// one device→host transfer at the end of the Exec; Report ops keep the
+// step's metrics on the device until the training loop takes them
+// (reports.go), and Counters counts Execs, ops and blocking reads.
 //
 // What is done with an engine's vectors outside programs lives in the
 // packages named for it, through the accessors of access.go: device data
