@@ -493,20 +493,20 @@ func (e *Engine) run(s *tensor.Scope, x *execState, op optim.Op) ([]register, er
 		tensor.ManualSeed(seed)
 		s.NormalInPlace(d, 0, o.Std)
 	case optim.Dot:
-		// As optim.Dot documents: float32 chunks, float64 partial sums, no
-		// float64 copy of the vectors (tensor.ChunkedDot; the float64 dot of
-		// the previous release is tensor.Dot).
+		// As optim.Dot documents: float64, cast chunk by chunk (no float64
+		// copy of a whole vector; bitwise the previous release's float64 dot
+		// up to 2²² elements).
 		a, b, err := e.same(s, o.A, o.B)
 		if err != nil {
 			return nil, err
 		}
-		return []register{{t: e.toDevice(s, s.ChunkedDot(a, b))}}, nil
+		return []register{{t: e.toDevice(s, s.Dot(a, b))}}, nil
 	case optim.Norm:
 		v, _, err := e.get(o.X)
 		if err != nil {
 			return nil, err
 		}
-		return []register{{t: e.toDevice(s, s.ChunkedNorm(v))}}, nil
+		return []register{{t: e.toDevice(s, s.Norm(v))}}, nil
 	case optim.Grad, optim.JointGrad:
 		var out []tensor.T
 		var err error

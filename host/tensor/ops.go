@@ -162,47 +162,28 @@ func (s *Scope) Mean(t T) T {
 	return s.unary("mean", t, func(t *ts.Tensor) (*ts.Tensor, error) { return t.Mean(t.DType(), false) })
 }
 
-// Dot returns Σ aᵢbᵢ over flat vectors, accumulated in float64 (operands
-// of other types are cast to float64: a float64 copy of each).
-func (s *Scope) Dot(a, b T) T {
-	a64, b64 := a, b
-	if a.Valid() && a.t.DType() != Float64 {
-		a64 = s.Cast(a, Float64)
-	}
-	if b.Valid() && b.t.DType() != Float64 {
-		b64 = s.Cast(b, Float64)
-	}
-	return s.binary("dot", a64, b64, dot)
-}
-
-// Norm returns the global L2 norm of t (any shape) as a 0-d float64 tensor,
-// accumulated in float64 (on a float64 copy of a float32 t).
-func (s *Scope) Norm(t T) T {
-	f := s.Flatten(t, 0, -1) // dot takes 1-D tensors only
-	if f.Valid() && f.t.DType() != Float64 {
-		f = s.Cast(f, Float64) // once, not once per Dot operand
-	}
-	return s.Sqrt(s.Dot(f, f))
-}
-
-// dotChunk is the chunk length of ChunkedDot's float32 partial sums (a power
-// of two: the partials stay accurate, and a GPU gets many of them to run in
-// parallel).
-const dotChunk = 4096
+// dotChunk is the most elements Dot casts to float64 at once (32 MiB of
+// float64): a vector up to this length is dotted in one float64 pass, a
+// longer one chunk by chunk.
+const dotChunk = 1 << 22
 
 func dot(a, b *ts.Tensor) (*ts.Tensor, error) { return a.Dot(b, false) }
 
-// ChunkedDot returns Σ aᵢbᵢ over all elements of a and b (any shapes with
-// the same number of elements) as a 0-d float64 tensor on their device; the
-// dot of empty tensors is 0. Two float32 operands are not copied to float64:
-// their first k·c elements (c = 4096) are viewed as k chunks whose k partial
-// dot products one batched matrix product computes in float32, and those
-// partials and the float64 dot of the n − k·c remaining elements are summed
-// in float64; the number of kernels does not depend on n. Float32 products
-// and chunk sums make the error about 1e-7 to 1e-6 of Σ|aᵢbᵢ|, where Dot's
-// is float64's. Operands of other types are cast to float64 and dotted
-// there, as by Dot.
-func (s *Scope) ChunkedDot(a, b T) T {
+// Dot returns Σ aᵢbᵢ over all elements of a and b (any shapes with the same
+// number of elements) as a 0-d float64 tensor on their device, accumulated
+// in float64; the dot of empty tensors is 0. The float32 operands are cast
+// to float64 chunk by chunk (at most 2²² elements, freed before the next),
+// the chunks' float64 dots summed in float64: never a float64 copy of a
+// whole vector, and for vectors up to a chunk the very float64 dot of the
+// whole (bitwise what a full cast would give).
+func (s *Scope) Dot(a, b T) T { return s.dotChunks(a, b, dotChunk) }
+
+// Norm returns the global L2 norm of t (any shape) as a 0-d float64 tensor:
+// √Dot(t, t), casting each chunk once.
+func (s *Scope) Norm(t T) T { return s.Sqrt(s.dotChunks(t, t, dotChunk)) }
+
+// dotChunks is Dot with chunks of c elements.
+func (s *Scope) dotChunks(a, b T, c int64) T {
 	if !s.check(a, b) {
 		return T{}
 	}
@@ -210,26 +191,29 @@ func (s *Scope) ChunkedDot(a, b T) T {
 	if m := b.Numel(); m != n {
 		return s.Fail(fmt.Errorf("dot: %d and %d elements", n, m))
 	}
-	fa, fb := s.Flatten(a, 0, -1), s.Flatten(b, 0, -1)
-	if a.t.DType() != Float32 || b.t.DType() != Float32 {
-		return s.binary("dot", s.to64(fa), s.to64(fb), dot)
+	fa, fb := s.Flatten(a, 0, -1), s.Flatten(b, 0, -1) // dot takes 1-D tensors only
+	var sum T
+	for off := int64(0); off == 0 || off < n; off += c {
+		cs := NewScope() // the chunk's float64 copies go when it is done
+		ca := cs.to64(cs.Narrow(fa, 0, off, min(c, n-off)))
+		cb := ca
+		if !a.Same(b) {
+			cb = cs.to64(cs.Narrow(fb, 0, off, min(c, n-off)))
+		}
+		d := cs.binary("dot", ca, cb, dot)
+		if err := cs.Err(); err != nil {
+			cs.Close()
+			return s.Fail(err)
+		}
+		d = s.Adopt(cs.Keep(d))
+		cs.Close()
+		if sum.Valid() {
+			sum = s.Add(sum, d)
+		} else {
+			sum = d
+		}
 	}
-	return s.dot32(fa, fb, n)
-}
-
-// ChunkedNorm returns the global L2 norm of t (any shape) as a 0-d float64
-// tensor, √ChunkedDot(t, t): no float64 copy of a float32 t, and its
-// accuracy.
-func (s *Scope) ChunkedNorm(t T) T {
-	if !s.check(t) {
-		return T{}
-	}
-	f := s.Flatten(t, 0, -1)
-	if t.t.DType() != Float32 {
-		f = s.to64(f) // once, not once per operand
-		return s.Sqrt(s.binary("dot", f, f, dot))
-	}
-	return s.Sqrt(s.dot32(f, f, t.Numel()))
+	return sum
 }
 
 // to64 casts t to float64 unless it is float64 already.
@@ -238,32 +222,6 @@ func (s *Scope) to64(t T) T {
 		return t
 	}
 	return s.Cast(t, Float64)
-}
-
-// dot32 is Dot of two flat float32 vectors of n elements.
-func (s *Scope) dot32(a, b T, n int64) T {
-	k := n / dotChunk
-	body := k * dotChunk
-	var tail T
-	if n > body || k == 0 {
-		ta := s.Cast(s.Narrow(a, 0, body, n-body), Float64)
-		tb := ta
-		if !a.Same(b) {
-			tb = s.Cast(s.Narrow(b, 0, body, n-body), Float64)
-		}
-		tail = s.binary("dot", ta, tb, dot)
-	}
-	if k == 0 {
-		return tail
-	}
-	pa := s.Reshape(s.Narrow(a, 0, 0, body), k, 1, dotChunk)
-	pb := s.Reshape(s.Narrow(b, 0, 0, body), k, dotChunk, 1)
-	part := s.binary("bmm", pa, pb, func(a, b *ts.Tensor) (*ts.Tensor, error) { return a.Bmm(b, false) })
-	sum := s.Sum(s.Cast(part, Float64), Float64)
-	if !tail.Valid() {
-		return sum
-	}
-	return s.Add(sum, tail)
 }
 
 // Stack stacks same-shaped tensors along a new dim.

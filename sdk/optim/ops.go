@@ -160,9 +160,9 @@ type RandN struct {
 	Seed int64
 }
 
-// Dot sets a scalar register to Σ A_i·B_i, accumulated in float64 (chunks
-// of the float32 vectors are reduced in float32, their partial sums in
-// float64; no float64 copy of a vector is made).
+// Dot sets a scalar register to Σ A_i·B_i, accumulated in float64 (the
+// engine casts the float32 vectors to float64 a bounded chunk at a time,
+// never a whole vector).
 type Dot struct{ A, B Vec }
 
 // Norm sets a scalar register to the global L2 norm of X over all
