@@ -133,13 +133,26 @@ func buildRig(ctx context.Context, w *tensor.Worker, dev tensor.Device, archs []
 func (r *Rig) Close() { r.Eng.Close() }
 
 // Step runs one training step of opt (configured on r.Eng) at learning
-// rate LR and returns its loss.
+// rate LR and returns its loss: the one it reported from the device, or
+// the one its StepOutput carries. (Reading the report right away costs a
+// device sync on a GPU, which host/train avoids by reading a step late.)
 func (r *Rig) Step(ctx context.Context, opt optim.Optimizer) (float64, error) {
 	r.Eng.BeginStep(r.step, LR)
 	out, err := opt.Step(ctx, r.Eng, optim.StepInput{Step: r.step, LR: LR})
 	r.step++
 	if err != nil {
 		return 0, err
+	}
+	reps, err := r.Eng.TakeReports(ctx)
+	if err != nil {
+		return 0, err
+	}
+	vals, err := reps.Values(ctx)
+	if err != nil {
+		return 0, err
+	}
+	if loss, ok := vals["loss"]; ok {
+		return loss, nil
 	}
 	return out.Metrics["loss"], nil
 }
