@@ -12,6 +12,7 @@ import (
 	"github.com/optlab/optlab/host/model"
 	"github.com/optlab/optlab/internal/testutil"
 	"github.com/optlab/optlab/sdk/optim"
+	"github.com/optlab/optlab/sdk/optimtest"
 )
 
 // The engine's registers, segment ops, Read and Report and its counters.
@@ -99,20 +100,8 @@ func TestRegisterCoefficientsBitwise(t *testing.T) {
 func TestArithBitwise(t *testing.T) {
 	e := semEngine(t, Config{Seed: 1}, semWide(t, 4))
 	vals := []float64{0.1, 3, -2.5, 1e-300, 7e300, math.Inf(1), math.Inf(-1), math.NaN(), 0, math.Copysign(0, -1)}
-	kinds := []struct {
-		k optim.ArithKind
-		f func(a, b, c float64) float64
-	}{
-		{optim.ArithAdd, func(a, b, _ float64) float64 { return a + b }},
-		{optim.ArithSub, func(a, b, _ float64) float64 { return a - b }},
-		{optim.ArithMul, func(a, b, _ float64) float64 { return a * b }},
-		{optim.ArithDiv, func(a, b, _ float64) float64 { return a / b }},
-		{optim.ArithMin, func(a, b, _ float64) float64 { return math.Min(a, b) }},
-		{optim.ArithMax, func(a, b, _ float64) float64 { return math.Max(a, b) }},
-		{optim.ArithSqrt, func(a, _, _ float64) float64 { return math.Sqrt(a) }},
-		{optim.ArithRecip, func(a, _, _ float64) float64 { return 1 / a }},
-		{optim.ArithClamp, func(a, b, c float64) float64 { return math.Min(math.Max(a, b), c) }},
-	}
+	kinds := []optim.ArithKind{optim.ArithAdd, optim.ArithSub, optim.ArithMul, optim.ArithDiv,
+		optim.ArithMin, optim.ArithMax, optim.ArithSqrt, optim.ArithRecip, optim.ArithClamp}
 	for _, k := range kinds {
 		p := optim.Prog()
 		var regs []optim.Reg
@@ -124,11 +113,11 @@ func TestArithBitwise(t *testing.T) {
 				if (i+j)%2 == 1 { // a register operand
 					ops[0] = p.Mul(optim.K(a), optim.K(1))
 				}
-				for n := k.k.Arity(); n < 3; n++ {
+				for n := k.Arity(); n < 3; n++ {
 					ops[n] = nil
 				}
-				regs = append(regs, p.Arith(k.k, ops[0], ops[1], ops[2]))
-				want = append(want, k.f(a, b, c))
+				regs = append(regs, p.Arith(k, ops[0], ops[1], ops[2]))
+				want = append(want, k.Apply(a, b, c))
 			}
 		}
 		p.Read(regs...)
@@ -142,7 +131,7 @@ func TestArithBitwise(t *testing.T) {
 		}
 		for i := range got {
 			if math.Float64bits(got[i]) != math.Float64bits(want[i]) && !(math.IsNaN(got[i]) && math.IsNaN(want[i])) {
-				t.Errorf("%v #%d (%v, %v): %v, want %v", k.k, i, vals[i/len(vals)], vals[i%len(vals)], got[i], want[i])
+				t.Errorf("%v #%d (%v, %v): %v, want %v", k, i, vals[i/len(vals)], vals[i%len(vals)], got[i], want[i])
 			}
 		}
 	}
@@ -150,24 +139,7 @@ func TestArithBitwise(t *testing.T) {
 
 // segRef reduces v (and w) per segment in float64.
 func segRef(kind optim.SegKind, v, w []float64, sizes []int64) []float64 {
-	out := make([]float64, len(sizes))
-	off := 0
-	for s, n := range sizes {
-		for i := off; i < off+int(n); i++ {
-			switch kind {
-			case optim.SegSumSq:
-				out[s] += v[i] * v[i]
-			case optim.SegDot:
-				out[s] += v[i] * w[i]
-			case optim.SegSumAbs:
-				out[s] += math.Abs(v[i])
-			case optim.SegMaxAbs:
-				out[s] = max(out[s], math.Abs(v[i]))
-			}
-		}
-		off += int(n)
-	}
-	return out
+	return optimtest.SegReduceRef(kind, sizes, v, w)
 }
 
 // TestSegReduceOnModelLayouts checks every reduction and segmentation on
@@ -265,34 +237,6 @@ func TestSegmentCoefficients(t *testing.T) {
 	}
 }
 
-// topKRef is the mask of the k = ⌊frac·size + ½⌋ largest |v| per segment
-// (ties to the lower index).
-func topKRef(v []float64, sizes []int64, frac func(s int) float64) []float64 {
-	out := make([]float64, len(v))
-	off := 0
-	for s, n := range sizes {
-		k := int(math.Floor(frac(s)*float64(n) + 0.5))
-		k = min(max(k, 0), int(n))
-		idx := make([]int, n)
-		for i := range idx {
-			idx[i] = off + i
-		}
-		slices.SortStableFunc(idx, func(a, b int) int {
-			switch x, y := math.Abs(v[a]), math.Abs(v[b]); {
-			case x > y:
-				return -1
-			case x < y:
-				return 1
-			}
-			return 0
-		})
-		for _, i := range idx[:k] {
-			out[i] = 1
-		}
-		off += int(n)
-	}
-	return out
-}
 
 // TestTopKMask checks TopKMask with an immediate fraction, a scalar
 // register and a segment register (one fraction per segment), with ties.
@@ -325,7 +269,7 @@ func TestTopKMask(t *testing.T) {
 			p := optim.Prog()
 			p.TopKMask(2, 1, by, c.build(p))
 			semExec(t, e, p)
-			if got, want := semRead(t, e, 2), topKRef(v, sizes, c.frac); !slices.Equal(got, want) {
+			if got, want := semRead(t, e, 2), optimtest.TopKMaskRef(v, sizes, c.frac); !slices.Equal(got, want) {
 				t.Errorf("%v %s: mask differs from the reference", by, c.name)
 			}
 		}

@@ -1,5 +1,7 @@
 package optim
 
+import "math"
+
 // UnaryKind selects an elementwise function for the Unary op.
 type UnaryKind int32
 
@@ -280,6 +282,34 @@ func (k ArithKind) Arity() int {
 		return 3
 	}
 	return 0
+}
+
+// Apply returns k(a, b, c) in float64: the function every host computes
+// for an Arith op (unused operands are ignored). Min and Max are Go's
+// math.Min and math.Max (NaN wins; −0 < +0), Clamp is Min(Max(a, b), c).
+// An unknown kind gives NaN.
+func (k ArithKind) Apply(a, b, c float64) float64 {
+	switch k {
+	case ArithAdd:
+		return a + b
+	case ArithSub:
+		return a - b
+	case ArithMul:
+		return a * b
+	case ArithDiv:
+		return a / b
+	case ArithMin:
+		return math.Min(a, b)
+	case ArithMax:
+		return math.Max(a, b)
+	case ArithSqrt:
+		return math.Sqrt(a)
+	case ArithRecip:
+		return 1 / a
+	case ArithClamp:
+		return math.Min(math.Max(a, b), c)
+	}
+	return math.NaN()
 }
 
 // Arith sets a register to Kind(A, B, C) in float64 on the device: scalar

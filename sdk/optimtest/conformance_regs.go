@@ -159,37 +159,32 @@ func (c *conf) regOf(x float64) optim.Reg {
 	return c.p().Dot(v, c.unit())
 }
 
-// goArith is Arith in Go's float64 arithmetic (what every host must
-// compute).
-func goArith(k optim.ArithKind, a, b, x float64) float64 {
-	switch k {
-	case optim.ArithAdd:
-		return a + b
-	case optim.ArithSub:
-		return a - b
-	case optim.ArithMul:
-		return a * b
-	case optim.ArithDiv:
-		return a / b
-	case optim.ArithMin:
-		return math.Min(a, b)
-	case optim.ArithMax:
-		return math.Max(a, b)
-	case optim.ArithSqrt:
-		return math.Sqrt(a)
-	case optim.ArithRecip:
-		return 1 / a
-	case optim.ArithClamp:
-		return math.Min(math.Max(a, b), x)
-	}
-	panic(fmt.Sprintf("suite bug: arith kind %d", k))
+// segReduce is SegReduceRef over the segments ss.
+func segReduce(k optim.SegKind, ss []span, x, y []float64) []float64 {
+	return SegReduceRef(k, spanSizes(ss), x, y)
 }
 
-// segReduce is SegReduce in float64 over the segments ss.
-func segReduce(k optim.SegKind, ss []span, x, y []float64) []float64 {
-	out := make([]float64, len(ss))
+// topK is TopKMaskRef over the segments ss.
+func topK(ss []span, x []float64, frac func(j int) float64) []float64 {
+	return TopKMaskRef(x, spanSizes(ss), frac)
+}
+
+func spanSizes(ss []span) []int64 {
+	sizes := make([]int64, len(ss))
 	for j, s := range ss {
-		for i := s.off; i < s.off+s.n; i++ {
+		sizes[j] = s.n
+	}
+	return sizes
+}
+
+// SegReduceRef is SegReduce in float64 over consecutive segments of the
+// given sizes (which tile x): what the suite expects of every host, and
+// a reference for a host's own tests.
+func SegReduceRef(k optim.SegKind, sizes []int64, x, y []float64) []float64 {
+	out := make([]float64, len(sizes))
+	off := 0
+	for j, n := range sizes {
+		for i := off; i < off+int(n); i++ {
 			switch k {
 			case optim.SegSumSq:
 				out[j] += x[i] * x[i]
@@ -201,26 +196,29 @@ func segReduce(k optim.SegKind, ss []span, x, y []float64) []float64 {
 				out[j] = math.Max(out[j], math.Abs(x[i]))
 			}
 		}
+		off += int(n)
 	}
 	return out
 }
 
-// topK is the mask of TopKMask over the segments ss with fraction frac(j)
-// for segment j: the ⌊frac·n + ½⌋ largest |x| of each segment, ties to the
-// lower index.
-func topK(ss []span, x []float64, frac func(j int) float64) []float64 {
+// TopKMaskRef is the mask of TopKMask over consecutive segments of the
+// given sizes with fraction frac(j) for segment j: 1 on the ⌊frac·n + ½⌋
+// (clamped to [0, n]) largest |x| of each segment, ties to the lower index.
+func TopKMaskRef(x []float64, sizes []int64, frac func(j int) float64) []float64 {
 	mask := make([]float64, len(x))
-	for j, s := range ss {
-		k := int64(math.Floor(frac(j)*float64(s.n) + 0.5))
-		k = min(max(k, 0), s.n)
-		idx := make([]int64, s.n)
+	off := 0
+	for j, n := range sizes {
+		k := int(math.Floor(frac(j)*float64(n) + 0.5))
+		k = min(max(k, 0), int(n))
+		idx := make([]int, n)
 		for i := range idx {
-			idx[i] = s.off + int64(i)
+			idx[i] = off + i
 		}
-		slices.SortStableFunc(idx, func(a, b int64) int { return cmp.Compare(math.Abs(x[b]), math.Abs(x[a])) })
+		slices.SortStableFunc(idx, func(a, b int) int { return cmp.Compare(math.Abs(x[b]), math.Abs(x[a])) })
 		for _, i := range idx[:k] {
 			mask[i] = 1
 		}
+		off += int(n)
 	}
 	return mask
 }
@@ -281,7 +279,7 @@ func arithCasesMinor5() []hostCase {
 		v := [3]float64{r.a, r.b, r.x}
 		name := fmt.Sprintf("Arith/%v%v", r.k, v[:r.k.Arity()])
 		cs = append(cs, hostCase{name: name, run: func(c *conf) {
-			want := goArith(r.k, r.a, r.b, r.x)
+			want := r.k.Apply(r.a, r.b, r.x)
 			forms := []struct {
 				what string
 				num  func(j int, x float64) optim.Num

@@ -788,29 +788,7 @@ func (h *Host) linComb(op optim.LinComb, x *execState) error {
 // operand is a segment register.
 func arith(op optim.Arith, x *execState) register {
 	a, b, c := x.num(op.A), x.num(op.B), x.num(op.C)
-	f := func(a, b, c float64) float64 {
-		switch op.Kind {
-		case optim.ArithAdd:
-			return a + b
-		case optim.ArithSub:
-			return a - b
-		case optim.ArithMul:
-			return a * b
-		case optim.ArithDiv:
-			return a / b
-		case optim.ArithMin:
-			return math.Min(a, b)
-		case optim.ArithMax:
-			return math.Max(a, b)
-		case optim.ArithSqrt:
-			return math.Sqrt(a)
-		case optim.ArithRecip:
-			return 1 / a
-		case optim.ArithClamp:
-			return math.Min(math.Max(a, b), c)
-		}
-		return math.NaN() // unreachable: the Checker refuses unknown kinds
-	}
+	f := op.Kind.Apply
 	var seg register
 	for _, r := range []register{a, b, c} {
 		if r.seg != nil {
