@@ -237,7 +237,6 @@ func TestSegmentCoefficients(t *testing.T) {
 	}
 }
 
-
 // TestTopKMask checks TopKMask with an immediate fraction, a scalar
 // register and a segment register (one fraction per segment), with ties.
 func TestTopKMask(t *testing.T) {

@@ -115,4 +115,3 @@ func TestDotSizeMismatch(t *testing.T) {
 		return nil
 	})
 }
-
