@@ -21,6 +21,20 @@ import sys
 from array import array
 
 
+def stem(key):
+    """The file name stem of a run key, as host/results.KeyFileStem makes it."""
+    out = []
+    for c in key.encode():
+        ch = chr(c)
+        if ch == "/":
+            out.append(",")
+        elif ch.isascii() and (ch.isalnum() or ch in "._=+-"):
+            out.append(ch)
+        else:
+            out.append("%%%02X" % c)
+    return "".join(out)
+
+
 def records(folder):
     out = {}
     with open(os.path.join(folder, "runs.jsonl")) as f:
@@ -32,7 +46,7 @@ def records(folder):
 
 
 def curve(folder, key):
-    name = key.replace("/", ",") + ".csv"
+    name = stem(key) + ".csv"
     path = os.path.join(folder, "curves", name)
     if not os.path.exists(path):
         return None
@@ -76,7 +90,7 @@ def main(a, b):
             notes.append("config hash %s vs %s" % (ra[k]["config_hash"], rb[k]["config_hash"]))
         if curve(a, k) != curve(b, k):
             notes.append("curve differs")
-        ck = os.path.join("checkpoints", k.replace("/", ",") + ".safetensors")
+        ck = os.path.join("checkpoints", stem(k) + ".safetensors")
         pa, pb = os.path.join(a, ck), os.path.join(b, ck)
         if os.path.exists(pa) and os.path.exists(pb):
             ta, tb = tensors(pa), tensors(pb)
