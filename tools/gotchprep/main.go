@@ -328,11 +328,29 @@ func libGo(lt Libtorch) string {
 	if !isSystemDir(lt.LibDir) {
 		ld = append(ld, "-L"+lt.LibDir, "-Wl,-rpath,"+lt.LibDir)
 	}
+	if len(lt.NVIDIALibDirs) > 0 {
+		// A pip PyTorch's CUDA libraries (site-packages/nvidia/*/lib):
+		// searched at link time and run time, the run path written as
+		// DT_RPATH (--disable-new-dtags), which unlike the default
+		// DT_RUNPATH also applies to the libraries that libtorch_cuda
+		// itself needs and opens.
+		for _, d := range lt.NVIDIALibDirs {
+			ld = append(ld, "-L"+d, "-Wl,-rpath,"+d)
+		}
+		ld = append(ld, "-Wl,--disable-new-dtags")
+	}
 	// --no-as-needed: libtorch_cuda registers CUDA from static initializers
 	// although no symbol of it is referenced.
 	ld = append(ld, "-lstdc++", "-Wl,--no-as-needed", "-ltorch", "-ltorch_cpu", "-lc10")
 	if lt.CUDA {
 		ld = append(ld, "-ltorch_cuda", "-lc10_cuda")
+	}
+	// The NVIDIA libraries libtorch needs are linked directly, so the
+	// binary loads them first from its own run path (as importing torch
+	// in Python preloads them): that holds even when libtorch_cuda's own
+	// run path (DT_RUNPATH) would hide the binary's from its lookups.
+	for _, l := range lt.NVIDIALibs {
+		ld = append(ld, "-l:"+l)
 	}
 	ld = append(ld, "-Wl,--as-needed")
 	var b strings.Builder
