@@ -13,7 +13,7 @@ all: build
 
 # Prepare gotch for the libtorch on this machine (a no-op when up to date).
 gotch:
-	@cd tools/gotchprep && $(GO) run . -out $(CURDIR)/build/gotch
+	@cd tools/gotchprep && $(GO) run . -out $(CURDIR)/build/gotch -uses $(CURDIR)
 
 build: gotch plugins
 	$(GO) build -o $(BIN)/host ./host

@@ -67,6 +67,11 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	case "version":
 		w := tensor.NewWorker(1)
 		fmt.Fprintln(stdout, tensor.LibtorchDescription())
+		var cuda tensor.CUDAStatus
+		_ = w.Do(ctx, func() error { cuda = tensor.ProbeCUDA(); return nil })
+		for _, l := range cuda.Describe() {
+			fmt.Fprintln(stdout, l)
+		}
 		fmt.Fprintln(stdout, tensor.BLASDescription())
 		w.Close()
 	case "help", "-h", "--help":

@@ -140,6 +140,9 @@ func landscapeCmd(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	if err := w.Do(ctx, func() (err error) { dev, err = tensor.ParseDevice(exp.Train.Device); return err }); err != nil {
 		return err
 	}
+	if note := tensor.AutoDeviceNote(exp.Train.Device, dev); note != "" {
+		fmt.Fprintln(stderr, "host: note:", note)
+	}
 	d, err := train.Upload(ctx, w, dev, exp.Data)
 	if err != nil {
 		return fmt.Errorf("data: %w", err)

@@ -393,6 +393,9 @@ func runExperiment(ctx context.Context, path string, o runOpts, stderr io.Writer
 		return res, err
 	}
 	fmt.Fprintf(stderr, "host: %s on %s (%d torch threads; %s): %s\n", tensor.LibtorchDescription(), dev, threads(ctx, w), tensor.BLASDescription(), exp.Name)
+	if note := tensor.AutoDeviceNote(exp.Train.Device, dev); note != "" {
+		fmt.Fprintln(stderr, "host: note:", note)
+	}
 	d, err := train.Upload(ctx, w, dev, exp.Data)
 	if err != nil {
 		return res, fmt.Errorf("%s: data: %w", path, err)

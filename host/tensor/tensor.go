@@ -112,7 +112,7 @@ func ParseDevice(spec string) (Device, error) {
 			n = v
 		}
 		if !lib.AtcCudaIsAvailable() {
-			return CPU, fmt.Errorf("device %q: CUDA is not available with %s", spec, LibtorchDescription())
+			return CPU, fmt.Errorf("device %q: CUDA is not available with %s: %s", spec, LibtorchDescription(), ProbeCUDA().Problem())
 		}
 		if c := int(lib.AtcCudaDeviceCount()); n >= c {
 			return CPU, fmt.Errorf("device %q: only %d CUDA device(s)", spec, c)
@@ -120,6 +120,17 @@ func ParseDevice(spec string) (Device, error) {
 		return Device{gotch.CudaBuilder(uint(n))}, nil
 	}
 	return CPU, fmt.Errorf("device %q: want auto, cpu, cuda or cuda:N", spec)
+}
+
+// AutoDeviceNote explains, for a CUDA build, why the device spec "auto"
+// (or "") resolved to the CPU d: no usable GPU, and why. It is "" otherwise,
+// and on a CPU build, where the CPU is the only choice.
+func AutoDeviceNote(spec string, d Device) string {
+	spec = strings.TrimSpace(strings.ToLower(spec))
+	if (spec != "" && spec != "auto") || d.IsCUDA() || !lib.LibtorchCUDA {
+		return ""
+	}
+	return "device auto: no usable GPU, running on the CPU: " + ProbeCUDA().Problem()
 }
 
 // LibtorchVersion is the libtorch version optlab was built against.
