@@ -19,12 +19,15 @@ const ProtocolMinor = 5
 func nan() float64 { return math.NaN() }
 
 // Host is what an optimizer drives: it describes the parameter layout and
-// executes programs of ops on the device, returning only scalars.
+// executes programs of ops on the device, returning only the values the
+// programs read (Read ops).
 type Host interface {
 	// Layout describes the members' parameters (metadata only).
 	Layout(ctx context.Context) (Layout, error)
-	// Exec runs the program's ops in order and returns the scalars they
-	// emit (a nil program is an empty one). It stops at the first op that
+	// Exec runs the program's ops in order, each checked by Checker first,
+	// and returns the values of its Read ops (a nil program is an empty
+	// one; a program whose builder recorded a misuse, Program.Err, fails
+	// before its first op). It stops at the first op that
 	// fails and returns an *OpError naming it; the effects of the ops before
 	// it remain, and the Result is then undefined. An op kind, UnaryKind,
 	// BinaryKind or BNMode the host does not know fails with an *OpError

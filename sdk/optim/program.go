@@ -7,7 +7,7 @@ import (
 
 // Vec is a handle to a host-side vector laid out like one member's
 // trainable parameters. Plugins never see the vector's contents: they send
-// programs of ops naming handles, and the host returns scalars.
+// programs of ops naming handles, and values stay on the host in registers unless a program reads them.
 //
 // Handles ≤ 0 are reserved by the host: ParamsOf(m) names the live
 // parameters of member m (so Params, handle 0, is member 0's). Handles > 0

@@ -424,13 +424,7 @@ func ExecRequestFromProto(req *pb.ExecRequest) (*optim.Program, error) {
 		return nil, err
 	}
 	if req.GetProtocolMinor() == 0 {
-		n := 0
-		for _, op := range p.Ops {
-			n += optim.Emits(op)
-		}
-		for r := 1; r <= n; r++ {
-			p.Read(p.Reg(r))
-		}
+		p.ReadAll()
 	}
 	return p, nil
 }
