@@ -7,7 +7,8 @@ import (
 
 // Vec is a handle to a host-side vector laid out like one member's
 // trainable parameters. Plugins never see the vector's contents: they send
-// programs of ops naming handles, and values stay on the host in registers unless a program reads them.
+// programs of ops naming handles, and what the ops compute stays on the
+// host, in registers, unless a program reads it.
 //
 // Handles ≤ 0 are reserved by the host: ParamsOf(m) names the live
 // parameters of member m (so Params, handle 0, is member 0's). Handles > 0
