@@ -363,11 +363,8 @@ func (h *hostClient) Layout(ctx context.Context) (optim.Layout, error) {
 // context.Canceled and errors.ErrUnsupported (an op the host does not know),
 // and an *optim.VecError names its handle as p's listing does. A program
 // whose builder recorded a misuse (Program.Err: a register of another
-// program) is refused before it is sent.
+// program) is refused before it is sent (by wire.ExecRequestToProto).
 func (h *hostClient) Exec(ctx context.Context, p *optim.Program) (optim.Result, error) {
-	if err := p.Err(); err != nil {
-		return optim.Result{}, fmt.Errorf("serve: exec: %w", err)
-	}
 	req, err := wire.ExecRequestToProto(p)
 	if err != nil {
 		return optim.Result{}, err
