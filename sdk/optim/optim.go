@@ -6,7 +6,6 @@ package optim
 
 import (
 	"context"
-	"math"
 )
 
 // ProtocolMajor is the go-plugin protocol version; a change breaks plugins.
@@ -15,8 +14,6 @@ const ProtocolMajor = 1
 // ProtocolMinor is the in-band minor version carried by Info; hosts accept
 // plugins with a minor version up to their own.
 const ProtocolMinor = 5
-
-func nan() float64 { return math.NaN() }
 
 // Host is what an optimizer drives: it describes the parameter layout and
 // executes programs of ops on the device, returning only the values the
