@@ -37,10 +37,14 @@ vet: gotch
 # fixed, or silenced where they are meant with a //lint:ignore that says why
 # (and sdk/optimtest/staticcheck.conf).
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
+# errcheck, pinned: every unchecked error outside tests is a finding, but for
+# the terminal writes listed (with the reason) in errcheck-excludes.txt.
+ERRCHECK := github.com/kisielk/errcheck@v1.9.0
 
 lint: gotch
 	$(GO) run $(STATICCHECK) ./...
-	@for m in $(MODULES); do (cd $$m && $(GO) run $(STATICCHECK) ./...) || exit 1; done
+	$(GO) run $(ERRCHECK) -ignoretests -exclude $(CURDIR)/errcheck-excludes.txt ./...
+	@for m in $(MODULES); do (cd $$m && $(GO) run $(STATICCHECK) ./... && $(GO) run $(ERRCHECK) -ignoretests -exclude $(CURDIR)/errcheck-excludes.txt ./...) || exit 1; done
 
 # -timeout 30m: a package's own limit, not Go's default 10 minutes, which
 # the experiments package (about 4 minutes on an idle 2-core machine) passed

@@ -328,7 +328,7 @@ func Read(path string) (map[string]Tensor, map[string]string, error) {
 	if err != nil {
 		return nil, nil, fmt.Errorf("reading checkpoint: %w", err)
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }()
 	st, err := f.Stat()
 	if err != nil {
 		return nil, nil, fmt.Errorf("reading checkpoint: %w", err)
@@ -410,7 +410,7 @@ func ReadMeta(path string) (map[string]string, error) {
 	if err != nil {
 		return nil, fmt.Errorf("reading checkpoint: %w", err)
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }()
 	st, err := f.Stat()
 	if err != nil {
 		return nil, fmt.Errorf("reading checkpoint: %w", err)

@@ -405,6 +405,6 @@ func printLandscape(w io.Writer, s landscape.Summary, out string) {
 		}
 		fmt.Fprintln(tw, row+"\t"+rec)
 	}
-	tw.Flush()
+	_ = tw.Flush()
 	fmt.Fprintf(w, "\nwrote %s (landscape.json, landscape_1d.png, per-checkpoint CSV%s)\n", out, map[bool]string{true: " and 2-D PNG", false: ""}[s.Plane])
 }

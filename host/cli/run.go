@@ -99,7 +99,7 @@ func prepare(ctx context.Context, path string, sets []string, pluginDir string, 
 			continue
 		}
 		info, err := c.Info(ctx)
-		c.Close()
+		_ = c.Close()
 		if err != nil {
 			errs = append(errs, fmt.Errorf("%s:%d: method %q: %w", exp.File, m.Line, m.Name, err))
 			continue
@@ -230,7 +230,7 @@ func preflightRun(ctx context.Context, r *train.Runner, p *plan, run experiment.
 	if err != nil {
 		return err
 	}
-	defer c.Close()
+	defer func() { _ = c.Close() }()
 	m.Optimizer = c.AsOptimizer()
 	return r.Preflight(ctx, run, m)
 }
@@ -274,7 +274,7 @@ func checkWritable(dir string) error {
 	if err != nil {
 		return fmt.Errorf("cannot write results into %s: %w", dir, err)
 	}
-	f.Close()
+	_ = f.Close()
 	return os.Remove(f.Name())
 }
 
@@ -524,7 +524,7 @@ func runOne(ctx context.Context, r *train.Runner, p *plan, run experiment.Run) (
 	if err != nil {
 		return r.Record(run, m), err
 	}
-	defer c.Close()
+	defer func() { _ = c.Close() }()
 	m.Optimizer = c.AsOptimizer()
 	return r.Run(ctx, run, m)
 }
@@ -556,7 +556,7 @@ func smokeData(exp *experiment.Experiment, tmpResults bool) (func(), error) {
 	if err != nil {
 		return nil, err
 	}
-	cleanup := func() { os.RemoveAll(tmp) }
+	cleanup := func() { _ = os.RemoveAll(tmp) }
 	gen := func(kind string) (string, error) {
 		dir := filepath.Join(tmp, kind)
 		if data.IsMNISTFormat(kind) {

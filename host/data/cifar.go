@@ -333,7 +333,7 @@ func (f *cifarFormat) readFile(s *Set, path string, size int64) error {
 	if err != nil {
 		return fmt.Errorf("%s: %w", f.name, err)
 	}
-	defer file.Close()
+	defer func() { _ = file.Close() }()
 	return f.decode(s, path, bufio.NewReaderSize(file, 1<<20), size/int64(f.recordSize()))
 }
 

@@ -44,14 +44,14 @@ func LoadCSV(path string, opts CSVOptions) (*Set, error) {
 	if err != nil {
 		return nil, fmt.Errorf("csv %s: %w", opts.Name, err)
 	}
-	defer file.Close()
+	defer func() { _ = file.Close() }()
 	var r io.Reader = bufio.NewReaderSize(file, 1<<20)
 	if strings.HasSuffix(path, ".gz") {
 		zr, err := gzip.NewReader(r)
 		if err != nil {
 			return nil, fmt.Errorf("csv %s: %s: %w", opts.Name, path, err)
 		}
-		defer zr.Close()
+		defer func() { _ = zr.Close() }()
 		r = zr
 	}
 	return ReadCSV(r, opts)

@@ -192,7 +192,7 @@ func readMaybeGzip(path string) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	defer file.Close()
+	defer func() { _ = file.Close() }()
 	b, err := io.ReadAll(io.LimitReader(file, maxIDXBytes+1))
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)

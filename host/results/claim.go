@@ -143,7 +143,7 @@ func readClaims(path string) ([]claim, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read claims: %w", err)
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }()
 	var claims []claim
 	err = readLines(path, f, func(line []byte) error {
 		var c claim

@@ -35,7 +35,7 @@ func Lock(path string) (unlock func(), err error) {
 		return nil, fmt.Errorf("lock %s: %w", lockPath, err)
 	}
 	if err := flock(f); err != nil {
-		f.Close()
+		_ = f.Close()
 		return nil, fmt.Errorf("lock %s: %w", lockPath, err)
 	}
 	var once sync.Once

@@ -267,7 +267,7 @@ func readFile(path string) ([]Record, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read results: %w", err)
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }()
 	var out []Record
 	err = readLines(path, f, func(line []byte) error {
 		var r Record

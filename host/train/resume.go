@@ -129,7 +129,7 @@ func (r *Runner) resume(ctx context.Context, t *training, cfg map[string]any) er
 		if ev := r.Exp.Eval; ev.TensorBoard {
 			dir := filepath.Join(r.Exp.ResultsDir, r.Exp.Name, TensorBoardDir(t.run.Key))
 			if t.tb, err = openTB(dir, resumed, ls.Step, ev.TensorBoardEverySteps); err != nil {
-				t.curve.Close()
+				_ = t.curve.Close()
 				return err
 			}
 		}

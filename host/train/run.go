@@ -184,8 +184,10 @@ func (r *Runner) Run(ctx context.Context, run experiment.Run, m Method) (results
 	if err := r.resume(ctx, t, rec.Config); err != nil {
 		return rec, err
 	}
-	defer t.curve.Close()
-	defer t.tb.Close() // a failed run keeps what it logged
+	// A failed run keeps what it logged; a finished one must have written
+	// all of it (both Close twice as a no-op).
+	defer func() { _ = t.curve.Close() }()
+	defer func() { _ = t.tb.Close() }()
 	prog := newProgress(r.Progress, r.Terminal, fmt.Sprintf("%s %s seed %d", run.Label, run.Arch, run.Seed), t.total-t.from.Step)
 	defer prog.done()
 	if err := r.loop(ctx, t, prog, rec.Config, start); err != nil {
@@ -195,7 +197,13 @@ func (r *Runner) Run(ctx context.Context, run experiment.Run, m Method) (results
 	if err := r.saveModel(ctx, t); err != nil {
 		return rec, err
 	}
-	return r.score(ctx, t, rec, wall)
+	if rec, err = r.score(ctx, t, rec, wall); err != nil {
+		return rec, err
+	}
+	if err := errors.Join(t.curve.Close(), t.tb.Close()); err != nil {
+		return rec, fmt.Errorf("finishing the run's logs: %w", err)
+	}
+	return rec, nil
 }
 
 // DefaultHost names this machine for records.

@@ -235,7 +235,7 @@ func neededLibs(path string) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }()
 	return f.ImportedLibraries()
 }
 
@@ -267,7 +267,7 @@ func cxx11ABI(lib string) (int, error) {
 	if err != nil {
 		return 0, fmt.Errorf("reading %s: %w", lib, err)
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }()
 	syms, err := f.DynamicSymbols()
 	if err != nil {
 		return 0, fmt.Errorf("symbols of %s: %w", lib, err)
@@ -301,7 +301,7 @@ func readLines(path string) []string {
 	if err != nil {
 		return nil
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }()
 	var lines []string
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {

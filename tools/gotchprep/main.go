@@ -261,7 +261,7 @@ func moduleDir(version string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	defer os.RemoveAll(tmp)
+	defer func() { _ = os.RemoveAll(tmp) }()
 	cmd := exec.Command("go", "mod", "download", gotchModule+"@"+version)
 	cmd.Dir = tmp
 	cmd.Env = append(os.Environ(), "GOFLAGS=-mod=mod", "GO111MODULE=on")
