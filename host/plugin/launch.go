@@ -299,7 +299,7 @@ func (s LaunchSpec) resolve() (path, name string, err error) {
 		if err := checkExecutable(s.Path); err != nil {
 			return "", "", fmt.Errorf("plugin %s: %w", name, err)
 		}
-		return s.Path, name, nil
+		return explicitPath(s.Path), name, nil
 	case s.Name == "":
 		return "", "", errors.New("launch plugin: LaunchSpec names no plugin (set Name or Path)")
 	}
@@ -355,4 +355,15 @@ func socketDir(dir string) string {
 		return t
 	}
 	return "/tmp"
+}
+
+// explicitPath returns p in a form that os/exec runs as a path: a bare
+// name ("myopt", which an experiment's path = "./myopt" becomes once joined
+// and cleaned) would be looked up in $PATH, and another program than the
+// one named could run.
+func explicitPath(p string) string {
+	if filepath.IsAbs(p) || strings.ContainsRune(p, filepath.Separator) {
+		return p
+	}
+	return "." + string(filepath.Separator) + p
 }
