@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"regexp"
 	"strings"
 
 	"github.com/BurntSushi/toml"
@@ -51,6 +52,9 @@ func (c *checker) applySets(tree map[string]any, sets []string, lines map[string
 	return origins
 }
 
+// tomlNumber matches what TOML would read as a decimal integer or float.
+var tomlNumber = regexp.MustCompile(`^[+-]?[0-9][0-9_]*(\.[0-9][0-9_]*)?([eE][+-]?[0-9][0-9_]*)?$`)
+
 // parseSet decodes one KEY=VALUE override into a tree.
 func parseSet(arg string) (map[string]any, error) {
 	key, val, ok := strings.Cut(arg, "=")
@@ -63,6 +67,9 @@ func parseSet(arg string) (map[string]any, error) {
 		v := strings.TrimSpace(val)
 		if v == "" || strings.ContainsAny(v[:1], `["'{`) {
 			return nil, fmt.Errorf("not KEY=VALUE with a TOML value: %s", tomlMessage(err))
+		}
+		if tomlNumber.MatchString(v) { // a number TOML cannot hold, not a word
+			return nil, fmt.Errorf("%s is out of range: a TOML integer is an int64 (at most 9223372036854775807), a float a float64 (at most about 1.8e308)", v)
 		}
 		// A bare word: a string.
 		var q bytes.Buffer
