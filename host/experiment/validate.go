@@ -404,7 +404,7 @@ func (v *validator) methods() {
 		case m.Name == "":
 			v.add(at("name"), base+".name", "%s.name is required", base)
 		case !validMethodName(m.Name):
-			v.add(at("name"), base+".name", "%s.name %q must not contain '/', '=', control characters or surrounding blanks", base, m.Name)
+			v.add(at("name"), base+".name", "%s.name %+q must not contain '/', '=', control characters, invisible formatting characters (bidi overrides, zero-width spaces: tables would print it as another name) or surrounding blanks", base, m.Name)
 		}
 		if m.Name != "" {
 			lower := strings.ToLower(m.Name)
@@ -433,7 +433,7 @@ func validMethodName(s string) bool {
 		return false
 	}
 	for _, r := range s {
-		if r == '/' || r == '=' || unicode.IsControl(r) {
+		if r == '/' || r == '=' || unicode.IsControl(r) || unicode.Is(unicode.Cf, r) {
 			return false
 		}
 	}

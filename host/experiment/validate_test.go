@@ -138,6 +138,8 @@ func TestValidateTopAndMethods(t *testing.T) {
 		{"dot name", "name = \"..\"\n[[method]]\nname = \"m\"\nplugin = \"sgd\"\n", []string{"t.toml:1: name must be a single directory name"}},
 		{"no method", "name = \"x\"\n", []string{"t.toml: at least one [[method]] table is required"}},
 		{"method without name", "name = \"x\"\n[[method]]\nplugin = \"sgd\"\n", []string{"t.toml:2: method[0].name is required"}},
+		{"method name with a bidi override", "name = \"x\"\n[[method]]\nname = \"SAM\u202eDGS\"\nplugin = \"sgd\"\n", []string{`t.toml:3: method[0].name "SAM\u202eDGS" must not contain '/', '=', control characters, invisible formatting characters`}},
+		{"method name with a zero-width space", "name = \"x\"\n[[method]]\nname = \"SAM\u200b\"\nplugin = \"sgd\"\n", []string{`method[0].name "SAM\u200b" must not contain`}},
 		{"duplicate method names", "name = \"x\"\n[[method]]\nname = \"SAM\"\nplugin = \"sam\"\n[[method]]\nname = \"sam\"\nplugin = \"sam\"\n",
 			[]string{`t.toml:6: method[1].name "sam" is already used by method[0] (line 2)`}},
 		{"plugin and path", "name = \"x\"\n[[method]]\nname = \"m\"\nplugin = \"sam\"\npath = \"bin/sam\"\n", []string{"t.toml:5: method[0]: set exactly one of plugin and path (both are set)"}},
