@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"maps"
 	"regexp"
+	"slices"
 	"strings"
 
 	"github.com/BurntSushi/toml"
@@ -183,6 +185,17 @@ func origin(sets map[string]string, key string) string {
 			break
 		}
 		k = k[:i]
+	}
+	return ""
+}
+
+// descendantOrigin returns the override that set a key below key (the
+// first in key order), or "".
+func descendantOrigin(sets map[string]string, key string) string {
+	for _, k := range slices.Sorted(maps.Keys(sets)) {
+		if rest, ok := strings.CutPrefix(k, key); ok && rest != "" && (rest[0] == '.' || rest[0] == '[') {
+			return sets[k]
+		}
 	}
 	return ""
 }
