@@ -68,6 +68,9 @@ func (r *Runner) loop(ctx context.Context, t *training, prog *progress, cfg map[
 			if err != nil {
 				return err
 			}
+			if r.StepHook != nil {
+				r.StepHook(cur.step, t.eng)
+			}
 		}
 		err = r.processStep(ctx, t, prog, sums, pending)
 		pending = nil
