@@ -1,8 +1,13 @@
 package tensor
 
+// #include <stdlib.h>
+import "C"
+
 import (
 	"sync/atomic"
+	"unsafe"
 
+	lib "github.com/sugarme/gotch/libtch"
 	"github.com/sugarme/gotch/ts"
 )
 
@@ -53,7 +58,18 @@ func (s *Scope) UploadInt64(data []int64, shape []int64, d Device) T {
 	if !s.check(host) {
 		return T{}
 	}
-	pinned := s.op("pin_memory", func() (*ts.Tensor, error) { return host.t.PinMemory(d.d, false) })
+	// _pin_memory, not pin_memory: the latter warns on every call in
+	// libtorch ≥ 2.4 when given a device, and given none (gotch passes the
+	// CPU for "none") it has no pinned allocator to use.
+	pinned := s.op("_pin_memory", func() (*ts.Tensor, error) {
+		out := (*lib.Ctensor)(C.malloc(C.size_t(16 * 8))) // as gotch's wrappers: room for the results
+		defer C.free(unsafe.Pointer(out))
+		lib.Atg_PinMemory(out, lib.Ctensor(host.t.Ctensor()), d.d.CInt())
+		if err := ts.TorchErr(); err != nil {
+			return nil, err
+		}
+		return ts.New(*out), nil
+	})
 	if !s.check(pinned) {
 		return T{}
 	}
