@@ -17,7 +17,10 @@
 // tensor.Scope, so its temporaries are freed when it ends. Read ops cost
 // one device→host transfer at the end of the Exec; Report ops keep the
 // step's metrics on the device until the training loop takes them
-// (reports.go), and Counters counts Execs, ops and blocking reads.
+// (reports.go), and Counters counts Execs, ops, blocking reads and
+// host→device copies. A shuffled sub-batch (Batch.Shuffle) is permuted on
+// the device from its seed alone (Permutation), so no step copies anything
+// to the device.
 //
 // What is done with an engine's vectors outside programs lives in the
 // packages named for it, through the accessors of access.go: device data
