@@ -17,7 +17,10 @@
 // tensor.Scope, so its temporaries are freed when it ends. Read ops cost
 // one device→host transfer at the end of the Exec; Report ops keep the
 // step's metrics on the device until the training loop takes them
-// (reports.go), and Counters counts Execs, ops and blocking reads.
+// (reports.go), and Counters counts Execs, ops, blocking reads and
+// host→device copies. A shuffled sub-batch (Batch.Shuffle) is permuted on
+// the device from its seed alone (Permutation), so no step copies anything
+// to the device.
 //
 // What is done with an engine's vectors outside programs lives in the
 // packages named for it, through the accessors of access.go: device data
@@ -87,7 +90,9 @@ type Engine struct {
 	cfg     Config
 	members []*Member
 	vecs    map[optim.Vec]*vec
-	perms   map[int64][]int64
+	// perms are the current step's sub-batch permutations on the device,
+	// by Shuffle seed and batch size (owned; dropped by BeginStep).
+	perms   map[permKey]tensor.T
 	spilled int        // plugin vectors living in host memory
 	vecMem  int64      // bytes of plugin vectors on the device
 	src     *rand.PCG  // state of rng, saved with the training state
@@ -111,10 +116,11 @@ func New(ctx context.Context, w *tensor.Worker, cfg Config, models []*model.Mode
 	if cfg.BNMomentum == 0 {
 		cfg.BNMomentum = 0.1
 	}
-	e := &Engine{w: w, cfg: cfg, vecs: map[optim.Vec]*vec{}, perms: map[int64][]int64{},
+	e := &Engine{w: w, cfg: cfg, vecs: map[optim.Vec]*vec{}, perms: map[permKey]tensor.T{},
 		src:      rand.NewPCG(uint64(cfg.Seed), 0x6f70746c6162),
 		segCache: map[segKey]*tensor.Segs{}, segShared: map[string]*tensor.Segs{}}
 	e.rng = rand.New(e.src)
+	e.count.h2d0 = tensor.HostToDevice()
 	err := w.Do(ctx, func() error {
 		for i, m := range models {
 			s := tensor.NewScope()
@@ -173,6 +179,7 @@ func (e *Engine) Close() {
 		e.dropSegs()
 		dropReports(e.reports)
 		e.reports = nil
+		e.dropPerms()
 		for i, m := range e.members {
 			if !sharedBatch(e.members[i+1:], -1, m.x) {
 				m.x.Drop()
@@ -205,8 +212,8 @@ func (e *Engine) BeginStep(step int64, lr float64) {
 	for _, m := range e.members {
 		m.lr = lr
 	}
-	clear(e.perms)
 	_ = e.w.Do(context.Background(), func() error {
+		e.dropPerms()
 		dropReports(e.reports)
 		e.reports = nil
 		return nil
@@ -758,26 +765,37 @@ func (e *Engine) selectBatch(s *tensor.Scope, mem *Member, b optim.Batch) (tenso
 	if b.Shuffle == 0 {
 		return s.Narrow(mem.x, 0, int64(b.Part)*size, size), s.Narrow(mem.y, 0, int64(b.Part)*size, size), nil
 	}
-	perm, ok := e.perms[b.Shuffle]
-	if !ok || int64(len(perm)) != n {
-		perm = Permutation(n, b.Shuffle)
-		e.perms[b.Shuffle] = perm
+	k := permKey{b.Shuffle, n}
+	perm, ok := e.perms[k]
+	if !ok {
+		perm = s.Keep(s.SplitMixPermutation(n, b.Shuffle, e.cfg.Device))
+		if err := s.Err(); err != nil {
+			return tensor.T{}, tensor.T{}, err
+		}
+		e.perms[k] = perm
 	}
-	idx := s.FromInt64(perm[int64(b.Part)*size:int64(b.Part+1)*size], []int64{size}, e.cfg.Device)
+	idx := s.Narrow(perm, 0, int64(b.Part)*size, size)
 	return s.IndexSelect(mem.x, 0, idx), s.IndexSelect(mem.y, 0, idx), nil
 }
 
-// Permutation is the host's seeded permutation of 0..n−1 used for sub-batch
-// splits (identical on every device).
-func Permutation(n, seed int64) []int64 {
-	r := rand.New(rand.NewPCG(uint64(seed), 0x7065726d))
-	p := make([]int64, n)
-	for i := range p {
-		p[i] = int64(i)
+// permKey names a sub-batch permutation: its Shuffle seed and length.
+type permKey struct{ seed, n int64 }
+
+// dropPerms frees the step's sub-batch permutations. Call on the worker.
+func (e *Engine) dropPerms() {
+	for k, p := range e.perms {
+		p.Drop()
+		delete(e.perms, k)
 	}
-	r.Shuffle(len(p), func(i, j int) { p[i], p[j] = p[j], p[i] })
-	return p
 }
+
+// Permutation is the seeded permutation of 0..n−1 that a sub-batch split
+// with Shuffle = seed uses, computed on the host: the order of the first n
+// outputs of SplitMix64 seeded with seed (tensor.SplitMixPermutation). The
+// engine computes the same permutation on the device from the seed alone,
+// so a shuffled split copies nothing from the host; it is the same on every
+// device.
+func Permutation(n, seed int64) []int64 { return tensor.SplitMixPermutation(n, seed) }
 
 // bnMomentum returns the BatchNorm momentum of a pass in mode bn.
 func (e *Engine) bnMomentum(bn optim.BNMode) (float64, error) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"slices"
 	"strings"
 	"testing"
@@ -204,6 +205,55 @@ func TestPermutation(t *testing.T) {
 	if slices.Equal(Permutation(64, 5), Permutation(64, 6)) {
 		t.Error("seeds 5 and 6 give the same permutation")
 	}
+}
+
+// The random halves of a shuffled split are a uniformly random split: over
+// many seeds, each of the 24 orders of 4 samples, and each of the 70 halves
+// of 8 samples (what OT-MDR's {0,2,s} selects), comes up equally often (a
+// χ² test, at a significance of 0.001), for consecutive seeds and for
+// seeds drawn the way the plugins draw them (64-bit PCG outputs). The
+// engine computes the same permutations on the device (TestGradBatchParts;
+// host/tensor's TestSplitMixPermutation checks the two bit for bit).
+func TestPermutationUniform(t *testing.T) {
+	pcg := rand.New(rand.NewPCG(1, 2))
+	for _, seeds := range []struct {
+		name string
+		next func(i int) int64
+	}{
+		{"consecutive seeds", func(i int) int64 { return int64(i + 1) }},
+		{"PCG seeds", func(int) int64 { return int64(pcg.Uint64()) }},
+	} {
+		// 4 samples: 24 orders, 24,000 seeds; χ²(23) ≤ 49.73 at p = 0.001.
+		orders := map[[4]int64]int{}
+		for i := range 24000 {
+			orders[[4]int64(Permutation(4, seeds.next(i)))]++
+		}
+		if chi := chiSquare(orders, 24, 1000); len(orders) != 24 || chi > 49.73 {
+			t.Errorf("%s: %d of 24 orders of 4 samples seen, χ² = %.1f (limit 49.73)", seeds.name, len(orders), chi)
+		}
+		// 8 samples: the first half is one of C(8,4) = 70 sets, 70,000 seeds;
+		// χ²(69) ≤ 111.06 at p = 0.001.
+		halves := map[[4]int64]int{}
+		for i := range 70000 {
+			h := [4]int64(Permutation(8, seeds.next(i))[:4])
+			slices.Sort(h[:])
+			halves[h]++
+		}
+		if chi := chiSquare(halves, 70, 1000); len(halves) != 70 || chi > 111.06 {
+			t.Errorf("%s: %d of 70 halves of 8 samples seen, χ² = %.1f (limit 111.06)", seeds.name, len(halves), chi)
+		}
+	}
+}
+
+// chiSquare is Pearson's statistic of counts over k equally likely cells
+// with expected count e each (cells never seen count too).
+func chiSquare[K comparable](counts map[K]int, k int, e float64) float64 {
+	chi := float64(k-len(counts)) * e
+	for _, c := range counts {
+		d := float64(c) - e
+		chi += d * d / e
+	}
+	return chi
 }
 
 func TestGradNoBatch(t *testing.T) {

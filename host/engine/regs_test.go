@@ -318,8 +318,10 @@ func TestReadReportCounters(t *testing.T) {
 			t.Fatal(err)
 		}
 		after := e.Counters()
-		if d := (Counters{after.Execs - before.Execs, after.Ops - before.Ops, after.BlockingReads - before.BlockingReads}); d != (Counters{1, int64(len(p.Ops)), 0}) {
-			t.Errorf("step %d: %+v, want 1 Exec of %d ops and no blocking read", step, d, len(p.Ops))
+		d := Counters{Execs: after.Execs - before.Execs, Ops: after.Ops - before.Ops,
+			BlockingReads: after.BlockingReads - before.BlockingReads, HostToDevice: after.HostToDevice - before.HostToDevice}
+		if d != (Counters{Execs: 1, Ops: int64(len(p.Ops))}) {
+			t.Errorf("step %d: %+v, want 1 Exec of %d ops, no blocking read and no host→device copy", step, d, len(p.Ops))
 		}
 		if !slices.Equal(reps.Names, []string{"loss", "acc"}) || reps.NonFinite() {
 			t.Errorf("step %d: reports %v (non-finite %v)", step, reps.Names, reps.NonFinite())

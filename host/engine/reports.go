@@ -12,6 +12,7 @@ import (
 // goroutine.
 type counters struct {
 	execs, ops, blocking atomic.Int64
+	h2d0                 int64 // tensor.HostToDevice() when the engine was made
 }
 
 // Counters are what an engine has done so far, for benchmarks and for the
@@ -25,11 +26,18 @@ type Counters struct {
 	// reports (Reports.Values); on the CPU reports are read from host
 	// memory and not counted.
 	BlockingReads int64
+	// HostToDevice is the number of copies of host memory to the device
+	// (tensor.HostToDevice: every tensor made from Go memory, every CPU
+	// tensor copied to a GPU) since the engine was made. The count is the
+	// process's, not only this engine's: read it where one run is
+	// training at a time (tests, benchmarks).
+	HostToDevice int64
 }
 
 // Counters returns the engine's counters.
 func (e *Engine) Counters() Counters {
-	return Counters{Execs: e.count.execs.Load(), Ops: e.count.ops.Load(), BlockingReads: e.count.blocking.Load()}
+	return Counters{Execs: e.count.execs.Load(), Ops: e.count.ops.Load(), BlockingReads: e.count.blocking.Load(),
+		HostToDevice: tensor.HostToDevice() - e.count.h2d0}
 }
 
 // Reports are the metrics that the Report ops of one training step

@@ -97,6 +97,7 @@ func ParseDevice(spec string) (Device, error) {
 	switch {
 	case spec == "" || spec == "auto":
 		if lib.AtcCudaIsAvailable() {
+			cudaSeen.Store(true)
 			return Device{gotch.CudaBuilder(0)}, nil
 		}
 		return CPU, nil
@@ -117,6 +118,7 @@ func ParseDevice(spec string) (Device, error) {
 		if c := int(lib.AtcCudaDeviceCount()); n >= c {
 			return CPU, fmt.Errorf("device %q: only %d CUDA device(s)", spec, c)
 		}
+		cudaSeen.Store(true)
 		return Device{gotch.CudaBuilder(uint(n))}, nil
 	}
 	return CPU, fmt.Errorf("device %q: want auto, cpu, cuda or cuda:N", spec)
@@ -309,8 +311,12 @@ func (s *Scope) upload(name string, data any, shape []int64, d Device) T {
 		return T{}
 	}
 	host := s.op(name, func() (*ts.Tensor, error) { return ts.NewTensorFromData(data, shape) })
+	if s.err != nil {
+		return T{}
+	}
+	hostToDevice.Add(1) // one copy of Go memory, to the device (transfer.go)
 	if d.IsCUDA() {
-		return s.To(host, d)
+		return s.to(host, d)
 	}
 	return host
 }
@@ -320,6 +326,13 @@ func (s *Scope) To(t T, d Device) T {
 	if !s.check(t) {
 		return T{}
 	}
+	if d.IsCUDA() && !t.Device().IsCUDA() {
+		hostToDevice.Add(1)
+	}
+	return s.to(t, d)
+}
+
+func (s *Scope) to(t T, d Device) T {
 	return s.op("to", func() (*ts.Tensor, error) { return t.t.To(d.d, false) })
 }
 
@@ -378,6 +391,7 @@ func (s *Scope) CopyFrom(dst, src T) {
 	if !s.check(dst, src) {
 		return
 	}
+	countCopy(dst, src)
 	s.inplace("copy_", func() error {
 		lib.AtCopy_(lib.Ctensor(dst.t.Ctensor()), lib.Ctensor(src.t.Ctensor()))
 		return ts.TorchErr()

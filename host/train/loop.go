@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/optlab/optlab/host/curves"
+	"github.com/optlab/optlab/host/data/devset"
 	"github.com/optlab/optlab/host/engine"
 	"github.com/optlab/optlab/host/metrics"
 	"github.com/optlab/optlab/host/tensor"
@@ -24,19 +25,23 @@ import (
 // schedule needs the metric or eval.every_epochs says so) and saves the
 // training state. start is when Run began.
 func (r *Runner) loop(ctx context.Context, t *training, prog *progress, cfg map[string]any, start time.Time) error {
-	tr := r.Exp.Train
 	var lastLR float64
 	var pending *stepMetrics // the step issued last, not processed yet
 	defer func() { pending.drop() }()
+	var ep *devset.Epoch // the current epoch's batches on the device
+	defer func() { r.dropEpoch(ep) }()
 	for epoch := t.from.Epoch; t.step < t.total; epoch++ {
-		idx := r.dataOrders(t)
+		steps := int(min(t.perEpoch, t.total-t.step))
+		var err error
+		if ep, err = r.newEpoch(ctx, t, steps); err != nil {
+			return fmt.Errorf("epoch %d: batches: %w", epoch+1, err)
+		}
 		sums := &epochSums{}
-		for i := 0; i < int(t.perEpoch) && t.step < t.total; i++ {
+		for i := 0; i < steps; i++ {
 			if err := ctx.Err(); err != nil {
 				return err
 			}
-			bs := int64(tr.BatchSize)
-			if err := r.feed(ctx, t, idx, int64(i)*bs, int64(i+1)*bs); err != nil {
+			if err := r.feed(ctx, t, ep, i); err != nil {
 				return fmt.Errorf("batch: %w", err)
 			}
 			lr := t.sched.LR(epoch, i, int(t.perEpoch))
@@ -63,9 +68,14 @@ func (r *Runner) loop(ctx context.Context, t *training, prog *progress, cfg map[
 			if err != nil {
 				return err
 			}
+			if r.StepHook != nil {
+				r.StepHook(cur.step, t.eng)
+			}
 		}
-		err := r.processStep(ctx, t, prog, sums, pending)
+		err = r.processStep(ctx, t, prog, sums, pending)
 		pending = nil
+		r.dropEpoch(ep)
+		ep = nil
 		if err != nil {
 			return err
 		}
@@ -165,15 +175,40 @@ func (r *Runner) dataOrders(t *training) [][]int64 {
 	return idx
 }
 
-// feed cuts positions [from, to) of every data order into a batch on the
-// device (augmented) and makes it the current batch: of every member with
-// one data order, of member k with one per member.
-func (r *Runner) feed(ctx context.Context, t *training, idx [][]int64, from, to int64) error {
+// newEpoch draws the epoch's batches, its next steps steps, and copies
+// them to the device at once: every data order (shuffled when
+// data.shuffle is set) and the augmentations of every batch, drawn from the
+// run's streams in the order that drawing them batch by batch would (so
+// a resumed run and the trajectories are those of per-batch drawing).
+func (r *Runner) newEpoch(ctx context.Context, t *training, steps int) (*devset.Epoch, error) {
+	idx := r.dataOrders(t)
+	var ep *devset.Epoch
+	err := r.W.Do(ctx, func() error {
+		s := tensor.NewScope()
+		defer s.Close()
+		var err error
+		ep, err = r.Data.Train.NewEpoch(s, idx, int64(r.Exp.Train.BatchSize), steps, r.Data.Augment, t.augRNG, r.Dev)
+		return err
+	})
+	return ep, err
+}
+
+// dropEpoch frees an epoch's batches (nil: none).
+func (r *Runner) dropEpoch(ep *devset.Epoch) {
+	if ep != nil {
+		_ = r.W.Do(context.Background(), func() error { ep.Drop(); return nil })
+	}
+}
+
+// feed cuts step i's batch of every data order out of the epoch on the
+// device (no copy from the host) and makes it the current batch: of every
+// member with one data order, of member k with one per member.
+func (r *Runner) feed(ctx context.Context, t *training, ep *devset.Epoch, i int) error {
 	return r.W.Do(ctx, func() error {
 		s := tensor.NewScope()
 		defer s.Close()
-		for k := range idx {
-			x, y := r.Data.Train.Batch(s, idx[k][from:to], r.Data.Augment, t.augRNG, r.Dev)
+		for k := range t.orders {
+			x, y := ep.Batch(s, k, i)
 			if err := s.Err(); err != nil {
 				return err
 			}

@@ -18,6 +18,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/optlab/optlab/host/engine"
 	"github.com/optlab/optlab/host/experiment"
 	"github.com/optlab/optlab/host/model"
 	"github.com/optlab/optlab/host/results"
@@ -48,6 +49,12 @@ type Runner struct {
 	// resumes from its last finished epoch, and ../checkpoints/ receives the
 	// final model of every run (PyTorch names).
 	StateDir string
+	// StepHook, when set (benchmarks), is called on the loop's goroutine
+	// after every step, once the step was issued (batch fed, BeginStep, the
+	// optimizer's Step, TakeReports) and the step before it processed
+	// (its reports read back, one step late): the time between two calls
+	// is what a step costs in training. step is the step's 0-based index.
+	StepHook func(step int64, eng *engine.Engine)
 	// afterEpoch, when set (tests), runs after each epoch's state is saved;
 	// an error aborts the run as a crash would.
 	afterEpoch func(epoch int) error
