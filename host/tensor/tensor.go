@@ -220,6 +220,28 @@ func (s *Scope) Keep(t T) T {
 	return t
 }
 
+// Release drops, now, each of ts that the scope owns, instead of at Close;
+// tensors it does not own (a caller's input, a kept tensor, the zero T, one
+// already released) are left alone. The memory goes back at once unless
+// something else still holds it (a view, autograd's saved tensors): a
+// forward pass releases each activation when the next layer has read it,
+// so without autograd only a few are alive at a time. Never use a released
+// tensor again.
+func (s *Scope) Release(ts ...T) {
+	for _, t := range ts {
+		if t.t == nil {
+			continue
+		}
+		for i := len(s.owned) - 1; i >= 0; i-- {
+			if s.owned[i] == t.t {
+				s.owned = append(s.owned[:i], s.owned[i+1:]...)
+				_ = t.t.Drop()
+				break
+			}
+		}
+	}
+}
+
 // Adopt hands a kept tensor to the scope, which drops it on Close.
 func (s *Scope) Adopt(t T) T {
 	if t.t != nil {
