@@ -22,7 +22,7 @@ func (t T) Valid() bool { return t.t != nil }
 // Drop frees a kept tensor. Dropping the zero T is a no-op.
 func (t *T) Drop() {
 	if t.t != nil {
-		_ = t.t.Drop()
+		free(t.t)
 		t.t = nil
 	}
 }
@@ -32,11 +32,16 @@ func (t T) Device() Device {
 	if t.t == nil {
 		return CPU
 	}
+	if isFake(t.t) {
+		return Device{d: gotch.CPU, fake: true}
+	}
 	d, err := t.t.Device()
-	if err != nil {
+	if err != nil || d.Name != "CUDA" {
+		// gotch reports a CPU tensor's device as {CPU 1}, not gotch.CPU's
+		// {CPU -1}: a comparison with CPU would never hold.
 		return CPU
 	}
-	return Device{d}
+	return Device{d: d}
 }
 
 // Same tells whether t and u are the same handle.
@@ -73,16 +78,22 @@ var (
 )
 
 // Device is where tensors live.
-type Device struct{ d gotch.Device }
+type Device struct {
+	d    gotch.Device
+	fake bool // FakeDevice: CPU memory that counts as another device
+}
 
 // CPU is the host CPU.
-var CPU = Device{gotch.CPU}
+var CPU = Device{d: gotch.CPU}
 
 // IsCUDA tells whether d is a GPU.
 func (d Device) IsCUDA() bool { return d.d.Name == "CUDA" }
 
-// String renders d as "cpu" or "cuda:N".
+// String renders d as "cpu" or "cuda:N" ("fake" for FakeDevice).
 func (d Device) String() string {
+	if d.fake {
+		return "fake"
+	}
 	if d.IsCUDA() {
 		return "cuda:" + strconv.Itoa(d.d.Value)
 	}
@@ -97,7 +108,7 @@ func ParseDevice(spec string) (Device, error) {
 	switch {
 	case spec == "" || spec == "auto":
 		if lib.AtcCudaIsAvailable() {
-			return Device{gotch.CudaBuilder(0)}, nil
+			return Device{d: gotch.CudaBuilder(0)}, nil
 		}
 		return CPU, nil
 	case spec == "cpu":
@@ -117,7 +128,7 @@ func ParseDevice(spec string) (Device, error) {
 		if c := int(lib.AtcCudaDeviceCount()); n >= c {
 			return CPU, fmt.Errorf("device %q: only %d CUDA device(s)", spec, c)
 		}
-		return Device{gotch.CudaBuilder(uint(n))}, nil
+		return Device{d: gotch.CudaBuilder(uint(n))}, nil
 	}
 	return CPU, fmt.Errorf("device %q: want auto, cpu, cuda or cuda:N", spec)
 }
@@ -185,6 +196,8 @@ func SetGradEnabled(on bool) (bool, error) {
 type Scope struct {
 	owned []*ts.Tensor
 	err   error
+	// onFake: the next results are on FakeDevice (their inputs are).
+	onFake bool
 }
 
 // NewScope starts a scope.
@@ -204,7 +217,7 @@ func (s *Scope) Fail(err error) T {
 // Close drops every tensor the scope still owns.
 func (s *Scope) Close() {
 	for _, t := range s.owned {
-		_ = t.Drop()
+		free(t)
 	}
 	s.owned = nil
 }
@@ -235,7 +248,7 @@ func (s *Scope) Release(ts ...T) {
 		for i := len(s.owned) - 1; i >= 0; i-- {
 			if s.owned[i] == t.t {
 				s.owned = append(s.owned[:i], s.owned[i+1:]...)
-				_ = t.t.Drop()
+				free(t.t)
 				break
 			}
 		}
@@ -259,8 +272,15 @@ func (s *Scope) op(name string, f func() (*ts.Tensor, error)) T {
 	if err != nil {
 		return s.Fail(fmt.Errorf("%s: %w", name, err))
 	}
+	return T{s.own(r)}
+}
+
+// own makes the scope the owner of a result of an op on the device of the
+// op's inputs (see sameDevice).
+func (s *Scope) own(r *ts.Tensor) *ts.Tensor {
 	s.owned = append(s.owned, r)
-	return T{r}
+	markFake(r, s.onFake)
+	return r
 }
 
 // inplace runs an in-place gotch call on a tensor the caller owns; never call
@@ -274,7 +294,15 @@ func (s *Scope) inplace(name string, f func() error) {
 	}
 }
 
+// check tells whether an op on ts may run: the scope has not failed, every
+// tensor is there, and all are on one device (FakeDevice is told apart; a
+// real CUDA/CPU mix is libtorch's to refuse).
 func (s *Scope) check(ts ...T) bool {
+	return s.present(ts) && s.sameDevice(ts)
+}
+
+// present is check without the device test (copies cross devices).
+func (s *Scope) present(ts []T) bool {
 	if s.err != nil {
 		return false
 	}
@@ -298,16 +326,19 @@ func opt(t T) *ts.Tensor {
 
 // Zeros makes a zero tensor.
 func (s *Scope) Zeros(shape []int64, dt DType, d Device) T {
+	s.onFake = d.fake
 	return s.op("zeros", func() (*ts.Tensor, error) { return ts.Zeros(shape, dt, d.d) })
 }
 
 // Ones makes a tensor of ones.
 func (s *Scope) Ones(shape []int64, dt DType, d Device) T {
+	s.onFake = d.fake
 	return s.op("ones", func() (*ts.Tensor, error) { return ts.Ones(shape, dt, d.d) })
 }
 
 // Randn makes a tensor of N(0,1) draws from torch's global generator.
 func (s *Scope) Randn(shape []int64, dt DType, d Device) T {
+	s.onFake = d.fake
 	return s.op("randn", func() (*ts.Tensor, error) { return ts.Randn(shape, dt, d.d) })
 }
 
@@ -330,8 +361,9 @@ func (s *Scope) upload(name string, data any, shape []int64, d Device) T {
 	if s.err != nil {
 		return T{}
 	}
+	s.onFake = false
 	host := s.op(name, func() (*ts.Tensor, error) { return ts.NewTensorFromData(data, shape) })
-	if d.IsCUDA() {
+	if d.IsCUDA() || d.fake {
 		return s.To(host, d)
 	}
 	return host
@@ -339,9 +371,10 @@ func (s *Scope) upload(name string, data any, shape []int64, d Device) T {
 
 // To copies t to device d.
 func (s *Scope) To(t T, d Device) T {
-	if !s.check(t) {
+	if !s.present([]T{t}) {
 		return T{}
 	}
+	s.onFake = d.fake
 	return s.op("to", func() (*ts.Tensor, error) { return t.t.To(d.d, false) })
 }
 
@@ -397,7 +430,7 @@ func (s *Scope) Float32s(t T) []float32 {
 // CopyFrom copies src into dst in place (dst must be owned by the caller:
 // a kept tensor or a view of one).
 func (s *Scope) CopyFrom(dst, src T) {
-	if !s.check(dst, src) {
+	if !s.present([]T{dst, src}) {
 		return
 	}
 	s.inplace("copy_", func() error {
