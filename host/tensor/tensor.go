@@ -100,15 +100,25 @@ func (d Device) String() string {
 	return "cpu"
 }
 
+// The CUDA calls ParseDevice makes; tests replace them.
+var (
+	cudaAvailable   = func() bool { return lib.AtcCudaIsAvailable() }
+	cudaDeviceCount = func() int { return int(lib.AtcCudaDeviceCount()) }
+	setCUDADevice   = cSetDevice
+)
+
 // ParseDevice turns "auto", "cpu", "cuda" or "cuda:N" into a device. "auto"
-// is the first GPU when CUDA is available, else the CPU. Must run on the
+// is the first GPU when CUDA is available, else the CPU. A GPU becomes the
+// current CUDA device of the calling thread (cudaSetDevice), so that what
+// libtorch allocates without naming a device (cuBLAS and cuDNN handles and
+// workspaces, the current stream) is on it, not on GPU 0. Must run on the
 // worker.
 func ParseDevice(spec string) (Device, error) {
 	spec = strings.TrimSpace(strings.ToLower(spec))
 	switch {
 	case spec == "" || spec == "auto":
-		if lib.AtcCudaIsAvailable() {
-			return Device{d: gotch.CudaBuilder(0)}, nil
+		if cudaAvailable() {
+			return useCUDA(spec, 0)
 		}
 		return CPU, nil
 	case spec == "cpu":
@@ -122,15 +132,23 @@ func ParseDevice(spec string) (Device, error) {
 			}
 			n = v
 		}
-		if !lib.AtcCudaIsAvailable() {
+		if !cudaAvailable() {
 			return CPU, fmt.Errorf("device %q: CUDA is not available with %s: %s", spec, LibtorchDescription(), ProbeCUDA().Problem())
 		}
-		if c := int(lib.AtcCudaDeviceCount()); n >= c {
+		if c := cudaDeviceCount(); n >= c {
 			return CPU, fmt.Errorf("device %q: only %d CUDA device(s)", spec, c)
 		}
-		return Device{d: gotch.CudaBuilder(uint(n))}, nil
+		return useCUDA(spec, n)
 	}
 	return CPU, fmt.Errorf("device %q: want auto, cpu, cuda or cuda:N", spec)
+}
+
+// useCUDA makes GPU n the calling thread's current device.
+func useCUDA(spec string, n int) (Device, error) {
+	if err := setCUDADevice(n); err != nil {
+		return CPU, fmt.Errorf("device %q: making cuda:%d the current device: %w", spec, n, err)
+	}
+	return Device{d: gotch.CudaBuilder(uint(n))}, nil
 }
 
 // AutoDeviceNote explains, for a CUDA build, why the device spec "auto"
@@ -210,6 +228,7 @@ func (s *Scope) Err() error { return s.err }
 func (s *Scope) Fail(err error) T {
 	if s.err == nil && err != nil {
 		s.err = err
+		noteLost(err)
 	}
 	return T{}
 }
