@@ -143,6 +143,11 @@ func landscapeCmd(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	if note := tensor.AutoDeviceNote(exp.Train.Device, dev); note != "" {
 		fmt.Fprintln(stderr, "host: note:", note)
 	}
+	// The forward passes use the experiment's determinism and precision.
+	tr := exp.Train
+	if err := tensor.SetNumerics(tensor.Numerics{Deterministic: tr.Deterministic, CudnnBenchmark: tr.CudnnBenchmark, TF32: tr.TF32}); err != nil {
+		return err
+	}
 	d, err := train.Upload(ctx, w, dev, exp.Data)
 	if err != nil {
 		return fmt.Errorf("data: %w", err)

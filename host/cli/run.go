@@ -419,7 +419,7 @@ func runExperiment(ctx context.Context, path string, o runOpts, stderr io.Writer
 		return fmt.Errorf("%v; finished runs are kept in %s (run the same command again to continue)", context.Cause(ctx), runsPath)
 	}
 	owner := results.Owner()
-	for _, run := range runs {
+	for i, run := range runs {
 		if fin, ok := done[run.Key]; ok {
 			diff := results.ConfigDiff(fin.rec.Config, r.Record(run, p.method(run)).Config)
 			if len(diff) == 0 {
@@ -454,9 +454,15 @@ func runExperiment(ctx context.Context, path string, o runOpts, stderr io.Writer
 			_ = results.Release(runsPath, run.Key, owner)
 			return res, fmt.Errorf("%s: %w", run.Key, interrupted())
 		}
+		// A CUDA error that poisons the process's context (an illegal
+		// memory access, a launch failure, …) would fail every later run
+		// too: the failed run is recorded and the grid stops.
+		var lost error
 		if err != nil {
 			res.failed++
-			fmt.Fprintf(stderr, "host: run %s failed: %v\n", run.Key, err)
+			if lost = deviceLost(); lost == nil {
+				fmt.Fprintf(stderr, "host: run %s failed: %v\n", run.Key, err)
+			}
 			rec.Status = results.StatusFailed
 			rec.Error = err.Error()
 			rec.Finished = time.Now().UTC()
@@ -466,6 +472,10 @@ func runExperiment(ctx context.Context, path string, o runOpts, stderr io.Writer
 		}
 		if err := results.Release(runsPath, run.Key, owner); err != nil {
 			return res, err
+		}
+		if lost != nil {
+			return res, fmt.Errorf("run %s failed with a CUDA error that leaves the GPU unusable for this process (%s); the %d later runs of the grid were not started, as each would fail the same way. The failure is recorded in %s; run the same command again (a new process) to go on",
+				run.Key, firstLine(lost), len(runs)-i-1, runsPath)
 		}
 	}
 	res.files, _ = filepath.Glob(filepath.Join(filepath.Dir(runsPath), "*.jsonl"))
@@ -598,4 +608,15 @@ func gitCommit() string {
 		return ""
 	}
 	return strings.TrimSpace(string(out))
+}
+
+// deviceLost reports a CUDA error of this process after which its GPU is
+// unusable (tensor.DeviceLost); tests replace it.
+var deviceLost = tensor.DeviceLost
+
+// firstLine is the first line of err's text (libtorch's CUDA errors go on
+// with advice over several lines).
+func firstLine(err error) string {
+	s, _, _ := strings.Cut(err.Error(), "\n")
+	return s
 }

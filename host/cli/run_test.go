@@ -2,12 +2,14 @@ package cli_test
 
 import (
 	"bytes"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/optlab/optlab/host/cli"
 	"github.com/optlab/optlab/host/results"
 )
 
@@ -343,4 +345,34 @@ func TestHostsShareGrid(t *testing.T) {
 	if claims, err := results.Claims(results.Path(res, s.Name)); err != nil || len(claims) != 0 {
 		t.Errorf("claims left after every host finished: %v, %v", claims, err)
 	}
+}
+
+// TestLostDeviceStopsGrid: when a run fails with a CUDA error that leaves
+// the GPU unusable for the process (faked here: a CPU has no CUDA context
+// to lose), the grid stops with one message instead of failing every later
+// run; the failed run is recorded, the later ones are not started, and a
+// new process goes on from there.
+func TestLostDeviceStopsGrid(t *testing.T) {
+	dir := t.TempDir()
+	res := filepath.Join(dir, "results")
+	s := spec{Name: "lost", Seeds: "[1, 2]", Methods: []method{{Name: "Flaky", Plugin: "faultplugin", Params: []string{"fail_at = 1"}}, {Name: "SGD", Plugin: "sgd"}}}
+	exp := s.write(t, dir)
+	args := []string{"run", "-q", "--plugins", pluginDir, "--results", res, exp}
+	restore := cli.SetDeviceLost(func() error {
+		return errors.New("add: CUDA error: an illegal memory access was encountered\nCUDA kernel errors might be asynchronously reported")
+	})
+	r := host(t, args...)
+	restore()
+	wantError(t, r, "run method=Flaky/arch=mlp/seed=1 failed with a CUDA error that leaves the GPU unusable for this process",
+		"an illegal memory access was encountered)", "the 3 later runs of the grid were not started", "run the same command again (a new process)")
+	recs, err := results.Read(filepath.Join(res, "lost", results.FileName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(recs) != 1 || recs[0].Status != results.StatusFailed || recs[0].Key != "method=Flaky/arch=mlp/seed=1" {
+		t.Fatalf("records %+v, want the failed run only", recs)
+	}
+	// The next process runs the rest (the fault is still there: Flaky
+	// fails again, but the grid goes on).
+	wantFailedRuns(t, host(t, args...), 2, 4, "faulty: simulated failure at step 1")
 }

@@ -48,9 +48,21 @@ type Config struct {
 	LabelSmoothing float64
 	BNMomentum     float64 // PyTorch's BatchNorm momentum; 0.1 when zero
 	// DeviceBudget, when > 0, caps the bytes of plugin-allocated vectors
-	// on the device; beyond it (or when the device runs out of memory) a
-	// vector is kept in host memory instead (snapshots of an ensemble, say).
+	// on the device. A vector beyond it, or one the device has no memory
+	// left for, fails its Alloc, unless Spill is set.
 	DeviceBudget int64
+	// Spill keeps a plugin vector that does not fit on the device (see
+	// DeviceBudget) in host memory instead of failing its Alloc (snapshots
+	// of an ensemble, say), and logs it. Every op that reads or writes a
+	// spilled vector moves it, or its partners, so that the kernels see
+	// one device: slower, never wrong (train.spill).
+	Spill bool
+	// Log, when set, receives the engine's notices, one line each (every
+	// spilled vector); host/train sends them to the run's log.
+	Log func(line string)
+	// spillTo is where spilled vectors live: the CPU (zero value); tests
+	// use tensor.FakeDevice to tell the two apart on a CPU-only machine.
+	spillTo tensor.Device
 	// Variational, when set, makes every member a Gaussian posterior.
 	Variational *Variational
 	Base        BaseConfig
@@ -412,7 +424,7 @@ func (e *Engine) run(s *tensor.Scope, x *execState, op optim.Op) ([]register, er
 		if int(o.Member) >= len(e.members) || o.Member < 0 {
 			return nil, fmt.Errorf("alloc: no member %d", o.Member)
 		}
-		v, err := e.alloc(e.members[o.Member].Model.Numel)
+		v, err := e.alloc(o.ID, e.members[o.Member].Model.Numel)
 		if err != nil {
 			return nil, fmt.Errorf("alloc: %w", err)
 		}
@@ -498,6 +510,14 @@ func (e *Engine) run(s *tensor.Scope, x *execState, op optim.Op) ([]register, er
 			seed = e.rng.Int64()
 		}
 		tensor.ManualSeed(seed)
+		if d.Device() != e.cfg.Device {
+			// A spilled vector draws the device's numbers, as it would
+			// on the device (CPU and CUDA generators differ).
+			tmp := s.Zeros(d.Shape(), tensor.Float32, e.cfg.Device)
+			s.NormalInPlace(tmp, 0, o.Std)
+			s.CopyFrom(d, tmp)
+			break
+		}
 		s.NormalInPlace(d, 0, o.Std)
 	case optim.Dot:
 		// As optim.Dot documents: float64, cast chunk by chunk (no float64
@@ -849,10 +869,13 @@ func (e *Engine) grad(s *tensor.Scope, o optim.Grad) ([]tensor.T, error) {
 	return out, nil
 }
 
-// alloc makes a zero vector of n floats on the device, or in host memory
-// when the device budget is exhausted or the device is out of memory.
-func (e *Engine) alloc(n int64) (*vec, error) {
+// alloc makes plugin vector id: a zero vector of n floats on the device.
+// When it does not fit (the device budget is used up, or the device is out
+// of memory), it fails, or, with Config.Spill, keeps the vector in host
+// memory and logs it.
+func (e *Engine) alloc(id optim.Vec, n int64) (*vec, error) {
 	bytes := 4 * n
+	var why string
 	if e.cfg.DeviceBudget <= 0 || e.vecMem+bytes <= e.cfg.DeviceBudget {
 		s := tensor.NewScope()
 		t := s.Zeros([]int64{n}, tensor.Float32, e.cfg.Device)
@@ -865,18 +888,45 @@ func (e *Engine) alloc(n int64) (*vec, error) {
 		}
 		s.Close()
 		if !e.cfg.Device.IsCUDA() {
-			return nil, err
+			return nil, err // the CPU is the host: nowhere else to go
 		}
+		why = fmt.Sprintf("%s is out of memory (%v)", e.cfg.Device, err)
+	} else {
+		why = fmt.Sprintf("the device budget for plugin vectors (%s) is used up (%s in %d vectors on %s)",
+			mib(e.cfg.DeviceBudget), mib(e.vecMem), len(e.vecs)-e.spilled, e.cfg.Device)
+	}
+	what := fmt.Sprintf("vector %d (%d parameters, %s)", id, n, mib(bytes))
+	if !e.cfg.Spill {
+		return nil, fmt.Errorf("%s does not fit: %s; set train.spill = true to keep such vectors in host memory (ops on them are then slower), or use fewer vectors or a smaller model", what, why)
 	}
 	s := tensor.NewScope()
 	defer s.Close()
-	t := s.Zeros([]int64{n}, tensor.Float32, tensor.CPU)
+	t := s.Zeros([]int64{n}, tensor.Float32, e.spillDevice())
 	if err := s.Err(); err != nil {
-		return nil, fmt.Errorf("no room on %s nor in host memory: %w", e.cfg.Device, err)
+		return nil, fmt.Errorf("%s: %s, and host memory has no room either: %w", what, why, err)
 	}
 	e.spilled++
+	e.logf("engine: %s spilled to host memory (train.spill): %s; ops on it move data between host and %s", what, why, e.cfg.Device)
 	return &vec{t: s.Keep(t), host: true}, nil
 }
+
+// spillDevice is where spilled vectors live.
+func (e *Engine) spillDevice() tensor.Device {
+	if e.cfg.spillTo == (tensor.Device{}) {
+		return tensor.CPU
+	}
+	return e.cfg.spillTo
+}
+
+// logf sends a notice to Config.Log.
+func (e *Engine) logf(format string, args ...any) {
+	if e.cfg.Log != nil {
+		e.cfg.Log(fmt.Sprintf(format, args...))
+	}
+}
+
+// mib renders a byte count in MiB.
+func mib(b int64) string { return fmt.Sprintf("%.1f MiB", float64(b)/(1<<20)) }
 
 // release frees a plugin vector.
 func (e *Engine) release(v *vec) {

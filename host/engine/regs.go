@@ -338,7 +338,7 @@ func (e *Engine) checkFinite(x *execState, op optim.Op, first int) error {
 		if err != nil {
 			return err
 		}
-		flags = append(flags, s.AllFinite(t))
+		flags = append(flags, e.toDevice(s, s.AllFinite(t)))
 	}
 	for _, r := range regs {
 		flags = append(flags, s.AllFinite(r.t))

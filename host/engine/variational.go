@@ -111,7 +111,7 @@ func (e *Engine) noise(s *tensor.Scope, h optim.Vec, numel int64) (tensor.T, err
 		if err != nil {
 			return tensor.T{}, fmt.Errorf("eps: %w", err)
 		}
-		return k, nil
+		return e.toDevice(s, k), nil // a spilled Eps joins μ and σ on the device
 	}
 	tensor.ManualSeed(e.rng.Int64())
 	return s.Randn([]int64{numel}, tensor.Float32, e.cfg.Device), nil

@@ -270,6 +270,21 @@ type Train struct {
 	// Checkpoint (default false) saves a checkpoint at the end of every
 	// epoch so that an interrupted run can resume.
 	Checkpoint bool `toml:"checkpoint"`
+	// Spill (default false) keeps an optimizer's vector that does not fit
+	// on the device in host memory, with a line in the log, instead of
+	// failing the run; ops on such vectors are slower.
+	Spill bool `toml:"spill"`
+	// Deterministic (default false) makes cuDNN use deterministic
+	// algorithms and turns on torch's deterministic algorithms (an op that
+	// has none then fails the run, naming itself). Needs CudnnBenchmark
+	// false.
+	Deterministic bool `toml:"deterministic"`
+	// CudnnBenchmark (default false) lets cuDNN time its convolution
+	// algorithms for each input shape and keep the fastest.
+	CudnnBenchmark bool `toml:"cudnn_benchmark"`
+	// TF32 (default false) allows TensorFloat-32 in cuBLAS matrix products
+	// and cuDNN convolutions (Ampere and later GPUs).
+	TF32 bool `toml:"tf32"`
 	// Optimizer is the [train.optimizer] table: the base optimizer that
 	// the methods' plugins drive.
 	Optimizer Optimizer `toml:"optimizer"`

@@ -59,6 +59,7 @@ func TestValidate(t *testing.T) {
 		{name: "device gpu", body: "[train]\ndevice = \"gpu\"", want: []string{"train.device must be"}},
 		{name: "label smoothing", body: "[train]\nlabel_smoothing = 1", want: []string{"t.toml:3: train.label_smoothing must be in [0, 1) (got 1)"}},
 		{name: "threads", body: "[train]\nthreads = -2\nmax_steps = -1", want: []string{"t.toml:3: train.threads must be ≥ 0 (got -2)", "t.toml:4: train.max_steps must be ≥ 0 (got -1)"}},
+		{name: "deterministic without benchmarking", body: "[train]\ndeterministic = true\ncudnn_benchmark = true", want: []string{"t.toml:4: train.cudnn_benchmark must be false with train.deterministic = true"}},
 		{name: "optimizer name", body: "[train.optimizer]\nname = \"adamw\"", want: []string{`t.toml:3: train.optimizer.name must be one of sgd, adam (got "adamw"); did you mean "adam"?`}},
 		{name: "lr inf", body: "[train.optimizer]\nlr = inf", want: []string{"t.toml:3: train.optimizer.lr must be > 0 (got inf)"}},
 		{name: "momentum", body: "[train.optimizer]\nmomentum = 1.0", want: []string{"t.toml:3: train.optimizer.momentum must be in [0, 1) (got 1)"}},

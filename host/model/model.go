@@ -152,7 +152,8 @@ func (b *Builder) Build(arch string, classes int, in []int64, net Net) (*Model, 
 
 // Forward computes logits for input x with the parameters taken from the flat
 // vector params and BatchNorm buffers from the flat vector buf (either may be
-// a leaf that requires gradients). Views and intermediates belong to s.
+// a leaf that requires gradients). The logits belong to s; views and
+// intermediates are freed during the pass (what autograd needs, it keeps).
 func (m *Model) Forward(s *tensor.Scope, params, buf tensor.T, x tensor.T, train bool, bnMomentum float64) tensor.T {
 	return m.forward(s, params, tensor.T{}, buf, x, train, bnMomentum)
 }
@@ -169,20 +170,35 @@ func (m *Model) ForwardLocal(s *tensor.Scope, mean, variance, buf tensor.T, x te
 	return m.forward(s, mean, variance, buf, x, train, bnMomentum)
 }
 
+// forward runs the net in a scope of its own, which owns the views and
+// every intermediate, so that the layers can release each activation as
+// soon as the next one has read it (Fwd.Seq, Fwd.Done): without autograd
+// (evaluation) only a few activations are alive at any time instead of all
+// of them until s closes; with autograd the ones it saves stay alive, held
+// by the graph. Only the logits move to s.
 func (m *Model) forward(s *tensor.Scope, params, variance, buf tensor.T, x tensor.T, train bool, bnMomentum float64) tensor.T {
-	f := &Fwd{S: s, Train: train, BNMomentum: bnMomentum}
-	shape := func(i int) []int64 { return m.Params[i].Shape }
-	f.P = views(s, params, m.Offsets, shape)
-	if variance.Valid() {
-		f.V = views(s, variance, m.Offsets, shape)
-	}
-	if len(m.Buffers) > 0 {
-		f.B = views(s, buf, m.BufOffsets, func(i int) []int64 { return m.Buffers[i].Shape })
-	}
 	if s.Err() != nil {
 		return tensor.T{}
 	}
-	return m.net.Forward(f, x)
+	fs := tensor.NewScope()
+	defer fs.Close()
+	f := &Fwd{S: fs, Train: train, BNMomentum: bnMomentum}
+	shape := func(i int) []int64 { return m.Params[i].Shape }
+	f.P = views(fs, params, m.Offsets, shape)
+	if variance.Valid() {
+		f.V = views(fs, variance, m.Offsets, shape)
+	}
+	if len(m.Buffers) > 0 {
+		f.B = views(fs, buf, m.BufOffsets, func(i int) []int64 { return m.Buffers[i].Shape })
+	}
+	if err := fs.Err(); err != nil {
+		return s.Fail(err)
+	}
+	out := m.net.Forward(f, x)
+	if err := fs.Err(); err != nil {
+		return s.Fail(err)
+	}
+	return s.Adopt(fs.Keep(out))
 }
 
 func views(s *tensor.Scope, flat tensor.T, offsets []int64, shape func(int) []int64) []tensor.T {

@@ -66,6 +66,29 @@ func TestConfigDiff(t *testing.T) {
 	}
 }
 
+// Keys omitted at their default (train.tf32, …): a side that lacks one has
+// the default, so turning the setting on, or off again, is a difference,
+// and a record without it equals a configuration at the default.
+func TestConfigDiffOmittedAtDefault(t *testing.T) {
+	plain := map[string]any{"params.rho": 0.05}
+	tf32 := map[string]any{"params.rho": 0.05, "train.tf32": true}
+	if d := strings.Join(ConfigDiff(plain, tf32), "; "); d != "train.tf32: false → true" {
+		t.Errorf("turning tf32 on: %q", d)
+	}
+	if d := strings.Join(ConfigDiff(tf32, plain), "; "); d != "train.tf32: true → false" {
+		t.Errorf("turning tf32 off: %q", d)
+	}
+	if d := ConfigDiff(plain, map[string]any{"params.rho": 0.05, "train.deterministic": false}); d != nil {
+		t.Errorf("an explicit default differs: %v", d)
+	}
+	if SameConfig(plain, tf32) || !SameConfig(tf32, map[string]any{"params.rho": 0.05, "train.tf32": true}) {
+		t.Error("SameConfig with a key omitted at its default")
+	}
+	if HashConfig(plain) == HashConfig(tf32) {
+		t.Error("the hash ignores train.tf32")
+	}
+}
+
 // TestMergeOlderRecord: a record written by an older optlab (fewer config
 // keys, so another hash) merges with a newer one of the same settings; a
 // real difference is still refused.

@@ -98,6 +98,9 @@ type Record struct {
 	Libtorch string `json:"libtorch"`
 	// BLAS names the BLAS library the run's CPU linear algebra used.
 	BLAS string `json:"blas,omitempty"`
+	// Numerics holds the determinism and precision switches the run was
+	// trained and evaluated with; nil in records of versions before them.
+	Numerics *Numerics `json:"numerics,omitempty"`
 	// GitCommit is the commit of the optlab checkout.
 	GitCommit string `json:"git_commit"`
 	// Host is the machine's host name.
@@ -105,6 +108,16 @@ type Record struct {
 	// Finished is when the run ended; Append sets it to the current time
 	// when zero.
 	Finished time.Time `json:"finished"`
+}
+
+// Numerics are a run's determinism and precision switches: the values of
+// train.deterministic, train.cudnn_benchmark and train.tf32, all of them,
+// defaults included (Config has them only when true, so that the
+// configuration of a run at the defaults keeps its hash).
+type Numerics struct {
+	Deterministic  bool `json:"deterministic"`
+	CudnnBenchmark bool `json:"cudnn_benchmark"`
+	TF32           bool `json:"tf32"`
 }
 
 // MethodName returns the [[method]] name of the run: Base, or Method for a

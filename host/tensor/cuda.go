@@ -74,6 +74,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"sync/atomic"
 	"unsafe"
 
 	lib "github.com/sugarme/gotch/libtch"
@@ -300,4 +301,62 @@ func (s CUDAStatus) Describe() []string {
 		return append(out, dev)
 	}
 	return append(out, "no usable GPU: "+s.Problem())
+}
+
+// contextLostErrors identify the CUDA errors after which the process's CUDA
+// context is unusable ("sticky" errors of the CUDA runtime: every later
+// CUDA call of the process fails too, and only a new process can use the
+// GPU again): the texts cudaGetErrorString gives them, which libtorch's
+// "CUDA error: …" messages carry, their cudaError_t names, and the driver
+// API's names of the same errors.
+var contextLostErrors = []string{
+	"an illegal memory access was encountered", "cudaErrorIllegalAddress", "CUDA_ERROR_ILLEGAL_ADDRESS",
+	"unspecified launch failure", "cudaErrorLaunchFailure", "CUDA_ERROR_LAUNCH_FAILED",
+	"device-side assert triggered", "cudaErrorAssert", "CUDA_ERROR_ASSERT",
+	"an illegal instruction was encountered", "cudaErrorIllegalInstruction", "CUDA_ERROR_ILLEGAL_INSTRUCTION",
+	"misaligned address", "cudaErrorMisalignedAddress", "CUDA_ERROR_MISALIGNED_ADDRESS",
+	"invalid program counter", "cudaErrorInvalidPc", "CUDA_ERROR_INVALID_PC",
+	"hardware stack error", "cudaErrorHardwareStackError", "CUDA_ERROR_HARDWARE_STACK_ERROR",
+	"the launch timed out and was terminated", "cudaErrorLaunchTimeout", "CUDA_ERROR_LAUNCH_TIMEOUT",
+	"uncorrectable ECC error encountered", "cudaErrorECCUncorrectable", "CUDA_ERROR_ECC_UNCORRECTABLE",
+	"operation not supported on global/shared address space", "cudaErrorInvalidAddressSpace",
+	"context is destroyed", "cudaErrorContextIsDestroyed",
+}
+
+// ContextLost tells whether err is a CUDA error after which this process
+// can run nothing more on its GPU (an illegal memory access, a kernel
+// launch failure, a device-side assert, …), as opposed to one that leaves
+// the GPU usable (out of memory, a bad argument). Pure string matching on
+// the error's text: it needs no GPU.
+func ContextLost(err error) bool {
+	if err == nil {
+		return false
+	}
+	msg := strings.ToLower(err.Error())
+	for _, s := range contextLostErrors {
+		if strings.Contains(msg, strings.ToLower(s)) {
+			return true
+		}
+	}
+	return false
+}
+
+// lost is the first error of a tensor op that ContextLost recognized.
+var lost atomic.Pointer[error]
+
+// DeviceLost returns the first error of an op of this process (on any
+// Scope) after which its CUDA context is unusable, nil if there was none.
+// A grid of runs stops on it: every later run would fail the same way.
+func DeviceLost() error {
+	if p := lost.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+// noteLost records err when it is the first lost-context error.
+func noteLost(err error) {
+	if ContextLost(err) {
+		lost.CompareAndSwap(nil, &err)
+	}
 }

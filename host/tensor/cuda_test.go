@@ -1,6 +1,8 @@
 package tensor
 
 import (
+	"errors"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -135,3 +137,100 @@ func TestVersionProbe(t *testing.T) {
 }
 
 func libtchCUDA() bool { return strings.Contains(LibtorchDescription(), "(CUDA build") }
+
+// ContextLost tells the CUDA errors after which the process's GPU is
+// unusable from those it survives, on libtorch's messages of both kinds.
+func TestContextLost(t *testing.T) {
+	lostMsgs := []string{
+		"add: CUDA error: an illegal memory access was encountered\nCUDA kernel errors might be asynchronously reported at some other API call",
+		"conv2d: CUDA error: unspecified launch failure",
+		"index_select: CUDA error: device-side assert triggered\nCompile with `TORCH_USE_CUDA_DSA` to enable device-side assertions.",
+		"copy_: CUDA error: misaligned address",
+		"mm: CUDA error: an illegal instruction was encountered",
+		"Exception raised from c10_cuda_check_implementation: cudaErrorIllegalAddress",
+		"CUDA driver error: CUDA_ERROR_LAUNCH_FAILED",
+		"CUDA error: the launch timed out and was terminated",
+		"CUDA error: uncorrectable ECC error encountered",
+		"op 7 (Grad): sum: CUDA error: AN ILLEGAL MEMORY ACCESS WAS ENCOUNTERED",
+	}
+	survivable := []string{
+		"zeros: CUDA out of memory. Tried to allocate 2.00 GiB (GPU 0; 79.10 GiB total capacity)",
+		"CUDA error: out of memory",
+		"linear: mat1 and mat2 shapes cannot be multiplied (8x4 and 5x3)",
+		"CUDA error: invalid device ordinal",
+		"expected all tensors to be on the same device, but found at least two devices, cuda:0 and cpu",
+		"faulty: simulated failure at step 1",
+	}
+	for _, m := range lostMsgs {
+		if !ContextLost(errors.New(m)) {
+			t.Errorf("ContextLost(%q) = false", m)
+		}
+	}
+	for _, m := range survivable {
+		if ContextLost(errors.New(m)) {
+			t.Errorf("ContextLost(%q) = true", m)
+		}
+	}
+	if ContextLost(nil) {
+		t.Error("ContextLost(nil)")
+	}
+}
+
+// A scope that fails with a lost-context error records it for DeviceLost
+// (the first one), and one that fails otherwise does not.
+func TestDeviceLostLatch(t *testing.T) {
+	defer lost.Store(nil)
+	lost.Store(nil)
+	s := NewScope()
+	s.Fail(errors.New("linear: shapes cannot be multiplied"))
+	if err := DeviceLost(); err != nil {
+		t.Fatalf("DeviceLost after a shape error: %v", err)
+	}
+	first := errors.New("add: CUDA error: an illegal memory access was encountered")
+	for _, err := range []error{first, errors.New("mul: CUDA error: unspecified launch failure")} {
+		s := NewScope()
+		s.Fail(err)
+		s.Close()
+	}
+	if err := DeviceLost(); err != first {
+		t.Errorf("DeviceLost() = %v, want the first lost-context error", err)
+	}
+}
+
+// ParseDevice makes the GPU it names the thread's current CUDA device;
+// the CUDA calls are fakes here (a CPU build has no GPU).
+func TestParseDeviceSetsCurrentDevice(t *testing.T) {
+	avail, count, set := cudaAvailable, cudaDeviceCount, setCUDADevice
+	defer func() { cudaAvailable, cudaDeviceCount, setCUDADevice = avail, count, set }()
+	var calls []int
+	cudaAvailable = func() bool { return true }
+	cudaDeviceCount = func() int { return 2 }
+	setCUDADevice = func(n int) error { calls = append(calls, n); return nil }
+	for _, c := range []struct {
+		spec  string
+		want  string
+		calls []int
+		err   string
+	}{
+		{"cuda:1", "cuda:1", []int{1}, ""},
+		{" CUDA:0 ", "cuda:0", []int{0}, ""},
+		{"cuda", "cuda:0", []int{0}, ""},
+		{"auto", "cuda:0", []int{0}, ""},
+		{"cpu", "cpu", nil, ""},
+		{"cuda:2", "cpu", nil, "only 2 CUDA device(s)"},
+		{"cuda:-1", "cpu", nil, "want auto, cpu, cuda or cuda:N"},
+		{"cuda:x", "cpu", nil, "want auto, cpu, cuda or cuda:N"},
+		{"gpu", "cpu", nil, "want auto, cpu, cuda or cuda:N"},
+	} {
+		calls = nil
+		d, err := ParseDevice(c.spec)
+		if d.String() != c.want || !slices.Equal(calls, c.calls) || (err == nil) != (c.err == "") ||
+			(err != nil && !strings.Contains(err.Error(), c.err)) {
+			t.Errorf("ParseDevice(%q) = %v, %v, set device %v; want %s, %q, %v", c.spec, d, err, calls, c.want, c.err, c.calls)
+		}
+	}
+	setCUDADevice = func(n int) error { return errors.New("CUDA error: invalid device ordinal") }
+	if _, err := ParseDevice("cuda:1"); err == nil || !strings.Contains(err.Error(), "making cuda:1 the current device") {
+		t.Errorf("a failing cudaSetDevice: %v", err)
+	}
+}

@@ -17,6 +17,7 @@ import (
 // ScalarTensor makes a 0-d float64 tensor holding v on device d (made there,
 // not uploaded).
 func (s *Scope) ScalarTensor(v float64, d Device) T {
+	s.onFake = d.fake
 	return s.op("scalar_tensor", func() (*ts.Tensor, error) {
 		sc := ts.FloatScalar(v)
 		defer sc.MustDrop()

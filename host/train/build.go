@@ -11,6 +11,7 @@ import (
 	"github.com/optlab/optlab/host/engine"
 	"github.com/optlab/optlab/host/experiment"
 	"github.com/optlab/optlab/host/model"
+	"github.com/optlab/optlab/host/tensor"
 	"github.com/optlab/optlab/sdk/optim"
 )
 
@@ -84,11 +85,19 @@ func (r *Runner) build(ctx context.Context, run experiment.Run, m Method) (*trai
 		Device: r.Dev, Seed: run.Seed, LabelSmoothing: tr.LabelSmoothing, Base: base,
 		TrainSize: int64(r.Data.TrainSize), BatchSize: int64(tr.BatchSize),
 		DebugNonFinite: os.Getenv(engine.DebugNonFiniteEnv) == "1",
+		Spill:          tr.Spill,
+		Log:            r.logLine(run),
 	}
 	if mo := r.Exp.Model; mo.Variational {
 		v := mo.VariationalOpts
 		ecfg.Variational = &engine.Variational{PriorSigma: v.PriorSigma, RhoInit: v.RhoInit, RhoInitStd: 0.1,
 			KL: v.KL, KLReduction: v.KLReduction, Beta: v.Beta, LocalReparam: v.LocalReparam}
+	}
+	// The experiment's determinism and precision, set in full for every
+	// run (libtorch's switches are process-wide).
+	num := tensor.Numerics{Deterministic: tr.Deterministic, CudnnBenchmark: tr.CudnnBenchmark, TF32: tr.TF32}
+	if err := r.W.Do(ctx, func() error { return tensor.SetNumerics(num) }); err != nil {
+		return nil, err
 	}
 	perEpoch, total := r.Steps()
 	if perEpoch == 0 {
@@ -113,4 +122,14 @@ func (r *Runner) build(ctx context.Context, run experiment.Run, m Method) (*trai
 		return fail(fmt.Errorf("configure: %w", err))
 	}
 	return &training{run: run, m: m, eng: eng, members: len(models), perEpoch: perEpoch, total: total}, nil
+}
+
+// logLine writes one of the engine's notices (a spilled vector) to the log,
+// naming the run.
+func (r *Runner) logLine(run experiment.Run) func(string) {
+	return func(line string) {
+		if r.Log != nil {
+			fmt.Fprintf(r.Log, "host: %s: %s\n", run.Key, line)
+		}
+	}
 }

@@ -141,6 +141,14 @@ func (r *Runner) Record(run experiment.Run, m Method) results.Record {
 	}
 	cfg["model.init_from"] = r.Exp.Model.InitFrom
 	addTable(cfg, "eval", r.Exp.Eval)
+	// Determinism and precision: only when on, so that a run at the
+	// defaults keeps the configuration (and hash) of the records written
+	// before these keys existed; Record.Numerics has all three.
+	for k, on := range map[string]bool{"train.deterministic": tr.Deterministic, "train.cudnn_benchmark": tr.CudnnBenchmark, "train.tf32": tr.TF32} {
+		if on {
+			cfg[k] = true
+		}
+	}
 	// What TensorBoard logs changes no result: turning it off or on must
 	// neither supersede finished runs nor retire saved states.
 	delete(cfg, "eval.tensorboard")
@@ -149,6 +157,7 @@ func (r *Runner) Record(run experiment.Run, m Method) results.Record {
 		Experiment: r.Exp.Name, Key: run.Key, Method: run.Label, Plugin: m.Plugin, PluginVersion: m.Version,
 		Config: cfg, Dataset: r.Exp.Data.Dataset, Arch: run.Arch, Seed: run.Seed, Epochs: tr.Epochs,
 		Device: r.Dev.String(), Libtorch: tensor.LibtorchDescription(), BLAS: tensor.BLASInUse().String(), GitCommit: r.Meta.GitCommit, Host: r.Meta.Host,
+		Numerics: &results.Numerics{Deterministic: tr.Deterministic, CudnnBenchmark: tr.CudnnBenchmark, TF32: tr.TF32},
 	}
 	if len(run.Setting) > 0 {
 		rec.Base, rec.Setting = run.Method.Name, run.SettingString()
