@@ -24,14 +24,22 @@ func (c Conv) Forward(f *Fwd, x tensor.T) tensor.T {
 	if c.Bias >= 0 {
 		bias = f.P[c.Bias]
 	}
-	out := f.S.Conv2d(x, f.P[c.W], bias, c.Stride, c.Pad, c.Groups)
+	w := f.P[c.W]
+	if f.ChannelsLast {
+		w = f.S.ChannelsLast(w)
+	}
+	out := f.S.Conv2d(x, w, bias, c.Stride, c.Pad, c.Groups)
 	if f.V == nil {
 		return out
 	}
 	if c.Bias >= 0 {
 		vb = f.V[c.Bias]
 	}
-	return f.local(out, f.S.Conv2d(f.S.Square(x), f.V[c.W], vb, c.Stride, c.Pad, c.Groups))
+	vw := f.V[c.W]
+	if f.ChannelsLast {
+		vw = f.S.ChannelsLast(vw)
+	}
+	return f.local(out, f.S.Conv2d(f.S.Square(x), vw, vb, c.Stride, c.Pad, c.Groups))
 }
 
 // local samples outputs of mean mean and variance variance elementwise

@@ -7,6 +7,16 @@ import (
 	"strings"
 )
 
+// OmittedDefaults are the configuration keys that a run's configuration
+// holds only when their value is not the default given here, so that runs
+// with the default keep the configuration (and ConfigHash) that records
+// written before the key existed have. ConfigDiff compares a missing one
+// as its default.
+var OmittedDefaults = map[string]any{
+	"train.precision":     "fp32",
+	"model.memory_format": "contiguous",
+}
+
 // ConfigDiff lists how a run's configuration now differs from the one a
 // finished record was trained with, one "key: old → new" line per
 // difference, sorted by key; nil means the same run. Values compare by their
@@ -14,10 +24,28 @@ import (
 // equal. A key the record lacks is not compared: records written by an
 // older optlab carry fewer keys, and a key it added is not a change the
 // user made. A key the record has and the new configuration lacks is a
-// difference ("(unset)").
+// difference ("(unset)"). Keys of OmittedDefaults are the exception: a
+// missing one, on either side, stands for its default value.
 func ConfigDiff(old, now map[string]any) []string {
 	var out []string
+	for k, def := range OmittedDefaults {
+		_, inOld := old[k]
+		nv, inNow := now[k]
+		if !inOld && inNow {
+			if d, n := canonString(def), canonString(nv); d != n {
+				out = append(out, fmt.Sprintf("%s: %s → %s", k, d, n))
+			}
+		}
+	}
 	for k, ov := range old {
+		if def, ok := OmittedDefaults[k]; ok {
+			if _, inNow := now[k]; !inNow {
+				if o, d := canonString(ov), canonString(def); o != d {
+					out = append(out, fmt.Sprintf("%s: %s → %s", k, o, d))
+				}
+				continue
+			}
+		}
 		nv, ok := now[k]
 		o := canonString(ov)
 		if !ok {

@@ -109,17 +109,17 @@ var Float16 = gotch.Half
 
 var autocastAPI = sync.OnceValue(func() int { return int(C.optlab_autocast_load()) })
 
-// AutocastAvailable tells whether this libtorch's autocast functions were
-// found, and which API ("device-generic" for libtorch ≥ 2.4, "per-device"
-// for 1.10–2.3).
-func AutocastAvailable() (bool, string) {
+// AutocastAvailable tells which of libtorch's autocast APIs this process
+// reaches ("device-generic" for libtorch ≥ 2.4, "per-device" for
+// 1.10–2.3), or why none.
+func AutocastAvailable() (string, error) {
 	switch autocastAPI() {
 	case 2:
-		return true, "device-generic"
+		return "device-generic", nil
 	case 1:
-		return true, "per-device"
+		return "per-device", nil
 	}
-	return false, ""
+	return "", errNoAutocast()
 }
 
 func autocastDevice(d Device) C.schar {

@@ -10,12 +10,12 @@ import (
 // float32 leaf is float32; restore puts back the previous state, also for
 // nested scopes; outside, everything is float32 again.
 func TestAutocastScope(t *testing.T) {
-	ok, api := AutocastAvailable()
-	if !ok {
-		t.Fatalf("autocast unavailable: %v", errNoAutocast())
+	api, err := AutocastAvailable()
+	if err != nil {
+		t.Fatal(err)
 	}
 	t.Logf("%s: %s autocast API", LibtorchDescription(), api)
-	err := testWorker.Do(context.Background(), func() error {
+	err = testWorker.Do(context.Background(), func() error {
 		before, err := AutocastStatus(CPU)
 		if err != nil {
 			return err
