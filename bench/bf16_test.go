@@ -106,4 +106,3 @@ func summary(ts []Timings) string {
 	}
 	return s
 }
-
