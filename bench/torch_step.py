@@ -38,7 +38,10 @@ float32 (contiguous) and one as --autocast/--channels-last say, and times
 their steps alternately (who goes first rotates every step), as Go's
 BenchmarkBF16 does, then prints both medians and the ratio:
 
-    torch model=cnn … interleave fp32_median_ms=… bf16_median_ms=… ratio=… cpu_ratio=…
+    torch model=cnn … interleave fp32_median_ms=… bf16_median_ms=… ratio=… … min_ratio=… … cpu_ratio=…
+
+(ratio: of the wall-time medians; min_ratio: of the fastest steps;
+cpu_ratio: of the medians of the process's CPU time per step).
 
 --in sets the per-sample input shape (e.g. 1x28x28 for lenet5 on
 Fashion-MNIST-sized samples; default 3x32x32).
@@ -241,8 +244,11 @@ def main(argv):
             base, other = interleave(arch, args.batch, args.steps, args.warmup, args.seed, args.device,
                                      in_shape, autocast, args.channels_last)
             med = lambda ts, k: statistics.median(t[k] for t in ts)  # noqa: E731
-            print("%s in=%s interleave fp32_median_ms=%.3f %s_median_ms=%.3f ratio=%.4f fp32_cpu_ms=%.3f %s_cpu_ms=%.3f cpu_ratio=%.4f"
+            low = lambda ts: min(t[0] for t in ts)  # noqa: E731
+            print("%s in=%s interleave fp32_median_ms=%.3f %s_median_ms=%.3f ratio=%.4f fp32_min_ms=%.3f %s_min_ms=%.3f min_ratio=%.4f"
+                  " fp32_cpu_ms=%.3f %s_cpu_ms=%.3f cpu_ratio=%.4f"
                   % (common, args.in_shape, med(base, 0), variant, med(other, 0), med(other, 0) / med(base, 0),
+                     low(base), variant, low(other), low(other) / low(base),
                      med(base, 1), variant, med(other, 1), med(other, 1) / med(base, 1)), flush=True)
             continue
         times = measure(arch, args.batch, args.steps, args.warmup, args.layout, args.seed, args.device,
