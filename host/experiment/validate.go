@@ -142,7 +142,7 @@ func (v *validator) data() {
 		}
 		seen[a] = true
 	}
-	vectors := d.Dataset == DatasetCSV || (d.Dataset == DatasetSynthetic && d.Synthetic.Features > 0)
+	vectors := !imageInputs(*d)
 	if vectors && len(d.Augment) > 0 {
 		v.fail("data.augment", "must be empty for vector inputs (dataset %q)", d.Dataset)
 	}
@@ -180,6 +180,12 @@ func (v *validator) data() {
 	}
 }
 
+// imageInputs tells whether the dataset's inputs are images (C×H×W), not
+// flat feature vectors (csv, synthetic with features > 0).
+func imageInputs(d Data) bool {
+	return d.Dataset != DatasetCSV && !(d.Dataset == DatasetSynthetic && d.Synthetic.Features > 0)
+}
+
 func (v *validator) model(knownArchs []string) {
 	m := &v.e.Model
 	def := Default()
@@ -214,6 +220,10 @@ func (v *validator) model(knownArchs []string) {
 	}
 	if s := m.InitFrom; s != "" && strings.TrimSpace(s) == "" {
 		v.fail("model.init_from", "must not be blank (use \"\" for random initialisation)")
+	}
+	v.enum("model.memory_format", m.MemoryFormat, MemoryContiguous, MemoryChannelsLast)
+	if d := v.e.Data; m.MemoryFormat == MemoryChannelsLast && !imageInputs(d) {
+		v.fail("model.memory_format", "channels_last needs image inputs (dataset %q has flat feature vectors); use %q", d.Dataset, MemoryContiguous)
 	}
 	if !m.Variational {
 		v.notFor("model.variational_opts", m.VariationalOpts == def.Model.VariationalOpts, "when model.variational = true")
@@ -256,6 +266,7 @@ func (v *validator) train() {
 	if t.Deterministic && t.CudnnBenchmark {
 		v.fail("train.cudnn_benchmark", "must be false with train.deterministic = true (benchmarking picks convolution algorithms by their timings, which differ from run to run)")
 	}
+	v.enum("train.precision", t.Precision, PrecisionFP32, PrecisionBF16)
 
 	o := &t.Optimizer
 	def := Default()

@@ -24,7 +24,11 @@ func (c Conv) Forward(f *Fwd, x tensor.T) tensor.T {
 	if c.Bias >= 0 {
 		bias = f.P[c.Bias]
 	}
-	out := f.S.Conv2d(x, f.P[c.W], bias, c.Stride, c.Pad, c.Groups)
+	w := f.P[c.W]
+	if f.ChannelsLast {
+		w = f.S.ChannelsLast(w)
+	}
+	out := f.S.Conv2d(x, w, bias, c.Stride, c.Pad, c.Groups)
 	if f.V == nil {
 		return out
 	}
@@ -32,7 +36,11 @@ func (c Conv) Forward(f *Fwd, x tensor.T) tensor.T {
 		vb = f.V[c.Bias]
 	}
 	x2 := f.S.Square(x)
-	v := f.S.Conv2d(x2, f.V[c.W], vb, c.Stride, c.Pad, c.Groups)
+	vw := f.V[c.W]
+	if f.ChannelsLast {
+		vw = f.S.ChannelsLast(vw)
+	}
+	v := f.S.Conv2d(x2, vw, vb, c.Stride, c.Pad, c.Groups)
 	f.Done(x2)
 	return f.local(out, v)
 }

@@ -7,6 +7,21 @@ import (
 	"strings"
 )
 
+// OmittedDefaults are the configuration keys that a run's configuration
+// holds only when their value is not the default given here (settings
+// added after records existed, whose default is what every earlier run
+// did), so that runs at the default keep the configuration and hash they
+// had before the key existed. ConfigDiff compares a missing one, on either
+// side, as its default: turning a setting on, or off again, is a
+// difference.
+var OmittedDefaults = map[string]any{
+	"train.precision":       "fp32",
+	"model.memory_format":   "contiguous",
+	"train.deterministic":   false,
+	"train.cudnn_benchmark": false,
+	"train.tf32":            false,
+}
+
 // ConfigDiff lists how a run's configuration now differs from the one a
 // finished record was trained with, one "key: old → new" line per
 // difference, sorted by key; nil means the same run. Values compare by their
@@ -14,53 +29,35 @@ import (
 // equal. A key the record lacks is not compared: records written by an
 // older optlab carry fewer keys, and a key it added is not a change the
 // user made. A key the record has and the new configuration lacks is a
-// difference ("(unset)").
-//
-// Keys of OmittedAtDefault are the exception: a configuration has them only
-// when they are not at their default, so that runs at the default keep the
-// hash they had before the key existed; a side that lacks one has its
-// default, and a difference is reported either way.
+// difference ("(unset)"). Keys of OmittedDefaults are the exception: a
+// missing one, on either side, stands for its default value.
 func ConfigDiff(old, now map[string]any) []string {
 	var out []string
 	for k, ov := range old {
 		nv, ok := now[k]
-		o := canonString(ov)
 		if !ok {
-			if d, known := OmittedAtDefault[k]; known {
-				if n := canonString(d); n != o {
-					out = append(out, fmt.Sprintf("%s: %s → %s", k, o, n))
-				}
+			def, omitted := OmittedDefaults[k]
+			if !omitted {
+				out = append(out, fmt.Sprintf("%s: %s → (unset)", k, canonString(ov)))
 				continue
 			}
-			out = append(out, fmt.Sprintf("%s: %s → (unset)", k, o))
-			continue
+			nv = def
 		}
-		if n := canonString(nv); n != o {
+		if o, n := canonString(ov), canonString(nv); o != n {
 			out = append(out, fmt.Sprintf("%s: %s → %s", k, o, n))
 		}
 	}
-	for k, nv := range now {
-		d, known := OmittedAtDefault[k]
-		if _, inOld := old[k]; !known || inOld {
+	for k, def := range OmittedDefaults {
+		nv, inNow := now[k]
+		if _, inOld := old[k]; inOld || !inNow {
 			continue
 		}
-		if o, n := canonString(d), canonString(nv); n != o {
-			out = append(out, fmt.Sprintf("%s: %s → %s", k, o, n))
+		if d, n := canonString(def), canonString(nv); d != n {
+			out = append(out, fmt.Sprintf("%s: %s → %s", k, d, n))
 		}
 	}
 	sort.Strings(out)
 	return out
-}
-
-// OmittedAtDefault lists the configuration keys that a run's configuration
-// has only when they are not at their default, with the default: the
-// settings added after records existed whose default is what every earlier
-// run did. A run at the defaults then keeps its configuration hash, and a
-// record that lacks such a key is one that had the default.
-var OmittedAtDefault = map[string]any{
-	"train.deterministic":   false,
-	"train.cudnn_benchmark": false,
-	"train.tf32":            false,
 }
 
 // SameConfig reports whether two recorded configurations describe the same

@@ -411,3 +411,48 @@ func (s *Scope) ClampMin(t T, lo float64) T {
 		return t.ClampMin(sc, false)
 	})
 }
+
+// ChannelsLast returns a 4-D tensor (N,C,H,W) with the same shape and
+// values laid out NHWC in memory (PyTorch's torch.channels_last: strides
+// C·H·W, 1, W·C, C), which oneDNN and cuDNN convolutions take without a
+// conversion and propagate to their outputs. gotch has no memory-format
+// argument; the layout is made by a contiguous copy of the NHWC
+// permutation, viewed back as NCHW (differentiable: its backward is the
+// inverse permutation). A tensor already in that layout is returned as is.
+func (s *Scope) ChannelsLast(t T) T {
+	if !s.check(t) {
+		return T{}
+	}
+	sh := t.Shape()
+	if len(sh) != 4 {
+		return s.Fail(fmt.Errorf("channels_last: want a 4-D tensor, got shape %v", sh))
+	}
+	if isChannelsLast(t) {
+		return t
+	}
+	p := s.op("permute", func() (*ts.Tensor, error) { return t.t.Permute([]int64{0, 2, 3, 1}, false) })
+	p = s.Contiguous(p)
+	if !s.check(p) {
+		return T{}
+	}
+	return s.op("permute", func() (*ts.Tensor, error) { return p.t.Permute([]int64{0, 3, 1, 2}, false) })
+}
+
+// Strides returns t's strides in elements.
+func (t T) Strides() []int64 {
+	if t.t == nil {
+		return nil
+	}
+	st, _ := t.t.Stride()
+	return st
+}
+
+// isChannelsLast tells whether a 4-D tensor has NHWC strides.
+func isChannelsLast(t T) bool {
+	sh, st := t.Shape(), t.Strides()
+	if len(sh) != 4 || len(st) != 4 {
+		return false
+	}
+	c, h, w := sh[1], sh[2], sh[3]
+	return st[1] == 1 && st[3] == c && st[2] == w*c && st[0] == h*w*c
+}

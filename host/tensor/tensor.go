@@ -56,6 +56,14 @@ func (t T) Shape() []int64 {
 	return s
 }
 
+// DType returns the tensor's element type (Float32 for the zero T).
+func (t T) DType() DType {
+	if t.t == nil {
+		return Float32
+	}
+	return t.t.DType()
+}
+
 // Numel returns the number of elements.
 func (t T) Numel() int64 {
 	n := int64(1)

@@ -62,15 +62,38 @@ func (r *Runner) Preflight(ctx context.Context, run experiment.Run, m Method) er
 	return err
 }
 
+// ModelNumerics is how the experiment's models compute: train.precision
+// and model.memory_format. bf16 is an error when this libtorch's autocast
+// cannot be reached.
+func ModelNumerics(e *experiment.Experiment) (model.Numerics, error) {
+	n := model.Numerics{
+		BF16:         e.Train.Precision == experiment.PrecisionBF16,
+		ChannelsLast: e.Model.MemoryFormat == experiment.MemoryChannelsLast,
+	}
+	if n.BF16 {
+		if _, err := tensor.AutocastAvailable(); err != nil {
+			return n, fmt.Errorf("train.precision = \"bf16\": %w", err)
+		}
+	}
+	return n, nil
+}
+
 // build makes run's models and engine, initializes them (model.init_from)
 // and configures the optimizer; the training it returns has the engine,
 // the number of members, the steps per epoch and the total steps. On error
 // nothing is left open.
 func (r *Runner) build(ctx context.Context, run experiment.Run, m Method) (*training, error) {
+	num, err := ModelNumerics(r.Exp)
+	if err != nil {
+		return nil, err
+	}
 	models := make([]*model.Model, len(run.Members))
 	for i, arch := range run.Members {
 		mod, err := r.Zoo.New(arch, r.Data.Classes, r.Data.Shape)
 		if err != nil {
+			return nil, err
+		}
+		if err := mod.SetNumerics(num); err != nil {
 			return nil, err
 		}
 		models[i] = mod
@@ -95,8 +118,8 @@ func (r *Runner) build(ctx context.Context, run experiment.Run, m Method) (*trai
 	}
 	// The experiment's determinism and precision, set in full for every
 	// run (libtorch's switches are process-wide).
-	num := tensor.Numerics{Deterministic: tr.Deterministic, CudnnBenchmark: tr.CudnnBenchmark, TF32: tr.TF32}
-	if err := r.W.Do(ctx, func() error { return tensor.SetNumerics(num) }); err != nil {
+	tnum := tensor.Numerics{Deterministic: tr.Deterministic, CudnnBenchmark: tr.CudnnBenchmark, TF32: tr.TF32}
+	if err := r.W.Do(ctx, func() error { return tensor.SetNumerics(tnum) }); err != nil {
 		return nil, err
 	}
 	perEpoch, total := r.Steps()

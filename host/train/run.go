@@ -140,6 +140,16 @@ func (r *Runner) Record(run experiment.Run, m Method) results.Record {
 		addTable(cfg, "model.variational_opts", r.Exp.Model.VariationalOpts)
 	}
 	cfg["model.init_from"] = r.Exp.Model.InitFrom
+	// Numerics: recorded only when not the default, so that records of
+	// float32 runs keep the configuration (and hash) they had before these
+	// keys existed (results.OmittedDefaults compares a missing key as its
+	// default).
+	if p := tr.Precision; p != "" && p != experiment.PrecisionFP32 {
+		cfg["train.precision"] = p
+	}
+	if f := r.Exp.Model.MemoryFormat; f != "" && f != experiment.MemoryContiguous {
+		cfg["model.memory_format"] = f
+	}
 	addTable(cfg, "eval", r.Exp.Eval)
 	// Determinism and precision: only when on, so that a run at the
 	// defaults keeps the configuration (and hash) of the records written
