@@ -122,7 +122,7 @@ func prepare(ctx context.Context, path string, sets []string, pluginDir string, 
 			if _, done := p.params[run.Label]; done || run.Method.Name != m.Name {
 				continue
 			}
-			params, err := experiment.ValidateParams(run.Method, info.Params)
+			params, err := experiment.ValidateParamsIn(run.Method, info.Params, experiment.RunBounds(run.Experiment(exp)))
 			if err != nil {
 				errs = append(errs, err)
 				break

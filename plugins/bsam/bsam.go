@@ -54,7 +54,7 @@ type Config struct {
 	DAFactor       float64 `hp:"dafactor" range:"(0,)" doc:"data-augmentation factor: N = TrainSize·dafactor"`
 	Damping        float64 `hp:"damping" doc:"γ added to s"`
 	SInit          float64 `hp:"s_init" range:"(0,)" doc:"initial value of s"`
-	M              int     `hp:"m" range:"[1,)" doc:"batch split (m-sharpness), as --batchsplit"`
+	M              int     `hp:"m" range:"[1,batch]" doc:"batch split (m-sharpness), as --batchsplit"`
 	TestMC         int     `hp:"test_mc" range:"[1,)" doc:"MC samples of the predictive"`
 	UpdateOrder    string  `hp:"update_order" enum:"code|paper" doc:"\"code\": w uses the old s (released code); \"paper\": s first"`
 	FreezeBNSecond bool    `hp:"freeze_bn_second" doc:"freeze BatchNorm statistics at w+ε (the released code updates them)"`

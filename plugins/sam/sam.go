@@ -44,7 +44,7 @@ type Config struct {
 	Eta            float64 `hp:"eta" range:"[0,)" doc:"ASAM offset η (official ASAM 0.01, davda54 0)"`
 	AdaptiveScope  string  `hp:"adaptive_scope" enum:"all|weights" doc:"ASAM: \"all\" parameters (davda54) or \"weights\": tensors whose name contains \"weight\", as official ASAM"`
 	FreezeBNSecond bool    `hp:"freeze_bn_second" doc:"freeze BatchNorm running statistics in the perturbed pass"`
-	M              int     `hp:"m" range:"[1,)" doc:"m-sharpness: sub-batches perturbed separately (1 = plain SAM)"`
+	M              int     `hp:"m" range:"[1,batch]" doc:"m-sharpness: sub-batches perturbed separately (1 = plain SAM)"`
 }
 
 func defaults() Config {
