@@ -35,6 +35,8 @@ func TestCheckCatchesRunFailures(t *testing.T) {
 			"", []string{`method "OT": params.particles 0 is out of range [1,): want ≥ 1`}},
 		{"m larger than the batch", spec{Batch: 64, Methods: []method{{Name: "SAM", Plugin: "sam", Params: []string{"m = 100"}}}},
 			"", []string{`method "SAM": params.m 100 is out of range [1,batch]: want ≥ 1 and ≤ 64, the batch size`}},
+		{"m of 2⁶³−1 refused before configure", spec{Batch: 64, Methods: []method{{Name: "SAM", Plugin: "sam", Params: []string{"m = 9223372036854775807"}}}},
+			"", []string{`method "SAM": params.m 9223372036854775807 is out of range [1,batch]: want ≥ 1 and ≤ 64, the batch size`}},
 		{"rejected at configure", spec{Methods: []method{{Name: "SAM", Plugin: "sam", Params: []string{`adaptive_scope = "weights"`}}}},
 			"", []string{`method=SAM/arch=mlp/seed=1: configure: plugin sam: Configure: sam: adaptive_scope "weights" applies to ASAM only: set adaptive = true`}},
 		{"missing init_from", spec{Methods: []method{{Name: "SGD", Plugin: "sgd"}}},

@@ -294,6 +294,7 @@ func TestConfigErrors(t *testing.T) {
 		{"order", map[string]any{"update_order": "alg1"}, nil, `"update_order": "alg1" is not one of "code", "paper"`},
 		{"s_init", map[string]any{"s_init": 0.0}, nil, `"s_init": 0 is out of range (0,): want > 0`},
 		{"m", map[string]any{"m": 0}, nil, `"m": 0 is out of range [1,batch]: want ≥ 1`},
+		{"m larger than the batch", map[string]any{"m": 9223372036854775807}, []optimtest.HostOption{optimtest.WithBatchSize(16)}, `"m": 9223372036854775807 is out of range [1,batch]: want ≥ 1 and ≤ 16, the batch size`},
 		{"test_mc", map[string]any{"test_mc": 0}, nil, `"test_mc": 0 is out of range [1,): want ≥ 1`},
 		{"dafactor", map[string]any{"dafactor": 0.0}, nil, `"dafactor": 0 is out of range (0,): want > 0`},
 		{"lr_scale", map[string]any{"lr_scale": -5.0}, nil, `"lr_scale": -5 is out of range (0,): want > 0`},

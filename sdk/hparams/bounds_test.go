@@ -41,3 +41,19 @@ func errString(err error) string {
 	}
 	return err.Error()
 }
+
+// ApplyIn checks a named bound, as a plugin's Configure does with the batch
+// size of the host's Layout; Apply leaves it open (issue 26, case 14).
+func TestApplyInNamedBound(t *testing.T) {
+	type config struct {
+		M int `hp:"m" range:"[1,batch]"`
+	}
+	c := config{M: 1}
+	if err := Apply(&c, map[string]any{"m": 100}); err != nil || c.M != 100 {
+		t.Errorf("Apply: %v, m = %d", err, c.M)
+	}
+	err := ApplyIn(&c, map[string]any{"m": int64(9223372036854775807)}, Bounds{"batch": 64})
+	if want := `hparams: "m": 9223372036854775807 is out of range [1,batch]: want ≥ 1 and ≤ 64, the batch size`; errString(err) != want || c.M != 100 {
+		t.Errorf("ApplyIn = %v (m = %d), want %q", err, c.M, want)
+	}
+}
