@@ -45,6 +45,10 @@ func TestCheckCatchesRunFailures(t *testing.T) {
 			"[model]\n", []string{"model.init_from:", "other.safetensors"}},
 		{"file names too long", spec{Methods: []method{{Name: long, Plugin: "sgd"}}},
 			"", []string{"its file names would be", "more than the 255 file systems allow"}},
+		{"experiment name too long", spec{Methods: []method{{Name: "SGD", Plugin: "sgd"}}},
+			"", []string{"name: 300 bytes long, more than the 255 file systems allow in a file name"}},
+		{"results paths too long", spec{Methods: []method{{Name: "SGD", Plugin: "sgd"}}},
+			"", []string{"its files' paths would be up to", "choose a shorter results_dir"}},
 		{"results folder not writable", spec{Methods: []method{{Name: "SGD", Plugin: "sgd"}}},
 			"", []string{"results_dir: cannot create", "is not a folder"}},
 	}
@@ -61,6 +65,10 @@ func TestCheckCatchesRunFailures(t *testing.T) {
 					from = wrongArch
 				}
 				text = strings.Replace(text, "[model]\n", "[model]\ninit_from = \""+from+"\"\n", 1)
+			case "experiment name too long":
+				text = strings.Replace(text, `name = "bad"`, `name = "`+strings.Repeat("L", 300)+`"`, 1)
+			case "results paths too long":
+				text = "results_dir = \"" + filepath.Join(dir, strings.Repeat(strings.Repeat("d", 200)+"/", 20)) + "\"\n" + text
 			case "results folder not writable":
 				text = "results_dir = \"" + filepath.Join(notADir, "results") + "\"\n" + text
 			}

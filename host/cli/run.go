@@ -195,10 +195,12 @@ func checkCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 // run's.
 func preflight(ctx context.Context, p *plan, sp data.Split, shape []int64) error {
 	var errs []error
-	for _, r := range p.runs {
-		if err := results.CheckKeyFileName(r.Key); err != nil {
-			errs = append(errs, err)
-		}
+	keys := make([]string, len(p.runs))
+	for i, r := range p.runs {
+		keys[i] = r.Key
+	}
+	if err := train.CheckPaths(filepath.Join(p.exp.ResultsDir, p.exp.Name), keys); err != nil {
+		errs = append(errs, fmt.Errorf("%s: %w", p.exp.File, err))
 	}
 	if err := checkWritable(filepath.Join(p.exp.ResultsDir, p.exp.Name)); err != nil {
 		errs = append(errs, fmt.Errorf("results_dir: %w", err))
