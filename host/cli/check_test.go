@@ -49,6 +49,8 @@ func TestCheckCatchesRunFailures(t *testing.T) {
 			"", []string{"name: 300 bytes long, more than the 255 file systems allow in a file name"}},
 		{"results paths too long", spec{Methods: []method{{Name: "SGD", Plugin: "sgd"}}},
 			"", []string{"its files' paths would be up to", "choose a shorter results_dir"}},
+		{"tensorboard folder a file", spec{Methods: []method{{Name: "SGD", Plugin: "sgd"}}},
+			"", []string{"results_dir: cannot create", "tb is not a folder (TensorBoard files go there; make it a writable folder or set eval.tensorboard = false)"}},
 		{"results folder not writable", spec{Methods: []method{{Name: "SGD", Plugin: "sgd"}}},
 			"", []string{"results_dir: cannot create", "is not a folder"}},
 	}
@@ -69,6 +71,11 @@ func TestCheckCatchesRunFailures(t *testing.T) {
 				text = strings.Replace(text, `name = "bad"`, `name = "`+strings.Repeat("L", 300)+`"`, 1)
 			case "results paths too long":
 				text = "results_dir = \"" + filepath.Join(dir, strings.Repeat(strings.Repeat("d", 200)+"/", 20)) + "\"\n" + text
+			case "tensorboard folder a file":
+				res := filepath.Join(t.TempDir(), "res")
+				os.MkdirAll(filepath.Join(res, "bad"), 0o755)
+				os.WriteFile(filepath.Join(res, "bad", "tb"), nil, 0o644)
+				text = "results_dir = \"" + res + "\"\n" + text
 			case "results folder not writable":
 				text = "results_dir = \"" + filepath.Join(notADir, "results") + "\"\n" + text
 			}

@@ -204,6 +204,8 @@ func preflight(ctx context.Context, p *plan, sp data.Split, shape []int64) error
 	}
 	if err := checkWritable(filepath.Join(p.exp.ResultsDir, p.exp.Name)); err != nil {
 		errs = append(errs, fmt.Errorf("results_dir: %w", err))
+	} else if err := checkRunFolders(p.exp); err != nil {
+		errs = append(errs, err)
 	}
 	w := tensor.NewWorker(p.exp.Train.Threads)
 	defer w.Close()
@@ -251,6 +253,30 @@ func checkMembers(exp *experiment.Experiment, info optim.Info) error {
 		}
 	}
 	return nil
+}
+
+// checkRunFolders tries the folders of the results folder that runs create
+// files in (curves, training state, final models, TensorBoard when
+// eval.tensorboard is on, superseded): one that is a file or cannot be
+// written fails every run at its start.
+func checkRunFolders(exp *experiment.Experiment) error {
+	dir := filepath.Join(exp.ResultsDir, exp.Name)
+	subs := []string{curves.Dir, "state", filepath.Dir(train.ModelFile("k")), train.SupersededDir}
+	if exp.Eval.TensorBoard {
+		subs = append(subs, filepath.Dir(train.TensorBoardDir("k")))
+	}
+	var errs []error
+	for _, sub := range subs {
+		if err := checkWritable(filepath.Join(dir, sub)); err != nil {
+			if sub == filepath.Dir(train.TensorBoardDir("k")) {
+				err = fmt.Errorf("%w (TensorBoard files go there; make it a writable folder or set eval.tensorboard = false)", err)
+			} else {
+				err = fmt.Errorf("%w (the runs' files go there; make it a writable folder)", err)
+			}
+			errs = append(errs, fmt.Errorf("results_dir: %w", err))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // checkWritable reports whether files can be created in dir, or, when dir
