@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/optlab/optlab/host/checkpoint"
@@ -43,6 +44,8 @@ func TestCheckCatchesRunFailures(t *testing.T) {
 			"[model]\n", []string{"model.init_from: reading checkpoint: open " + filepath.Join(dir, "missing.safetensors")}},
 		{"init_from of another architecture", spec{Methods: []method{{Name: "SGD", Plugin: "sgd"}}},
 			"[model]\n", []string{"model.init_from:", "other.safetensors"}},
+		{"init_from a named pipe", spec{Methods: []method{{Name: "SGD", Plugin: "sgd"}}},
+			"[model]\n", []string{"model.init_from:", "fifo.safetensors is a named pipe (FIFO), not a regular file; point it at a file"}},
 		{"file names too long", spec{Methods: []method{{Name: long, Plugin: "sgd"}}},
 			"", []string{"its file names would be", "more than the 255 file systems allow"}},
 		{"experiment name too long", spec{Methods: []method{{Name: "SGD", Plugin: "sgd"}}},
@@ -61,10 +64,16 @@ func TestCheckCatchesRunFailures(t *testing.T) {
 			b, _ := os.ReadFile(path)
 			text := string(b)
 			switch c.name {
-			case "missing init_from", "init_from of another architecture":
+			case "missing init_from", "init_from of another architecture", "init_from a named pipe":
 				from := filepath.Join(dir, "missing.safetensors")
-				if c.name == "init_from of another architecture" {
+				switch c.name {
+				case "init_from of another architecture":
 					from = wrongArch
+				case "init_from a named pipe":
+					from = filepath.Join(dir, "fifo.safetensors")
+					if err := syscall.Mkfifo(from, 0o644); err != nil {
+						t.Skip("mkfifo:", err)
+					}
 				}
 				text = strings.Replace(text, "[model]\n", "[model]\ninit_from = \""+from+"\"\n", 1)
 			case "experiment name too long":
