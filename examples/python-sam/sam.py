@@ -34,7 +34,7 @@ class Params:
     eta: float = optlab.param(0.01, range="[0,)", doc="ASAM offset η (official ASAM 0.01, davda54 0)")
     adaptive_scope: str = optlab.param("all", enum=["all", "weights"], doc='ASAM: "all" parameters (davda54) or "weights": tensors whose name contains "weight", as official ASAM')
     freeze_bn_second: bool = optlab.param(True, doc="freeze BatchNorm running statistics in the perturbed pass")
-    m: int = optlab.param(1, range="[1,)", doc="m-sharpness: sub-batches perturbed separately (1 = plain SAM)")
+    m: int = optlab.param(1, range="[1,batch]", doc="m-sharpness: sub-batches perturbed separately (1 = plain SAM)")
 
 
 class Vecs:
@@ -53,8 +53,13 @@ class SAM(optlab.Optimizer):
                            params=optlab.specs(Params))
 
     def configure(self, host, config):
+        # m is bounded by the batch it splits: check it before allocating a
+        # vector per sub-batch (as the Go plugin does, layout first).
+        batch = host.layout().batch_size
         with optlab.wrap_errors("sam"):
             self.cfg = cfg = optlab.apply(Params, config.params)
+        if batch > 0 and cfg.m > batch:
+            raise optlab.Error(f'sam: hparams: "m": {cfg.m} is out of range [1,batch]: want ≥ 1 and ≤ {batch}, the batch size')
         if cfg.adaptive_scope != "all" and not cfg.adaptive:
             raise optlab.Error(f'sam: adaptive_scope "{cfg.adaptive_scope}" applies to ASAM only: set adaptive = true')
         members = max(config.members, 1)

@@ -122,7 +122,7 @@ func prepare(ctx context.Context, path string, sets []string, pluginDir string, 
 			if _, done := p.params[run.Label]; done || run.Method.Name != m.Name {
 				continue
 			}
-			params, err := experiment.ValidateParams(run.Method, info.Params)
+			params, err := experiment.ValidateParamsIn(run.Method, info.Params, experiment.RunBounds(run.Experiment(exp)))
 			if err != nil {
 				errs = append(errs, err)
 				break
@@ -195,13 +195,17 @@ func checkCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 // run's.
 func preflight(ctx context.Context, p *plan, sp data.Split, shape []int64) error {
 	var errs []error
-	for _, r := range p.runs {
-		if err := results.CheckKeyFileName(r.Key); err != nil {
-			errs = append(errs, err)
-		}
+	keys := make([]string, len(p.runs))
+	for i, r := range p.runs {
+		keys[i] = r.Key
+	}
+	if err := train.CheckPaths(filepath.Join(p.exp.ResultsDir, p.exp.Name), keys); err != nil {
+		errs = append(errs, fmt.Errorf("%s: %w", p.exp.File, err))
 	}
 	if err := checkWritable(filepath.Join(p.exp.ResultsDir, p.exp.Name)); err != nil {
 		errs = append(errs, fmt.Errorf("results_dir: %w", err))
+	} else if err := checkRunFolders(p.exp); err != nil {
+		errs = append(errs, err)
 	}
 	w := tensor.NewWorker(p.exp.Train.Threads)
 	defer w.Close()
@@ -249,6 +253,30 @@ func checkMembers(exp *experiment.Experiment, info optim.Info) error {
 		}
 	}
 	return nil
+}
+
+// checkRunFolders tries the folders of the results folder that runs create
+// files in (curves, training state, final models, TensorBoard when
+// eval.tensorboard is on, superseded): one that is a file or cannot be
+// written fails every run at its start.
+func checkRunFolders(exp *experiment.Experiment) error {
+	dir := filepath.Join(exp.ResultsDir, exp.Name)
+	subs := []string{curves.Dir, "state", filepath.Dir(train.ModelFile("k")), train.SupersededDir}
+	if exp.Eval.TensorBoard {
+		subs = append(subs, filepath.Dir(train.TensorBoardDir("k")))
+	}
+	var errs []error
+	for _, sub := range subs {
+		if err := checkWritable(filepath.Join(dir, sub)); err != nil {
+			if sub == filepath.Dir(train.TensorBoardDir("k")) {
+				err = fmt.Errorf("%w (TensorBoard files go there; make it a writable folder or set eval.tensorboard = false)", err)
+			} else {
+				err = fmt.Errorf("%w (the runs' files go there; make it a writable folder)", err)
+			}
+			errs = append(errs, fmt.Errorf("results_dir: %w", err))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // checkWritable reports whether files can be created in dir, or, when dir

@@ -12,6 +12,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/optlab/optlab/host/internal/regfile"
 )
 
 // Dataset names understood by the CIFAR functions and by Get.
@@ -329,7 +331,7 @@ func (f *cifarFormat) checkSize(path string, size int64) error {
 }
 
 func (f *cifarFormat) readFile(s *Set, path string, size int64) error {
-	file, err := os.Open(path)
+	file, err := regfile.Open(path)
 	if err != nil {
 		return fmt.Errorf("%s: %w", f.name, err)
 	}

@@ -8,11 +8,12 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/optlab/optlab/host/internal/regfile"
 )
 
 // CSVOptions configures ReadCSV and LoadCSV.
@@ -40,7 +41,7 @@ func LoadCSV(path string, opts CSVOptions) (*Set, error) {
 		base = strings.TrimSuffix(base, ".gz")
 		opts.Name = strings.TrimSuffix(base, filepath.Ext(base))
 	}
-	file, err := os.Open(path)
+	file, err := regfile.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("csv %s: %w", opts.Name, err)
 	}

@@ -18,6 +18,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/optlab/optlab/host/internal/regfile"
 )
 
 // DefaultBaseURL is where the CIFAR archives are published; the archive's
@@ -169,7 +171,7 @@ func verifyFile(path, want string) error {
 	if want == "" {
 		return nil
 	}
-	file, err := os.Open(path)
+	file, err := regfile.Open(path)
 	if err != nil {
 		return err
 	}

@@ -11,6 +11,8 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+
+	"github.com/optlab/optlab/host/internal/regfile"
 )
 
 // Dataset names of the MNIST-format (IDX) datasets.
@@ -188,7 +190,7 @@ const maxIDXBytes = 1 << 30
 // readMaybeGzip reads a file, decompressing it when it starts with the gzip
 // magic bytes (whatever its name).
 func readMaybeGzip(path string) ([]byte, error) {
-	file, err := os.Open(path)
+	file, err := regfile.Open(path)
 	if err != nil {
 		return nil, err
 	}

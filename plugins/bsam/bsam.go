@@ -54,7 +54,7 @@ type Config struct {
 	DAFactor       float64 `hp:"dafactor" range:"(0,)" doc:"data-augmentation factor: N = TrainSize·dafactor"`
 	Damping        float64 `hp:"damping" doc:"γ added to s"`
 	SInit          float64 `hp:"s_init" range:"(0,)" doc:"initial value of s"`
-	M              int     `hp:"m" range:"[1,)" doc:"batch split (m-sharpness), as --batchsplit"`
+	M              int     `hp:"m" range:"[1,batch]" doc:"batch split (m-sharpness), as --batchsplit"`
 	TestMC         int     `hp:"test_mc" range:"[1,)" doc:"MC samples of the predictive"`
 	UpdateOrder    string  `hp:"update_order" enum:"code|paper" doc:"\"code\": w uses the old s (released code); \"paper\": s first"`
 	FreezeBNSecond bool    `hp:"freeze_bn_second" doc:"freeze BatchNorm statistics at w+ε (the released code updates them)"`
@@ -113,14 +113,19 @@ func (o *BSAM) Info() optim.Info {
 // Configure implements optim.Optimizer: s = s_init, g_m = 0 for every member.
 func (o *BSAM) Configure(ctx context.Context, h optim.Host, cfg optim.Config) error {
 	o.cfg, o.seed = defaults(), cfg.Seed
-	if err := hparams.Apply(&o.cfg, cfg.Params); err != nil {
-		return fmt.Errorf("bsam: %w", err)
-	}
-	c := o.cfg
 	l, err := h.Layout(ctx)
 	if err != nil {
 		return fmt.Errorf("bsam: layout: %w", err)
 	}
+	// m is bounded by the batch it splits ("[1,batch]").
+	var b hparams.Bounds
+	if l.BatchSize > 0 {
+		b = hparams.Bounds{"batch": float64(l.BatchSize)}
+	}
+	if err := hparams.ApplyIn(&o.cfg, cfg.Params, b); err != nil {
+		return fmt.Errorf("bsam: %w", err)
+	}
+	c := o.cfg
 	if l.TrainSize <= 0 {
 		return fmt.Errorf("bsam: needs the train size, layout has %d", l.TrainSize)
 	}

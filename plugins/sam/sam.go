@@ -44,7 +44,7 @@ type Config struct {
 	Eta            float64 `hp:"eta" range:"[0,)" doc:"ASAM offset η (official ASAM 0.01, davda54 0)"`
 	AdaptiveScope  string  `hp:"adaptive_scope" enum:"all|weights" doc:"ASAM: \"all\" parameters (davda54) or \"weights\": tensors whose name contains \"weight\", as official ASAM"`
 	FreezeBNSecond bool    `hp:"freeze_bn_second" doc:"freeze BatchNorm running statistics in the perturbed pass"`
-	M              int     `hp:"m" range:"[1,)" doc:"m-sharpness: sub-batches perturbed separately (1 = plain SAM)"`
+	M              int     `hp:"m" range:"[1,batch]" doc:"m-sharpness: sub-batches perturbed separately (1 = plain SAM)"`
 }
 
 func defaults() Config {
@@ -90,10 +90,25 @@ func (o *SAM) batch(j int) optim.Batch {
 	return optim.Batch{Part: int32(j), Of: int32(o.cfg.M)}
 }
 
+// batchBound is the "batch" range bound of a layout (none when the host
+// does not say its batch size).
+func batchBound(l optim.Layout) hparams.Bounds {
+	if l.BatchSize <= 0 {
+		return nil
+	}
+	return hparams.Bounds{"batch": float64(l.BatchSize)}
+}
+
 // Configure implements optim.Optimizer.
 func (o *SAM) Configure(ctx context.Context, h optim.Host, cfg optim.Config) error {
 	o.cfg = defaults()
-	if err := hparams.Apply(&o.cfg, cfg.Params); err != nil {
+	// m is bounded by the batch it splits: check it before allocating a
+	// vector per sub-batch (m = 2⁶³−1 would allocate without end).
+	l, err := h.Layout(ctx)
+	if err != nil {
+		return fmt.Errorf("sam: layout: %w", err)
+	}
+	if err := hparams.ApplyIn(&o.cfg, cfg.Params, batchBound(l)); err != nil {
 		return fmt.Errorf("sam: %w", err)
 	}
 	if o.cfg.AdaptiveScope != "all" && !o.cfg.Adaptive {

@@ -348,7 +348,8 @@ func TestConfigErrors(t *testing.T) {
 		want   string
 	}{
 		{map[string]any{"rh0": 0.1}, "unknown"},
-		{map[string]any{"m": 0}, `"m": 0 is out of range [1,): want ≥ 1`},
+		{map[string]any{"m": 0}, `"m": 0 is out of range [1,batch]: want ≥ 1`},
+		{map[string]any{"m": 9223372036854775807}, `"m": 9223372036854775807 is out of range [1,batch]: want ≥ 1 and ≤ 32, the batch size`},
 		{map[string]any{"rho": -1.0}, `"rho": -1 is out of range [0,): want ≥ 0`},
 		{map[string]any{"eta": -0.5}, `"eta": -0.5 is out of range [0,): want ≥ 0`},
 		{map[string]any{"adaptive": 1}, "not a valid bool"},

@@ -81,7 +81,8 @@ type ParamSpec struct {
 	// Enum lists the values a String hyperparameter may take (none: any).
 	Enum []string
 	// Range is the interval a Float or Int hyperparameter must lie in, as
-	// "[0,1]", "(0,)" or "[1,)" (empty: any); see sdk/hparams.
+	// "[0,1]", "(0,)", "[1,)" or "[1,batch]" (empty: any; "batch": the
+	// batch size, resolved by the host); see sdk/hparams.
 	Range string
 }
 

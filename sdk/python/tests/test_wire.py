@@ -348,7 +348,10 @@ class SAMExampleTest(unittest.TestCase):
 
         class Host:
             def layout(self):
-                raise AssertionError("plain SAM needs no layout")
+                # Read once, first, for the batch size that bounds m.
+                t = [optlab.Tensor(name=f"t{i}", shape=[1], offset=i, kind="weight") for i in range(4)]
+                member = optlab.MemberLayout(arch="mlp-4x4x3", numel=35, tensors=t)
+                return optlab.Layout(members=[member, member], batch_size=32)
 
             def exec(self, p):
                 wire.program_to_pb(p)  # it would go over the wire
