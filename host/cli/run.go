@@ -421,17 +421,24 @@ func runExperiment(ctx context.Context, path string, o runOpts, stderr io.Writer
 	owner := results.Owner()
 	for _, run := range runs {
 		if fin, ok := done[run.Key]; ok {
-			diff := results.ConfigDiff(fin.rec.Config, r.Record(run, p.method(run)).Config)
+			cfg := r.Record(run, p.method(run)).Config
+			diff := results.ConfigDiff(fin.rec.Config, cfg)
 			if len(diff) == 0 {
 				fmt.Fprintf(stderr, "host: %s already finished in %s; skipping\n", run.Key, filepath.Dir(runsPath))
 				continue
 			}
-			where, err := supersede(filepath.Dir(runsPath), fin.file, run.Key)
+			where, moved, fresh, err := supersede(filepath.Dir(runsPath), fin.file, run.Key, cfg)
 			if err != nil {
 				return res, err
 			}
-			fmt.Fprintf(stderr, "host: %s finished before with another configuration (%s); its result is kept in %s, and the run is trained again\n",
-				run.Key, strings.Join(diff, "; "), where)
+			if fresh {
+				fmt.Fprintf(stderr, "host: %s has just been trained again by another host; skipping\n", run.Key)
+				continue
+			}
+			if moved {
+				fmt.Fprintf(stderr, "host: %s finished before with another configuration (%s); its result is kept in %s, and the run is trained again\n",
+					run.Key, strings.Join(diff, "; "), where)
+			}
 		}
 		if ctx.Err() != nil {
 			return res, interrupted()
@@ -499,22 +506,31 @@ func finishedRuns(dir string) (map[string]finished, error) {
 	return done, nil
 }
 
-// supersede moves the record of run key from the results file to
-// <dir>/superseded/runs.jsonl, and its training curve, final model and
-// TensorBoard folder into <dir>/superseded/ with the time appended to their
-// names, so that the run can be trained again without losing its old
-// result. It returns the superseded folder.
-func supersede(dir, file, key string) (string, error) {
+// supersede moves the records of run key made with another configuration
+// than cfg from the results file to <dir>/superseded/runs.jsonl, and its
+// training curve, final model and TensorBoard folder into <dir>/superseded/
+// with the time appended to their names, so that the run can be trained
+// again without losing its old result. It returns the superseded folder and
+// whether it moved anything. Whether the run is still to be superseded is
+// decided under the results lock on the file as it is then: fresh reports
+// that another host has meanwhile trained it with cfg (nothing moved); when
+// another host has superseded it and is training it, nothing moves either.
+func supersede(dir, file, key string, cfg map[string]any) (where string, moved, fresh bool, err error) {
 	sup := filepath.Join(dir, train.SupersededDir)
-	if _, err := results.Supersede(file, key, filepath.Join(sup, "runs.jsonl")); err != nil {
-		return "", err
-	}
-	for _, f := range []string{filepath.Join(curves.Dir, curves.KeyFileName(key)), train.ModelFile(key), train.TensorBoardDir(key)} {
-		if _, err := train.KeepAside(dir, f); err != nil {
-			return "", err
+	stale := func(r results.Record) bool { return len(results.ConfigDiff(r.Config, cfg)) > 0 }
+	aside := func() error {
+		for _, f := range []string{filepath.Join(curves.Dir, curves.KeyFileName(key)), train.ModelFile(key), train.TensorBoardDir(key)} {
+			if _, err := train.KeepAside(dir, f); err != nil {
+				return err
+			}
 		}
+		return nil
 	}
-	return sup, nil
+	n, fresh, err := results.Supersede(file, key, filepath.Join(sup, "runs.jsonl"), stale, aside)
+	if err != nil {
+		return "", false, false, err
+	}
+	return sup, n > 0, fresh, nil
 }
 
 // runOne launches the method's plugin for one run and trains.
