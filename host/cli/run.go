@@ -313,6 +313,9 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if *quiet {
 		o.progress = nil
 	}
+	if err := checkDistinctResults(pos, o); err != nil {
+		return err
+	}
 	var files []string
 	var recs []results.Record
 	var failed, total int
@@ -332,6 +335,41 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	}
 	if failed > 0 {
 		return fmt.Errorf("%d of %d runs failed (see above and %s)", failed, total, strings.Join(files, ", "))
+	}
+	return nil
+}
+
+// checkDistinctResults refuses, before anything is trained, two experiments
+// of one host run that write the same results folder (the same name and
+// results_dir, a copied file): the second would take the first's fresh
+// runs for its own finished or superseded ones. Files that do not load are
+// left to runExperiment to report.
+func checkDistinctResults(paths []string, o runOpts) error {
+	if len(paths) < 2 || (o.smoke && o.resDir == "") {
+		return nil
+	}
+	seen := map[string]string{} // results folder → experiment file
+	for _, path := range paths {
+		exp, err := experiment.Load(path, o.sets...)
+		if err != nil {
+			continue
+		}
+		dir := exp.ResultsDir
+		if o.resDir != "" {
+			dir = o.resDir
+		}
+		dir = filepath.Join(dir, exp.Name)
+		if abs, err := filepath.Abs(dir); err == nil {
+			dir = abs
+		}
+		if first, ok := seen[dir]; ok {
+			if first == path {
+				return fmt.Errorf("%s is given twice: give each experiment once", path)
+			}
+			return fmt.Errorf("%s and %s share the results folder %s (experiment name %q): give one of them another name or results_dir, or run them one at a time",
+				first, path, dir, exp.Name)
+		}
+		seen[dir] = path
 	}
 	return nil
 }

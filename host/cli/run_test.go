@@ -344,3 +344,31 @@ func TestHostsShareGrid(t *testing.T) {
 		t.Errorf("claims left after every host finished: %v, %v", claims, err)
 	}
 }
+
+// TestRunRefusesSharedResultsFolder (hardening 21): host run A.toml B.toml
+// where B is a copy of A with another lr but the same name used to let B
+// supersede the runs A had just trained. It is refused before anything is
+// trained, naming both files.
+func TestRunRefusesSharedResultsFolder(t *testing.T) {
+	dir := t.TempDir()
+	s := spec{Name: "twin", Methods: []method{{Name: "SGD", Plugin: "sgd"}}}
+	b := filepath.Join(dir, "copy.toml")
+	s.LR = 0.1
+	if err := os.Rename(s.write(t, dir), b); err != nil {
+		t.Fatal(err)
+	}
+	s.LR = 0
+	a := s.write(t, dir)
+	res := filepath.Join(dir, "results")
+	r := host(t, "run", "-q", "--plugins", pluginDir, "--results", res, a, b)
+	want := a + " and " + b + " share the results folder " + filepath.Join(res, "twin") + ` (experiment name "twin"): give one of them another name or results_dir`
+	if r.code == 0 || !strings.Contains(r.stderr, want) {
+		t.Errorf("exit code %d, stderr %q; want an error saying %q", r.code, r.stderr, want)
+	}
+	if _, err := os.Stat(filepath.Join(res, "twin")); err == nil {
+		t.Error("something was trained before the refusal")
+	}
+	if r := host(t, "run", "-q", "--plugins", pluginDir, "--results", res, a, a); !strings.Contains(r.stderr, a+" is given twice") {
+		t.Errorf("the same file twice: exit code %d, stderr %q", r.code, r.stderr)
+	}
+}
