@@ -289,6 +289,7 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	fs.StringVar(&o.device, "device", "", "override train.device: auto, cpu, cuda or cuda:N")
 	quiet := fs.Bool("q", false, "no progress output")
 	stepTimeout := fs.Duration("step-timeout", plugin.DefaultTimeouts().Step, "how long one optimizer step may take before the plugin counts as hung")
+	lockTimeout := fs.Duration("lock-timeout", results.DefaultLockTimeout, "how long to wait for the results lock that another process holds before giving up")
 	inProcess := fs.Bool("in-process", false, "serve the built-in methods inside this process, not as plugin processes (to step through an optimizer and the host in one debugger)")
 	pos, err := parseInterleaved(fs, args, stdout)
 	if err != nil {
@@ -300,6 +301,10 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if *stepTimeout <= 0 {
 		return fmt.Errorf("--step-timeout %v: want a positive duration, e.g. 10m", *stepTimeout)
 	}
+	if *lockTimeout <= 0 {
+		return fmt.Errorf("--lock-timeout %v: want a positive duration, e.g. 10m", *lockTimeout)
+	}
+	results.SetLockWait(results.LockWait{Ctx: ctx, Timeout: *lockTimeout, Log: stderr})
 	o.timeouts = plugin.Timeouts{Step: *stepTimeout}
 	if *inProcess {
 		o.inProcess = builtin.Registry()
