@@ -140,6 +140,18 @@ func (r *Runner) Record(run experiment.Run, m Method) results.Record {
 		addTable(cfg, "model.variational_opts", r.Exp.Model.VariationalOpts)
 	}
 	cfg["model.init_from"] = r.Exp.Model.InitFrom
+	// The files behind data.path and init_from, by content: another file
+	// under the same name (or the same one edited) is another run.
+	if d.Dataset == experiment.DatasetCSV && d.Path != "" {
+		if id, ok := FileIdentity(d.Path); ok {
+			cfg["data.path.content"] = id
+		}
+	}
+	if r.Exp.Model.InitFrom != "" {
+		if id, ok := FileIdentity(r.Exp.Model.InitFrom); ok {
+			cfg["model.init_from.content"] = id
+		}
+	}
 	addTable(cfg, "eval", r.Exp.Eval)
 	// What TensorBoard logs changes no result: turning it off or on must
 	// neither supersede finished runs nor retire saved states.
