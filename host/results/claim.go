@@ -145,7 +145,7 @@ func readClaims(path string) ([]claim, error) {
 	}
 	defer func() { _ = f.Close() }()
 	var claims []claim
-	err = readLines(path, f, func(line []byte) error {
+	err = readLines(path, f, func(line []byte, _ bool) error {
 		var c claim
 		if err := json.Unmarshal(line, &c); err != nil {
 			return err
