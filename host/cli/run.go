@@ -444,6 +444,11 @@ func runExperiment(ctx context.Context, path string, o runOpts, stderr io.Writer
 		return res, fmt.Errorf("%s: data: %w", path, err)
 	}
 	defer d.Drop()
+	if gone, err := results.RemoveTemps(runsPath); err != nil {
+		return res, err
+	} else if len(gone) > 0 {
+		fmt.Fprintf(stderr, "host: removed %d temporary file(s) left by an interrupted host in %s\n", len(gone), filepath.Dir(runsPath))
+	}
 	// Runs finished in any results file of the experiment (unsharded or any
 	// shard) with the same configuration are not run again.
 	done, err := finishedRuns(filepath.Dir(runsPath))
