@@ -122,3 +122,30 @@ func TestSupersedeResumesWithoutDuplicate(t *testing.T) {
 		t.Error("record still in the results file")
 	}
 }
+
+// TestClaimFinishedKeys: Claim parses only the lines that name its run, and
+// still finds a finished run whose key JSON writes escaped (as older,
+// HTML-escaping writers did), and not a run that only failed.
+func TestClaimFinishedKeys(t *testing.T) {
+	path := filepath.Join(t.TempDir(), FileName)
+	for _, k := range []string{"method=A/seed=1", `method=A<&>"b/seed=1`, "method=A/seed=10"} {
+		if err := Append(path, rec(k, "A", 1, nil, t0)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	failed := rec("method=A/seed=2", "A", 2, nil, t0)
+	failed.Status, failed.Error = StatusFailed, "boom"
+	if err := Append(path, failed); err != nil {
+		t.Fatal(err)
+	}
+	b, _ := os.ReadFile(path)
+	esc := strings.NewReplacer("<", `\u003c`, ">", `\u003e`, "&", `\u0026`).Replace(string(b))
+	if err := os.WriteFile(path, []byte(esc), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for key, want := range map[string]bool{"method=A/seed=1": false, `method=A<&>"b/seed=1`: false, "method=A/seed=2": true, "method=A/seed=3": true} {
+		if got, err := Claim(path, key, "me", nil); got != want || err != nil {
+			t.Errorf("Claim(%q) = %v, %v; want %v", key, got, err, want)
+		}
+	}
+}
