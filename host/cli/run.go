@@ -317,6 +317,7 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	fs.StringVar(&o.device, "device", "", "override train.device: auto, cpu, cuda or cuda:N")
 	quiet := fs.Bool("q", false, "no progress output")
 	stepTimeout := fs.Duration("step-timeout", plugin.DefaultTimeouts().Step, "how long one optimizer step may take before the plugin counts as hung")
+	lockTimeout := fs.Duration("lock-timeout", results.DefaultLockTimeout, "how long to wait for the results lock that another process holds before giving up")
 	inProcess := fs.Bool("in-process", false, "serve the built-in methods inside this process, not as plugin processes (to step through an optimizer and the host in one debugger)")
 	pos, err := parseInterleaved(fs, args, stdout)
 	if err != nil {
@@ -328,6 +329,10 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if *stepTimeout <= 0 {
 		return fmt.Errorf("--step-timeout %v: want a positive duration, e.g. 10m", *stepTimeout)
 	}
+	if *lockTimeout <= 0 {
+		return fmt.Errorf("--lock-timeout %v: want a positive duration, e.g. 10m", *lockTimeout)
+	}
+	results.SetLockWait(results.LockWait{Ctx: ctx, Timeout: *lockTimeout, Log: stderr})
 	o.timeouts = plugin.Timeouts{Step: *stepTimeout}
 	if *inProcess {
 		o.inProcess = builtin.Registry()
@@ -340,6 +345,9 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	o.progress = stderr
 	if *quiet {
 		o.progress = nil
+	}
+	if err := checkDistinctResults(pos, o); err != nil {
+		return err
 	}
 	var files []string
 	var recs []results.Record
@@ -360,6 +368,41 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	}
 	if failed > 0 {
 		return fmt.Errorf("%d of %d runs failed (see above and %s)", failed, total, strings.Join(files, ", "))
+	}
+	return nil
+}
+
+// checkDistinctResults refuses, before anything is trained, two experiments
+// of one host run that write the same results folder (the same name and
+// results_dir, a copied file): the second would take the first's fresh
+// runs for its own finished or superseded ones. Files that do not load are
+// left to runExperiment to report.
+func checkDistinctResults(paths []string, o runOpts) error {
+	if len(paths) < 2 || (o.smoke && o.resDir == "") {
+		return nil
+	}
+	seen := map[string]string{} // results folder → experiment file
+	for _, path := range paths {
+		exp, err := experiment.Load(path, o.sets...)
+		if err != nil {
+			continue
+		}
+		dir := exp.ResultsDir
+		if o.resDir != "" {
+			dir = o.resDir
+		}
+		dir = filepath.Join(dir, exp.Name)
+		if abs, err := filepath.Abs(dir); err == nil {
+			dir = abs
+		}
+		if first, ok := seen[dir]; ok {
+			if first == path {
+				return fmt.Errorf("%s is given twice: give each experiment once", path)
+			}
+			return fmt.Errorf("%s and %s share the results folder %s (experiment name %q): give one of them another name or results_dir, or run them one at a time",
+				first, path, dir, exp.Name)
+		}
+		seen[dir] = path
 	}
 	return nil
 }
@@ -429,6 +472,11 @@ func runExperiment(ctx context.Context, path string, o runOpts, stderr io.Writer
 		return res, fmt.Errorf("%s: data: %w", path, err)
 	}
 	defer d.Drop()
+	if gone, err := results.RemoveTemps(runsPath); err != nil {
+		return res, err
+	} else if len(gone) > 0 {
+		fmt.Fprintf(stderr, "host: removed %d temporary file(s) left by an interrupted host in %s\n", len(gone), filepath.Dir(runsPath))
+	}
 	// Runs finished in any results file of the experiment (unsharded or any
 	// shard) with the same configuration are not run again.
 	done, err := finishedRuns(filepath.Dir(runsPath))
@@ -449,17 +497,24 @@ func runExperiment(ctx context.Context, path string, o runOpts, stderr io.Writer
 	owner := results.Owner()
 	for i, run := range runs {
 		if fin, ok := done[run.Key]; ok {
-			diff := results.ConfigDiff(fin.rec.Config, r.Record(run, p.method(run)).Config)
+			cfg := r.Record(run, p.method(run)).Config
+			diff := results.ConfigDiff(fin.rec.Config, cfg)
 			if len(diff) == 0 {
 				fmt.Fprintf(stderr, "host: %s already finished in %s; skipping\n", run.Key, filepath.Dir(runsPath))
 				continue
 			}
-			where, err := supersede(filepath.Dir(runsPath), fin.file, run.Key)
+			where, moved, fresh, err := supersede(filepath.Dir(runsPath), fin.file, run.Key, cfg)
 			if err != nil {
 				return res, err
 			}
-			fmt.Fprintf(stderr, "host: %s finished before with another configuration (%s); its result is kept in %s, and the run is trained again\n",
-				run.Key, strings.Join(diff, "; "), where)
+			if fresh {
+				fmt.Fprintf(stderr, "host: %s has just been trained again by another host; skipping\n", run.Key)
+				continue
+			}
+			if moved {
+				fmt.Fprintf(stderr, "host: %s finished before with another configuration (%s); its result is kept in %s, and the run is trained again\n",
+					run.Key, strings.Join(diff, "; "), where)
+			}
 		}
 		if ctx.Err() != nil {
 			return res, interrupted()
@@ -537,22 +592,31 @@ func finishedRuns(dir string) (map[string]finished, error) {
 	return done, nil
 }
 
-// supersede moves the record of run key from the results file to
-// <dir>/superseded/runs.jsonl, and its training curve, final model and
-// TensorBoard folder into <dir>/superseded/ with the time appended to their
-// names, so that the run can be trained again without losing its old
-// result. It returns the superseded folder.
-func supersede(dir, file, key string) (string, error) {
+// supersede moves the records of run key made with another configuration
+// than cfg from the results file to <dir>/superseded/runs.jsonl, and its
+// training curve, final model and TensorBoard folder into <dir>/superseded/
+// with the time appended to their names, so that the run can be trained
+// again without losing its old result. It returns the superseded folder and
+// whether it moved anything. Whether the run is still to be superseded is
+// decided under the results lock on the file as it is then: fresh reports
+// that another host has meanwhile trained it with cfg (nothing moved); when
+// another host has superseded it and is training it, nothing moves either.
+func supersede(dir, file, key string, cfg map[string]any) (where string, moved, fresh bool, err error) {
 	sup := filepath.Join(dir, train.SupersededDir)
-	if _, err := results.Supersede(file, key, filepath.Join(sup, "runs.jsonl")); err != nil {
-		return "", err
-	}
-	for _, f := range []string{filepath.Join(curves.Dir, curves.KeyFileName(key)), train.ModelFile(key), train.TensorBoardDir(key)} {
-		if _, err := train.KeepAside(dir, f); err != nil {
-			return "", err
+	stale := func(r results.Record) bool { return len(results.ConfigDiff(r.Config, cfg)) > 0 }
+	aside := func() error {
+		for _, f := range []string{filepath.Join(curves.Dir, curves.KeyFileName(key)), train.ModelFile(key), train.TensorBoardDir(key)} {
+			if _, err := train.KeepAside(dir, f); err != nil {
+				return err
+			}
 		}
+		return nil
 	}
-	return sup, nil
+	n, fresh, err := results.Supersede(file, key, filepath.Join(sup, "runs.jsonl"), stale, aside)
+	if err != nil {
+		return "", false, false, err
+	}
+	return sup, n > 0, fresh, nil
 }
 
 // runOne launches the method's plugin for one run and trains.

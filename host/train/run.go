@@ -150,6 +150,18 @@ func (r *Runner) Record(run experiment.Run, m Method) results.Record {
 	if f := r.Exp.Model.MemoryFormat; f != "" && f != experiment.MemoryContiguous {
 		cfg["model.memory_format"] = f
 	}
+	// The files behind data.path and init_from, by content: another file
+	// under the same name (or the same one edited) is another run.
+	if d.Dataset == experiment.DatasetCSV && d.Path != "" {
+		if id, ok := FileIdentity(d.Path); ok {
+			cfg["data.path.content"] = id
+		}
+	}
+	if r.Exp.Model.InitFrom != "" {
+		if id, ok := FileIdentity(r.Exp.Model.InitFrom); ok {
+			cfg["model.init_from.content"] = id
+		}
+	}
 	addTable(cfg, "eval", r.Exp.Eval)
 	// Determinism and precision: only when on, so that a run at the
 	// defaults keeps the configuration (and hash) of the records written
