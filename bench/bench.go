@@ -133,13 +133,26 @@ func buildRig(ctx context.Context, w *tensor.Worker, dev tensor.Device, archs []
 func (r *Rig) Close() { r.Eng.Close() }
 
 // Step runs one training step of opt (configured on r.Eng) at learning
-// rate LR and returns its loss.
+// rate LR and returns its loss: the one it reported from the device, or
+// the one its StepOutput carries. (Reading the report right away costs a
+// device sync on a GPU, which host/train avoids by reading a step late.)
 func (r *Rig) Step(ctx context.Context, opt optim.Optimizer) (float64, error) {
 	r.Eng.BeginStep(r.step, LR)
 	out, err := opt.Step(ctx, r.Eng, optim.StepInput{Step: r.step, LR: LR})
 	r.step++
 	if err != nil {
 		return 0, err
+	}
+	reps, err := r.Eng.TakeReports(ctx)
+	if err != nil {
+		return 0, err
+	}
+	vals, err := reps.Values(ctx)
+	if err != nil {
+		return 0, err
+	}
+	if loss, ok := vals["loss"]; ok {
+		return loss, nil
 	}
 	return out.Metrics["loss"], nil
 }
@@ -161,13 +174,15 @@ func (r *Rig) ConfigureWith(ctx context.Context, opt optim.Optimizer, total int6
 }
 
 // Feeder cuts fresh batches out of a device-resident synthetic dataset with
-// CIFAR's augmentation (4-pixel random crop, flips), as host/train does, and
+// CIFAR's augmentation (4-pixel random crop, flips), as host/train does:
+// each epoch's order and augmentations are drawn at its start and copied to
+// the device at once (devset.NewEpoch), and every batch is cut there. It
 // hands them to a rig (the engine drops the previous batch).
 type Feeder struct {
 	w    *tensor.Worker
 	ds   *devset.Set
 	rng  *rand.Rand
-	perm []int64
+	ep   *devset.Epoch
 	next int
 }
 
@@ -185,26 +200,33 @@ func NewFeeder(ctx context.Context, w *tensor.Worker, dev tensor.Device, n int, 
 }
 
 // Close frees the dataset.
-func (f *Feeder) Close() { _ = f.w.Do(context.Background(), func() error { f.ds.Drop(); return nil }) }
+func (f *Feeder) Close() {
+	_ = f.w.Do(context.Background(), func() error { f.ep.Drop(); f.ds.Drop(); return nil })
+}
 
-// Feed sets the next batch of r's size (reshuffling each epoch) as r's
-// current batch.
+// Feed sets the next batch of r's size (a new epoch, reshuffled, when the
+// current one is used up) as r's current batch.
 func (f *Feeder) Feed(ctx context.Context, r *Rig) error {
-	n := r.Batch
-	if f.next+n > len(f.perm) {
-		f.perm = make([]int64, f.ds.N)
-		for i := range f.perm {
-			f.perm[i] = int64(i)
-		}
-		f.rng.Shuffle(len(f.perm), func(i, j int) { f.perm[i], f.perm[j] = f.perm[j], f.perm[i] })
-		f.next = 0
-	}
-	idx := f.perm[f.next : f.next+n]
-	f.next += n
+	n := int64(r.Batch)
 	return f.w.Do(ctx, func() error {
 		s := tensor.NewScope()
 		defer s.Close()
-		x, y := f.ds.Batch(s, idx, devset.Augment{Crop: 4, Flip: true}, f.rng, r.Dev)
+		if f.ep == nil || f.next == f.ep.Steps() {
+			f.ep.Drop()
+			f.ep = nil
+			perm := make([]int64, f.ds.N)
+			for i := range perm {
+				perm[i] = int64(i)
+			}
+			f.rng.Shuffle(len(perm), func(i, j int) { perm[i], perm[j] = perm[j], perm[i] })
+			ep, err := f.ds.NewEpoch(s, [][]int64{perm}, n, int(f.ds.N/n), devset.Augment{Crop: 4, Flip: true}, f.rng, r.Dev)
+			if err != nil {
+				return err
+			}
+			f.ep, f.next = ep, 0
+		}
+		x, y := f.ep.Batch(s, 0, f.next)
+		f.next++
 		if err := s.Err(); err != nil {
 			return err
 		}

@@ -119,6 +119,27 @@ class CNN(nn.Module):
         return self.fc(global_pool(x))
 
 
+class LeNet5(nn.Module):
+    """LeNet-5 with ReLU and max-pooling (host/model/small.go NewLeNet5):
+    conv 5x5 to 6 (padding 2), pool, conv 5x5 to 16, pool, 120-84-classes;
+    PyTorch's default initialization."""
+
+    def __init__(self, classes, in_shape):
+        super().__init__()
+        side = lambda s: (s // 2 - 4) // 2  # noqa: E731
+        self.conv1 = nn.Conv2d(in_shape[0], 6, 5, padding=2)
+        self.conv2 = nn.Conv2d(6, 16, 5)
+        self.fc1 = nn.Linear(16 * side(in_shape[1]) * side(in_shape[2]), 120)
+        self.fc2 = nn.Linear(120, 84)
+        self.fc3 = nn.Linear(84, classes)
+
+    def forward(self, x):
+        x = F.max_pool2d(F.relu(self.conv1(x)), 2, 2)
+        x = F.max_pool2d(F.relu(self.conv2(x)), 2, 2)
+        x = torch.flatten(x, 1)
+        return self.fc3(F.relu(self.fc2(F.relu(self.fc1(x)))))
+
+
 # ---- resnet10/18 (host/model/resnet.go) ----------------------------------------
 
 
@@ -464,6 +485,7 @@ class EfficientNetB0(nn.Module):
 ZOO = {
     "mlp": lambda c, s: MLP(math.prod(s), c),
     "cnn": lambda c, s: CNN(c, s[0]),
+    "lenet5": LeNet5,
     "resnet10": lambda c, s: ResNet([1, 1, 1, 1], c, s[0]),
     "resnet18": lambda c, s: ResNet([2, 2, 2, 2], c, s[0]),
     "wrn28-10": lambda c, s: WRN(28, 10, False, c, s[0]),

@@ -28,9 +28,24 @@ optlab and PyTorch comes from:
                flat vector (torch.autograd.grad), SGD on the flat vectors;
   flat-split   the same, with the views cut by one torch.split call.
 
+--method sam times SAM instead (ρ 0.05: a first pass, the ascent to
+θ + ρ·g/‖g‖, a second pass with BatchNorm's running statistics frozen, the
+SGD step from θ with the second gradient), as the sam plugin does.
+
+--feed times what a training loop pays, as optlab's BenchmarkTrainStep
+(bench/train_test.go) does through host/train: every step gets a fresh
+batch cut from a device-resident synthetic set (20 batches; float N(0,1)
+samples, as optlab's synthetic data), in an order drawn on the device each
+epoch, with CIFAR's augmentation done on the device (pad 4 and a random
+32×32 crop as two gathers, random horizontal flips; offsets and flips
+drawn on the device each epoch: no host→device copy in a step), and the
+loss is read back one step late instead of at once. Without --feed the
+batch is fixed and every step's loss is read at once (compare.sh).
+
 Usage (Debian's PyTorch; the python3 on PATH may have no torch):
 
     /usr/bin/python3 bench/torch_step.py --model cnn --steps 30 --warmup 5
+    /usr/bin/python3 bench/torch_step.py --device cuda --feed --method sam --model resnet18 --steps 200 --warmup 20
 """
 
 import argparse
@@ -51,18 +66,91 @@ MOMENTUM = 0.9
 WEIGHT_DECAY = 5e-4
 
 
+RHO = 0.05
+CROP = 4
+FEED_BATCHES = 20
+
+
 def module_stepper(model, x, y):
-    """Returns a step function using the module's parameters and torch.optim.SGD."""
+    """Returns a step function using the module's parameters and torch.optim.SGD.
+
+    x and y are the batch, or functions that return the step's batch."""
     opt = torch.optim.SGD(model.parameters(), lr=LR, momentum=MOMENTUM, weight_decay=WEIGHT_DECAY)
+    batch = x if callable(x) else (lambda: (x, y))
 
     def step():
+        bx, by = batch()
         opt.zero_grad(set_to_none=True)
-        loss = F.cross_entropy(model(x), y)
+        loss = F.cross_entropy(model(bx), by)
         loss.backward()
         opt.step()
         return loss
 
     return step
+
+
+def sam_stepper(model, x, y):
+    """Returns a SAM step function (ρ = RHO) over the module's parameters."""
+    opt = torch.optim.SGD(model.parameters(), lr=LR, momentum=MOMENTUM, weight_decay=WEIGHT_DECAY)
+    params = [p for p in model.parameters() if p.requires_grad]
+    bns = [m for m in model.modules() if isinstance(m, torch.nn.modules.batchnorm._BatchNorm)]
+    batch = x if callable(x) else (lambda: (x, y))
+
+    def step():
+        bx, by = batch()
+        opt.zero_grad(set_to_none=True)
+        loss = F.cross_entropy(model(bx), by)
+        loss.backward()
+        with torch.no_grad():
+            norm = torch.norm(torch.stack([p.grad.norm() for p in params]))
+            scale = RHO / (norm + 1e-12)
+            eps = [p.grad * scale for p in params]
+            for p, e in zip(params, eps):
+                p.add_(e)
+        momenta = [m.momentum for m in bns]
+        for m in bns:
+            m.momentum = 0.0  # batch statistics, running statistics unchanged
+        opt.zero_grad(set_to_none=True)
+        F.cross_entropy(model(bx), by).backward()
+        for m, mom in zip(bns, momenta):
+            m.momentum = mom
+        with torch.no_grad():
+            for p, e in zip(params, eps):
+                p.sub_(e)
+        opt.step()
+        return loss
+
+    return step
+
+
+def feeder(batch, device):
+    """Returns a function giving a fresh augmented batch per call (see --feed)."""
+    n = FEED_BATCHES * batch
+    data_x = torch.randn(n, 3, 32, 32, device=device)
+    data_y = torch.randint(0, 10, (n,), device=device)
+    ar = torch.arange(32, device=device)
+    state = {"i": FEED_BATCHES}
+
+    def next_batch():
+        if state["i"] == FEED_BATCHES:
+            state["perm"] = torch.randperm(n, device=device)
+            state["off"] = torch.randint(0, 2 * CROP + 1, (n, 2), device=device)
+            state["flip"] = torch.randint(0, 2, (n,), device=device, dtype=torch.bool)
+            state["i"] = 0
+        lo = state["i"] * batch
+        state["i"] += 1
+        idx = state["perm"][lo:lo + batch]
+        x = data_x.index_select(0, idx)
+        off = state["off"][lo:lo + batch]
+        padded = F.pad(x, (CROP, CROP, CROP, CROP))
+        rows = (off[:, 0].view(-1, 1, 1, 1) + ar.view(1, 1, 32, 1)).expand(batch, 3, 32, 32 + 2 * CROP)
+        x = padded.gather(2, rows)
+        cols = (off[:, 1].view(-1, 1, 1, 1) + ar.view(1, 1, 1, 32)).expand(batch, 3, 32, 32)
+        x = x.gather(3, cols)
+        x = torch.where(state["flip"][lo:lo + batch].view(-1, 1, 1, 1), x.flip(3), x)
+        return x, data_y.index_select(0, idx)
+
+    return next_batch
 
 
 def flat_stepper(model, x, y, split):
@@ -102,40 +190,62 @@ def flat_stepper(model, x, y, split):
     return step
 
 
-def make_step(arch, batch, layout, seed, device):
-    """Builds arch on device with a fixed synthetic batch and returns its step function."""
+def make_step(arch, batch, layout, seed, device, method="sgd", feed=False):
+    """Builds arch on device with a fixed synthetic batch (or, with feed, a
+    feeder of fresh ones) and returns its step function."""
     torch.manual_seed(seed)
     model = torch_models.build(arch, 10, (3, 32, 32)).to(device).train()
-    x = torch.randn(batch, 3, 32, 32).to(device)
-    y = torch.randint(0, 10, (batch,)).to(device)
+    if feed:
+        x, y = feeder(batch, device), None
+    else:
+        x = torch.randn(batch, 3, 32, 32).to(device)
+        y = torch.randint(0, 10, (batch,)).to(device)
+    if method == "sam":
+        if layout != "modules":
+            raise SystemExit("torch_step.py: --method sam needs --layout modules")
+        return sam_stepper(model, x, y)
     if layout == "modules":
         step = module_stepper(model, x, y)
     else:
+        if feed:
+            raise SystemExit("torch_step.py: --feed needs --layout modules")
         step = flat_stepper(model, x, y, split=layout == "flat-split")
     return step
 
 
-def timed(step):
-    """Runs one step and returns its wall time in milliseconds."""
-    t0 = time.perf_counter()
-    loss = step()
-    float(loss)  # the step's result on the host, as optlab returns it
-    return (time.perf_counter() - t0) * 1e3
+class Timer:
+    """Times steps: each step's loss is read on the host at once, or, with
+    late, the step before's after the step was issued (as host/train does)."""
+
+    def __init__(self, step, late=False):
+        self.step, self.late, self.prev = step, late, None
+
+    def __call__(self):
+        """Runs one step and returns its wall time in milliseconds."""
+        t0 = time.perf_counter()
+        loss = self.step()
+        if self.late:
+            if self.prev is not None:
+                float(self.prev)
+            self.prev = loss
+        else:
+            float(loss)  # the step's result on the host, as optlab returns it
+        return (time.perf_counter() - t0) * 1e3
 
 
-def measure(arch, batch, steps, warmup, layout, seed, device):
+def measure(arch, batch, steps, warmup, layout, seed, device, method="sgd", feed=False):
     """Returns the per-step wall times in milliseconds after warm-up."""
-    step = make_step(arch, batch, layout, seed, device)
+    timed = Timer(make_step(arch, batch, layout, seed, device, method, feed), late=feed)
     for _ in range(warmup):
-        step()
-    return [timed(step) for _ in range(steps)]
+        timed()
+    return [timed() for _ in range(steps)]
 
 
-def serve(arch, batch, warmup, layout, seed, device):
+def serve(arch, batch, warmup, layout, seed, device, method="sgd", feed=False):
     """Answers "step N" lines on stdin with the N step times."""
-    step = make_step(arch, batch, layout, seed, device)
+    timed = Timer(make_step(arch, batch, layout, seed, device, method, feed), late=feed)
     for _ in range(warmup):
-        step()
+        timed()
     print("ready", flush=True)
     for line in sys.stdin:
         f = line.split()
@@ -147,7 +257,7 @@ def serve(arch, batch, warmup, layout, seed, device):
         wall, cpu = [], []
         for _ in range(int(f[1])):
             c0 = time.process_time()
-            wall.append(timed(step))
+            wall.append(timed())
             cpu.append((time.process_time() - c0) * 1e3)
         print("ms %s cpu %s" % (" ".join("%.3f" % v for v in wall), " ".join("%.3f" % v for v in cpu)), flush=True)
     return 0
@@ -164,17 +274,22 @@ def main(argv):
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N")
     ap.add_argument("--serve", action="store_true", help="time steps on request from stdin (one --model)")
+    ap.add_argument("--method", choices=["sgd", "sam"], default="sgd")
+    ap.add_argument("--feed", action="store_true", help="fresh augmented batches on the device, loss read a step late")
     args = ap.parse_args(argv)
     threads = args.threads if args.threads > 0 else os.cpu_count()
     torch.set_num_threads(threads)
     if args.serve:
         if not args.model or len(args.model) != 1:
             ap.error("--serve takes exactly one --model")
-        return serve(args.model[0], args.batch, args.warmup, args.layout, args.seed, args.device)
+        return serve(args.model[0], args.batch, args.warmup, args.layout, args.seed, args.device, args.method, args.feed)
     for arch in args.model or ["resnet18", "cnn"]:
-        times = measure(arch, args.batch, args.steps, args.warmup, args.layout, args.seed, args.device)
-        print("torch model=%s batch=%d device=%s threads=%d steps=%d warmup=%d layout=%s median_ms=%.3f mean_ms=%.3f min_ms=%.3f"
-              % (arch, args.batch, args.device, torch.get_num_threads(), args.steps, args.warmup, args.layout,
+        times = measure(arch, args.batch, args.steps, args.warmup, args.layout, args.seed, args.device, args.method, args.feed)
+        extra = ""
+        if args.method != "sgd" or args.feed:
+            extra = " method=%s feed=%s" % (args.method, "yes" if args.feed else "no")
+        print("torch model=%s batch=%d device=%s threads=%d steps=%d warmup=%d layout=%s%s median_ms=%.3f mean_ms=%.3f min_ms=%.3f"
+              % (arch, args.batch, args.device, torch.get_num_threads(), args.steps, args.warmup, args.layout, extra,
                  statistics.median(times), statistics.fmean(times), min(times)), flush=True)
     return 0
 

@@ -14,6 +14,7 @@ package docs_test
 import (
 	"bytes"
 	"flag"
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -21,6 +22,7 @@ import (
 	"testing"
 
 	"github.com/optlab/optlab/host/cli"
+	"github.com/optlab/optlab/sdk/optim"
 )
 
 var update = flag.Bool("update", false, "rewrite the generated tables in the docs")
@@ -68,5 +70,50 @@ func TestGeneratedTables(t *testing.T) {
 	}
 	if n == 0 {
 		t.Fatal("no generated table blocks found in docs/*.md")
+	}
+}
+
+var opBlock = regexp.MustCompile(`(?s)(<!-- op table -->\n)(.*?)(<!-- end -->)`)
+
+// TestOpTable keeps docs/PLUGINS.md's op table equal to the op set's one
+// source, optim.OpSet: every op with its protocol minor, the registers it
+// sets, its listing (the fields in its listing format) and what it does.
+func TestOpTable(t *testing.T) {
+	var b strings.Builder
+	b.WriteString("| op | minor | sets | listing | effect |\n|---|---|---|---|---|\n")
+	field := regexp.MustCompile(`\{(\w+)(:\w+)?\??\}`)
+	for _, s := range optim.OpSet() {
+		listing := strings.NewReplacer("[[", "⟦", "]]", "⟧").Replace(s.Format)
+		listing = field.ReplaceAllStringFunc(listing, func(m string) string {
+			if strings.HasSuffix(m, "?}") {
+				return ""
+			}
+			return strings.ToLower(field.FindStringSubmatch(m)[1])
+		})
+		listing = strings.NewReplacer("⟦", "[", "⟧", "]", "|", `\|`).Replace(listing)
+		sets := strings.Join(s.Regs, ", ")
+		if s.Segs || s.Arith {
+			sets += " (segment register" + map[bool]string{true: " when an operand is one", false: ""}[s.Arith] + ")"
+		}
+		fmt.Fprintf(&b, "| `%s` | %d | %s | `%s` | %s |\n", s.Name, s.Since, sets, listing, strings.ReplaceAll(s.Doc, "|", `\|`))
+	}
+	const f = "PLUGINS.md"
+	doc, err := os.ReadFile(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := opBlock.FindSubmatchIndex(doc)
+	if m == nil {
+		t.Fatalf("%s has no <!-- op table --> block", f)
+	}
+	want := b.String()
+	if got := string(doc[m[4]:m[5]]); got != want {
+		if !*update {
+			t.Fatalf("%s's op table is not optim.OpSet's (go test ./docs -update):\n--- in the file\n%s\n--- from the op set\n%s", f, got, want)
+		}
+		out := append(append(append([]byte{}, doc[:m[4]]...), want...), doc[m[5]:]...)
+		if err := os.WriteFile(f, out, 0o644); err != nil {
+			t.Fatal(err)
+		}
 	}
 }

@@ -72,8 +72,8 @@ func (o *Lookahead) Configure(ctx context.Context, h optim.Host, cfg optim.Confi
 	return nil
 }
 
-// Step implements optim.Optimizer with one program: the fast step of every
-// member and, every k steps, the slow update.
+// Step implements optim.Optimizer with one program and no blocking read:
+// the fast step of every member and, every k steps, the slow update.
 func (o *Lookahead) Step(ctx context.Context, h optim.Host, _ optim.StepInput) (optim.StepOutput, error) {
 	p := o.hs.Prog()
 	evals := make([]optim.Eval, len(o.grad))
@@ -83,16 +83,16 @@ func (o *Lookahead) Step(ctx context.Context, h optim.Host, _ optim.StepInput) (
 		evals[m] = p.Grad(o.grad[m], theta, optim.Batch{}, optim.BNUpdate)
 		p.BaseStep(theta, o.grad[m])
 		if sync {
-			p.LinComb(o.slow[m], optim.Term{Coef: 1 - o.cfg.Alpha, X: o.slow[m]}, optim.Term{Coef: o.cfg.Alpha, X: theta}).
+			p.LinComb(o.slow[m], optim.Term{Coef: optim.K(1 - o.cfg.Alpha), X: o.slow[m]}, optim.Term{Coef: optim.K(o.cfg.Alpha), X: theta}).
 				Copy(theta, o.slow[m])
 		}
 	}
-	r, err := h.Exec(ctx, p)
-	if err != nil {
+	p.ReportMetrics(p.Mean(evals)) // to the host's logs, without a blocking read
+	if _, err := h.Exec(ctx, p); err != nil {
 		return optim.StepOutput{}, fmt.Errorf("lookahead: step: %w", err)
 	}
 	o.steps++
-	return optim.Metrics(r.Mean(evals)), nil
+	return optim.StepOutput{}, nil
 }
 
 // SaveState implements optim.Stateful: the step count, and the slow weights

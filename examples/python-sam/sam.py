@@ -11,7 +11,9 @@ m-sharpness as options. Use it from an experiment with
 
 Per step and member: g = ∇L(θ), n = ‖g‖, e = ρ·g/(n+1e-12), g' = ∇L(θ+e)
 with BatchNorm frozen, θ restored from a saved copy, then the host's base
-step with g'. Two host calls per step: ρ/‖g‖ needs one round trip.
+step with g'. One host call per step with no blocking read: ρ/(‖g‖+1e-12)
+is a register on the device (protocol minor 5), and the loss and accuracy
+at θ are reported to the host's metrics from the device.
 """
 
 import os
@@ -32,7 +34,7 @@ class Params:
     eta: float = optlab.param(0.01, range="[0,)", doc="ASAM offset η (official ASAM 0.01, davda54 0)")
     adaptive_scope: str = optlab.param("all", enum=["all", "weights"], doc='ASAM: "all" parameters (davda54) or "weights": tensors whose name contains "weight", as official ASAM')
     freeze_bn_second: bool = optlab.param(True, doc="freeze BatchNorm running statistics in the perturbed pass")
-    m: int = optlab.param(1, range="[1,)", doc="m-sharpness: sub-batches perturbed separately (1 = plain SAM)")
+    m: int = optlab.param(1, range="[1,batch]", doc="m-sharpness: sub-batches perturbed separately (1 = plain SAM)")
 
 
 class Vecs:
@@ -51,8 +53,13 @@ class SAM(optlab.Optimizer):
                            params=optlab.specs(Params))
 
     def configure(self, host, config):
+        # m is bounded by the batch it splits: check it before allocating a
+        # vector per sub-batch (as the Go plugin does, layout first).
+        batch = host.layout().batch_size
         with optlab.wrap_errors("sam"):
             self.cfg = cfg = optlab.apply(Params, config.params)
+        if batch > 0 and cfg.m > batch:
+            raise optlab.Error(f'sam: hparams: "m": {cfg.m} is out of range [1,batch]: want ≥ 1 and ≤ {batch}, the batch size')
         if cfg.adaptive_scope != "all" and not cfg.adaptive:
             raise optlab.Error(f'sam: adaptive_scope "{cfg.adaptive_scope}" applies to ASAM only: set adaptive = true')
         members = max(config.members, 1)
@@ -108,55 +115,54 @@ class SAM(optlab.Optimizer):
             p.alloc(v.rest, m).fill(v.rest, 1).axpy(v.rest, -1, v.mask)
 
     def step(self, host, inp):
+        """One Exec with no blocking read: the ascent coefficient
+        ρ/(‖g‖+1e-12) is a register on the device and scales the
+        perturbation directly, and the loss and accuracy at θ are reported
+        to the host's logs."""
         cfg = self.cfg
-        first = self.hs.prog()
-        slots = []  # per member and batch part: (loss and accuracy at θ, norm)
+        p = self.hs.prog()
+        evs = []
+        norms = []  # per member and batch part
         for m, v in enumerate(self.members):
             th = optlab.params_of(m)
             if self.weights_only():  # T = M⊙(|θ|+η) + (1−M), exact
-                first.unary(v.t, th, optlab.ABS).add_const(v.t, cfg.eta) \
+                p.unary(v.t, th, optlab.ABS).add_const(v.t, cfg.eta) \
                     .binary(v.t, v.t, v.mask, optlab.MUL).binary(v.t, v.t, v.rest, optlab.ADD)
             elif cfg.adaptive:
-                first.unary(v.t, th, optlab.ABS).add_const(v.t, cfg.eta)
+                p.unary(v.t, th, optlab.ABS).add_const(v.t, cfg.eta)
             parts = []
             for j, g in enumerate(v.g):
-                ev = first.grad(g, th, self.batch(j), optlab.BN_UPDATE)
+                evs.append(p.grad(g, th, self.batch(j), optlab.BN_UPDATE))
                 x = g
                 if cfg.adaptive:
-                    first.binary(v.scratch, v.t, g, optlab.MUL)
+                    p.binary(v.scratch, v.t, g, optlab.MUL)
                     x = v.scratch
-                parts.append((ev, first.norm(x)))
-            slots.append(parts)
-        with optlab.wrap_errors("sam: ascent"):
-            r = host.exec(first)
+                parts.append(p.norm(x))
+            norms.append(parts)
 
         bn = optlab.BN_FREEZE if cfg.freeze_bn_second else optlab.BN_UPDATE
-        second = self.hs.prog()
-        loss = acc = 0.0
-        n = float(len(self.members) * cfg.m)
         for m, v in enumerate(self.members):
             th = optlab.params_of(m)
-            second.copy(v.saved, th)
+            p.copy(v.saved, th)
             avg = []
             for j, g in enumerate(v.g):
-                ev, norm = slots[m][j]
-                loss, acc = loss + r.get(ev.loss) / n, acc + r.get(ev.acc) / n
-                s, e = cfg.rho / (r.get(norm) + 1e-12), g
+                s, e = p.div(cfg.rho, p.add(norms[m][j], 1e-12)), g
                 if cfg.adaptive:
-                    second.binary(v.scratch, v.t, e, optlab.MUL).binary(v.scratch, v.t, v.scratch, optlab.MUL)
+                    p.binary(v.scratch, v.t, e, optlab.MUL).binary(v.scratch, v.t, v.scratch, optlab.MUL)
                     e = v.scratch
-                second.axpy(th, s, e)
-                second.grad(g, th, self.batch(j), bn)
-                second.copy(th, v.saved)
+                p.axpy(th, s, e)
+                p.grad(g, th, self.batch(j), bn)
+                p.copy(th, v.saved)
                 avg.append((1 / float(cfg.m), g))
             g = v.g[0]
             if cfg.m > 1:
                 g = v.scratch
-                second.lin_comb(g, *avg)
-            second.base_step(th, g)
-        with optlab.wrap_errors("sam: descent"):
-            host.exec(second)
-        return {"loss": loss, "acc": acc}
+                p.lin_comb(g, *avg)
+            p.base_step(th, g)
+        p.report_metrics(*p.mean(evs))
+        with optlab.wrap_errors("sam: step"):
+            host.exec(p)
+        return {}
 
 
 if __name__ == "__main__":

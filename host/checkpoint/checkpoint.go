@@ -23,11 +23,11 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"os"
 	"slices"
 	"sort"
 	"strings"
 
+	"github.com/optlab/optlab/host/internal/regfile"
 	"github.com/optlab/optlab/internal/atomicfile"
 )
 
@@ -324,11 +324,11 @@ func writeData(w io.Writer, buf []byte, t Tensor) error {
 // The metadata map is empty (not nil) when the file has none. Truncated or
 // malformed files give an error that names the file and the problem.
 func Read(path string) (map[string]Tensor, map[string]string, error) {
-	f, err := os.Open(path)
+	f, err := regfile.Open(path)
 	if err != nil {
 		return nil, nil, fmt.Errorf("reading checkpoint: %w", err)
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }()
 	st, err := f.Stat()
 	if err != nil {
 		return nil, nil, fmt.Errorf("reading checkpoint: %w", err)
@@ -406,11 +406,11 @@ func readHeader(r io.ReaderAt, size int64) (map[string]entry, []string, map[stri
 // ReadMeta reads only the metadata of the safetensors file at path (its
 // "__metadata__" strings), without the tensors.
 func ReadMeta(path string) (map[string]string, error) {
-	f, err := os.Open(path)
+	f, err := regfile.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("reading checkpoint: %w", err)
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }()
 	st, err := f.Stat()
 	if err != nil {
 		return nil, fmt.Errorf("reading checkpoint: %w", err)

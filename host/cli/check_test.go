@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/optlab/optlab/host/checkpoint"
@@ -33,14 +34,26 @@ func TestCheckCatchesRunFailures(t *testing.T) {
 			"", []string{`method "SAM": params.rho -1 is out of range [0,): want ≥ 0`}},
 		{"particles out of the plugin's range", spec{Methods: []method{{Name: "OT", Plugin: "otmdr", Params: []string{"particles = 0"}}}},
 			"", []string{`method "OT": params.particles 0 is out of range [1,): want ≥ 1`}},
+		{"m larger than the batch", spec{Batch: 64, Methods: []method{{Name: "SAM", Plugin: "sam", Params: []string{"m = 100"}}}},
+			"", []string{`method "SAM": params.m 100 is out of range [1,batch]: want ≥ 1 and ≤ 64, the batch size`}},
+		{"m of 2⁶³−1 refused before configure", spec{Batch: 64, Methods: []method{{Name: "SAM", Plugin: "sam", Params: []string{"m = 9223372036854775807"}}}},
+			"", []string{`method "SAM": params.m 9223372036854775807 is out of range [1,batch]: want ≥ 1 and ≤ 64, the batch size`}},
 		{"rejected at configure", spec{Methods: []method{{Name: "SAM", Plugin: "sam", Params: []string{`adaptive_scope = "weights"`}}}},
 			"", []string{`method=SAM/arch=mlp/seed=1: configure: plugin sam: Configure: sam: adaptive_scope "weights" applies to ASAM only: set adaptive = true`}},
 		{"missing init_from", spec{Methods: []method{{Name: "SGD", Plugin: "sgd"}}},
 			"[model]\n", []string{"model.init_from: reading checkpoint: open " + filepath.Join(dir, "missing.safetensors")}},
 		{"init_from of another architecture", spec{Methods: []method{{Name: "SGD", Plugin: "sgd"}}},
 			"[model]\n", []string{"model.init_from:", "other.safetensors"}},
+		{"init_from a named pipe", spec{Methods: []method{{Name: "SGD", Plugin: "sgd"}}},
+			"[model]\n", []string{"model.init_from:", "fifo.safetensors is a named pipe (FIFO), not a regular file; point it at a file"}},
 		{"file names too long", spec{Methods: []method{{Name: long, Plugin: "sgd"}}},
 			"", []string{"its file names would be", "more than the 255 file systems allow"}},
+		{"experiment name too long", spec{Methods: []method{{Name: "SGD", Plugin: "sgd"}}},
+			"", []string{"name: 300 bytes long, more than the 255 file systems allow in a file name"}},
+		{"results paths too long", spec{Methods: []method{{Name: "SGD", Plugin: "sgd"}}},
+			"", []string{"its files' paths would be up to", "choose a shorter results_dir"}},
+		{"tensorboard folder a file", spec{Methods: []method{{Name: "SGD", Plugin: "sgd"}}},
+			"", []string{"results_dir: cannot create", "tb is not a folder (TensorBoard files go there; make it a writable folder or set eval.tensorboard = false)"}},
 		{"results folder not writable", spec{Methods: []method{{Name: "SGD", Plugin: "sgd"}}},
 			"", []string{"results_dir: cannot create", "is not a folder"}},
 	}
@@ -51,12 +64,27 @@ func TestCheckCatchesRunFailures(t *testing.T) {
 			b, _ := os.ReadFile(path)
 			text := string(b)
 			switch c.name {
-			case "missing init_from", "init_from of another architecture":
+			case "missing init_from", "init_from of another architecture", "init_from a named pipe":
 				from := filepath.Join(dir, "missing.safetensors")
-				if c.name == "init_from of another architecture" {
+				switch c.name {
+				case "init_from of another architecture":
 					from = wrongArch
+				case "init_from a named pipe":
+					from = filepath.Join(dir, "fifo.safetensors")
+					if err := syscall.Mkfifo(from, 0o644); err != nil {
+						t.Skip("mkfifo:", err)
+					}
 				}
 				text = strings.Replace(text, "[model]\n", "[model]\ninit_from = \""+from+"\"\n", 1)
+			case "experiment name too long":
+				text = strings.Replace(text, `name = "bad"`, `name = "`+strings.Repeat("L", 300)+`"`, 1)
+			case "results paths too long":
+				text = "results_dir = \"" + filepath.Join(dir, strings.Repeat(strings.Repeat("d", 200)+"/", 20)) + "\"\n" + text
+			case "tensorboard folder a file":
+				res := filepath.Join(t.TempDir(), "res")
+				os.MkdirAll(filepath.Join(res, "bad"), 0o755)
+				os.WriteFile(filepath.Join(res, "bad", "tb"), nil, 0o644)
+				text = "results_dir = \"" + res + "\"\n" + text
 			case "results folder not writable":
 				text = "results_dir = \"" + filepath.Join(notADir, "results") + "\"\n" + text
 			}

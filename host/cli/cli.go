@@ -13,6 +13,7 @@ import (
 	"strings"
 
 	"github.com/optlab/optlab/host/plugin"
+	"github.com/optlab/optlab/host/results"
 	"github.com/optlab/optlab/host/tensor"
 )
 
@@ -22,6 +23,7 @@ commands:
   run EXPERIMENT.toml      train the experiment's grid and print its table
       [--smoke] [--shard i/n] [--plugins DIR] [--results DIR] [--device D] [-q]
       [--step-timeout 10m]   a plugin whose step takes longer counts as hung: its run fails
+      [--lock-timeout 10m]   give up waiting for a results lock another process holds (waits are reported after 2 s)
       [--set KEY=VALUE]      override a key of the file: train.epochs=3, method.SAM.params.rho=[0.02,0.05]
   check EXPERIMENT.toml    validate data, models, plugins and hyperparameters; print the grid
       [--plugins DIR] [--set KEY=VALUE]
@@ -48,6 +50,9 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	ctx, stop := plugin.CleanupOnSignal(context.Background())
 	defer stop()
 	defer plugin.CleanupAll()
+	// A wait for a results lock ends with the first SIGTERM or Ctrl-C, and
+	// says who holds the lock.
+	defer results.SetLockWait(results.SetLockWait(results.LockWait{Ctx: ctx, Log: stderr}))
 	var err error
 	switch args[0] {
 	case "run":
@@ -67,6 +72,11 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	case "version":
 		w := tensor.NewWorker(1)
 		fmt.Fprintln(stdout, tensor.LibtorchDescription())
+		var cuda tensor.CUDAStatus
+		_ = w.Do(ctx, func() error { cuda = tensor.ProbeCUDA(); return nil })
+		for _, l := range cuda.Describe() {
+			fmt.Fprintln(stdout, l)
+		}
 		fmt.Fprintln(stdout, tensor.BLASDescription())
 		w.Close()
 	case "help", "-h", "--help":

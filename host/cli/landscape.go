@@ -59,6 +59,9 @@ type landscapeOpts struct {
 	device                string
 	batch                 int64
 	quiet                 bool
+	// num is how the models compute: the experiment's train.precision and
+	// model.memory_format, as in its runs.
+	num model.Numerics
 }
 
 // loadedCheckpoint is a checkpoint file's first member, ready to import.
@@ -130,6 +133,9 @@ func landscapeCmd(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	if err != nil {
 		return err
 	}
+	if o.num, err = train.ModelNumerics(exp); err != nil {
+		return err
+	}
 	axis, err := landscape.Axis(o.steps, o.radius)
 	if err != nil {
 		return err
@@ -138,6 +144,14 @@ func landscapeCmd(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	defer w.Close()
 	var dev tensor.Device
 	if err := w.Do(ctx, func() (err error) { dev, err = tensor.ParseDevice(exp.Train.Device); return err }); err != nil {
+		return err
+	}
+	if note := tensor.AutoDeviceNote(exp.Train.Device, dev); note != "" {
+		fmt.Fprintln(stderr, "host: note:", note)
+	}
+	// The forward passes use the experiment's determinism and precision.
+	tr := exp.Train
+	if err := tensor.SetNumerics(tensor.Numerics{Deterministic: tr.Deterministic, CudnnBenchmark: tr.CudnnBenchmark, TF32: tr.TF32}); err != nil {
 		return err
 	}
 	d, err := train.Upload(ctx, w, dev, exp.Data)
@@ -152,7 +166,7 @@ func landscapeCmd(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	sum := landscape.Summary{
 		Experiment: exp.Name,
 		Directions: "Gaussian, filter-normalized per conv/linear output filter (Li et al. 2018); biases and BatchNorm parameters 0",
-		Loss:       "mean cross-entropy without label smoothing; BatchNorm in eval mode (the checkpoint's running statistics); no augmentation",
+		Loss:       "mean cross-entropy without label smoothing; BatchNorm in eval mode (the checkpoint's running statistics); no augmentation" + numericsNote(o.num),
 		Seed:       o.seed, Steps: o.steps, Radius: o.radius, Plane: o.plane,
 		TrainSamples: evaluated(o.samples, d.Train.N), TestSamples: evaluated(o.testSamples, d.Test.N),
 		Metric: landscape.MetricName(o.radius),
@@ -195,6 +209,14 @@ func landscapeCmd(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	return nil
 }
 
+// numericsNote names non-default numerics for the landscape's summary.
+func numericsNote(n model.Numerics) string {
+	if n == (model.Numerics{}) {
+		return ""
+	}
+	return "; " + n.String()
+}
+
 // evaluated returns how many of n samples a limit of k evaluates.
 func evaluated(k, n int64) int64 {
 	if k > 0 && k < n {
@@ -210,6 +232,9 @@ func probeCheckpoint(ctx context.Context, w *tensor.Worker, dev tensor.Device, d
 	cs := landscape.CheckpointSummary{Label: cp.label, Path: cp.path, Arch: cp.arch, RunKey: cp.runKey}
 	mod, err := model.Builtin().New(cp.arch, d.Classes, d.Shape)
 	if err != nil {
+		return cs, landscape.Line{}, err
+	}
+	if err := mod.SetNumerics(o.num); err != nil {
 		return cs, landscape.Line{}, err
 	}
 	eng, err := engine.New(ctx, w, engine.Config{Device: dev}, []*model.Model{mod})
@@ -402,6 +427,6 @@ func printLandscape(w io.Writer, s landscape.Summary, out string) {
 		}
 		fmt.Fprintln(tw, row+"\t"+rec)
 	}
-	tw.Flush()
+	_ = tw.Flush()
 	fmt.Fprintf(w, "\nwrote %s (landscape.json, landscape_1d.png, per-checkpoint CSV%s)\n", out, map[bool]string{true: " and 2-D PNG", false: ""}[s.Plane])
 }

@@ -76,7 +76,7 @@ func plotCmd(_ context.Context, args []string, stdout, _ io.Writer) error {
 	if err := plot.Lines(*out, panels, plot.Size{}); err != nil {
 		return err
 	}
-	tw.Flush()
+	_ = tw.Flush()
 	fmt.Fprintf(stdout, "\nwrote %s\n", *out)
 	return nil
 }

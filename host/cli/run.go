@@ -99,13 +99,14 @@ func prepare(ctx context.Context, path string, sets []string, pluginDir string, 
 			continue
 		}
 		info, err := c.Info(ctx)
-		c.Close()
+		_ = c.Close()
 		if err != nil {
 			errs = append(errs, fmt.Errorf("%s:%d: method %q: %w", exp.File, m.Line, m.Name, err))
 			continue
 		}
 		if info.ProtocolMinor > optim.ProtocolMinor {
-			errs = append(errs, fmt.Errorf("%s:%d: plugin %s speaks protocol 1.%d; this host knows up to 1.%d: update optlab", exp.File, m.Line, info.Name, info.ProtocolMinor, optim.ProtocolMinor))
+			errs = append(errs, fmt.Errorf("%s:%d: plugin %s speaks protocol %d.%d, newer than this host's %d.%d: %s", exp.File, m.Line, info.Name,
+				optim.ProtocolMajor, info.ProtocolMinor, optim.ProtocolMajor, optim.ProtocolMinor, plugin.RebuildAdvice))
 			continue
 		}
 		if err := checkMembers(exp, info); err != nil {
@@ -121,7 +122,7 @@ func prepare(ctx context.Context, path string, sets []string, pluginDir string, 
 			if _, done := p.params[run.Label]; done || run.Method.Name != m.Name {
 				continue
 			}
-			params, err := experiment.ValidateParams(run.Method, info.Params)
+			params, err := experiment.ValidateParamsIn(run.Method, info.Params, experiment.RunBounds(run.Experiment(exp)))
 			if err != nil {
 				errs = append(errs, err)
 				break
@@ -194,13 +195,17 @@ func checkCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 // run's.
 func preflight(ctx context.Context, p *plan, sp data.Split, shape []int64) error {
 	var errs []error
-	for _, r := range p.runs {
-		if err := results.CheckKeyFileName(r.Key); err != nil {
-			errs = append(errs, err)
-		}
+	keys := make([]string, len(p.runs))
+	for i, r := range p.runs {
+		keys[i] = r.Key
+	}
+	if err := train.CheckPaths(filepath.Join(p.exp.ResultsDir, p.exp.Name), keys); err != nil {
+		errs = append(errs, fmt.Errorf("%s: %w", p.exp.File, err))
 	}
 	if err := checkWritable(filepath.Join(p.exp.ResultsDir, p.exp.Name)); err != nil {
 		errs = append(errs, fmt.Errorf("results_dir: %w", err))
+	} else if err := checkRunFolders(p.exp); err != nil {
+		errs = append(errs, err)
 	}
 	w := tensor.NewWorker(p.exp.Train.Threads)
 	defer w.Close()
@@ -229,7 +234,7 @@ func preflightRun(ctx context.Context, r *train.Runner, p *plan, run experiment.
 	if err != nil {
 		return err
 	}
-	defer c.Close()
+	defer func() { _ = c.Close() }()
 	m.Optimizer = c.AsOptimizer()
 	return r.Preflight(ctx, run, m)
 }
@@ -248,6 +253,30 @@ func checkMembers(exp *experiment.Experiment, info optim.Info) error {
 		}
 	}
 	return nil
+}
+
+// checkRunFolders tries the folders of the results folder that runs create
+// files in (curves, training state, final models, TensorBoard when
+// eval.tensorboard is on, superseded): one that is a file or cannot be
+// written fails every run at its start.
+func checkRunFolders(exp *experiment.Experiment) error {
+	dir := filepath.Join(exp.ResultsDir, exp.Name)
+	subs := []string{curves.Dir, "state", filepath.Dir(train.ModelFile("k")), train.SupersededDir}
+	if exp.Eval.TensorBoard {
+		subs = append(subs, filepath.Dir(train.TensorBoardDir("k")))
+	}
+	var errs []error
+	for _, sub := range subs {
+		if err := checkWritable(filepath.Join(dir, sub)); err != nil {
+			if sub == filepath.Dir(train.TensorBoardDir("k")) {
+				err = fmt.Errorf("%w (TensorBoard files go there; make it a writable folder or set eval.tensorboard = false)", err)
+			} else {
+				err = fmt.Errorf("%w (the runs' files go there; make it a writable folder)", err)
+			}
+			errs = append(errs, fmt.Errorf("results_dir: %w", err))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // checkWritable reports whether files can be created in dir, or, when dir
@@ -273,7 +302,7 @@ func checkWritable(dir string) error {
 	if err != nil {
 		return fmt.Errorf("cannot write results into %s: %w", dir, err)
 	}
-	f.Close()
+	_ = f.Close()
 	return os.Remove(f.Name())
 }
 
@@ -288,6 +317,7 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	fs.StringVar(&o.device, "device", "", "override train.device: auto, cpu, cuda or cuda:N")
 	quiet := fs.Bool("q", false, "no progress output")
 	stepTimeout := fs.Duration("step-timeout", plugin.DefaultTimeouts().Step, "how long one optimizer step may take before the plugin counts as hung")
+	lockTimeout := fs.Duration("lock-timeout", results.DefaultLockTimeout, "how long to wait for the results lock that another process holds before giving up")
 	inProcess := fs.Bool("in-process", false, "serve the built-in methods inside this process, not as plugin processes (to step through an optimizer and the host in one debugger)")
 	pos, err := parseInterleaved(fs, args, stdout)
 	if err != nil {
@@ -299,6 +329,10 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if *stepTimeout <= 0 {
 		return fmt.Errorf("--step-timeout %v: want a positive duration, e.g. 10m", *stepTimeout)
 	}
+	if *lockTimeout <= 0 {
+		return fmt.Errorf("--lock-timeout %v: want a positive duration, e.g. 10m", *lockTimeout)
+	}
+	results.SetLockWait(results.LockWait{Ctx: ctx, Timeout: *lockTimeout, Log: stderr})
 	o.timeouts = plugin.Timeouts{Step: *stepTimeout}
 	if *inProcess {
 		o.inProcess = builtin.Registry()
@@ -311,6 +345,9 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	o.progress = stderr
 	if *quiet {
 		o.progress = nil
+	}
+	if err := checkDistinctResults(pos, o); err != nil {
+		return err
 	}
 	var files []string
 	var recs []results.Record
@@ -331,6 +368,41 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	}
 	if failed > 0 {
 		return fmt.Errorf("%d of %d runs failed (see above and %s)", failed, total, strings.Join(files, ", "))
+	}
+	return nil
+}
+
+// checkDistinctResults refuses, before anything is trained, two experiments
+// of one host run that write the same results folder (the same name and
+// results_dir, a copied file): the second would take the first's fresh
+// runs for its own finished or superseded ones. Files that do not load are
+// left to runExperiment to report.
+func checkDistinctResults(paths []string, o runOpts) error {
+	if len(paths) < 2 || (o.smoke && o.resDir == "") {
+		return nil
+	}
+	seen := map[string]string{} // results folder → experiment file
+	for _, path := range paths {
+		exp, err := experiment.Load(path, o.sets...)
+		if err != nil {
+			continue
+		}
+		dir := exp.ResultsDir
+		if o.resDir != "" {
+			dir = o.resDir
+		}
+		dir = filepath.Join(dir, exp.Name)
+		if abs, err := filepath.Abs(dir); err == nil {
+			dir = abs
+		}
+		if first, ok := seen[dir]; ok {
+			if first == path {
+				return fmt.Errorf("%s is given twice: give each experiment once", path)
+			}
+			return fmt.Errorf("%s and %s share the results folder %s (experiment name %q): give one of them another name or results_dir, or run them one at a time",
+				first, path, dir, exp.Name)
+		}
+		seen[dir] = path
 	}
 	return nil
 }
@@ -392,11 +464,19 @@ func runExperiment(ctx context.Context, path string, o runOpts, stderr io.Writer
 		return res, err
 	}
 	fmt.Fprintf(stderr, "host: %s on %s (%d torch threads; %s): %s\n", tensor.LibtorchDescription(), dev, threads(ctx, w), tensor.BLASDescription(), exp.Name)
+	if note := tensor.AutoDeviceNote(exp.Train.Device, dev); note != "" {
+		fmt.Fprintln(stderr, "host: note:", note)
+	}
 	d, err := train.Upload(ctx, w, dev, exp.Data)
 	if err != nil {
 		return res, fmt.Errorf("%s: data: %w", path, err)
 	}
 	defer d.Drop()
+	if gone, err := results.RemoveTemps(runsPath); err != nil {
+		return res, err
+	} else if len(gone) > 0 {
+		fmt.Fprintf(stderr, "host: removed %d temporary file(s) left by an interrupted host in %s\n", len(gone), filepath.Dir(runsPath))
+	}
 	// Runs finished in any results file of the experiment (unsharded or any
 	// shard) with the same configuration are not run again.
 	done, err := finishedRuns(filepath.Dir(runsPath))
@@ -415,19 +495,26 @@ func runExperiment(ctx context.Context, path string, o runOpts, stderr io.Writer
 		return fmt.Errorf("%v; finished runs are kept in %s (run the same command again to continue)", context.Cause(ctx), runsPath)
 	}
 	owner := results.Owner()
-	for _, run := range runs {
+	for i, run := range runs {
 		if fin, ok := done[run.Key]; ok {
-			diff := results.ConfigDiff(fin.rec.Config, r.Record(run, p.method(run)).Config)
+			cfg := r.Record(run, p.method(run)).Config
+			diff := results.ConfigDiff(fin.rec.Config, cfg)
 			if len(diff) == 0 {
 				fmt.Fprintf(stderr, "host: %s already finished in %s; skipping\n", run.Key, filepath.Dir(runsPath))
 				continue
 			}
-			where, err := supersede(filepath.Dir(runsPath), fin.file, run.Key)
+			where, moved, fresh, err := supersede(filepath.Dir(runsPath), fin.file, run.Key, cfg)
 			if err != nil {
 				return res, err
 			}
-			fmt.Fprintf(stderr, "host: %s finished before with another configuration (%s); its result is kept in %s, and the run is trained again\n",
-				run.Key, strings.Join(diff, "; "), where)
+			if fresh {
+				fmt.Fprintf(stderr, "host: %s has just been trained again by another host; skipping\n", run.Key)
+				continue
+			}
+			if moved {
+				fmt.Fprintf(stderr, "host: %s finished before with another configuration (%s); its result is kept in %s, and the run is trained again\n",
+					run.Key, strings.Join(diff, "; "), where)
+			}
 		}
 		if ctx.Err() != nil {
 			return res, interrupted()
@@ -450,9 +537,15 @@ func runExperiment(ctx context.Context, path string, o runOpts, stderr io.Writer
 			_ = results.Release(runsPath, run.Key, owner)
 			return res, fmt.Errorf("%s: %w", run.Key, interrupted())
 		}
+		// A CUDA error that poisons the process's context (an illegal
+		// memory access, a launch failure, …) would fail every later run
+		// too: the failed run is recorded and the grid stops.
+		var lost error
 		if err != nil {
 			res.failed++
-			fmt.Fprintf(stderr, "host: run %s failed: %v\n", run.Key, err)
+			if lost = deviceLost(); lost == nil {
+				fmt.Fprintf(stderr, "host: run %s failed: %v\n", run.Key, err)
+			}
 			rec.Status = results.StatusFailed
 			rec.Error = err.Error()
 			rec.Finished = time.Now().UTC()
@@ -462,6 +555,10 @@ func runExperiment(ctx context.Context, path string, o runOpts, stderr io.Writer
 		}
 		if err := results.Release(runsPath, run.Key, owner); err != nil {
 			return res, err
+		}
+		if lost != nil {
+			return res, fmt.Errorf("run %s failed with a CUDA error that leaves the GPU unusable for this process (%s); the %d later runs of the grid were not started, as each would fail the same way. The failure is recorded in %s; run the same command again (a new process) to go on",
+				run.Key, firstLine(lost), len(runs)-i-1, runsPath)
 		}
 	}
 	res.files, _ = filepath.Glob(filepath.Join(filepath.Dir(runsPath), "*.jsonl"))
@@ -495,22 +592,31 @@ func finishedRuns(dir string) (map[string]finished, error) {
 	return done, nil
 }
 
-// supersede moves the record of run key from the results file to
-// <dir>/superseded/runs.jsonl, and its training curve, final model and
-// TensorBoard folder into <dir>/superseded/ with the time appended to their
-// names, so that the run can be trained again without losing its old
-// result. It returns the superseded folder.
-func supersede(dir, file, key string) (string, error) {
+// supersede moves the records of run key made with another configuration
+// than cfg from the results file to <dir>/superseded/runs.jsonl, and its
+// training curve, final model and TensorBoard folder into <dir>/superseded/
+// with the time appended to their names, so that the run can be trained
+// again without losing its old result. It returns the superseded folder and
+// whether it moved anything. Whether the run is still to be superseded is
+// decided under the results lock on the file as it is then: fresh reports
+// that another host has meanwhile trained it with cfg (nothing moved); when
+// another host has superseded it and is training it, nothing moves either.
+func supersede(dir, file, key string, cfg map[string]any) (where string, moved, fresh bool, err error) {
 	sup := filepath.Join(dir, train.SupersededDir)
-	if _, err := results.Supersede(file, key, filepath.Join(sup, "runs.jsonl")); err != nil {
-		return "", err
-	}
-	for _, f := range []string{filepath.Join(curves.Dir, curves.KeyFileName(key)), train.ModelFile(key), train.TensorBoardDir(key)} {
-		if _, err := train.KeepAside(dir, f); err != nil {
-			return "", err
+	stale := func(r results.Record) bool { return len(results.ConfigDiff(r.Config, cfg)) > 0 }
+	aside := func() error {
+		for _, f := range []string{filepath.Join(curves.Dir, curves.KeyFileName(key)), train.ModelFile(key), train.TensorBoardDir(key)} {
+			if _, err := train.KeepAside(dir, f); err != nil {
+				return err
+			}
 		}
+		return nil
 	}
-	return sup, nil
+	n, fresh, err := results.Supersede(file, key, filepath.Join(sup, "runs.jsonl"), stale, aside)
+	if err != nil {
+		return "", false, false, err
+	}
+	return sup, n > 0, fresh, nil
 }
 
 // runOne launches the method's plugin for one run and trains.
@@ -520,7 +626,7 @@ func runOne(ctx context.Context, r *train.Runner, p *plan, run experiment.Run) (
 	if err != nil {
 		return r.Record(run, m), err
 	}
-	defer c.Close()
+	defer func() { _ = c.Close() }()
 	m.Optimizer = c.AsOptimizer()
 	return r.Run(ctx, run, m)
 }
@@ -552,7 +658,7 @@ func smokeData(exp *experiment.Experiment, tmpResults bool) (func(), error) {
 	if err != nil {
 		return nil, err
 	}
-	cleanup := func() { os.RemoveAll(tmp) }
+	cleanup := func() { _ = os.RemoveAll(tmp) }
 	gen := func(kind string) (string, error) {
 		dir := filepath.Join(tmp, kind)
 		if data.IsMNISTFormat(kind) {
@@ -594,4 +700,15 @@ func gitCommit() string {
 		return ""
 	}
 	return strings.TrimSpace(string(out))
+}
+
+// deviceLost reports a CUDA error of this process after which its GPU is
+// unusable (tensor.DeviceLost); tests replace it.
+var deviceLost = tensor.DeviceLost
+
+// firstLine is the first line of err's text (libtorch's CUDA errors go on
+// with advice over several lines).
+func firstLine(err error) string {
+	s, _, _ := strings.Cut(err.Error(), "\n")
+	return s
 }

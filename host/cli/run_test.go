@@ -2,12 +2,16 @@ package cli_test
 
 import (
 	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/optlab/optlab/host/cli"
 	"github.com/optlab/optlab/host/results"
 )
 
@@ -342,5 +346,122 @@ func TestHostsShareGrid(t *testing.T) {
 	}
 	if claims, err := results.Claims(results.Path(res, s.Name)); err != nil || len(claims) != 0 {
 		t.Errorf("claims left after every host finished: %v, %v", claims, err)
+	}
+}
+
+// TestLostDeviceStopsGrid: when a run fails with a CUDA error that leaves
+// the GPU unusable for the process (faked here: a CPU has no CUDA context
+// to lose), the grid stops with one message instead of failing every later
+// run; the failed run is recorded, the later ones are not started, and a
+// new process goes on from there.
+func TestLostDeviceStopsGrid(t *testing.T) {
+	dir := t.TempDir()
+	res := filepath.Join(dir, "results")
+	s := spec{Name: "lost", Seeds: "[1, 2]", Methods: []method{{Name: "Flaky", Plugin: "faultplugin", Params: []string{"fail_at = 1"}}, {Name: "SGD", Plugin: "sgd"}}}
+	exp := s.write(t, dir)
+	args := []string{"run", "-q", "--plugins", pluginDir, "--results", res, exp}
+	restore := cli.SetDeviceLost(func() error {
+		return errors.New("add: CUDA error: an illegal memory access was encountered\nCUDA kernel errors might be asynchronously reported")
+	})
+	r := host(t, args...)
+	restore()
+	wantError(t, r, "run method=Flaky/arch=mlp/seed=1 failed with a CUDA error that leaves the GPU unusable for this process",
+		"an illegal memory access was encountered)", "the 3 later runs of the grid were not started", "run the same command again (a new process)")
+	recs, err := results.Read(filepath.Join(res, "lost", results.FileName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(recs) != 1 || recs[0].Status != results.StatusFailed || recs[0].Key != "method=Flaky/arch=mlp/seed=1" {
+		t.Fatalf("records %+v, want the failed run only", recs)
+	}
+	// The next process runs the rest (the fault is still there: Flaky
+	// fails again, but the grid goes on).
+	wantFailedRuns(t, host(t, args...), 2, 4, "faulty: simulated failure at step 1")
+}
+
+// TestRunRefusesSharedResultsFolder (hardening 21): host run A.toml B.toml
+// where B is a copy of A with another lr but the same name used to let B
+// supersede the runs A had just trained. It is refused before anything is
+// trained, naming both files.
+func TestRunRefusesSharedResultsFolder(t *testing.T) {
+	dir := t.TempDir()
+	s := spec{Name: "twin", Methods: []method{{Name: "SGD", Plugin: "sgd"}}}
+	b := filepath.Join(dir, "copy.toml")
+	s.LR = 0.1
+	if err := os.Rename(s.write(t, dir), b); err != nil {
+		t.Fatal(err)
+	}
+	s.LR = 0
+	a := s.write(t, dir)
+	res := filepath.Join(dir, "results")
+	r := host(t, "run", "-q", "--plugins", pluginDir, "--results", res, a, b)
+	want := a + " and " + b + " share the results folder " + filepath.Join(res, "twin") + ` (experiment name "twin"): give one of them another name or results_dir`
+	if r.code == 0 || !strings.Contains(r.stderr, want) {
+		t.Errorf("exit code %d, stderr %q; want an error saying %q", r.code, r.stderr, want)
+	}
+	if _, err := os.Stat(filepath.Join(res, "twin")); err == nil {
+		t.Error("something was trained before the refusal")
+	}
+	if r := host(t, "run", "-q", "--plugins", pluginDir, "--results", res, a, a); !strings.Contains(r.stderr, a+" is given twice") {
+		t.Errorf("the same file twice: exit code %d, stderr %q", r.code, r.stderr)
+	}
+}
+
+// TestDataFileContentIsConfig (hardening 09): pointing an experiment at
+// another CSV (or editing the one it names) trains its runs again, naming
+// the change; a record of an older optlab, without the file's identity, is
+// still taken as finished (nothing is retrained by the upgrade).
+func TestDataFileContentIsConfig(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name string, classes int) {
+		var b strings.Builder
+		for i := range 60 {
+			fmt.Fprintf(&b, "%d,%d,%d,%d\n", i%7, i%5, i%3, i%classes)
+		}
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(b.String()), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("a.csv", 3)
+	s := spec{Name: "csvdata", Data: "dataset = \"csv\"\npath = \"a.csv\"", Batch: 16, Methods: []method{{Name: "SGD", Plugin: "sgd"}}}
+	exp := s.write(t, dir)
+	res := filepath.Join(dir, "results")
+	args := []string{"run", "-q", "--plugins", pluginDir, "--results", res, exp}
+	if r := host(t, args...); r.code != 0 {
+		t.Fatalf("first run: exit code %d: %s", r.code, r.stderr)
+	}
+	// As an older optlab wrote it: no data.path.content.
+	path := results.Path(res, s.Name)
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rec map[string]any
+	if err := json.Unmarshal(b, &rec); err != nil {
+		t.Fatal(err)
+	}
+	cfg := rec["config"].(map[string]any)
+	if _, ok := cfg["data.path.content"]; !ok {
+		t.Fatalf("config lacks data.path.content: %v", cfg)
+	}
+	delete(cfg, "data.path.content")
+	delete(rec, "config_hash")
+	old, _ := json.Marshal(rec)
+	if err := os.WriteFile(path, append(old, '\n'), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if r := host(t, args...); !strings.Contains(r.stderr, "already finished") {
+		t.Errorf("a record without the file's identity was not taken as finished:\n%s", r.stderr)
+	}
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	write("a.csv", 2)
+	if r := host(t, args...); r.code != 0 || !strings.Contains(r.stderr, "finished before with another configuration (data.path.content: \"480 bytes, sha256 ") {
+		t.Errorf("exit code %d; the edited CSV did not supersede the run:\n%s", r.code, r.stderr)
+	}
+	write("b.csv", 3)
+	if r := host(t, append(args[:len(args)-1], "--set", "data.path=b.csv", exp)...); r.code != 0 || !strings.Contains(r.stderr, "data.path.content: ") {
+		t.Errorf("exit code %d; another CSV did not supersede the run:\n%s", r.code, r.stderr)
 	}
 }

@@ -75,6 +75,7 @@ func tableCmd(w io.Writer, args []string) error {
 		args = rest[1:]
 	}
 	if len(files) == 0 {
+		//lint:ignore ST1005 the message is followed by the command's usage, on its own lines
 		return errors.New("table: no results files given\n" + tableUsage)
 	}
 	opts := table.Options{By: splitList(*by), Metrics: splitList(*metricList), Format: table.Format(*format), Baseline: *baseline, Select: *sel}

@@ -238,7 +238,7 @@ func Read(path string) ([]Row, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read curve: %w", err)
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }()
 	rows, err := Decode(bufio.NewReader(f))
 	if err != nil {
 		return nil, fmt.Errorf("curve %s: %w", path, err)

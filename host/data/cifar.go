@@ -12,6 +12,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/optlab/optlab/host/internal/regfile"
 )
 
 // Dataset names understood by the CIFAR functions and by Get.
@@ -329,11 +331,11 @@ func (f *cifarFormat) checkSize(path string, size int64) error {
 }
 
 func (f *cifarFormat) readFile(s *Set, path string, size int64) error {
-	file, err := os.Open(path)
+	file, err := regfile.Open(path)
 	if err != nil {
 		return fmt.Errorf("%s: %w", f.name, err)
 	}
-	defer file.Close()
+	defer func() { _ = file.Close() }()
 	return f.decode(s, path, bufio.NewReaderSize(file, 1<<20), size/int64(f.recordSize()))
 }
 

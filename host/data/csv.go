@@ -8,11 +8,12 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/optlab/optlab/host/internal/regfile"
 )
 
 // CSVOptions configures ReadCSV and LoadCSV.
@@ -40,18 +41,18 @@ func LoadCSV(path string, opts CSVOptions) (*Set, error) {
 		base = strings.TrimSuffix(base, ".gz")
 		opts.Name = strings.TrimSuffix(base, filepath.Ext(base))
 	}
-	file, err := os.Open(path)
+	file, err := regfile.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("csv %s: %w", opts.Name, err)
 	}
-	defer file.Close()
+	defer func() { _ = file.Close() }()
 	var r io.Reader = bufio.NewReaderSize(file, 1<<20)
 	if strings.HasSuffix(path, ".gz") {
 		zr, err := gzip.NewReader(r)
 		if err != nil {
 			return nil, fmt.Errorf("csv %s: %s: %w", opts.Name, path, err)
 		}
-		defer zr.Close()
+		defer func() { _ = zr.Close() }()
 		r = zr
 	}
 	return ReadCSV(r, opts)

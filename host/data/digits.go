@@ -29,7 +29,7 @@ func LoadUCIDigits() (*Set, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", UCIDigitsName, err)
 	}
-	defer zr.Close()
+	defer func() { _ = zr.Close() }()
 	s, err := ReadCSV(zr, CSVOptions{Name: UCIDigitsName, Classes: 10, Shape: []int{1, 8, 8}, Scale: 1.0 / 16})
 	if err != nil {
 		return nil, err

@@ -18,6 +18,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/optlab/optlab/host/internal/regfile"
 )
 
 // DefaultBaseURL is where the CIFAR archives are published; the archive's
@@ -169,11 +171,11 @@ func verifyFile(path, want string) error {
 	if want == "" {
 		return nil
 	}
-	file, err := os.Open(path)
+	file, err := regfile.Open(path)
 	if err != nil {
 		return err
 	}
-	defer file.Close()
+	defer func() { _ = file.Close() }()
 	h := md5.New()
 	if _, err := io.Copy(h, file); err != nil {
 		return fmt.Errorf("reading %s: %w", path, err)
@@ -303,7 +305,7 @@ func download(ctx context.Context, url, dst, want string, opts GetOptions) (err 
 		return fmt.Errorf("download %s: %w", url, downloadError(ctx, err, ours, connect))
 	}
 	wd.feed()
-	defer resp.Body.Close()
+	defer func() { _ = resp.Body.Close() }()
 	if resp.StatusCode != http.StatusOK {
 		return fmt.Errorf("download %s: %s", url, resp.Status)
 	}
@@ -314,8 +316,8 @@ func download(ctx context.Context, url, dst, want string, opts GetOptions) (err 
 	}
 	defer func() {
 		if err != nil {
-			tmp.Close()
-			os.Remove(tmp.Name())
+			_ = tmp.Close()
+			_ = os.Remove(tmp.Name())
 		}
 	}()
 	h := md5.New()
@@ -396,7 +398,7 @@ func extractInto(ctx context.Context, archive, dir, sub string, valid func(strin
 	if err != nil {
 		return err
 	}
-	defer os.RemoveAll(tmp)
+	defer func() { _ = os.RemoveAll(tmp) }()
 	if err := extractTarGz(ctx, archive, tmp); err != nil {
 		return err
 	}
@@ -418,17 +420,17 @@ func extractTarGz(ctx context.Context, archive, dst string) error {
 	if err != nil {
 		return err
 	}
-	defer file.Close()
+	defer func() { _ = file.Close() }()
 	zr, err := gzip.NewReader(file)
 	if err != nil {
 		return fmt.Errorf("archive %s: %w", archive, err)
 	}
-	defer zr.Close()
+	defer func() { _ = zr.Close() }()
 	root, err := os.OpenRoot(dst)
 	if err != nil {
 		return err
 	}
-	defer root.Close()
+	defer func() { _ = root.Close() }()
 
 	tr := tar.NewReader(zr)
 	var total int64

@@ -11,6 +11,8 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+
+	"github.com/optlab/optlab/host/internal/regfile"
 )
 
 // Dataset names of the MNIST-format (IDX) datasets.
@@ -148,14 +150,14 @@ func (f *mnistFormat) readPair(imgPath, labPath string) (*Set, error) {
 }
 
 func (f *mnistFormat) parsePair(imgName string, img []byte, labName string, lab []byte) (*Set, error) {
-	dims, pix, err := ParseIDX(imgName, img)
+	dims, pix, err := parseIDXKind(imgName, img, 3)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", f.name, err)
 	}
 	if len(dims) != 3 || dims[1] != mnistSide || dims[2] != mnistSide {
 		return nil, fmt.Errorf("%s: %s: images of shape %v, want N×%d×%d", f.name, imgName, dims, mnistSide, mnistSide)
 	}
-	ldims, labels, err := ParseIDX(labName, lab)
+	ldims, labels, err := parseIDXKind(labName, lab, 1)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", f.name, err)
 	}
@@ -188,11 +190,11 @@ const maxIDXBytes = 1 << 30
 // readMaybeGzip reads a file, decompressing it when it starts with the gzip
 // magic bytes (whatever its name).
 func readMaybeGzip(path string) ([]byte, error) {
-	file, err := os.Open(path)
+	file, err := regfile.Open(path)
 	if err != nil {
 		return nil, err
 	}
-	defer file.Close()
+	defer func() { _ = file.Close() }()
 	b, err := io.ReadAll(io.LimitReader(file, maxIDXBytes+1))
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
@@ -202,6 +204,26 @@ func readMaybeGzip(path string) ([]byte, error) {
 
 // idxHeader is the size of an IDX header with n dimensions.
 func idxHeader(n int) int { return 4 + 4*n }
+
+// parseIDXKind is ParseIDX of a file that must have dims dimensions (MNIST
+// images 3, labels 1): a file of the other kind (the two swapped or
+// misnamed) is named as such, before its dimensions are read as sizes.
+func parseIDXKind(file string, b []byte, dims int) ([]int, []byte, error) {
+	if len(b) >= 4 && b[0] == 0 && b[1] == 0 && b[2] == 0x08 && int(b[3]) != dims {
+		describe := func(n int) string {
+			switch n {
+			case 1:
+				return "an IDX labels file (1 dimension)"
+			case 3:
+				return "an IDX images file (3 dimensions)"
+			}
+			return fmt.Sprintf("an IDX file of %d dimensions", n)
+		}
+		return nil, nil, fmt.Errorf("%s: magic number %#08x is that of %s, not of %s: were the files swapped or misnamed?",
+			file, binary.BigEndian.Uint32(b), describe(int(b[3])), describe(dims))
+	}
+	return ParseIDX(file, b)
+}
 
 // ParseIDX decodes an unsigned-byte IDX file held in memory (the format of
 // MNIST and Fashion-MNIST: two zero bytes, the type 0x08, the number of

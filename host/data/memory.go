@@ -94,7 +94,7 @@ func availableMemory() uint64 {
 	avail, ok := uint64(0), false
 	if f, err := os.Open("/proc/meminfo"); err == nil {
 		avail, ok = parseMeminfo(f)
-		f.Close()
+		_ = f.Close()
 	}
 	if dir, found := cgroupDir(); found {
 		if headroom, cok := cgroupHeadroom(dir); cok && (!ok || headroom < avail) {

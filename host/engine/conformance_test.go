@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/optlab/optlab/internal/testutil"
@@ -35,6 +36,21 @@ func TestConformance(t *testing.T) {
 		{"two layouts", Config{Seed: 1, LabelSmoothing: 0.1}},
 		{"variational", Config{Seed: 2, Variational: &Variational{
 			PriorSigma: 0.1, RhoInit: -3, RhoInitStd: 0.1, KL: "qp", KLReduction: "sum", Beta: 1}}},
+	}
+	// Spilled vectors (train.spill), on a fake second device, so that an
+	// op that mixes them with the device's tensors fails as it would on a
+	// GPU: every plugin vector spilled (a budget of one byte), or the first
+	// one on the device and the others spilled (a budget of one vector of
+	// member 0; member 1's are larger).
+	for _, h := range hosts[:2] {
+		for _, budget := range []int64{1, 4 * (4*5 + 5 + 5*3 + 3)} {
+			c := h.cfg
+			c.DeviceBudget, c.Spill, c.spillTo = budget, true, tensor.FakeDevice()
+			hosts = append(hosts, struct {
+				name string
+				cfg  Config
+			}{fmt.Sprintf("%s, spilled beyond %d bytes", h.name, budget), c})
+		}
 	}
 	for _, h := range hosts {
 		t.Run(h.name, func(t *testing.T) {

@@ -3,10 +3,24 @@
 // vectors, the vectors plugins allocate, the current minibatch and the base
 // optimizer, and implements optim.Host: plugins (in-process or over gRPC)
 // send programs of ops naming vector handles (ops, the base step, joint and
-// variational gradients), and the engine returns scalars; Probs interprets
-// an optimizer's predictive on one batch. Every torch call runs on the
-// tensor.Worker's locked OS thread; engine state is touched only there, so
-// Exec may be called from any goroutine.
+// variational gradients), and the engine returns the values of the
+// registers they Read; Probs interprets an optimizer's predictive on one
+// batch. Every torch call runs on the tensor.Worker's locked OS thread;
+// engine state is touched only there, so Exec may be called from any
+// goroutine.
+//
+// Within one Exec every value an op computes is a register on the device
+// (regs.go): a 0-d float64 tensor, or one float64 per segment of a member's
+// layout; coefficients that are registers use the tensor-coefficient
+// kernels, immediates the scalar ones (on the CPU the two give the same
+// bits). Every op is checked by optim.Checker first and runs in its own
+// tensor.Scope, so its temporaries are freed when it ends. Read ops cost
+// one device→host transfer at the end of the Exec; Report ops keep the
+// step's metrics on the device until the training loop takes them
+// (reports.go), and Counters counts Execs, ops, blocking reads and
+// host→device copies. A shuffled sub-batch (Batch.Shuffle) is permuted on
+// the device from its seed alone (Permutation), so no step copies anything
+// to the device.
 //
 // What is done with an engine's vectors outside programs lives in the
 // packages named for it, through the accessors of access.go: device data
@@ -34,14 +48,32 @@ type Config struct {
 	LabelSmoothing float64
 	BNMomentum     float64 // PyTorch's BatchNorm momentum; 0.1 when zero
 	// DeviceBudget, when > 0, caps the bytes of plugin-allocated vectors
-	// on the device; beyond it (or when the device runs out of memory) a
-	// vector is kept in host memory instead (snapshots of an ensemble, say).
+	// on the device. A vector beyond it, or one the device has no memory
+	// left for, fails its Alloc, unless Spill is set.
 	DeviceBudget int64
+	// Spill keeps a plugin vector that does not fit on the device (see
+	// DeviceBudget) in host memory instead of failing its Alloc (snapshots
+	// of an ensemble, say), and logs it. Every op that reads or writes a
+	// spilled vector moves it, or its partners, so that the kernels see
+	// one device: slower, never wrong (train.spill).
+	Spill bool
+	// Log, when set, receives the engine's notices, one line each (every
+	// spilled vector); host/train sends them to the run's log.
+	Log func(line string)
+	// spillTo is where spilled vectors live: the CPU (zero value); tests
+	// use tensor.FakeDevice to tell the two apart on a CPU-only machine.
+	spillTo tensor.Device
 	// Variational, when set, makes every member a Gaussian posterior.
 	Variational *Variational
 	Base        BaseConfig
 	TrainSize   int64
 	BatchSize   int64
+	// DebugNonFinite makes the engine check, after every op, the vectors
+	// it wrote and the registers it set, and fail the op that first
+	// produces a NaN or ±Inf (host/train sets it from the environment
+	// variable OPTLAB_DEBUG_NONFINITE=1). Every check reads a flag back
+	// from the device: for debugging only.
+	DebugNonFinite bool
 }
 
 // Member is one model of a run with its flat vectors on the device.
@@ -70,14 +102,24 @@ type Engine struct {
 	cfg     Config
 	members []*Member
 	vecs    map[optim.Vec]*vec
-	perms   map[int64][]int64
+	// perms are the current step's sub-batch permutations on the device,
+	// by Shuffle seed and batch size (owned; dropped by BeginStep).
+	perms   map[permKey]tensor.T
 	spilled int        // plugin vectors living in host memory
 	vecMem  int64      // bytes of plugin vectors on the device
 	src     *rand.PCG  // state of rng, saved with the training state
 	rng     *rand.Rand // host stream for RandN with seed 0
 	step    int64
-	// counters for benchmarks and tests
-	execs, ops int64
+	count   counters
+	// layout is the members' layout (Layout), fixed at New.
+	layout optim.Layout
+	// segCache holds the segmentations the segment ops use, by member and
+	// Segmentation, built on first use; members of the same shapes share
+	// one (segShared, by their sizes).
+	segCache  map[segKey]*tensor.Segs
+	segShared map[string]*tensor.Segs
+	// reports are the metrics reported in the current step (owned).
+	reports []report
 }
 
 // New makes an engine with one member per model, initializing parameters
@@ -86,9 +128,11 @@ func New(ctx context.Context, w *tensor.Worker, cfg Config, models []*model.Mode
 	if cfg.BNMomentum == 0 {
 		cfg.BNMomentum = 0.1
 	}
-	e := &Engine{w: w, cfg: cfg, vecs: map[optim.Vec]*vec{}, perms: map[int64][]int64{},
-		src: rand.NewPCG(uint64(cfg.Seed), 0x6f70746c6162)}
+	e := &Engine{w: w, cfg: cfg, vecs: map[optim.Vec]*vec{}, perms: map[permKey]tensor.T{},
+		src:      rand.NewPCG(uint64(cfg.Seed), 0x6f70746c6162),
+		segCache: map[segKey]*tensor.Segs{}, segShared: map[string]*tensor.Segs{}}
 	e.rng = rand.New(e.src)
+	e.count.h2d0 = tensor.HostToDevice()
 	err := w.Do(ctx, func() error {
 		for i, m := range models {
 			s := tensor.NewScope()
@@ -115,6 +159,7 @@ func New(ctx context.Context, w *tensor.Worker, cfg Config, models []*model.Mode
 		e.Close()
 		return nil, err
 	}
+	e.layout, _ = e.Layout(ctx)
 	return e, nil
 }
 
@@ -143,6 +188,10 @@ func (e *Engine) Close() {
 			v.bn.Drop()
 		}
 		e.vecs = map[optim.Vec]*vec{}
+		e.dropSegs()
+		dropReports(e.reports)
+		e.reports = nil
+		e.dropPerms()
 		for i, m := range e.members {
 			if !sharedBatch(e.members[i+1:], -1, m.x) {
 				m.x.Drop()
@@ -167,13 +216,20 @@ func (e *Engine) Layout(context.Context) (optim.Layout, error) {
 }
 
 // BeginStep starts training step step with the schedule's learning rate:
-// it resets SetLR overrides and the cached sub-batch permutations.
+// it resets SetLR overrides and the cached sub-batch permutations, and
+// drops the metrics reported in the previous step that TakeReports did not
+// take. Call it off the worker.
 func (e *Engine) BeginStep(step int64, lr float64) {
 	e.step = step
 	for _, m := range e.members {
 		m.lr = lr
 	}
-	clear(e.perms)
+	_ = e.w.Do(context.Background(), func() error {
+		e.dropPerms()
+		dropReports(e.reports)
+		e.reports = nil
+		return nil
+	})
 }
 
 // SetBatch makes (x, y) member m's current batch; the engine takes
@@ -201,13 +257,20 @@ func sharedBatch(ms []*Member, m int, x tensor.T) bool {
 	return false
 }
 
-// Stats returns the number of Exec calls and ops executed so far.
-func (e *Engine) Stats() (execs, ops int64) { return e.execs, e.ops }
+// Stats returns the number of Exec calls and ops executed so far (see
+// Counters for the device→host reads too).
+func (e *Engine) Stats() (execs, ops int64) {
+	c := e.Counters()
+	return c.Execs, c.Ops
+}
 
-// Exec runs a program on the worker and returns the scalars it emitted. A
-// failing op stops the program with an *optim.OpError; an op kind, unary
-// or binary kind or BatchNorm mode the engine does not know wraps
-// errors.ErrUnsupported.
+// Exec runs a program on the worker and returns the values of its Read ops
+// (read back from the device with one transfer at the end, none when the
+// program reads nothing). Every op is first checked by optim.Checker; a
+// failing op stops the program with an *optim.OpError; an op kind, unary or
+// binary kind, BatchNorm mode or the like that the engine does not know
+// wraps errors.ErrUnsupported. A program whose builder recorded a misuse
+// (Program.Err) fails before any of its ops runs.
 func (e *Engine) Exec(ctx context.Context, p *optim.Program) (optim.Result, error) {
 	var res optim.Result
 	err := e.w.Do(ctx, func() error {
@@ -219,48 +282,89 @@ func (e *Engine) Exec(ctx context.Context, p *optim.Program) (optim.Result, erro
 }
 
 func (e *Engine) exec(p *optim.Program) (optim.Result, error) {
-	e.execs++
-	s := tensor.NewScope()
-	defer s.Close()
-	var emitted []tensor.T
+	e.count.execs.Add(1)
 	if p == nil {
 		p = &optim.Program{}
 	}
+	if err := p.Err(); err != nil {
+		return optim.Result{}, fmt.Errorf("program refused before it ran: %w", err)
+	}
+	x := &execState{p: p, check: optim.NewChecker(p, e.layout), rs: tensor.NewScope()}
+	defer x.close()
 	for i, op := range p.Ops {
-		e.ops++
-		out, err := e.run(s, op)
+		e.count.ops.Add(1)
+		n := len(x.regs)
+		err := x.check.Check(i, op, e.allocated)
 		if err == nil {
-			err = s.Err()
+			err = e.runOp(x, op)
+		}
+		if err == nil && e.cfg.DebugNonFinite {
+			err = e.checkFinite(x, op, n)
 		}
 		if err != nil {
+			optim.NameHandles(err, p)
 			return optim.Result{}, &optim.OpError{Index: i, Op: optim.OpName(op), Err: err}
 		}
-		emitted = append(emitted, out...)
 	}
-	vals := s.Scalars(emitted...)
-	if err := s.Err(); err != nil {
+	vals, err := e.readBack(x)
+	if err != nil {
 		return optim.Result{}, err
 	}
-	return optim.Result{Scalars: vals}, nil
+	res, err := optim.NewResult(p, vals)
+	if err != nil {
+		return optim.Result{}, err
+	}
+	e.commitReports(x)
+	return res, nil
 }
 
-// get resolves a handle to its tensor and member.
+// runOp runs one op in its own scope, which drops the op's temporaries when
+// it ends; the registers the op sets move to the register file.
+func (e *Engine) runOp(x *execState, op optim.Op) error {
+	s := tensor.NewScope()
+	defer s.Close()
+	regs, err := e.run(s, x, op)
+	if err == nil {
+		err = s.Err()
+	}
+	if err != nil {
+		return err
+	}
+	for _, r := range regs {
+		r.t = x.rs.Adopt(s.Keep(r.t))
+		x.regs = append(x.regs, r)
+	}
+	return nil
+}
+
+// allocated tells which member's layout plugin vector v has (the
+// Checker's view of the engine's vectors).
+func (e *Engine) allocated(v optim.Vec) (int, bool) {
+	x, ok := e.vecs[v]
+	if !ok {
+		return 0, false
+	}
+	return x.member, true
+}
+
+// get resolves a handle to its tensor and member; a handle that names no
+// vector is an *optim.VecError with optim.Checker's message.
 func (e *Engine) get(h optim.Vec) (tensor.T, int, error) {
 	if m, ok := h.Rho(); ok {
 		if m >= len(e.members) || e.members[m].vi == nil {
-			return tensor.T{}, 0, fmt.Errorf("handle %d: member %d has no ρ (the model is not variational)", h, m)
+			return tensor.T{}, 0, &optim.VecError{Vec: h, Msg: fmt.Sprintf("names the ρ of member %d, which is not variational", m)}
 		}
 		return e.members[m].vi.rho, m, nil
 	}
 	if m, ok := h.Member(); ok {
 		if m >= len(e.members) {
-			return tensor.T{}, 0, fmt.Errorf("handle %d: no member %d (run has %d)", h, m, len(e.members))
+			return tensor.T{}, 0, &optim.VecError{Vec: h, Msg: fmt.Sprintf("names member %d; the run has %d", m, len(e.members))}
 		}
 		return e.members[m].Params, m, nil
 	}
 	v, ok := e.vecs[h]
 	if !ok {
-		return tensor.T{}, 0, fmt.Errorf("handle %d is not allocated", h)
+		return tensor.T{}, 0, &optim.VecError{Vec: h, Msg: "is not allocated"}
 	}
 	return v.t, v.member, nil
 }
@@ -277,7 +381,8 @@ func (e *Engine) same(s *tensor.Scope, a, b optim.Vec) (tensor.T, tensor.T, erro
 		return ta, tb, err
 	}
 	if ma != mb && e.members[ma].Model.Numel != e.members[mb].Model.Numel {
-		return ta, tb, fmt.Errorf("handles %d and %d belong to members with different layouts", a, b)
+		return ta, tb, &optim.VecError{Vec: b, Msg: fmt.Sprintf("has the layout of member %d (%d parameters), %s has member %d's (%d)",
+			mb, e.members[mb].Model.Numel, (*optim.Handles)(nil).Name(a), ma, e.members[ma].Model.Numel)}
 	}
 	return ta, e.align(s, tb, ta), nil
 }
@@ -303,7 +408,11 @@ func (e *Engine) toDevice(s *tensor.Scope, t tensor.T) tensor.T {
 	return s.To(t, e.cfg.Device)
 }
 
-func (e *Engine) run(s *tensor.Scope, op optim.Op) ([]tensor.T, error) {
+// run runs op (checked by the Checker) in scope s and returns the registers
+// it sets. The Checker has resolved the handles and checked the layouts,
+// kinds and registers of the ops it knows; what is checked here is what
+// only the engine knows.
+func (e *Engine) run(s *tensor.Scope, x *execState, op optim.Op) ([]register, error) {
 	switch o := op.(type) {
 	case optim.Alloc:
 		if o.ID <= 0 {
@@ -315,7 +424,7 @@ func (e *Engine) run(s *tensor.Scope, op optim.Op) ([]tensor.T, error) {
 		if int(o.Member) >= len(e.members) || o.Member < 0 {
 			return nil, fmt.Errorf("alloc: no member %d", o.Member)
 		}
-		v, err := e.alloc(e.members[o.Member].Model.Numel)
+		v, err := e.alloc(o.ID, e.members[o.Member].Model.Numel)
 		if err != nil {
 			return nil, fmt.Errorf("alloc: %w", err)
 		}
@@ -339,7 +448,11 @@ func (e *Engine) run(s *tensor.Scope, op optim.Op) ([]tensor.T, error) {
 		if err != nil {
 			return nil, err
 		}
-		s.Fill(d, o.Value)
+		if v, ok := optim.Imm(o.Value); ok {
+			s.Fill(d, v)
+		} else {
+			s.FillT(d, e.coef(s, x, o.Value, d))
+		}
 	case optim.FillRange:
 		d, _, err := e.get(o.Dst)
 		if err != nil {
@@ -356,21 +469,33 @@ func (e *Engine) run(s *tensor.Scope, op optim.Op) ([]tensor.T, error) {
 		if err != nil {
 			return nil, err
 		}
-		s.ScaleInPlace(d, o.Alpha)
+		if v, ok := optim.Imm(o.Alpha); ok {
+			s.ScaleInPlace(d, v)
+		} else {
+			s.ScaleT(d, e.coef(s, x, o.Alpha, d))
+		}
 	case optim.AddConst:
 		d, _, err := e.get(o.Dst)
 		if err != nil {
 			return nil, err
 		}
-		s.AddScalarInPlace(d, o.Value)
+		if v, ok := optim.Imm(o.Value); ok {
+			s.AddScalarInPlace(d, v)
+		} else {
+			s.AddT(d, e.coef(s, x, o.Value, d))
+		}
 	case optim.Axpy:
-		d, x, err := e.same(s, o.Dst, o.X)
+		d, v, err := e.same(s, o.Dst, o.X)
 		if err != nil {
 			return nil, err
 		}
-		s.Axpy(d, o.Alpha, x)
+		if a, ok := optim.Imm(o.Alpha); ok {
+			s.Axpy(d, a, v)
+		} else {
+			s.AxpyT(d, e.coef(s, x, o.Alpha, d), v)
+		}
 	case optim.LinComb:
-		return nil, e.lincomb(s, o)
+		return nil, e.lincomb(s, x, o)
 	case optim.Unary:
 		return nil, e.unary(s, o)
 	case optim.Binary:
@@ -385,38 +510,46 @@ func (e *Engine) run(s *tensor.Scope, op optim.Op) ([]tensor.T, error) {
 			seed = e.rng.Int64()
 		}
 		tensor.ManualSeed(seed)
+		if d.Device() != e.cfg.Device {
+			// A spilled vector draws the device's numbers, as it would
+			// on the device (CPU and CUDA generators differ).
+			tmp := s.Zeros(d.Shape(), tensor.Float32, e.cfg.Device)
+			s.NormalInPlace(tmp, 0, o.Std)
+			s.CopyFrom(d, tmp)
+			break
+		}
 		s.NormalInPlace(d, 0, o.Std)
 	case optim.Dot:
+		// As optim.Dot documents: float64, cast chunk by chunk (no float64
+		// copy of a whole vector; bitwise the previous release's float64 dot
+		// up to 2²² elements).
 		a, b, err := e.same(s, o.A, o.B)
 		if err != nil {
 			return nil, err
 		}
-		return []tensor.T{s.Dot(a, b)}, nil
+		return []register{{t: e.toDevice(s, s.Dot(a, b))}}, nil
 	case optim.Norm:
-		x, _, err := e.get(o.X)
+		v, _, err := e.get(o.X)
 		if err != nil {
 			return nil, err
 		}
-		return []tensor.T{s.Norm(x)}, nil
+		return []register{{t: e.toDevice(s, s.Norm(v))}}, nil
 	case optim.Grad, optim.JointGrad:
-		// Forward and backward in their own scope, so the activations are
-		// freed as soon as the gradient is written.
-		fs := tensor.NewScope()
-		defer fs.Close()
 		var out []tensor.T
 		var err error
 		if g, ok := o.(optim.Grad); ok {
-			out, err = e.grad(fs, g)
+			out, err = e.grad(s, g)
 		} else {
-			out, err = e.jointGrad(fs, o.(optim.JointGrad))
+			out, err = e.jointGrad(s, o.(optim.JointGrad))
 		}
-		if err == nil {
-			err = fs.Err()
+		if err != nil {
+			return nil, err
 		}
-		for i := range out {
-			out[i] = s.Adopt(fs.Keep(out[i]))
+		regs := make([]register, len(out))
+		for i, t := range out {
+			regs[i] = register{t: s.Cast(t, tensor.Float64)}
 		}
-		return out, err
+		return regs, nil
 	case optim.BaseStep:
 		return nil, e.baseStep(s, o)
 	case optim.SetLR:
@@ -427,9 +560,26 @@ func (e *Engine) run(s *tensor.Scope, op optim.Op) ([]tensor.T, error) {
 			return nil, fmt.Errorf("set_lr: invalid learning rate %v", o.LR)
 		}
 		e.members[o.Member].lr = o.LR
-	case nil:
-		return nil, errors.New("nil op")
+	case optim.Arith:
+		r, err := e.arith(s, x, o)
+		if err != nil {
+			return nil, err
+		}
+		return []register{r}, nil
+	case optim.SegReduce:
+		r, err := e.segReduce(s, o)
+		if err != nil {
+			return nil, err
+		}
+		return []register{r}, nil
+	case optim.TopKMask:
+		return nil, e.topKMask(s, x, o)
+	case optim.Read:
+		x.reads = append(x.reads, x.reg(o.X).t)
+	case optim.Report:
+		return nil, e.report(s, x, o)
 	default:
+		// The Checker refuses nil and unknown ops first.
 		return nil, fmt.Errorf("unknown op %T: %w", op, errors.ErrUnsupported)
 	}
 	return nil, nil
@@ -496,7 +646,13 @@ func (e *Engine) evalStats(h optim.Vec, m int) tensor.T {
 	return e.members[m].Buf
 }
 
-func (e *Engine) lincomb(s *tensor.Scope, o optim.LinComb) error {
+// lincomb sets Dst = Σ Coef_i·X_i, accumulating in Dst with one temporary
+// per term at a time (each term's product is freed before the next), or,
+// when Dst is among the terms after the first, in one temporary copied to
+// Dst at the end. Immediates use the scalar kernels (the bits of the
+// previous release: the first term's product, then each product added in
+// order); registers the tensor-coefficient ones.
+func (e *Engine) lincomb(s *tensor.Scope, x *execState, o optim.LinComb) error {
 	d, _, err := e.get(o.Dst)
 	if err != nil {
 		return err
@@ -505,50 +661,80 @@ func (e *Engine) lincomb(s *tensor.Scope, o optim.LinComb) error {
 		s.Fill(d, 0)
 		return nil
 	}
-	var acc tensor.T
-	for _, t := range o.Terms {
-		_, x, err := e.same(s, o.Dst, t.X)
+	vecs := make([]tensor.T, len(o.Terms))
+	for i, t := range o.Terms {
+		if _, vecs[i], err = e.same(s, o.Dst, t.X); err != nil {
+			return err
+		}
+	}
+	alias := false
+	for _, t := range o.Terms[1:] {
+		alias = alias || t.X == o.Dst
+	}
+	c0 := o.Terms[0].Coef
+	acc := d
+	switch {
+	case alias:
+		// Dst is read by a later term: accumulate in a temporary.
+		if v, ok := optim.Imm(c0); ok {
+			acc = s.Scale(vecs[0], v)
+		} else {
+			acc = s.Mul(vecs[0], e.coef(s, x, c0, d))
+		}
+	default:
+		if o.Terms[0].X != o.Dst {
+			s.CopyFrom(d, vecs[0])
+		}
+		if v, ok := optim.Imm(c0); ok {
+			s.ScaleInPlace(d, v)
+		} else {
+			s.ScaleT(d, e.coef(s, x, c0, d))
+		}
+	}
+	for i, t := range o.Terms[1:] {
+		ts := tensor.NewScope()
+		if v, ok := optim.Imm(t.Coef); ok {
+			ts.AddInPlace(acc, ts.Scale(vecs[i+1], v))
+		} else {
+			ts.AxpyT(acc, e.coef(ts, x, t.Coef, d), vecs[i+1])
+		}
+		err := ts.Err()
+		ts.Close()
 		if err != nil {
 			return err
 		}
-		term := s.Scale(x, t.Coef)
-		if acc.Valid() {
-			acc = s.Add(acc, term)
-		} else {
-			acc = term
-		}
 	}
-	s.CopyFrom(d, acc)
+	if alias {
+		s.CopyFrom(d, acc)
+	}
 	return nil
 }
 
 func (e *Engine) unary(s *tensor.Scope, o optim.Unary) error {
-	d, x, err := e.same(s, o.Dst, o.Src)
+	d, v, err := e.same(s, o.Dst, o.Src)
 	if err != nil {
 		return err
 	}
-	var r tensor.T
 	switch o.Kind {
 	case optim.Abs:
-		r = s.Abs(x)
+		s.AbsInto(d, v)
 	case optim.Sign:
-		r = s.Sign(x)
+		s.SignInto(d, v)
 	case optim.Sqrt:
-		r = s.Sqrt(x)
+		s.SqrtInto(d, v)
 	case optim.Square:
-		r = s.Square(x)
+		s.SquareInto(d, v)
 	case optim.Softplus:
-		r = s.Softplus(x)
+		s.SoftplusInto(d, v)
 	case optim.Exp:
-		r = s.Exp(x)
+		s.ExpInto(d, v)
 	case optim.Log:
-		r = s.Log(x)
+		s.LogInto(d, v)
 	case optim.Reciprocal:
-		r = s.Reciprocal(x)
+		s.ReciprocalInto(d, v)
 	default:
 		return fmt.Errorf("unknown unary kind %d: %w", o.Kind, errors.ErrUnsupported)
 	}
-	s.CopyFrom(d, r)
 	return nil
 }
 
@@ -561,24 +747,22 @@ func (e *Engine) binary(s *tensor.Scope, o optim.Binary) error {
 	if err != nil {
 		return err
 	}
-	var r tensor.T
 	switch o.Kind {
 	case optim.Mul:
-		r = s.Mul(a, b)
+		s.MulInto(d, a, b)
 	case optim.Div:
-		r = s.Div(a, b)
+		s.DivInto(d, a, b)
 	case optim.Add:
-		r = s.Add(a, b)
+		s.AddInto(d, a, b)
 	case optim.Sub:
-		r = s.Sub(a, b)
+		s.SubInto(d, a, b)
 	case optim.Max:
-		r = s.Maximum(a, b)
+		s.MaximumInto(d, a, b)
 	case optim.Min:
-		r = s.Minimum(a, b)
+		s.MinimumInto(d, a, b)
 	default:
 		return fmt.Errorf("unknown binary kind %d: %w", o.Kind, errors.ErrUnsupported)
 	}
-	s.CopyFrom(d, r)
 	return nil
 }
 
@@ -601,26 +785,37 @@ func (e *Engine) selectBatch(s *tensor.Scope, mem *Member, b optim.Batch) (tenso
 	if b.Shuffle == 0 {
 		return s.Narrow(mem.x, 0, int64(b.Part)*size, size), s.Narrow(mem.y, 0, int64(b.Part)*size, size), nil
 	}
-	perm, ok := e.perms[b.Shuffle]
-	if !ok || int64(len(perm)) != n {
-		perm = Permutation(n, b.Shuffle)
-		e.perms[b.Shuffle] = perm
+	k := permKey{b.Shuffle, n}
+	perm, ok := e.perms[k]
+	if !ok {
+		perm = s.Keep(s.SplitMixPermutation(n, b.Shuffle, e.cfg.Device))
+		if err := s.Err(); err != nil {
+			return tensor.T{}, tensor.T{}, err
+		}
+		e.perms[k] = perm
 	}
-	idx := s.FromInt64(perm[int64(b.Part)*size:int64(b.Part+1)*size], []int64{size}, e.cfg.Device)
+	idx := s.Narrow(perm, 0, int64(b.Part)*size, size)
 	return s.IndexSelect(mem.x, 0, idx), s.IndexSelect(mem.y, 0, idx), nil
 }
 
-// Permutation is the host's seeded permutation of 0..n−1 used for sub-batch
-// splits (identical on every device).
-func Permutation(n, seed int64) []int64 {
-	r := rand.New(rand.NewPCG(uint64(seed), 0x7065726d))
-	p := make([]int64, n)
-	for i := range p {
-		p[i] = int64(i)
+// permKey names a sub-batch permutation: its Shuffle seed and length.
+type permKey struct{ seed, n int64 }
+
+// dropPerms frees the step's sub-batch permutations. Call on the worker.
+func (e *Engine) dropPerms() {
+	for k, p := range e.perms {
+		p.Drop()
+		delete(e.perms, k)
 	}
-	r.Shuffle(len(p), func(i, j int) { p[i], p[j] = p[j], p[i] })
-	return p
 }
+
+// Permutation is the seeded permutation of 0..n−1 that a sub-batch split
+// with Shuffle = seed uses, computed on the host: the order of the first n
+// outputs of SplitMix64 seeded with seed (tensor.SplitMixPermutation). The
+// engine computes the same permutation on the device from the seed alone,
+// so a shuffled split copies nothing from the host; it is the same on every
+// device.
+func Permutation(n, seed int64) []int64 { return tensor.SplitMixPermutation(n, seed) }
 
 // bnMomentum returns the BatchNorm momentum of a pass in mode bn.
 func (e *Engine) bnMomentum(bn optim.BNMode) (float64, error) {
@@ -637,9 +832,6 @@ func (e *Engine) bnMomentum(bn optim.BNMode) (float64, error) {
 func (e *Engine) grad(s *tensor.Scope, o optim.Grad) ([]tensor.T, error) {
 	if _, ok := o.At.Rho(); ok {
 		return nil, fmt.Errorf("grad at ρ handle %d: At must hold parameters (a variational member's means μ)", o.At)
-	}
-	if o.Out < 0 || o.Eps < 0 || o.OutRho < 0 {
-		return nil, fmt.Errorf("grad with Out %d, Eps %d, OutRho %d: want allocated vectors (> 0) or 0", o.Out, o.Eps, o.OutRho)
 	}
 	at, m, err := e.get(o.At)
 	if err != nil {
@@ -666,12 +858,9 @@ func (e *Engine) grad(s *tensor.Scope, o optim.Grad) ([]tensor.T, error) {
 	loss := s.CrossEntropy(logits, y, e.cfg.LabelSmoothing)
 	var out []tensor.T
 	if o.Out != 0 {
-		d, dm, err := e.get(o.Out)
+		d, _, err := e.get(o.Out)
 		if err != nil {
 			return nil, err
-		}
-		if e.members[dm].Model.Numel != mem.Model.Numel {
-			return nil, fmt.Errorf("grad: output handle %d has another member's layout", o.Out)
 		}
 		s.CopyFrom(d, s.Gradient(loss, leaf))
 	}
@@ -680,10 +869,13 @@ func (e *Engine) grad(s *tensor.Scope, o optim.Grad) ([]tensor.T, error) {
 	return out, nil
 }
 
-// alloc makes a zero vector of n floats on the device, or in host memory
-// when the device budget is exhausted or the device is out of memory.
-func (e *Engine) alloc(n int64) (*vec, error) {
+// alloc makes plugin vector id: a zero vector of n floats on the device.
+// When it does not fit (the device budget is used up, or the device is out
+// of memory), it fails, or, with Config.Spill, keeps the vector in host
+// memory and logs it.
+func (e *Engine) alloc(id optim.Vec, n int64) (*vec, error) {
 	bytes := 4 * n
+	var why string
 	if e.cfg.DeviceBudget <= 0 || e.vecMem+bytes <= e.cfg.DeviceBudget {
 		s := tensor.NewScope()
 		t := s.Zeros([]int64{n}, tensor.Float32, e.cfg.Device)
@@ -696,18 +888,45 @@ func (e *Engine) alloc(n int64) (*vec, error) {
 		}
 		s.Close()
 		if !e.cfg.Device.IsCUDA() {
-			return nil, err
+			return nil, err // the CPU is the host: nowhere else to go
 		}
+		why = fmt.Sprintf("%s is out of memory (%v)", e.cfg.Device, err)
+	} else {
+		why = fmt.Sprintf("the device budget for plugin vectors (%s) is used up (%s in %d vectors on %s)",
+			mib(e.cfg.DeviceBudget), mib(e.vecMem), len(e.vecs)-e.spilled, e.cfg.Device)
+	}
+	what := fmt.Sprintf("vector %d (%d parameters, %s)", id, n, mib(bytes))
+	if !e.cfg.Spill {
+		return nil, fmt.Errorf("%s does not fit: %s; set train.spill = true to keep such vectors in host memory (ops on them are then slower), or use fewer vectors or a smaller model", what, why)
 	}
 	s := tensor.NewScope()
 	defer s.Close()
-	t := s.Zeros([]int64{n}, tensor.Float32, tensor.CPU)
+	t := s.Zeros([]int64{n}, tensor.Float32, e.spillDevice())
 	if err := s.Err(); err != nil {
-		return nil, fmt.Errorf("no room on %s nor in host memory: %w", e.cfg.Device, err)
+		return nil, fmt.Errorf("%s: %s, and host memory has no room either: %w", what, why, err)
 	}
 	e.spilled++
+	e.logf("engine: %s spilled to host memory (train.spill): %s; ops on it move data between host and %s", what, why, e.cfg.Device)
 	return &vec{t: s.Keep(t), host: true}, nil
 }
+
+// spillDevice is where spilled vectors live.
+func (e *Engine) spillDevice() tensor.Device {
+	if e.cfg.spillTo == (tensor.Device{}) {
+		return tensor.CPU
+	}
+	return e.cfg.spillTo
+}
+
+// logf sends a notice to Config.Log.
+func (e *Engine) logf(format string, args ...any) {
+	if e.cfg.Log != nil {
+		e.cfg.Log(fmt.Sprintf(format, args...))
+	}
+}
+
+// mib renders a byte count in MiB.
+func mib(b int64) string { return fmt.Sprintf("%.1f MiB", float64(b)/(1<<20)) }
 
 // release frees a plugin vector.
 func (e *Engine) release(v *vec) {

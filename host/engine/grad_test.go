@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"slices"
 	"strings"
 	"testing"
@@ -28,7 +29,7 @@ func TestGradFiniteDifference(t *testing.T) {
 			p := semRead(t, e, optim.Params)
 
 			// At the live parameters.
-			prog := optim.Prog().Alloc(1, 0).Fill(1, 9)
+			prog := optim.Prog().Alloc(1, 0).Fill(1, optim.K(9))
 			ev := prog.Grad(1, optim.Params, optim.Batch{}, optim.BNUpdate)
 			got := semEval(semExec(t, e, prog), ev)
 			loss, acc := semLoss(m, p, x, y, eps)
@@ -36,7 +37,7 @@ func TestGradFiniteDifference(t *testing.T) {
 			testutil.CheckVec(t, "gradient", semRead(t, e, 1), semFDGrad(m, p, x, y, eps), 1e-6, 1e-4)
 
 			// At another vector: q = 0.5·θ + 0.3, Params untouched.
-			semExec(t, e, optim.Prog().Alloc(2, 0).Copy(2, optim.Params).Scale(2, 0.5).AddConst(2, 0.3))
+			semExec(t, e, optim.Prog().Alloc(2, 0).Copy(2, optim.Params).Scale(2, optim.K(0.5)).AddConst(2, optim.K(0.3)))
 			q := semRead(t, e, 2)
 			testutil.CheckVec(t, "q", q, semMap(p, func(v float64) float64 { return 0.5*v + 0.3 }), 1e-7, 1e-7)
 			prog = optim.Prog()
@@ -59,7 +60,7 @@ func TestGradFiniteDifference(t *testing.T) {
 			testutil.CheckVec(t, "gradient written over At", semRead(t, e, 2), semFDGrad(m, q, x, y, eps), 1e-6, 1e-4)
 
 			// Out = 0 writes nothing but still emits loss and accuracy.
-			semExec(t, e, optim.Prog().Fill(1, 7))
+			semExec(t, e, optim.Prog().Fill(1, optim.K(7)))
 			prog = optim.Prog()
 			ev = prog.Grad(0, optim.Params, optim.Batch{}, optim.BNUpdate)
 			norm := prog.Norm(1)
@@ -88,13 +89,13 @@ func TestGradDirectionalMLP(t *testing.T) {
 	semExec(t, e, optim.Prog().Alloc(1, 0).Alloc(2, 0).Alloc(3, 0).RandN(2, 1, 5))
 	v := semRead(t, e, 2)
 	vn := math.Sqrt(semDot(v, v))
-	prog := optim.Prog().Scale(2, 1/vn)
+	prog := optim.Prog().Scale(2, optim.K(1/vn))
 	prog.Grad(1, optim.Params, optim.Batch{}, optim.BNUpdate)
 	semExec(t, e, prog)
 	g, v := semRead(t, e, 1), semRead(t, e, 2)
-	prog = optim.Prog().LinComb(3, optim.Term{Coef: 1, X: optim.Params}, optim.Term{Coef: h, X: 2})
+	prog = optim.Prog().LinComb(3, optim.Term{Coef: optim.K(1), X: optim.Params}, optim.Term{Coef: optim.K(h), X: 2})
 	plus := prog.Grad(0, 3, optim.Batch{}, optim.BNUpdate)
-	prog.LinComb(3, optim.Term{Coef: 1, X: optim.Params}, optim.Term{Coef: -h, X: 2})
+	prog.LinComb(3, optim.Term{Coef: optim.K(1), X: optim.Params}, optim.Term{Coef: optim.K(-h), X: 2})
 	minus := prog.Grad(0, 3, optim.Batch{}, optim.BNUpdate)
 	r := semExec(t, e, prog)
 	fd := (r.Get(plus.Loss) - r.Get(minus.Loss)) / (2 * h)
@@ -204,6 +205,55 @@ func TestPermutation(t *testing.T) {
 	if slices.Equal(Permutation(64, 5), Permutation(64, 6)) {
 		t.Error("seeds 5 and 6 give the same permutation")
 	}
+}
+
+// The random halves of a shuffled split are a uniformly random split: over
+// many seeds, each of the 24 orders of 4 samples, and each of the 70 halves
+// of 8 samples (what OT-MDR's {0,2,s} selects), comes up equally often (a
+// χ² test, at a significance of 0.001), for consecutive seeds and for
+// seeds drawn the way the plugins draw them (64-bit PCG outputs). The
+// engine computes the same permutations on the device (TestGradBatchParts;
+// host/tensor's TestSplitMixPermutation checks the two bit for bit).
+func TestPermutationUniform(t *testing.T) {
+	pcg := rand.New(rand.NewPCG(1, 2))
+	for _, seeds := range []struct {
+		name string
+		next func(i int) int64
+	}{
+		{"consecutive seeds", func(i int) int64 { return int64(i + 1) }},
+		{"PCG seeds", func(int) int64 { return int64(pcg.Uint64()) }},
+	} {
+		// 4 samples: 24 orders, 24,000 seeds; χ²(23) ≤ 49.73 at p = 0.001.
+		orders := map[[4]int64]int{}
+		for i := range 24000 {
+			orders[[4]int64(Permutation(4, seeds.next(i)))]++
+		}
+		if chi := chiSquare(orders, 24, 1000); len(orders) != 24 || chi > 49.73 {
+			t.Errorf("%s: %d of 24 orders of 4 samples seen, χ² = %.1f (limit 49.73)", seeds.name, len(orders), chi)
+		}
+		// 8 samples: the first half is one of C(8,4) = 70 sets, 70,000 seeds;
+		// χ²(69) ≤ 111.06 at p = 0.001.
+		halves := map[[4]int64]int{}
+		for i := range 70000 {
+			h := [4]int64(Permutation(8, seeds.next(i))[:4])
+			slices.Sort(h[:])
+			halves[h]++
+		}
+		if chi := chiSquare(halves, 70, 1000); len(halves) != 70 || chi > 111.06 {
+			t.Errorf("%s: %d of 70 halves of 8 samples seen, χ² = %.1f (limit 111.06)", seeds.name, len(halves), chi)
+		}
+	}
+}
+
+// chiSquare is Pearson's statistic of counts over k equally likely cells
+// with expected count e each (cells never seen count too).
+func chiSquare[K comparable](counts map[K]int, k int, e float64) float64 {
+	chi := float64(k-len(counts)) * e
+	for _, c := range counts {
+		d := float64(c) - e
+		chi += d * d / e
+	}
+	return chi
 }
 
 func TestGradNoBatch(t *testing.T) {

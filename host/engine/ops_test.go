@@ -53,7 +53,7 @@ func TestRandNStreams(t *testing.T) {
 }
 
 // TestDotNorm checks Dot and Norm against float64 sums of the float32
-// contents, to float64 accuracy.
+// contents, to float64's accuracy, as optim.Dot documents.
 func TestDotNorm(t *testing.T) {
 	const n = 20000
 	e := semEngine(t, Config{Seed: 3}, semWide(t, n))

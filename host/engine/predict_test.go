@@ -76,8 +76,8 @@ func TestPredict(t *testing.T) {
 	e := semEngine(t, Config{Seed: 13}, m0, m1, m2)
 	ds := semUpload(t, e, set, true)
 	p0, p2 := semRead(t, e, optim.Params), semRead(t, e, optim.ParamsOf(2))
-	semExec(t, e, optim.Prog().Alloc(1, 0).Copy(1, optim.Params).Scale(1, -0.5).AddConst(1, 0.1).
-		Alloc(2, 0).Alloc(3, 0).Fill(3, 0.05))
+	semExec(t, e, optim.Prog().Alloc(1, 0).Copy(1, optim.Params).Scale(1, optim.K(-0.5)).AddConst(1, optim.K(0.1)).
+		Alloc(2, 0).Alloc(3, 0).Fill(3, optim.K(0.05)))
 	q := semRead(t, e, 1)
 	point := semPredict(t, e, optim.Predictive{Kind: optim.Point}, ds, 0, 1)
 	semRowsSumToOne(t, "point", point, n, c)
@@ -158,10 +158,10 @@ func TestPredictErrors(t *testing.T) {
 		{"members without vectors", optim.Predictive{Kind: optim.Members}, "no vectors"},
 		{"weights mismatch", optim.Predictive{Kind: optim.Members, Vecs: []optim.Vec{0, 1}, Weights: []float64{1}}, "1 weights for 2 vectors"},
 		{"unallocated vector", optim.Predictive{Kind: optim.Members, Vecs: []optim.Vec{42}}, "not allocated"},
-		{"no such member", optim.Predictive{Kind: optim.Members, Vecs: []optim.Vec{optim.ParamsOf(4)}}, "no member 4"},
+		{"no such member", optim.Predictive{Kind: optim.Members, Vecs: []optim.Vec{optim.ParamsOf(4)}}, "names member 4; the run has 2"},
 		{"no samples", optim.Predictive{Kind: optim.Samples, Mean: 0, Std: 1}, "0 samples"},
 		{"variational weights of a point model", optim.Predictive{Kind: optim.Samples, N: 2}, "not variational"},
-		{"std of another layout", optim.Predictive{Kind: optim.Samples, Mean: 0, Std: 2, N: 2}, "different layouts"},
+		{"std of another layout", optim.Predictive{Kind: optim.Samples, Mean: 0, Std: 2, N: 2}, "has the layout of member 1"},
 		{"unknown kind", optim.Predictive{Kind: 9}, "unknown kind 9"},
 	}
 	for _, tc := range tests {

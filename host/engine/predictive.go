@@ -96,8 +96,11 @@ func (e *Engine) Probs(s *tensor.Scope, pred optim.Predictive, x tensor.T, seed 
 		for j := 0; j < pred.N; j++ {
 			add(1/float64(pred.N), func(cs *tensor.Scope) (tensor.T, int, tensor.T) {
 				tensor.ManualSeed(seed*7919 + int64(j) + 1)
+				// Drawn on the device whatever the vectors' place (the
+				// CUDA and CPU generators differ), then formed where the
+				// mean lives (std is there already): one vector moves.
 				xi := cs.Randn(mean.Shape(), tensor.Float32, e.cfg.Device)
-				return cs.Add(mean, cs.Mul(std, xi)), m, e.evalStats(pred.Mean, m)
+				return cs.Add(mean, cs.Mul(std, e.align(cs, xi, mean))), m, e.evalStats(pred.Mean, m)
 			})
 		}
 	default:

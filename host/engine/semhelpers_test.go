@@ -141,11 +141,12 @@ func semBatch(t testing.TB, e *Engine, m int, x [][]float64, y []int64) {
 	})
 }
 
-// semExec runs p and fails on error; read the result with the slots p's
-// builder returned.
+// semExec runs p with a Read op of every scalar register appended
+// (Program.ReadAll) and fails on error; read the result with the registers
+// p's builder returned.
 func semExec(t testing.TB, e *Engine, p *optim.Program) optim.Result {
 	t.Helper()
-	r, err := e.Exec(context.Background(), p)
+	r, err := e.Exec(context.Background(), p.ReadAll())
 	if err != nil {
 		t.Fatal(err)
 	}

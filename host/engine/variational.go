@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"errors"
 	"fmt"
 	"math"
 
@@ -112,10 +111,7 @@ func (e *Engine) noise(s *tensor.Scope, h optim.Vec, numel int64) (tensor.T, err
 		if err != nil {
 			return tensor.T{}, fmt.Errorf("eps: %w", err)
 		}
-		if k.Numel() != numel {
-			return tensor.T{}, errors.New("eps: the noise vector has another member's layout")
-		}
-		return k, nil
+		return e.toDevice(s, k), nil // a spilled Eps joins μ and σ on the device
 	}
 	tensor.ManualSeed(e.rng.Int64())
 	return s.Randn([]int64{numel}, tensor.Float32, e.cfg.Device), nil
@@ -151,12 +147,9 @@ func (e *Engine) varGrad(s *tensor.Scope, o optim.Grad, mem *Member, at tensor.T
 			if h == 0 {
 				continue
 			}
-			d, dm, err := e.get(h)
+			d, _, err := e.get(h)
 			if err != nil {
 				return nil, err
-			}
-			if e.members[dm].Model.Numel != mem.Model.Numel {
-				return nil, fmt.Errorf("grad: output handle %d has another member's layout", h)
 			}
 			s.CopyFrom(d, g[i])
 		}

@@ -27,6 +27,7 @@ type Interpreter interface {
 // probabilities, row-major, float64), evaluated batch samples at a time
 // (1000 when batch ≤ 0) with grad mode off, so nothing is recorded for
 // autograd. seed fixes the Monte-Carlo samples of a Samples predictive.
+// It returns ctx's error between two batches once ctx is done.
 func Predict(ctx context.Context, in Interpreter, pred optim.Predictive, set *devset.Set, batch, seed int64) ([]float64, error) {
 	if batch <= 0 {
 		batch = 1000
@@ -40,6 +41,11 @@ func Predict(ctx context.Context, in Interpreter, pred optim.Predictive, set *de
 		defer func() { _, _ = tensor.SetGradEnabled(prev) }()
 		out = make([]float64, 0, set.N*int64(set.Classes))
 		for start := int64(0); start < set.N; start += batch {
+			// Stop between batches when the run is cancelled (Ctrl-C,
+			// SIGTERM): a whole test set can take minutes.
+			if err := ctx.Err(); err != nil {
+				return err
+			}
 			n := min(batch, set.N-start)
 			p, err := predictBatch(in, pred, set, start, n, seed)
 			if err != nil {

@@ -20,12 +20,16 @@ type echo struct {
 	batches []int64 // the size of every batch
 	gradOn  bool    // grad mode was on during a call
 	failAt  int     // the call (1-based) that fails; 0 = none
+	cancel  func()  // called on the first call, when set
 }
 
 func (e *echo) Worker() *tensor.Worker { return e.w }
 
 func (e *echo) Probs(s *tensor.Scope, _ optim.Predictive, x tensor.T, _ int64) (tensor.T, error) {
 	e.batches = append(e.batches, x.Shape()[0])
+	if e.cancel != nil {
+		e.cancel()
+	}
 	if prev, err := tensor.SetGradEnabled(false); err != nil || prev {
 		e.gradOn = true
 	}
@@ -75,7 +79,16 @@ func TestPredictBatches(t *testing.T) {
 		}
 	}
 
-	in := &echo{w: w, failAt: 2}
+	// Cancelled (SIGINT/SIGTERM) during the first batch: Predict stops
+	// before the second instead of evaluating the whole set (issue 26,
+	// case 08).
+	cctx, cancel := context.WithCancel(ctx)
+	in := &echo{w: w, cancel: cancel}
+	if _, err := Predict(cctx, in, optim.Predictive{Kind: optim.Point}, ds, 3, 1); !errors.Is(err, context.Canceled) || len(in.batches) != 1 {
+		t.Errorf("cancelled during batch 1: err = %v after batches %v, want context.Canceled after one", err, in.batches)
+	}
+
+	in = &echo{w: w, failAt: 2}
 	if _, err := Predict(ctx, in, optim.Predictive{Kind: optim.Point}, ds, 3, 1); err == nil || err.Error() != "batch failed" {
 		t.Errorf("a failing batch: err = %v", err)
 	}

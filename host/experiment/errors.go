@@ -95,7 +95,12 @@ type errs struct {
 // add records a problem at line (0 = unknown) about key.
 func (c *errs) add(line int, key, format string, args ...any) {
 	e := &Error{File: c.file, Line: line, Key: key, Msg: printable(fmt.Sprintf(format, args...))}
-	if e.Set = origin(c.sets, key); e.Set != "" {
+	if e.Set = origin(c.sets, key); e.Set == "" && line == 0 {
+		// A key the file does not have (no line) that an override made
+		// by setting a key below it: "--set nonexistent.key=1".
+		e.Set = descendantOrigin(c.sets, key)
+	}
+	if e.Set != "" {
 		e.Line = 0
 	}
 	c.list = append(c.list, e)

@@ -217,7 +217,25 @@ type Model struct {
 	// VariationalOpts is the [model.variational_opts] table; it may be
 	// written only when variational = true.
 	VariationalOpts VariationalOpts `toml:"variational_opts"`
+	// MemoryFormat (default "contiguous") is how image batches and
+	// convolution weights are laid out in memory: "contiguous" (NCHW) or
+	// "channels_last" (NHWC strides, same shapes), which oneDNN and cuDNN
+	// convolutions run faster on, especially in bf16. Only for image
+	// inputs and architectures with convolutions.
+	MemoryFormat string `toml:"memory_format"`
 }
+
+// Memory formats (model.memory_format).
+const (
+	MemoryContiguous   = "contiguous"
+	MemoryChannelsLast = "channels_last"
+)
+
+// Precisions (train.precision).
+const (
+	PrecisionFP32 = "fp32"
+	PrecisionBF16 = "bf16"
+)
 
 // VariationalOpts is the [model.variational_opts] table.
 type VariationalOpts struct {
@@ -270,6 +288,27 @@ type Train struct {
 	// Checkpoint (default false) saves a checkpoint at the end of every
 	// epoch so that an interrupted run can resume.
 	Checkpoint bool `toml:"checkpoint"`
+	// Spill (default false) keeps an optimizer's vector that does not fit
+	// on the device in host memory, with a line in the log, instead of
+	// failing the run; ops on such vectors are slower.
+	Spill bool `toml:"spill"`
+	// Deterministic (default false) makes cuDNN use deterministic
+	// algorithms and turns on torch's deterministic algorithms (an op that
+	// has none then fails the run, naming itself). Needs CudnnBenchmark
+	// false.
+	Deterministic bool `toml:"deterministic"`
+	// CudnnBenchmark (default false) lets cuDNN time its convolution
+	// algorithms for each input shape and keep the fastest.
+	CudnnBenchmark bool `toml:"cudnn_benchmark"`
+	// TF32 (default false) allows TensorFloat-32 in cuBLAS matrix products
+	// and cuDNN convolutions (Ampere and later GPUs).
+	TF32 bool `toml:"tf32"`
+	// Precision (default "fp32") is the arithmetic of forward and backward
+	// passes: "fp32", or "bf16", mixed precision by libtorch's autocast
+	// (bfloat16 convolutions and matrix products; parameters, optimizer
+	// vectors, losses and the base step stay float32). Evaluation uses it
+	// too.
+	Precision string `toml:"precision"`
 	// Optimizer is the [train.optimizer] table: the base optimizer that
 	// the methods' plugins drive.
 	Optimizer Optimizer `toml:"optimizer"`
@@ -426,7 +465,8 @@ func Default() *Experiment {
 			Synthetic:    Synthetic{Train: 512, Test: 256, Classes: 10},
 		},
 		Model: Model{
-			Archs: []string{"cnn"},
+			Archs:        []string{"cnn"},
+			MemoryFormat: MemoryContiguous,
 			VariationalOpts: VariationalOpts{
 				PriorSigma: 0.1, RhoInit: -5.0, KL: KLqp, KLReduction: "sum", Beta: 1.0, MCSamples: 30,
 			},
@@ -437,6 +477,7 @@ func Default() *Experiment {
 			EvalBatchSize: 1000,
 			Seeds:         []int64{1},
 			Device:        "auto",
+			Precision:     PrecisionFP32,
 			Optimizer: Optimizer{
 				Name: OptimizerSGD, LR: 0.1, Momentum: 0.9, WeightDecay: 5e-4,
 				Betas: []float64{0.9, 0.999}, Eps: 1e-8,

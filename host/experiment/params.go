@@ -31,6 +31,14 @@ import (
 // its converted values; the Method of each of Grid's runs holds one value
 // instead, and ValidateParams of it gives that run's parameters.
 func ValidateParams(m Method, schema []optim.ParamSpec) (map[string]any, error) {
+	return ValidateParamsIn(m, schema, nil)
+}
+
+// ValidateParamsIn is ValidateParams with the range bounds a plugin may name
+// resolved by b: a run's is RunBounds of its experiment, so that SAM's m
+// (range "[1,batch]") larger than train.batch_size is refused by check
+// instead of failing every run at its first step.
+func ValidateParamsIn(m Method, schema []optim.ParamSpec, b hparams.Bounds) (map[string]any, error) {
 	c := &errs{file: m.File, sets: m.sets}
 	label := "method " + strconv.Quote(m.Name)
 	out := make(map[string]any, len(schema))
@@ -82,7 +90,7 @@ func ValidateParams(m Method, schema []optim.ParamSpec) (map[string]any, error) 
 			for i, x := range list {
 				ek := key + "[" + strconv.Itoa(i) + "]"
 				var err error
-				if vals[i], err = checkParam(s, x); err != nil {
+				if vals[i], err = checkParam(s, x, b); err != nil {
 					c.add(line, ek, "%s: %s %v", label, ek, err)
 					good = false
 				}
@@ -92,7 +100,7 @@ func ValidateParams(m Method, schema []optim.ParamSpec) (map[string]any, error) 
 			}
 			continue
 		}
-		val, err := checkParam(s, m.Params[k])
+		val, err := checkParam(s, m.Params[k], b)
 		if err != nil {
 			c.add(line, key, "%s: %s %v", label, key, err)
 			continue
@@ -114,12 +122,19 @@ func ValidateParams(m Method, schema []optim.ParamSpec) (map[string]any, error) 
 
 // checkParam converts v to the type of s and checks it against the
 // plugin's enum and range tags.
-func checkParam(s optim.ParamSpec, v any) (any, error) {
+func checkParam(s optim.ParamSpec, v any, b hparams.Bounds) (any, error) {
 	val, err := convertParam(s.Type, v)
 	if err != nil {
 		return nil, err
 	}
-	return val, hparams.Check(s, val)
+	return val, hparams.CheckIn(s, val, b)
+}
+
+// RunBounds returns the values of the named range bounds (see
+// hparams.Bounds) for a run of e, e as the run sees it (Run.Experiment):
+// "batch" is train.batch_size, the samples of every training step's batch.
+func RunBounds(e *Experiment) hparams.Bounds {
+	return hparams.Bounds{"batch": float64(e.Train.BatchSize)}
 }
 
 // convertParam converts a decoded TOML value (or a schema default, which

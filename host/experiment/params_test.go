@@ -159,3 +159,40 @@ func TestValidateParamsDoesNotModifyMethod(t *testing.T) {
 		t.Errorf("Params changed to %#v", m.Params)
 	}
 }
+
+// A parameter bounded by the batch size (SAM's m, range "[1,batch]") is
+// checked against each run's train.batch_size, swept or not (issue 26,
+// cases 13 and 14: m = 100 with batches of 64, m = 2⁶³−1).
+func TestValidateParamsBatchBound(t *testing.T) {
+	schema := []optim.ParamSpec{{Name: "m", Type: optim.Int, Default: 1, Range: "[1,batch]"}}
+	src := "name = \"x\"\n[train]\nbatch_size = [64, 128]\n[[method]]\nname = \"SAM\"\nplugin = \"sam\"\n[method.params]\nm = %s\n"
+	for _, tc := range []struct {
+		m    string
+		errs []string // by run, "" for none
+	}{
+		{"64", []string{"", ""}},
+		{"100", []string{`t.toml:8: method "SAM": params.m 100 is out of range [1,batch]: want ≥ 1 and ≤ 64, the batch size`, ""}},
+		{"9223372036854775807", []string{"want ≥ 1 and ≤ 64, the batch size", "want ≥ 1 and ≤ 128, the batch size"}},
+	} {
+		e, err := Parse([]byte(strings.Replace(src, "%s", tc.m, 1)), "t.toml")
+		if err != nil {
+			t.Fatalf("Parse: %v", err)
+		}
+		if _, err := ValidateParams(e.Methods[0], schema); err != nil {
+			t.Errorf("m = %s: ValidateParams without bounds: %v", tc.m, err)
+		}
+		runs := Grid(e)
+		if len(runs) != 2 {
+			t.Fatalf("%d runs, want 2", len(runs))
+		}
+		for i, r := range runs {
+			_, err := ValidateParamsIn(r.Method, schema, RunBounds(r.Experiment(e)))
+			switch {
+			case tc.errs[i] == "" && err != nil:
+				t.Errorf("m = %s, run %d: %v", tc.m, i, err)
+			case tc.errs[i] != "" && (err == nil || !strings.Contains(err.Error(), tc.errs[i])):
+				t.Errorf("m = %s, run %d: error %v, want %q", tc.m, i, err, tc.errs[i])
+			}
+		}
+	}
+}

@@ -452,7 +452,7 @@ func TestDocsReferenceCoversEveryKey(t *testing.T) {
 	// "## `[[method]]`", "train.optimizer" is "### `[train.optimizer]`".
 	documented := map[string]map[string]bool{}
 	heading := regexp.MustCompile("^#+ (?:Top level|`\\[\\[?([a-z_.]+)\\]\\]?`)\\s*$")
-	row := regexp.MustCompile("^\\| `([a-z_]+)` \\|")
+	row := regexp.MustCompile("^\\| `([a-z_0-9]+)` \\|")
 	section, inRef := "", false
 	for _, line := range strings.Split(string(data), "\n") {
 		if m := heading.FindStringSubmatch(line); m != nil {

@@ -4,6 +4,9 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"maps"
+	"regexp"
+	"slices"
 	"strings"
 
 	"github.com/BurntSushi/toml"
@@ -51,6 +54,9 @@ func (c *checker) applySets(tree map[string]any, sets []string, lines map[string
 	return origins
 }
 
+// tomlNumber matches what TOML would read as a decimal integer or float.
+var tomlNumber = regexp.MustCompile(`^[+-]?[0-9][0-9_]*(\.[0-9][0-9_]*)?([eE][+-]?[0-9][0-9_]*)?$`)
+
 // parseSet decodes one KEY=VALUE override into a tree.
 func parseSet(arg string) (map[string]any, error) {
 	key, val, ok := strings.Cut(arg, "=")
@@ -63,6 +69,9 @@ func parseSet(arg string) (map[string]any, error) {
 		v := strings.TrimSpace(val)
 		if v == "" || strings.ContainsAny(v[:1], `["'{`) {
 			return nil, fmt.Errorf("not KEY=VALUE with a TOML value: %s", tomlMessage(err))
+		}
+		if tomlNumber.MatchString(v) { // a number TOML cannot hold, not a word
+			return nil, fmt.Errorf("%s is out of range: a TOML integer is an int64 (at most 9223372036854775807), a float a float64 (at most about 1.8e308)", v)
 		}
 		// A bare word: a string.
 		var q bytes.Buffer
@@ -176,6 +185,17 @@ func origin(sets map[string]string, key string) string {
 			break
 		}
 		k = k[:i]
+	}
+	return ""
+}
+
+// descendantOrigin returns the override that set a key below key (the
+// first in key order), or "".
+func descendantOrigin(sets map[string]string, key string) string {
+	for _, k := range slices.Sorted(maps.Keys(sets)) {
+		if rest, ok := strings.CutPrefix(k, key); ok && rest != "" && (rest[0] == '.' || rest[0] == '[') {
+			return sets[k]
+		}
 	}
 	return ""
 }

@@ -79,6 +79,9 @@ func TestParseSetErrors(t *testing.T) {
 	}{
 		{"no value", "train.epochs", `o.toml: --set train.epochs: want KEY=VALUE, e.g. train.epochs=3`},
 		{"not TOML", "train.optimizer.lr=[0.1,", `o.toml: --set train.optimizer.lr=[0.1,: not KEY=VALUE with a TOML value`},
+		{"unknown top-level table", "nonexistent.key=1", `o.toml: --set nonexistent.key=1: unknown key "nonexistent"`},
+		{"integer out of range", "train.epochs=99999999999999999999", `o.toml: --set train.epochs=99999999999999999999: 99999999999999999999 is out of range: a TOML integer is an int64`},
+		{"float out of range", "train.optimizer.lr=1e400", `o.toml: --set train.optimizer.lr=1e400: 1e400 is out of range`},
 		{"unknown key", "train.epoch=3", `o.toml: --set train.epoch=3: unknown key "train.epoch"; did you mean "epochs"?`},
 		{"wrong type", "train.epochs=ten", `o.toml: --set train.epochs=ten: train.epochs must be an integer (got string "ten")`},
 		{"out of range, overriding a line", "train.epochs=0", `o.toml: --set train.epochs=0: train.epochs must be > 0 (got 0)`},

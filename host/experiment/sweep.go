@@ -225,7 +225,7 @@ func (c *checker) sweepList(list []any, t reflect.Type, p keyPath) ([]any, bool)
 			}
 		}
 		values[i] = x
-		s := FormatValue(x)
+		s := sameValueKey(x)
 		if j, dup := seen[s]; dup {
 			c.add(c.elemLine(p, i), p.index(i).String(), "%s lists %s twice (elements %d and %d)", p, s, j, i)
 		}
@@ -276,7 +276,7 @@ func (c *checker) paramLists(params map[string]any, p keyPath) bool {
 				good = false
 				continue
 			}
-			s := FormatValue(x)
+			s := sameValueKey(x)
 			if j, dup := seen[s]; dup && good {
 				c.add(c.elemLine(kp, i), kp.index(i).String(), "%s lists %s twice (elements %d and %d)", kp, s, j, i)
 				good = false
@@ -419,4 +419,13 @@ func withParams(m Method, s []Setting) Method {
 		m.Params = params
 	}
 	return m
+}
+
+// sameValueKey is a sweep value's text for finding values listed twice:
+// its FormatValue, with −0 read as 0 (numerically equal, the same run).
+func sameValueKey(x any) string {
+	if f, ok := x.(float64); ok && f == 0 {
+		x = 0.0
+	}
+	return FormatValue(x)
 }

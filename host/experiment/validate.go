@@ -142,7 +142,7 @@ func (v *validator) data() {
 		}
 		seen[a] = true
 	}
-	vectors := d.Dataset == DatasetCSV || (d.Dataset == DatasetSynthetic && d.Synthetic.Features > 0)
+	vectors := !imageInputs(*d)
 	if vectors && len(d.Augment) > 0 {
 		v.fail("data.augment", "must be empty for vector inputs (dataset %q)", d.Dataset)
 	}
@@ -180,6 +180,12 @@ func (v *validator) data() {
 	}
 }
 
+// imageInputs tells whether the dataset's inputs are images (C×H×W), not
+// flat feature vectors (csv, synthetic with features > 0).
+func imageInputs(d Data) bool {
+	return d.Dataset != DatasetCSV && !(d.Dataset == DatasetSynthetic && d.Synthetic.Features > 0)
+}
+
 func (v *validator) model(knownArchs []string) {
 	m := &v.e.Model
 	def := Default()
@@ -214,6 +220,10 @@ func (v *validator) model(knownArchs []string) {
 	}
 	if s := m.InitFrom; s != "" && strings.TrimSpace(s) == "" {
 		v.fail("model.init_from", "must not be blank (use \"\" for random initialisation)")
+	}
+	v.enum("model.memory_format", m.MemoryFormat, MemoryContiguous, MemoryChannelsLast)
+	if d := v.e.Data; m.MemoryFormat == MemoryChannelsLast && !imageInputs(d) {
+		v.fail("model.memory_format", "channels_last needs image inputs (dataset %q has flat feature vectors); use %q", d.Dataset, MemoryContiguous)
 	}
 	if !m.Variational {
 		v.notFor("model.variational_opts", m.VariationalOpts == def.Model.VariationalOpts, "when model.variational = true")
@@ -253,6 +263,10 @@ func (v *validator) train() {
 		v.fail("train.device", "must be auto, cpu, cuda or cuda:N with N ≥ 0 (got %q)", t.Device)
 	}
 	v.intMin("train.threads", t.Threads, 0)
+	if t.Deterministic && t.CudnnBenchmark {
+		v.fail("train.cudnn_benchmark", "must be false with train.deterministic = true (benchmarking picks convolution algorithms by their timings, which differ from run to run)")
+	}
+	v.enum("train.precision", t.Precision, PrecisionFP32, PrecisionBF16)
 
 	o := &t.Optimizer
 	def := Default()
@@ -404,7 +418,7 @@ func (v *validator) methods() {
 		case m.Name == "":
 			v.add(at("name"), base+".name", "%s.name is required", base)
 		case !validMethodName(m.Name):
-			v.add(at("name"), base+".name", "%s.name %q must not contain '/', '=', control characters or surrounding blanks", base, m.Name)
+			v.add(at("name"), base+".name", "%s.name %+q must not contain '/', '=', control characters, invisible formatting characters (bidi overrides, zero-width spaces: tables would print it as another name) or surrounding blanks", base, m.Name)
 		}
 		if m.Name != "" {
 			lower := strings.ToLower(m.Name)
@@ -433,7 +447,7 @@ func validMethodName(s string) bool {
 		return false
 	}
 	for _, r := range s {
-		if r == '/' || r == '=' || unicode.IsControl(r) {
+		if r == '/' || r == '=' || unicode.IsControl(r) || unicode.Is(unicode.Cf, r) {
 			return false
 		}
 	}

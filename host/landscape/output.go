@@ -125,7 +125,7 @@ func ReadCSV(path string) ([]Point, bool, error) {
 	if err != nil {
 		return nil, false, fmt.Errorf("read scan: %w", err)
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }()
 	pts, plane, err := DecodeCSV(f)
 	if err != nil {
 		return nil, false, fmt.Errorf("%s: %w", path, err)

@@ -60,20 +60,6 @@ func sampleLabels(rng *rand.Rand, p []float64, c int) []int32 {
 	return y
 }
 
-// confRows builds two-class probability rows [conf, 1−conf] (conf ≥ ½) with
-// label 0 when correct and 1 otherwise.
-func confRows(conf []float64, correct []bool) ([]float64, []int32) {
-	p := make([]float64, 0, 2*len(conf))
-	y := make([]int32, len(conf))
-	for i, v := range conf {
-		p = append(p, v, 1-v)
-		if !correct[i] {
-			y[i] = 1
-		}
-	}
-	return p, y
-}
-
 func repeatConf(v float64, n int) []float64 {
 	out := make([]float64, n)
 	for i := range out {

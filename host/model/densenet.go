@@ -79,20 +79,18 @@ func NewDenseNet(arch string, blocks []int, growth int64, reduction float64, cla
 }
 
 func (n *denseNet) Forward(f *Fwd, x tensor.T) tensor.T {
-	s := f.S
-	x = n.conv1.Forward(f, x)
+	x = f.Chain(x, n.conv1)
 	for stage, layers := range n.dense {
 		for _, l := range layers {
-			out := l.conv1.Forward(f, s.Relu(l.bn1.Forward(f, x)))
-			out = l.conv2.Forward(f, s.Relu(l.bn2.Forward(f, out)))
-			x = s.Cat(1, out, x)
+			out := f.Seq(x, l.bn1, ReLU, l.conv1, l.bn2, ReLU, l.conv2)
+			cat := f.S.Cat(1, out, x)
+			f.Done(out, x)
+			x = cat
 		}
 		if stage < len(n.trans) {
 			t := n.trans[stage]
-			x = s.AvgPool2d(t.conv.Forward(f, s.Relu(t.bn.Forward(f, x))), 2, 2, 0)
+			x = f.Chain(x, t.bn, ReLU, t.conv, AvgPool(2))
 		}
 	}
-	x = s.Relu(n.bn.Forward(f, x))
-	x = s.Flatten(s.AdaptiveAvgPool2d(x, 1), 1, -1)
-	return n.linear.Forward(f, x)
+	return f.Chain(x, n.bn, ReLU, GlobalPool, n.linear)
 }

@@ -115,22 +115,30 @@ func (b *Builder) convZeroBias(name string, in, out int64, init InitKind) Conv {
 
 func (n *efficientNet) Forward(f *Fwd, x tensor.T) tensor.T {
 	s := f.S
-	x = s.Silu(n.bn1.Forward(f, n.conv1.Forward(f, x)))
+	x = f.Chain(x, n.conv1, n.bn1, SiLU)
 	for _, blk := range n.blocks {
 		out := x
 		if blk.expand {
-			out = s.Silu(blk.bn1.Forward(f, blk.conv1.Forward(f, out)))
+			out = f.Seq(x, blk.conv1, blk.bn1, SiLU)
 		}
-		out = s.Silu(blk.bn2.Forward(f, blk.conv2.Forward(f, out)))
-		w := s.AdaptiveAvgPool2d(out, 1)
-		w = s.Sigmoid(blk.se2.Forward(f, s.Silu(blk.se1.Forward(f, w))))
-		out = s.Mul(out, w)
-		out = blk.bn3.Forward(f, blk.conv3.Forward(f, out))
+		h := f.Seq(out, blk.conv2, blk.bn2, SiLU)
+		if !out.Same(x) {
+			f.Done(out)
+		}
+		w := f.Seq(h, squeeze, blk.se1, SiLU, blk.se2, Sigmoid)
+		excited := s.Mul(h, w)
+		f.Done(h, w)
+		out = f.Chain(excited, blk.conv3, blk.bn3)
 		if blk.residual {
-			out = s.Add(out, x)
+			sum := s.Add(out, x)
+			f.Done(out)
+			out = sum
 		}
+		f.Done(x)
 		x = out
 	}
-	x = s.Flatten(s.AdaptiveAvgPool2d(x, 1), 1, -1)
-	return n.linear.Forward(f, x)
+	return f.Chain(x, GlobalPool, n.linear)
 }
+
+// squeeze is the squeeze-and-excitation's global average pool (N×C×1×1).
+var squeeze Layer = Fn(func(f *Fwd, x tensor.T) tensor.T { return f.S.AdaptiveAvgPool2d(x, 1) })

@@ -73,6 +73,24 @@ func forwardBackward(t *testing.T, w *tensor.Worker, zoo Zoo, arch string, in []
 		if math.IsNaN(v[0]) || math.IsInf(v[0], 0) || !(v[1] > 0) || math.IsInf(v[1], 0) {
 			t.Errorf("loss %v, gradient norm %v", v[0], v[1])
 		}
+		// Evaluation: without autograd the pass frees each activation as
+		// it goes (Fwd.Seq); the logits are those of a pass that records.
+		withGrad := s.Float32s(m.Forward(s, leaf, buf, x, false, 0))
+		prev, err := tensor.SetGradEnabled(false)
+		if err != nil {
+			return err
+		}
+		noGrad := s.Float32s(m.Forward(s, flat, buf, x, false, 0))
+		_, _ = tensor.SetGradEnabled(prev)
+		if err := s.Err(); err != nil {
+			return err
+		}
+		for i := range withGrad {
+			if withGrad[i] != noGrad[i] {
+				t.Errorf("evaluation logit %d: %v without autograd, %v with", i, noGrad[i], withGrad[i])
+				break
+			}
+		}
 		return nil
 	})
 	if err != nil {

@@ -24,22 +24,43 @@ func (c Conv) Forward(f *Fwd, x tensor.T) tensor.T {
 	if c.Bias >= 0 {
 		bias = f.P[c.Bias]
 	}
-	out := f.S.Conv2d(x, f.P[c.W], bias, c.Stride, c.Pad, c.Groups)
+	w := f.P[c.W]
+	if f.ChannelsLast {
+		w = f.S.ChannelsLast(w)
+	}
+	out := f.S.Conv2d(x, w, bias, c.Stride, c.Pad, c.Groups)
 	if f.V == nil {
 		return out
 	}
 	if c.Bias >= 0 {
 		vb = f.V[c.Bias]
 	}
-	return f.local(out, f.S.Conv2d(f.S.Square(x), f.V[c.W], vb, c.Stride, c.Pad, c.Groups))
+	x2 := f.S.Square(x)
+	vw := f.V[c.W]
+	if f.ChannelsLast {
+		vw = f.S.ChannelsLast(vw)
+	}
+	v := f.S.Conv2d(x2, vw, vb, c.Stride, c.Pad, c.Groups)
+	f.Done(x2)
+	return f.local(out, v)
 }
 
 // local samples outputs of mean mean and variance variance elementwise
 // (the local reparameterization trick). The 1e-16 keeps the square root's
 // gradient finite where the variance is 0, as the reference layers do.
+// Both are released.
 func (f *Fwd) local(mean, variance tensor.T) tensor.T {
-	noise := f.S.Randn(mean.Shape(), tensor.Float32, mean.Device())
-	return f.S.Add(mean, f.S.Mul(f.S.Sqrt(f.S.AddScalar(variance, 1e-16)), noise))
+	s := f.S
+	noise := s.Randn(mean.Shape(), tensor.Float32, mean.Device())
+	v := s.AddScalar(variance, 1e-16)
+	f.Done(variance)
+	sd := s.Sqrt(v)
+	f.Done(v)
+	e := s.Mul(sd, noise)
+	f.Done(sd, noise)
+	out := s.Add(mean, e)
+	f.Done(mean, e)
+	return out
 }
 
 // BN is a BatchNorm layer: affine γ (1), β (0), running mean (0) and var (1).
@@ -82,5 +103,77 @@ func (l Linear) Forward(f *Fwd, x tensor.T) tensor.T {
 	if f.V == nil {
 		return out
 	}
-	return f.local(out, f.S.Linear(f.S.Square(x), f.V[l.W], f.V[l.B]))
+	x2 := f.S.Square(x)
+	v := f.S.Linear(x2, f.V[l.W], f.V[l.B])
+	f.Done(x2)
+	return f.local(out, v)
 }
+
+// Layer is one step of a forward pass: Conv, BN, Linear, or an Fn.
+type Layer interface {
+	Forward(f *Fwd, x tensor.T) tensor.T
+}
+
+// Fn is a Layer made of a function (activations, pooling).
+type Fn func(f *Fwd, x tensor.T) tensor.T
+
+// Forward applies the function.
+func (g Fn) Forward(f *Fwd, x tensor.T) tensor.T { return g(f, x) }
+
+// Activations and pooling as layers.
+var (
+	ReLU    Layer = Fn(func(f *Fwd, x tensor.T) tensor.T { return f.S.Relu(x) })
+	ReLU6   Layer = Fn(func(f *Fwd, x tensor.T) tensor.T { return f.S.Relu6(x) })
+	SiLU    Layer = Fn(func(f *Fwd, x tensor.T) tensor.T { return f.S.Silu(x) })
+	Sigmoid Layer = Fn(func(f *Fwd, x tensor.T) tensor.T { return f.S.Sigmoid(x) })
+	// GlobalPool is global average pooling, flattened to N×C.
+	GlobalPool Layer = Fn(func(f *Fwd, x tensor.T) tensor.T {
+		p := f.S.AdaptiveAvgPool2d(x, 1)
+		out := f.S.Flatten(p, 1, -1)
+		f.Done(p)
+		return out
+	})
+	// Flatten flattens all dims but the first.
+	Flatten Layer = Fn(func(f *Fwd, x tensor.T) tensor.T { return f.S.Flatten(x, 1, -1) })
+)
+
+// MaxPool is k×k max pooling with stride k.
+func MaxPool(k int64) Layer {
+	return Fn(func(f *Fwd, x tensor.T) tensor.T { return f.S.MaxPool2d(x, k, k, 0) })
+}
+
+// AvgPool is k×k average pooling with stride k.
+func AvgPool(k int64) Layer {
+	return Fn(func(f *Fwd, x tensor.T) tensor.T { return f.S.AvgPool2d(x, k, k, 0) })
+}
+
+// Seq applies layers to x in turn and returns the last output, releasing
+// each intermediate output as soon as the next layer has read it; x itself
+// is left to the caller (it may be read again: a shortcut).
+func (f *Fwd) Seq(x tensor.T, layers ...Layer) tensor.T {
+	h := x
+	for _, l := range layers {
+		y := l.Forward(f, h)
+		if !h.Same(x) && !h.Same(y) {
+			f.Done(h)
+		}
+		h = y
+	}
+	return h
+}
+
+// Chain is Seq that also releases x: nothing reads it afterwards.
+func (f *Fwd) Chain(x tensor.T, layers ...Layer) tensor.T {
+	y := f.Seq(x, layers...)
+	if !y.Same(x) {
+		f.Done(x)
+	}
+	return y
+}
+
+// Done releases intermediates of the pass that no later layer reads: their
+// memory is freed at once unless autograd saved them for the backward pass
+// or a view still refers to them. Pass only activations: the parameter
+// views are read by later layers, and the pass's input, made outside the
+// pass's scope, is never released.
+func (f *Fwd) Done(ts ...tensor.T) { f.S.Release(ts...) }

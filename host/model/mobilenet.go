@@ -100,22 +100,20 @@ func NewMobileNetV2(arch string, classes int, in []int64) (*Model, error) {
 }
 
 func (n *mobileNetV2) Forward(f *Fwd, x tensor.T) tensor.T {
-	s := f.S
-	x = s.Relu(n.bn1.Forward(f, n.conv1.Forward(f, x)))
+	x = f.Chain(x, n.conv1, n.bn1, ReLU)
 	for _, blk := range n.blocks {
-		out := s.Relu(blk.bn1.Forward(f, blk.conv1.Forward(f, x)))
-		out = s.Relu(blk.bn2.Forward(f, blk.conv2.Forward(f, out)))
-		out = blk.bn3.Forward(f, blk.conv3.Forward(f, out))
+		out := f.Seq(x, blk.conv1, blk.bn1, ReLU, blk.conv2, blk.bn2, ReLU, blk.conv3, blk.bn3)
 		if blk.stride == 1 {
 			short := x
 			if blk.short != nil {
-				short = blk.short.bn.Forward(f, blk.short.c.Forward(f, x))
+				short = f.Seq(x, blk.short.c, blk.short.bn)
 			}
-			out = s.Add(out, short)
+			sum := f.S.Add(out, short)
+			f.Done(out, short)
+			out = sum
 		}
+		f.Done(x)
 		x = out
 	}
-	x = s.Relu(n.bn2.Forward(f, n.conv2.Forward(f, x)))
-	x = s.Flatten(s.AdaptiveAvgPool2d(x, 1), 1, -1)
-	return n.linear.Forward(f, x)
+	return f.Chain(x, n.conv2, n.bn2, ReLU, GlobalPool, n.linear)
 }

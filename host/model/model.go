@@ -86,6 +86,35 @@ type Fwd struct {
 	// updated with BNMomentum (0 freezes them).
 	Train      bool
 	BNMomentum float64
+	// ChannelsLast lays convolution weights out NHWC (Numerics).
+	ChannelsLast bool
+}
+
+// Numerics is how a model's passes compute; the zero value is float32 in
+// PyTorch's default (contiguous, NCHW) layout.
+type Numerics struct {
+	// BF16 runs every forward pass (Forward, ForwardLocal) under
+	// libtorch's autocast to bfloat16 (tensor.Autocast) on the input's
+	// device, and returns float32 logits; the backward pass of its graph
+	// runs each op in the precision autocast chose for it. Parameters,
+	// buffers and gradients with respect to them stay float32.
+	BF16 bool
+	// ChannelsLast gives 4-D inputs and convolution weights NHWC strides
+	// (PyTorch's torch.channels_last; the shapes stay NCHW) for every
+	// pass; only for architectures with convolutions.
+	ChannelsLast bool
+}
+
+// String names the numerics as the experiment keys do.
+func (n Numerics) String() string {
+	p, f := "fp32", "contiguous"
+	if n.BF16 {
+		p = "bf16"
+	}
+	if n.ChannelsLast {
+		f = "channels_last"
+	}
+	return p + ", " + f
 }
 
 // Model is an architecture with its parameter layout.
@@ -100,6 +129,31 @@ type Model struct {
 	Numel      int64 // total parameters
 	BufNumel   int64
 	net        Net
+	num        Numerics
+}
+
+// SetNumerics sets how the model's passes compute. ChannelsLast is refused
+// for an architecture without convolutions.
+func (m *Model) SetNumerics(n Numerics) error {
+	if n.ChannelsLast && !m.HasConv() {
+		return fmt.Errorf("%s has no convolution: model.memory_format = \"channels_last\" applies only to convolutional networks", m.Arch)
+	}
+	m.num = n
+	return nil
+}
+
+// Numerics returns how the model's passes compute.
+func (m *Model) Numerics() Numerics { return m.num }
+
+// HasConv tells whether the architecture has a 2-D convolution (a 4-D
+// weight).
+func (m *Model) HasConv() bool {
+	for _, p := range m.Params {
+		if len(p.Shape) == 4 {
+			return true
+		}
+	}
+	return false
 }
 
 // Builder collects an architecture's parameters while its layers are made.
@@ -152,7 +206,8 @@ func (b *Builder) Build(arch string, classes int, in []int64, net Net) (*Model, 
 
 // Forward computes logits for input x with the parameters taken from the flat
 // vector params and BatchNorm buffers from the flat vector buf (either may be
-// a leaf that requires gradients). Views and intermediates belong to s.
+// a leaf that requires gradients). The logits belong to s; views and
+// intermediates are freed during the pass (what autograd needs, it keeps).
 func (m *Model) Forward(s *tensor.Scope, params, buf tensor.T, x tensor.T, train bool, bnMomentum float64) tensor.T {
 	return m.forward(s, params, tensor.T{}, buf, x, train, bnMomentum)
 }
@@ -169,20 +224,48 @@ func (m *Model) ForwardLocal(s *tensor.Scope, mean, variance, buf tensor.T, x te
 	return m.forward(s, mean, variance, buf, x, train, bnMomentum)
 }
 
+// forward runs the net in a scope of its own, which owns the views and
+// every intermediate, so that the layers can release each activation as
+// soon as the next one has read it (Fwd.Seq, Fwd.Done): without autograd
+// (evaluation) only a few activations are alive at any time instead of all
+// of them until s closes; with autograd the ones it saves stay alive, held
+// by the graph. Only the logits move to s.
 func (m *Model) forward(s *tensor.Scope, params, variance, buf tensor.T, x tensor.T, train bool, bnMomentum float64) tensor.T {
-	f := &Fwd{S: s, Train: train, BNMomentum: bnMomentum}
-	shape := func(i int) []int64 { return m.Params[i].Shape }
-	f.P = views(s, params, m.Offsets, shape)
-	if variance.Valid() {
-		f.V = views(s, variance, m.Offsets, shape)
-	}
-	if len(m.Buffers) > 0 {
-		f.B = views(s, buf, m.BufOffsets, func(i int) []int64 { return m.Buffers[i].Shape })
-	}
 	if s.Err() != nil {
 		return tensor.T{}
 	}
-	return m.net.Forward(f, x)
+	if m.num.BF16 {
+		restore, err := tensor.Autocast(x.Device(), tensor.BFloat16)
+		if err != nil {
+			return s.Fail(err)
+		}
+		defer restore()
+	}
+	fs := tensor.NewScope()
+	defer fs.Close()
+	if m.num.ChannelsLast && len(x.Shape()) == 4 {
+		x = fs.ChannelsLast(x)
+	}
+	f := &Fwd{S: fs, Train: train, BNMomentum: bnMomentum, ChannelsLast: m.num.ChannelsLast}
+	shape := func(i int) []int64 { return m.Params[i].Shape }
+	f.P = views(fs, params, m.Offsets, shape)
+	if variance.Valid() {
+		f.V = views(fs, variance, m.Offsets, shape)
+	}
+	if len(m.Buffers) > 0 {
+		f.B = views(fs, buf, m.BufOffsets, func(i int) []int64 { return m.Buffers[i].Shape })
+	}
+	if err := fs.Err(); err != nil {
+		return s.Fail(err)
+	}
+	out := m.net.Forward(f, x)
+	if m.num.BF16 && out.Valid() && out.DType() != tensor.Float32 {
+		out = fs.Cast(out, tensor.Float32)
+	}
+	if err := fs.Err(); err != nil {
+		return s.Fail(err)
+	}
+	return s.Adopt(fs.Keep(out))
 }
 
 func views(s *tensor.Scope, flat tensor.T, offsets []int64, shape func(int) []int64) []tensor.T {

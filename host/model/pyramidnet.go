@@ -91,23 +91,24 @@ func NewPyramidNet(arch string, depth int, alpha float64, classes int, in []int6
 
 func (n *pyramidNet) Forward(f *Fwd, x tensor.T) tensor.T {
 	s := f.S
-	x = n.bn1.Forward(f, n.conv1.Forward(f, x))
+	x = f.Chain(x, n.conv1, n.bn1)
 	for _, u := range n.blocks {
-		out := u.conv1.Forward(f, u.bn1.Forward(f, x))
-		out = u.conv2.Forward(f, s.Relu(u.bn2.Forward(f, out)))
-		out = u.conv3.Forward(f, s.Relu(u.bn3.Forward(f, out)))
-		out = u.bn4.Forward(f, out)
+		out := f.Seq(x, u.bn1, u.conv1, u.bn2, ReLU, u.conv2, u.bn3, ReLU, u.conv3, u.bn4)
 		short := x
 		if u.stride != 1 {
-			short = s.AvgPool2d(short, 2, 2, 0)
+			short = f.Seq(x, AvgPool(2))
 		}
 		if u.extra > 0 {
 			// Append zero channels: F.pad order is (W, H, C) for NCHW.
-			short = s.Pad(short, 0, 0, 0, 0, 0, u.extra)
+			p := s.Pad(short, 0, 0, 0, 0, 0, u.extra)
+			if !short.Same(x) {
+				f.Done(short)
+			}
+			short = p
 		}
-		x = s.Add(out, short)
+		sum := s.Add(out, short)
+		f.Done(out, short, x)
+		x = sum
 	}
-	x = s.Relu(n.bnFinal.Forward(f, x))
-	x = s.Flatten(s.AdaptiveAvgPool2d(x, 1), 1, -1)
-	return n.fc.Forward(f, x)
+	return f.Chain(x, n.bnFinal, ReLU, GlobalPool, n.fc)
 }

@@ -68,17 +68,16 @@ func NewResNet(arch string, blocks []int, classes int, in []int64) (*Model, erro
 }
 
 func (n *resnet) Forward(f *Fwd, x tensor.T) tensor.T {
-	s := f.S
-	x = s.Relu(n.bn1.Forward(f, n.conv1.Forward(f, x)))
+	x = f.Chain(x, n.conv1, n.bn1, ReLU)
 	for _, blk := range n.blocks {
-		out := s.Relu(blk.bn1.Forward(f, blk.conv1.Forward(f, x)))
-		out = blk.bn2.Forward(f, blk.conv2.Forward(f, out))
+		out := f.Seq(x, blk.conv1, blk.bn1, ReLU, blk.conv2, blk.bn2)
 		short := x
 		if blk.short != nil {
-			short = blk.short.bn.Forward(f, blk.short.c.Forward(f, x))
+			short = f.Seq(x, blk.short.c, blk.short.bn)
 		}
-		x = s.Relu(s.Add(out, short))
+		sum := f.S.Add(out, short)
+		f.Done(out, short, x)
+		x = f.Chain(sum, ReLU)
 	}
-	x = s.Flatten(s.AdaptiveAvgPool2d(x, 1), 1, -1)
-	return n.linear.Forward(f, x)
+	return f.Chain(x, GlobalPool, n.linear)
 }

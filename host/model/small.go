@@ -21,11 +21,11 @@ func NewMLP(classes int, in []int64) (*Model, error) {
 }
 
 func (n *mlp) Forward(f *Fwd, x tensor.T) tensor.T {
-	x = f.S.Flatten(x, 1, -1)
+	x = f.Chain(x, Flatten)
 	for i, l := range n.layers {
-		x = l.Forward(f, x)
+		x = f.Chain(x, l)
 		if i < len(n.layers)-1 {
-			x = f.S.Relu(x)
+			x = f.Chain(x, ReLU)
 		}
 	}
 	return x
@@ -40,7 +40,7 @@ func (b *Builder) convBN(name string, in, out, k, stride, pad, groups int64, ini
 	return convBN{c: b.Conv(name+".conv", in, out, k, stride, pad, groups, false, init), bn: b.BN(name+".bn", out)}
 }
 
-func (c convBN) Forward(f *Fwd, x tensor.T) tensor.T { return c.bn.Forward(f, c.c.Forward(f, x)) }
+func (c convBN) Forward(f *Fwd, x tensor.T) tensor.T { return f.Seq(x, c.c, c.bn) }
 
 type cnn struct {
 	blocks []convBN
@@ -73,13 +73,12 @@ func NewCNNWidths(name string, widths []int64, classes int, in []int64) (*Model,
 
 func (n *cnn) Forward(f *Fwd, x tensor.T) tensor.T {
 	for i, blk := range n.blocks {
-		x = f.S.Relu(blk.Forward(f, x))
+		x = f.Chain(x, blk, ReLU)
 		if i < 2 {
-			x = f.S.MaxPool2d(x, 2, 2, 0)
+			x = f.Chain(x, MaxPool(2))
 		}
 	}
-	x = f.S.Flatten(f.S.AdaptiveAvgPool2d(x, 1), 1, -1)
-	return n.fc.Forward(f, x)
+	return f.Chain(x, GlobalPool, n.fc)
 }
 
 type lenet struct {
@@ -110,11 +109,6 @@ func NewLeNet5(classes int, in []int64) (*Model, error) {
 }
 
 func (n *lenet) Forward(f *Fwd, x tensor.T) tensor.T {
-	s := f.S
-	x = s.MaxPool2d(s.Relu(n.conv1.Forward(f, x)), 2, 2, 0)
-	x = s.MaxPool2d(s.Relu(n.conv2.Forward(f, x)), 2, 2, 0)
-	x = s.Flatten(x, 1, -1)
-	x = s.Relu(n.fc1.Forward(f, x))
-	x = s.Relu(n.fc2.Forward(f, x))
-	return n.fc3.Forward(f, x)
+	return f.Chain(x, n.conv1, ReLU, MaxPool(2), n.conv2, ReLU, MaxPool(2), Flatten,
+		n.fc1, ReLU, n.fc2, ReLU, n.fc3)
 }

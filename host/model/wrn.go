@@ -73,19 +73,18 @@ func NewWRN(arch string, depth, k int, ref bool, classes int, in []int64) (*Mode
 }
 
 func (n *wrn) Forward(f *Fwd, x tensor.T) tensor.T {
-	s := f.S
-	x = n.conv.Forward(f, x)
+	x = f.Chain(x, n.conv)
 	for _, u := range n.units {
-		a := s.Relu(u.bn1.Forward(f, x))
-		out := u.conv1.Forward(f, a)
-		out = u.conv2.Forward(f, s.Relu(u.bn2.Forward(f, out)))
+		a := f.Seq(x, u.bn1, ReLU)
+		out := f.Seq(a, u.conv1, u.bn2, ReLU, u.conv2)
 		short := x
 		if u.short != nil {
-			short = u.short.Forward(f, a)
+			short = f.Seq(a, u.short)
 		}
-		x = s.Add(out, short)
+		f.Done(a)
+		sum := f.S.Add(out, short)
+		f.Done(out, short, x)
+		x = sum
 	}
-	x = s.Relu(n.bn.Forward(f, x))
-	x = s.Flatten(s.AdaptiveAvgPool2d(x, 1), 1, -1)
-	return n.fc.Forward(f, x)
+	return f.Chain(x, n.bn, ReLU, GlobalPool, n.fc)
 }

@@ -5,12 +5,15 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/optlab/optlab/internal/testutil"
+	"github.com/optlab/optlab/plugins/sam"
 
 	"github.com/optlab/optlab/sdk/optim"
+	"github.com/optlab/optlab/sdk/optimtest"
 	"github.com/optlab/optlab/sdk/protocoltest"
 )
 
@@ -18,18 +21,10 @@ import (
 // its own that requires only the SDK, and drives it through the host's
 // plugin client: the SDK is all an outside author needs.
 func TestThirdPartyPlugin(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds a module")
-	}
-	bin := filepath.Join(t.TempDir(), "lookahead")
-	build := exec.Command("go", "build", "-o", bin, ".")
-	build.Dir = filepath.Join("..", "..", "examples", "lookahead")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build in %s: %v\n%s", build.Dir, err, out)
-	}
+	bin, dir := buildExample(t, "lookahead")
 	// The example's module requires the SDK and nothing of the host.
 	list := exec.Command("go", "list", "-deps", ".")
-	list.Dir = build.Dir
+	list.Dir = dir
 	out, err := list.Output()
 	if err != nil {
 		t.Fatal(err)
@@ -62,8 +57,72 @@ func TestThirdPartyPlugin(t *testing.T) {
 	}
 	// Every Exec ran on the host; the second step synced the slow weights.
 	progs := host.Programs()
-	if len(progs) != 3 || len(progs[2].Ops) != 4 {
+	if len(progs) != 3 || len(progs[2].Ops) != 8 { // Grad, BaseStep, LinComb, Copy; the mean and its two Reports
 		t.Fatalf("host saw %d programs (last %v)", len(progs), progs[len(progs)-1].Ops)
+	}
+}
+
+// buildExample builds the plugin in examples/<name> (a module of its own)
+// and returns the binary and the example's folder.
+func buildExample(t *testing.T, name string) (bin, dir string) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("builds a module")
+	}
+	bin = filepath.Join(t.TempDir(), name)
+	build := exec.Command("go", "build", "-o", bin, ".")
+	build.Dir = filepath.Join("..", "..", "examples", name)
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build in %s: %v\n%s", build.Dir, err, out)
+	}
+	return bin, build.Dir
+}
+
+// TestGSAMAtZeroIsSAM runs the GSAM example plugin (examples/gsam) with
+// α = 0 over the wire and the built-in SAM in process, each against its own
+// exact host: GSAM's update d = gp − α·g⊥ is then SAM's gradient, so the
+// trajectories must be equal bitwise. With α > 0 they must differ.
+func TestGSAMAtZeroIsSAM(t *testing.T) {
+	bin, _ := buildExample(t, "gsam")
+	ctx := context.Background()
+	newHost := func() *optimtest.Host {
+		return optimtest.MustHost(t, optimtest.NewMLP(optimtest.MLPConfig{Hidden: 6, Samples: 64}),
+			optimtest.WithMembers(2), optimtest.WithBatchSize(16), optimtest.WithBase(optimtest.BaseOptimizer{Momentum: 0.9}))
+	}
+	const steps = 8
+	run := func(alpha float64) *optimtest.Host {
+		c, err := Launch(ctx, LaunchSpec{Path: bin, Logger: quietLogger(t), Output: testWriter{t}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		h := newHost()
+		if err := c.Configure(ctx, h, optim.Config{Params: map[string]any{"rho": 0.05, "alpha": alpha}, Members: 2, Seed: 1}); err != nil {
+			t.Fatal(err)
+		}
+		for s := range int64(steps) {
+			in := optim.StepInput{Step: s, LR: 0.1}
+			h.BeginStep(in)
+			if _, err := c.Step(ctx, in); err != nil {
+				t.Fatalf("GSAM step %d: %v", s, err)
+			}
+			if n, r := h.ExecCount(s), h.ReadCount(s); n != 1 || r != 0 {
+				t.Errorf("GSAM step %d: %d Execs and %d reads, want 1 and 0", s, n, r)
+			}
+		}
+		return h
+	}
+	ref := newHost()
+	optimtest.MustRun(t, sam.New(), ref, steps, optimtest.WithLR(0.1),
+		optimtest.WithHParams(map[string]any{"rho": 0.05}))
+	g0, g1 := run(0), run(0.5)
+	for m := range 2 {
+		if got, want := g0.Params(m), ref.Params(m); !slices.Equal(got, want) {
+			t.Errorf("member %d: GSAM(α=0) %v, SAM %v", m, got, want)
+		}
+		if slices.Equal(g1.Params(m), ref.Params(m)) {
+			t.Errorf("member %d: GSAM(α=0.5) equals SAM", m)
+		}
 	}
 }
 
@@ -112,7 +171,7 @@ func TestTraceReachesTheHost(t *testing.T) {
 		t.Fatal(err)
 	}
 	_ = c.Close()
-	for _, want := range []string{"exec 1: 1 ops", "Alloc     toy/grad member=0", "exec 2: 2 ops", "Norm      toy/grad  → #3"} {
+	for _, want := range []string{"exec 1: 1 ops", "Alloc     toy/grad member=0", "exec 2: 5 ops", "Norm      toy/grad  → #3", "Read      #3"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("plugin output lacks %q:\n%s", want, out.String())
 		}

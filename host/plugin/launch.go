@@ -270,13 +270,17 @@ func Launch(ctx context.Context, spec LaunchSpec) (*Client, error) {
 	if info.ProtocolMinor > optim.ProtocolMinor {
 		_ = c.Close()
 		return nil, &pluginError{
-			msg: fmt.Sprintf("plugin %s (%s %s) speaks protocol %d.%d, newer than this host's %d.%d: rebuild the host",
-				name, info.Name, info.Version, optim.ProtocolMajor, info.ProtocolMinor, optim.ProtocolMajor, optim.ProtocolMinor),
+			msg: fmt.Sprintf("plugin %s (%s %s) speaks protocol %d.%d, newer than this host's %d.%d: %s",
+				name, info.Name, info.Version, optim.ProtocolMajor, info.ProtocolMinor, optim.ProtocolMajor, optim.ProtocolMinor, RebuildAdvice),
 			errs: []error{ErrIncompatible},
 		}
 	}
 	return c, nil
 }
+
+// RebuildAdvice says what to rebuild when a plugin speaks a newer protocol
+// minor version than the host (a plugin of an older minor runs as it is).
+const RebuildAdvice = "rebuild the host (make build) from an optlab at least as new as the plugin's SDK, or rebuild the plugin against this host's SDK"
 
 // resolve finds the binary and the display name of the plugin.
 func (s LaunchSpec) resolve() (path, name string, err error) {
@@ -295,7 +299,7 @@ func (s LaunchSpec) resolve() (path, name string, err error) {
 		if err := checkExecutable(s.Path); err != nil {
 			return "", "", fmt.Errorf("plugin %s: %w", name, err)
 		}
-		return s.Path, name, nil
+		return explicitPath(s.Path), name, nil
 	case s.Name == "":
 		return "", "", errors.New("launch plugin: LaunchSpec names no plugin (set Name or Path)")
 	}
@@ -351,4 +355,15 @@ func socketDir(dir string) string {
 		return t
 	}
 	return "/tmp"
+}
+
+// explicitPath returns p in a form that os/exec runs as a path: a bare
+// name ("myopt", which an experiment's path = "./myopt" becomes once joined
+// and cleaned) would be looked up in $PATH, and another program than the
+// one named could run.
+func explicitPath(p string) string {
+	if filepath.IsAbs(p) || strings.ContainsRune(p, filepath.Separator) {
+		return p
+	}
+	return "." + string(filepath.Separator) + p
 }

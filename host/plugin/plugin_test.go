@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"os"
 	"os/exec"
@@ -99,6 +100,7 @@ func TestRoundTrip(t *testing.T) {
 	// toy's normalized step θ ← θ − 0.1·scale·g/‖g‖ (scale 2) shrinks ‖θ‖ by 0.2 a step.
 	const steps = 3
 	want := [][]optim.Op{{optim.Alloc{ID: protocoltest.GradVec}}}
+	regs := optim.Prog() // registers to compare with (their program does not matter to DeepEqual)
 	for i := range steps {
 		out, err := opt.Step(ctx, nil, optim.StepInput{Step: int64(i), LR: 0.1})
 		if err != nil {
@@ -109,8 +111,9 @@ func TestRoundTrip(t *testing.T) {
 			t.Fatalf("Step %d metrics = %v, want gnorm %v", i, got, norm)
 		}
 		want = append(want,
-			[]optim.Op{optim.Grad{Out: protocoltest.GradVec, At: optim.Params}, optim.Norm{X: protocoltest.GradVec}},
-			[]optim.Op{optim.Axpy{Dst: optim.Params, Alpha: -0.1 * 2 / (out.Metrics["gnorm"] + 1e-12), X: protocoltest.GradVec}})
+			[]optim.Op{optim.Grad{Out: protocoltest.GradVec, At: optim.Params}, optim.Norm{X: protocoltest.GradVec},
+				optim.Read{X: regs.Reg(1)}, optim.Read{X: regs.Reg(2)}, optim.Read{X: regs.Reg(3)}},
+			[]optim.Op{optim.Axpy{Dst: optim.Params, Alpha: optim.K(-0.1 * 2 / (out.Metrics["gnorm"] + 1e-12)), X: protocoltest.GradVec}})
 	}
 	var got [][]optim.Op
 	for _, p := range host.Programs() {
@@ -429,7 +432,7 @@ func TestNotAPlugin(t *testing.T) {
 
 func TestNewerMinorRejected(t *testing.T) {
 	_, err := Launch(context.Background(), LaunchSpec{Name: "future", Dir: binDir, Logger: quietLogger(t)})
-	if !errors.Is(err, ErrIncompatible) || !strings.Contains(err.Error(), "newer than this host's") {
+	if !errors.Is(err, ErrIncompatible) || !strings.Contains(err.Error(), fmt.Sprintf("speaks protocol 1.%d, newer than this host's 1.%d: rebuild the host", optim.ProtocolMinor+1, optim.ProtocolMinor)) {
 		t.Fatalf("Launch(future): %v, want ErrIncompatible", err)
 	}
 }

@@ -194,6 +194,23 @@ func TestPythonWithoutGRPC(t *testing.T) {
 	}
 }
 
+// TestPythonBadOptlabPython: with a python3 without grpc first on PATH and
+// OPTLAB_PYTHON naming no interpreter (a typo), the plugin fails saying so,
+// instead of telling the user to set what they set.
+func TestPythonBadOptlabPython(t *testing.T) {
+	testutil.NeedPython(t)
+	venv := filepath.Join(t.TempDir(), "venv")
+	if out, err := exec.Command("/usr/bin/python3", "-m", "venv", "--without-pip", venv).CombinedOutput(); err != nil {
+		t.Skipf("cannot make a virtual environment: %v\n%s", err, out)
+	}
+	cmd := exec.Command(filepath.Join(venv, "bin", "python3"), pySAM)
+	cmd.Env = append(os.Environ(), "OPTLAB_PYTHON=/no/such/python3", "OPTLAB_OPTIMIZER_PLUGIN=7b1c2f0e-optlab-optimizer")
+	out, err := cmd.CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "OPTLAB_PYTHON=/no/such/python3 names no executable interpreter") {
+		t.Errorf("with a bad OPTLAB_PYTHON: %v, output %q; want a failure naming it", err, out)
+	}
+}
+
 // TestPythonExitsWhenHostDies kills the host of a Python plugin: the plugin
 // exits by itself and removes its socket directory.
 func TestPythonExitsWhenHostDies(t *testing.T) {

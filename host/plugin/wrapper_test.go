@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -134,4 +135,44 @@ func TestWrapperExitsWhenHostDies(t *testing.T) {
 	}
 	_ = helper.Wait()
 	waitNone(t, toy, 5*time.Second)
+}
+
+// A plugin that leaves a daemon (its own session, out of the plugin's
+// process group) holding its stdout and stderr: closing it and go-plugin's
+// cleanup at the host's exit end within seconds instead of waiting for the
+// daemon to close the pipes (issue 26, case 06).
+func TestDaemonHoldingOutputDoesNotHang(t *testing.T) {
+	setsid, err := exec.LookPath("setsid")
+	if err != nil {
+		t.Skip("no setsid")
+	}
+	toy := copyBinary(t, filepath.Join(binDir, "toy"))
+	sleeper := copyBinary(t, "/bin/sleep")
+	dir := t.TempDir()
+	pidFile := filepath.Join(dir, "daemon.pid")
+	script := fmt.Sprintf("#!/bin/sh\n%q %q 60 </dev/null &\necho $! > %q\nexec %q \"$@\"\n", setsid, sleeper, pidFile, toy)
+	path := filepath.Join(dir, "daemonizing")
+	if err := os.WriteFile(path, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		for _, pid := range childrenRunning(sleeper) {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	c, err := Launch(ctx, LaunchSpec{Path: path, Logger: quietLogger(t), Output: testWriter{t}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	configure(t, c, protocoltest.NewFakeHost(10), nil)
+	if len(childrenRunning(sleeper)) != 1 {
+		t.Fatalf("the daemon is not running")
+	}
+	within(t, "Close", 6*time.Second, func() { _ = c.Close() })
+	within(t, "CleanupAll", 6*time.Second, CleanupAll)
+	if !c.Exited() {
+		t.Errorf("the plugin has not exited")
+	}
 }

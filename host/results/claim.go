@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/optlab/optlab/internal/atomicfile"
@@ -49,11 +50,11 @@ func Claim(path, key, owner string, stale func(owner string) bool) (bool, error)
 		return false, fmt.Errorf("claim %q in %s: %w", key, path, err)
 	}
 	defer unlock()
-	done, err := Finished(path)
+	done, err := finishedOK(path, key)
 	if err != nil {
 		return false, fmt.Errorf("claim %q: %w", key, err)
 	}
-	if done[key] {
+	if done {
 		return false, nil
 	}
 	claims, err := readClaims(path + ClaimsSuffix)
@@ -143,9 +144,9 @@ func readClaims(path string) ([]claim, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read claims: %w", err)
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }()
 	var claims []claim
-	err = readLines(path, f, func(line []byte) error {
+	err = readLines(path, f, func(line []byte, _ bool) error {
 		var c claim
 		if err := json.Unmarshal(line, &c); err != nil {
 			return err
@@ -179,4 +180,42 @@ func writeClaims(path string, claims []claim) error {
 		return fmt.Errorf("write %s: %w", path, err)
 	}
 	return nil
+}
+
+// finishedOK reports whether the results file at path records run key with
+// status ok (a missing file records nothing). Only the lines that contain
+// the key as written are parsed, so that a claim does not cost a parse of
+// the whole file; a key that JSON may write escaped is looked for in every
+// line.
+func finishedOK(path, key string) (bool, error) {
+	f, err := os.Open(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("read results: %w", err)
+	}
+	defer func() { _ = f.Close() }()
+	var needle []byte
+	if !strings.ContainsFunc(key, func(r rune) bool { return r < 0x20 || r >= 0x7f || strings.ContainsRune(`"\<>&`, r) }) {
+		needle = []byte(key)
+	}
+	found := false
+	err = readLines(path, f, func(line []byte, unterminated bool) error {
+		if needle != nil && !bytes.Contains(line, needle) {
+			return nil
+		}
+		var r Record
+		if err := json.Unmarshal(line, &r); err != nil {
+			if unterminated && !json.Valid(line) {
+				return nil
+			}
+			return err
+		}
+		if r.Key == key && r.Status == StatusOK {
+			found = true
+		}
+		return nil
+	})
+	return found, err
 }

@@ -66,6 +66,65 @@ func TestConfigDiff(t *testing.T) {
 	}
 }
 
+// Keys omitted at their default (train.tf32, …): a side that lacks one has
+// the default, so turning the setting on, or off again, is a difference,
+// and a record without it equals a configuration at the default.
+func TestConfigDiffOmittedAtDefault(t *testing.T) {
+	plain := map[string]any{"params.rho": 0.05}
+	tf32 := map[string]any{"params.rho": 0.05, "train.tf32": true}
+	if d := strings.Join(ConfigDiff(plain, tf32), "; "); d != "train.tf32: false → true" {
+		t.Errorf("turning tf32 on: %q", d)
+	}
+	if d := strings.Join(ConfigDiff(tf32, plain), "; "); d != "train.tf32: true → false" {
+		t.Errorf("turning tf32 off: %q", d)
+	}
+	if d := ConfigDiff(plain, map[string]any{"params.rho": 0.05, "train.deterministic": false}); d != nil {
+		t.Errorf("an explicit default differs: %v", d)
+	}
+	if SameConfig(plain, tf32) || !SameConfig(tf32, map[string]any{"params.rho": 0.05, "train.tf32": true}) {
+		t.Error("SameConfig with a key omitted at its default")
+	}
+	if HashConfig(plain) == HashConfig(tf32) {
+		t.Error("the hash ignores train.tf32")
+	}
+}
+
+// TestConfigDiffOmittedDefaults: train.precision is written only when not
+// fp32; a record without it is an fp32 run: the same as an fp32 run of
+// today (no key either), different from a bf16 one, both ways, and Merge
+// keeps them apart.
+func TestConfigDiffOmittedDefaults(t *testing.T) {
+	fp32 := map[string]any{"params.rho": 0.05}
+	bf16 := map[string]any{"params.rho": 0.05, "train.precision": "bf16"}
+	explicit := map[string]any{"params.rho": 0.05, "train.precision": "fp32"}
+	if d := ConfigDiff(fp32, map[string]any{"params.rho": 0.05}); d != nil {
+		t.Errorf("fp32 vs fp32: %v", d)
+	}
+	if d := ConfigDiff(fp32, explicit); d != nil {
+		t.Errorf("missing key vs its default written out: %v", d)
+	}
+	if got, want := strings.Join(ConfigDiff(fp32, bf16), "; "), `train.precision: "fp32" → "bf16"`; got != want {
+		t.Errorf("fp32 record, bf16 now: %q, want %q", got, want)
+	}
+	if got, want := strings.Join(ConfigDiff(bf16, fp32), "; "), `train.precision: "bf16" → "fp32"`; got != want {
+		t.Errorf("bf16 record, fp32 now: %q, want %q", got, want)
+	}
+	if SameConfig(fp32, bf16) || SameConfig(bf16, fp32) {
+		t.Error("SameConfig: fp32 and bf16 are the same")
+	}
+	if got, want := strings.Join(ConfigDiff(fp32, map[string]any{"params.rho": 0.05, "model.memory_format": "channels_last"}), "; "),
+		`model.memory_format: "contiguous" → "channels_last"`; got != want {
+		t.Errorf("memory format: %q, want %q", got, want)
+	}
+	base := Record{Experiment: "e", Method: "SAM", Dataset: "d", Arch: "cnn", Status: StatusOK}
+	a, b := base, base
+	a.Key, a.Config = "method=SAM/arch=cnn/seed=1", fp32
+	b.Key, b.Config = "method=SAM/arch=cnn/seed=2", bf16
+	if _, err := Merge([]Record{a, b}); err == nil || !strings.Contains(err.Error(), "mixes configurations") {
+		t.Errorf("fp32 and bf16 runs merged into one cell: %v", err)
+	}
+}
+
 // TestMergeOlderRecord: a record written by an older optlab (fewer config
 // keys, so another hash) merges with a newer one of the same settings; a
 // real difference is still refused.

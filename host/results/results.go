@@ -2,11 +2,12 @@
 // one JSON object per finished run, appended to
 // results/<experiment>/runs.jsonl.
 //
-// Appends are atomic: the whole new file is written to a temporary file in
-// the same directory, synced and renamed over the old one, so a reader (or a
-// crash) never observes a half-written line. Appends from several processes
-// to the same file are serialised by a lock file next to it (see Lock), so
-// none is lost; Claim lets such processes share one experiment's runs.
+// Each record is appended as one line in one write and synced; a reader
+// skips a last line that is not yet complete JSON (an append in progress, or one
+// a crash tore, which the next Append cuts off). Appends from several
+// processes to the same file are serialised by a lock file next to it (see
+// Lock), so none is lost; Claim lets such processes share one experiment's
+// runs.
 package results
 
 import (
@@ -22,8 +23,6 @@ import (
 	"path/filepath"
 	"sort"
 	"time"
-
-	"github.com/optlab/optlab/internal/atomicfile"
 )
 
 // Run status values.
@@ -98,6 +97,9 @@ type Record struct {
 	Libtorch string `json:"libtorch"`
 	// BLAS names the BLAS library the run's CPU linear algebra used.
 	BLAS string `json:"blas,omitempty"`
+	// Numerics holds the determinism and precision switches the run was
+	// trained and evaluated with; nil in records of versions before them.
+	Numerics *Numerics `json:"numerics,omitempty"`
 	// GitCommit is the commit of the optlab checkout.
 	GitCommit string `json:"git_commit"`
 	// Host is the machine's host name.
@@ -105,6 +107,16 @@ type Record struct {
 	// Finished is when the run ended; Append sets it to the current time
 	// when zero.
 	Finished time.Time `json:"finished"`
+}
+
+// Numerics are a run's determinism and precision switches: the values of
+// train.deterministic, train.cudnn_benchmark and train.tf32, all of them,
+// defaults included (Config has them only when true, so that the
+// configuration of a run at the defaults keeps its hash).
+type Numerics struct {
+	Deterministic  bool `json:"deterministic"`
+	CudnnBenchmark bool `json:"cudnn_benchmark"`
+	TF32           bool `json:"tf32"`
 }
 
 // MethodName returns the [[method]] name of the run: Base, or Method for a
@@ -202,14 +214,14 @@ func Marshal(rec Record) ([]byte, error) {
 }
 
 // Append adds rec as one line to the JSONL file at path, creating the file
-// and its directories when missing. The file is replaced atomically: the old
-// contents plus the new line are written to a temporary file in the same
-// directory, synced, and renamed over path, so path always holds complete
-// lines. The read, rewrite and rename happen under the file's Lock, so
-// appends from several processes (or goroutines) all land. Before writing,
-// Append fills an empty ConfigHash (and rejects one that does not match
-// Config), moves NaN/±Inf metrics to Undefined and sets a zero Finished to
-// the current UTC time.
+// and its directories when missing. The line is appended in one write and
+// synced, under the file's Lock, so appends from several processes (or
+// goroutines) all land, and the cost of an append does not grow with the
+// file. A last line without its newline is completed first when it is
+// JSON, and cut off when it is not (what is left of an append that a crash
+// tore). Before writing, Append fills an empty ConfigHash (and rejects
+// one that does not match Config), moves NaN/±Inf metrics to Undefined and
+// sets a zero Finished to the current UTC time.
 func Append(path string, rec Record) error {
 	line, err := Marshal(rec)
 	if err != nil {
@@ -220,30 +232,57 @@ func Append(path string, rec Record) error {
 		return fmt.Errorf("append to %s: %w", path, err)
 	}
 	defer unlock()
-	old, err := os.ReadFile(path)
-	mode := fs.FileMode(0o644)
-	switch {
-	case err == nil:
-		if st, serr := os.Stat(path); serr == nil {
-			mode = st.Mode().Perm()
-		}
-	case errors.Is(err, fs.ErrNotExist):
-		old = nil
-	default:
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
 		return fmt.Errorf("append to %s: %w", path, err)
 	}
-	var buf bytes.Buffer
-	buf.Grow(len(old) + len(line) + 2)
-	buf.Write(old)
-	if len(old) > 0 && old[len(old)-1] != '\n' {
-		buf.WriteByte('\n')
+	defer func() { _ = f.Close() }()
+	end, tail, err := lastLine(f)
+	if err != nil {
+		return fmt.Errorf("append to %s: %w", path, err)
 	}
-	buf.Write(line)
-	buf.WriteByte('\n')
-	if err := atomicfile.Write(path, buf.Bytes(), mode); err != nil {
+	buf := make([]byte, 0, len(line)+2)
+	if len(tail) > 0 {
+		if json.Valid(tail) {
+			buf = append(buf, '\n')
+		} else {
+			end -= int64(len(tail))
+			if err := f.Truncate(end); err != nil {
+				return fmt.Errorf("append to %s: %w", path, err)
+			}
+		}
+	}
+	buf = append(append(buf, line...), '\n')
+	if _, err := f.WriteAt(buf, end); err != nil {
+		return fmt.Errorf("append to %s: %w", path, err)
+	}
+	if err := f.Sync(); err != nil {
 		return fmt.Errorf("append to %s: %w", path, err)
 	}
 	return nil
+}
+
+// lastLine returns the size of f and its last line when that lacks its
+// newline (nil otherwise).
+func lastLine(f *os.File) (size int64, tail []byte, err error) {
+	st, err := f.Stat()
+	if err != nil {
+		return 0, nil, err
+	}
+	size = st.Size()
+	for chunk := int64(4096); ; chunk *= 4 {
+		from := max(size-chunk, 0)
+		b := make([]byte, size-from)
+		if _, err := f.ReadAt(b, from); err != nil && !errors.Is(err, io.EOF) {
+			return 0, nil, err
+		}
+		if len(b) == 0 || b[len(b)-1] == '\n' {
+			return size, nil, nil
+		}
+		if i := bytes.LastIndexByte(b, '\n'); i >= 0 || from == 0 {
+			return size, b[i+1:], nil
+		}
+	}
 }
 
 // Read parses the JSONL files at paths, in order, and returns their records
@@ -267,11 +306,14 @@ func readFile(path string) ([]Record, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read results: %w", err)
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }()
 	var out []Record
-	err = readLines(path, f, func(line []byte) error {
+	err = readLines(path, f, func(line []byte, unterminated bool) error {
 		var r Record
 		if err := json.Unmarshal(line, &r); err != nil {
+			if unterminated && !json.Valid(line) {
+				return nil // an append in progress, or torn by a crash
+			}
 			return err
 		}
 		if err := r.validate(); err != nil {
@@ -287,9 +329,10 @@ func readFile(path string) ([]Record, error) {
 }
 
 // readLines calls fn with every non-blank line of r, however long, trimmed
-// of surrounding white space. Errors of reading and of fn are returned as
-// "path:line: error", path naming r.
-func readLines(path string, r io.Reader, fn func(line []byte) error) error {
+// of surrounding white space, and whether it is a last line without its
+// newline. Errors of reading and of fn are returned as "path:line: error",
+// path naming r.
+func readLines(path string, r io.Reader, fn func(line []byte, unterminated bool) error) error {
 	br := bufio.NewReaderSize(r, 64<<10)
 	for n := 1; ; n++ {
 		line, err := br.ReadBytes('\n')
@@ -297,7 +340,7 @@ func readLines(path string, r io.Reader, fn func(line []byte) error) error {
 			return fmt.Errorf("%s:%d: %w", path, n, err)
 		}
 		if trimmed := bytes.TrimSpace(line); len(trimmed) > 0 {
-			if ferr := fn(trimmed); ferr != nil {
+			if ferr := fn(trimmed, err != nil); ferr != nil {
 				return fmt.Errorf("%s:%d: %w", path, n, ferr)
 			}
 		}

@@ -53,7 +53,7 @@ func (g *grid) diffSuffix(ri, gi, mi int, sp spec, latex bool) string {
 // writeMarkdown renders g with tablewriter's Markdown renderer.
 func writeMarkdown(w io.Writer, g *grid) error {
 	if len(g.rows) == 0 {
-		return writeEmpty(w, g, "No successful runs.")
+		return writeEmpty(w, g, g.emptyMessage())
 	}
 	var header []string
 	var align []tw.Align
@@ -117,6 +117,15 @@ func writeMarkdown(w io.Writer, g *grid) error {
 }
 
 // writeEmpty writes a table without rows: a message and the notes.
+// emptyMessage says why a table has no row: no run succeeded, or (with
+// --select) no setting could be chosen for the runs that did.
+func (g *grid) emptyMessage() string {
+	if g.sel != nil && g.sel.unchosen > 0 {
+		return "No row: no setting could be chosen on the validation split (see below)."
+	}
+	return "No successful runs."
+}
+
 func writeEmpty(w io.Writer, g *grid, msg string) error {
 	if _, err := fmt.Fprintln(w, msg); err != nil {
 		return err
@@ -178,7 +187,7 @@ func writeLaTeX(w io.Writer, g *grid) error {
 	p := func(format string, a ...any) { fmt.Fprintf(bw, format, a...) }
 	lead := len(g.rowFields) + 1
 	if len(g.rows) == 0 {
-		p("%% No successful runs.\n")
+		p("%% %s\n", g.emptyMessage())
 		for _, n := range g.notes() {
 			p("%% %s\n", escapeLaTeX(n))
 		}

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/optlab/optlab/host/results"
+	"github.com/optlab/optlab/internal/suggest"
 )
 
 // valPrefix starts the keys of the validation split's metrics in a record
@@ -22,6 +23,9 @@ type selection struct {
 	// settings maps method, dataset and arch (joined by "\x00") to the
 	// chosen setting.
 	settings map[string]string
+	// unchosen counts the workloads left without a row although none of
+	// their runs failed (every setting's metric was not finite).
+	unchosen int
 }
 
 // workload is one (method, dataset, arch) whose settings compete.
@@ -45,9 +49,31 @@ type candidate struct {
 	recs    []results.Record
 }
 
+// selectable are the validation metrics --select chooses by.
+var selectable = []string{"val_acc", "val_nll", "val_brier", "val_ece", "val_aac", "val_auroc"}
+
 // checkSelect checks the metric of Options.Select: a metric of the
 // validation split with a direction.
 func checkSelect(metric string) error {
+	if lower := strings.ToLower(metric); lower != metric && checkSelect(lower) == nil {
+		return fmt.Errorf("--select %s: metric names are lower case: select %s", quoteOdd(metric), lower)
+	}
+	if strings.HasPrefix(metric, valPrefix) && !slices.Contains(selectable, metric) {
+		base := strings.TrimPrefix(metric, valPrefix)
+		want := ""
+		switch {
+		case base == "loss":
+			want = valPrefix + "nll"
+		default:
+			if c, ok := suggest.Closest(metric, selectable); ok {
+				want = c
+			}
+		}
+		if want != "" {
+			return fmt.Errorf("--select %s: unknown validation metric; did you mean %s? (%s)", quoteOdd(metric), want, strings.Join(selectable, ", "))
+		}
+		return fmt.Errorf("--select %s: unknown validation metric (select %s)", quoteOdd(metric), strings.Join(selectable, ", "))
+	}
 	if !strings.HasPrefix(metric, valPrefix) {
 		base := strings.TrimPrefix(strings.TrimPrefix(strings.TrimPrefix(metric, "test_"), "cal_"), "train_")
 		if base == "loss" {
@@ -55,9 +81,6 @@ func checkSelect(metric string) error {
 		}
 		return fmt.Errorf("--select %s: a setting must be chosen on the validation split, never on test (or training) data: select %s%s (val_acc, val_nll, val_brier, val_ece, val_aac or val_auroc)",
 			quoteOdd(metric), valPrefix, quoteOdd(base))
-	}
-	if metricSpec(metric).dir == neutral {
-		return fmt.Errorf("--select %s: the metric has no direction (neither larger nor smaller is better), so no setting is best: select val_acc, val_nll, val_brier, val_ece, val_aac or val_auroc", quoteOdd(metric))
 	}
 	return nil
 }
@@ -154,7 +177,8 @@ func choose(merged []results.Record, metric string) ([]results.Record, *selectio
 			where = " on " + displayValue(FieldDataset, w.dataset) + " / " + w.arch
 		}
 		if best == nil {
-			// Every setting had failed runs: show the failures only.
+			// No setting can be chosen: show the failures only, and say
+			// why each setting was left out.
 			for _, c := range cands {
 				for _, r := range c.recs {
 					if r.Status != results.StatusOK {
@@ -162,7 +186,16 @@ func choose(merged []results.Record, metric string) ([]results.Record, *selectio
 					}
 				}
 			}
-			chosen[w.method] = append(chosen[w.method], fmt.Sprintf("none%s (each of the %d settings has failed runs)", where, len(cands)))
+			why := fmt.Sprintf("each of the %d settings has failed runs", len(cands))
+			switch {
+			case excluded == 0:
+				why = fmt.Sprintf("the %s of each of the %d settings is not finite", sp.label, len(cands))
+				sel.unchosen++
+			case undefined > 0:
+				why = fmt.Sprintf("of the %d settings, %d have failed runs and %d a %s that is not finite", len(cands), excluded, undefined, sp.label)
+				sel.unchosen++
+			}
+			chosen[w.method] = append(chosen[w.method], fmt.Sprintf("none%s (%s)", where, why))
 			continue
 		}
 		out = append(out, renamed(best.recs, w.method)...)

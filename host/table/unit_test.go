@@ -322,9 +322,40 @@ func TestSelect(t *testing.T) {
 			err:  "select val_nll",
 		},
 		{
-			name: "no direction",
+			name: "not a selectable validation metric",
 			opts: Options{Select: "val_temperature"},
-			err:  `--select val_temperature: the metric has no direction`,
+			err:  `--select val_temperature: unknown validation metric (select val_acc, val_nll,`,
+		},
+		{
+			name: "the validation loss is val_nll",
+			opts: Options{Select: "val_loss"},
+			err:  `--select val_loss: unknown validation metric; did you mean val_nll?`,
+		},
+		{
+			name: "a misspelt validation metric",
+			opts: Options{Select: "val_ac"},
+			err:  `--select val_ac: unknown validation metric; did you mean val_acc?`,
+		},
+		{
+			name: "upper case",
+			opts: Options{Select: "VAL_ACC"},
+			err:  `--select VAL_ACC: metric names are lower case: select val_acc`,
+		},
+		{
+			name: "every setting's validation metric not finite",
+			recs: func() []results.Record {
+				var recs []results.Record
+				for _, set := range []string{"rho=0.05", "rho=0.1"} {
+					r := sweepRec("SAM", set, "cnn", 1, 0.9, 0.8, 0.1)
+					delete(r.Metrics, "val_acc")
+					r.Undefined = []string{"val_acc"}
+					recs = append(recs, r)
+				}
+				return recs
+			}(),
+			opts: Options{Select: "val_acc"},
+			want: []string{"No row: no setting could be chosen on the validation split (see below).",
+				"SAM: none (the val ACC of each of the 2 settings is not finite)"},
 		},
 		{
 			name: "no validation split",

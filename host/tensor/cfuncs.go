@@ -7,7 +7,10 @@ package tensor
 // int at_get_num_threads();
 // void at_set_num_threads(int);
 // int at_grad_set_enabled(int);
+// void atc_set_device(int);
 import "C"
+
+import "github.com/sugarme/gotch/ts"
 
 func cManualSeed(seed int64) { C.at_manual_seed(C.int64_t(seed)) }
 
@@ -23,4 +26,12 @@ func cGradSetEnabled(on bool) int {
 		b = 1
 	}
 	return int(C.at_grad_set_enabled(C.int(b)))
+}
+
+// cSetDevice makes CUDA device n current on the calling thread
+// (c10::cuda::set_device through libtch; gotch's AtcSetDevice never calls
+// it).
+func cSetDevice(n int) error {
+	C.atc_set_device(C.int(n))
+	return ts.TorchErr()
 }

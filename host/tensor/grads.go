@@ -46,9 +46,7 @@ func (s *Scope) Gradients(loss T, leaves ...T) []T {
 	}
 	out := make([]T, n)
 	for i := range out {
-		t := ts.New(outSlice[i])
-		s.owned = append(s.owned, t)
-		out[i] = T{t}
+		out[i] = T{s.own(ts.New(outSlice[i]))}
 	}
 	return out
 }
@@ -74,9 +72,7 @@ func (s *Scope) Split(t T, sizes []int64) []T {
 			s.Fail(fmt.Errorf("split: %d pieces for %d sizes", i, len(sizes)))
 			return out
 		}
-		r := ts.New(cs[i])
-		s.owned = append(s.owned, r)
-		out[i] = T{r}
+		out[i] = T{s.own(ts.New(cs[i]))}
 	}
 	return out
 }

@@ -162,25 +162,66 @@ func (s *Scope) Mean(t T) T {
 	return s.unary("mean", t, func(t *ts.Tensor) (*ts.Tensor, error) { return t.Mean(t.DType(), false) })
 }
 
-// Dot returns Σ aᵢbᵢ over flat vectors, accumulated in float64.
-func (s *Scope) Dot(a, b T) T {
-	a64, b64 := a, b
-	if a.Valid() && a.t.DType() != Float64 {
-		a64 = s.Cast(a, Float64)
+// dotChunk is the most elements Dot casts to float64 at once (32 MiB of
+// float64): a vector up to this length is dotted in one float64 pass, a
+// longer one chunk by chunk.
+const dotChunk = 1 << 22
+
+func dot(a, b *ts.Tensor) (*ts.Tensor, error) { return a.Dot(b, false) }
+
+// Dot returns Σ aᵢbᵢ over all elements of a and b (any shapes with the same
+// number of elements) as a 0-d float64 tensor on their device, accumulated
+// in float64; the dot of empty tensors is 0. The float32 operands are cast
+// to float64 chunk by chunk (at most 2²² elements, freed before the next),
+// the chunks' float64 dots summed in float64: never a float64 copy of a
+// whole vector, and for vectors up to a chunk the very float64 dot of the
+// whole (bitwise what a full cast would give).
+func (s *Scope) Dot(a, b T) T { return s.dotChunks(a, b, dotChunk) }
+
+// Norm returns the global L2 norm of t (any shape) as a 0-d float64 tensor:
+// √Dot(t, t), casting each chunk once.
+func (s *Scope) Norm(t T) T { return s.Sqrt(s.dotChunks(t, t, dotChunk)) }
+
+// dotChunks is Dot with chunks of c elements.
+func (s *Scope) dotChunks(a, b T, c int64) T {
+	if !s.check(a, b) {
+		return T{}
 	}
-	if b.Valid() && b.t.DType() != Float64 {
-		b64 = s.Cast(b, Float64)
+	n := a.Numel()
+	if m := b.Numel(); m != n {
+		return s.Fail(fmt.Errorf("dot: %d and %d elements", n, m))
 	}
-	return s.binary("dot", a64, b64, func(a, b *ts.Tensor) (*ts.Tensor, error) { return a.Dot(b, false) })
+	fa, fb := s.Flatten(a, 0, -1), s.Flatten(b, 0, -1) // dot takes 1-D tensors only
+	var sum T
+	for off := int64(0); off == 0 || off < n; off += c {
+		cs := NewScope() // the chunk's float64 copies go when it is done
+		ca := cs.to64(cs.Narrow(fa, 0, off, min(c, n-off)))
+		cb := ca
+		if !a.Same(b) {
+			cb = cs.to64(cs.Narrow(fb, 0, off, min(c, n-off)))
+		}
+		d := cs.binary("dot", ca, cb, dot)
+		if err := cs.Err(); err != nil {
+			cs.Close()
+			return s.Fail(err)
+		}
+		d = s.Adopt(cs.Keep(d))
+		cs.Close()
+		if sum.Valid() {
+			sum = s.Add(sum, d)
+		} else {
+			sum = d
+		}
+	}
+	return sum
 }
 
-// Norm returns the global L2 norm of t (any shape) as a 0-d float64 tensor.
-func (s *Scope) Norm(t T) T {
-	f := s.Flatten(t, 0, -1) // dot takes 1-D tensors only
-	if f.Valid() && f.t.DType() != Float64 {
-		f = s.Cast(f, Float64) // once, not once per Dot operand
+// to64 casts t to float64 unless it is float64 already.
+func (s *Scope) to64(t T) T {
+	if t.Valid() && t.t.DType() == Float64 {
+		return t
 	}
-	return s.Sqrt(s.Dot(f, f))
+	return s.Cast(t, Float64)
 }
 
 // Stack stacks same-shaped tensors along a new dim.
@@ -369,4 +410,49 @@ func (s *Scope) ClampMin(t T, lo float64) T {
 		defer sc.MustDrop()
 		return t.ClampMin(sc, false)
 	})
+}
+
+// ChannelsLast returns a 4-D tensor (N,C,H,W) with the same shape and
+// values laid out NHWC in memory (PyTorch's torch.channels_last: strides
+// C·H·W, 1, W·C, C), which oneDNN and cuDNN convolutions take without a
+// conversion and propagate to their outputs. gotch has no memory-format
+// argument; the layout is made by a contiguous copy of the NHWC
+// permutation, viewed back as NCHW (differentiable: its backward is the
+// inverse permutation). A tensor already in that layout is returned as is.
+func (s *Scope) ChannelsLast(t T) T {
+	if !s.check(t) {
+		return T{}
+	}
+	sh := t.Shape()
+	if len(sh) != 4 {
+		return s.Fail(fmt.Errorf("channels_last: want a 4-D tensor, got shape %v", sh))
+	}
+	if isChannelsLast(t) {
+		return t
+	}
+	p := s.op("permute", func() (*ts.Tensor, error) { return t.t.Permute([]int64{0, 2, 3, 1}, false) })
+	p = s.Contiguous(p)
+	if !s.check(p) {
+		return T{}
+	}
+	return s.op("permute", func() (*ts.Tensor, error) { return p.t.Permute([]int64{0, 3, 1, 2}, false) })
+}
+
+// Strides returns t's strides in elements.
+func (t T) Strides() []int64 {
+	if t.t == nil {
+		return nil
+	}
+	st, _ := t.t.Stride()
+	return st
+}
+
+// isChannelsLast tells whether a 4-D tensor has NHWC strides.
+func isChannelsLast(t T) bool {
+	sh, st := t.Shape(), t.Strides()
+	if len(sh) != 4 || len(st) != 4 {
+		return false
+	}
+	c, h, w := sh[1], sh[2], sh[3]
+	return st[1] == 1 && st[3] == c && st[2] == w*c && st[0] == h*w*c
 }

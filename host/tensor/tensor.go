@@ -22,7 +22,7 @@ func (t T) Valid() bool { return t.t != nil }
 // Drop frees a kept tensor. Dropping the zero T is a no-op.
 func (t *T) Drop() {
 	if t.t != nil {
-		_ = t.t.Drop()
+		free(t.t)
 		t.t = nil
 	}
 }
@@ -32,11 +32,16 @@ func (t T) Device() Device {
 	if t.t == nil {
 		return CPU
 	}
+	if isFake(t.t) {
+		return Device{d: gotch.CPU, fake: true}
+	}
 	d, err := t.t.Device()
-	if err != nil {
+	if err != nil || d.Name != "CUDA" {
+		// gotch reports a CPU tensor's device as {CPU 1}, not gotch.CPU's
+		// {CPU -1}: a comparison with CPU would never hold.
 		return CPU
 	}
-	return Device{d}
+	return Device{d: d}
 }
 
 // Same tells whether t and u are the same handle.
@@ -49,6 +54,14 @@ func (t T) Shape() []int64 {
 	}
 	s, _ := t.t.Size()
 	return s
+}
+
+// DType returns the tensor's element type (Float32 for the zero T).
+func (t T) DType() DType {
+	if t.t == nil {
+		return Float32
+	}
+	return t.t.DType()
 }
 
 // Numel returns the number of elements.
@@ -73,31 +86,48 @@ var (
 )
 
 // Device is where tensors live.
-type Device struct{ d gotch.Device }
+type Device struct {
+	d    gotch.Device
+	fake bool // FakeDevice: CPU memory that counts as another device
+}
 
 // CPU is the host CPU.
-var CPU = Device{gotch.CPU}
+var CPU = Device{d: gotch.CPU}
 
 // IsCUDA tells whether d is a GPU.
 func (d Device) IsCUDA() bool { return d.d.Name == "CUDA" }
 
-// String renders d as "cpu" or "cuda:N".
+// String renders d as "cpu" or "cuda:N" ("fake" for FakeDevice).
 func (d Device) String() string {
+	if d.fake {
+		return "fake"
+	}
 	if d.IsCUDA() {
 		return "cuda:" + strconv.Itoa(d.d.Value)
 	}
 	return "cpu"
 }
 
+// The CUDA calls ParseDevice makes; tests replace them.
+var (
+	cudaAvailable   = func() bool { return lib.AtcCudaIsAvailable() }
+	cudaDeviceCount = func() int { return int(lib.AtcCudaDeviceCount()) }
+	setCUDADevice   = cSetDevice
+)
+
 // ParseDevice turns "auto", "cpu", "cuda" or "cuda:N" into a device. "auto"
-// is the first GPU when CUDA is available, else the CPU. Must run on the
+// is the first GPU when CUDA is available, else the CPU. A GPU becomes the
+// current CUDA device of the calling thread (cudaSetDevice), so that what
+// libtorch allocates without naming a device (cuBLAS and cuDNN handles and
+// workspaces, the current stream) is on it, not on GPU 0. Must run on the
 // worker.
 func ParseDevice(spec string) (Device, error) {
 	spec = strings.TrimSpace(strings.ToLower(spec))
 	switch {
 	case spec == "" || spec == "auto":
-		if lib.AtcCudaIsAvailable() {
-			return Device{gotch.CudaBuilder(0)}, nil
+		if cudaAvailable() {
+			cudaSeen.Store(true)
+			return useCUDA(spec, 0)
 		}
 		return CPU, nil
 	case spec == "cpu":
@@ -111,15 +141,35 @@ func ParseDevice(spec string) (Device, error) {
 			}
 			n = v
 		}
-		if !lib.AtcCudaIsAvailable() {
-			return CPU, fmt.Errorf("device %q: CUDA is not available with %s", spec, LibtorchDescription())
+		if !cudaAvailable() {
+			return CPU, fmt.Errorf("device %q: CUDA is not available with %s: %s", spec, LibtorchDescription(), ProbeCUDA().Problem())
 		}
-		if c := int(lib.AtcCudaDeviceCount()); n >= c {
+		if c := cudaDeviceCount(); n >= c {
 			return CPU, fmt.Errorf("device %q: only %d CUDA device(s)", spec, c)
 		}
-		return Device{gotch.CudaBuilder(uint(n))}, nil
+		cudaSeen.Store(true)
+		return useCUDA(spec, n)
 	}
 	return CPU, fmt.Errorf("device %q: want auto, cpu, cuda or cuda:N", spec)
+}
+
+// useCUDA makes GPU n the calling thread's current device.
+func useCUDA(spec string, n int) (Device, error) {
+	if err := setCUDADevice(n); err != nil {
+		return CPU, fmt.Errorf("device %q: making cuda:%d the current device: %w", spec, n, err)
+	}
+	return Device{d: gotch.CudaBuilder(uint(n))}, nil
+}
+
+// AutoDeviceNote explains, for a CUDA build, why the device spec "auto"
+// (or "") resolved to the CPU d: no usable GPU, and why. It is "" otherwise,
+// and on a CPU build, where the CPU is the only choice.
+func AutoDeviceNote(spec string, d Device) string {
+	spec = strings.TrimSpace(strings.ToLower(spec))
+	if (spec != "" && spec != "auto") || d.IsCUDA() || !lib.LibtorchCUDA {
+		return ""
+	}
+	return "device auto: no usable GPU, running on the CPU: " + ProbeCUDA().Problem()
 }
 
 // LibtorchVersion is the libtorch version optlab was built against.
@@ -174,6 +224,8 @@ func SetGradEnabled(on bool) (bool, error) {
 type Scope struct {
 	owned []*ts.Tensor
 	err   error
+	// onFake: the next results are on FakeDevice (their inputs are).
+	onFake bool
 }
 
 // NewScope starts a scope.
@@ -186,6 +238,7 @@ func (s *Scope) Err() error { return s.err }
 func (s *Scope) Fail(err error) T {
 	if s.err == nil && err != nil {
 		s.err = err
+		noteLost(err)
 	}
 	return T{}
 }
@@ -193,7 +246,7 @@ func (s *Scope) Fail(err error) T {
 // Close drops every tensor the scope still owns.
 func (s *Scope) Close() {
 	for _, t := range s.owned {
-		_ = t.Drop()
+		free(t)
 	}
 	s.owned = nil
 }
@@ -207,6 +260,28 @@ func (s *Scope) Keep(t T) T {
 		}
 	}
 	return t
+}
+
+// Release drops, now, each of ts that the scope owns, instead of at Close;
+// tensors it does not own (a caller's input, a kept tensor, the zero T, one
+// already released) are left alone. The memory goes back at once unless
+// something else still holds it (a view, autograd's saved tensors): a
+// forward pass releases each activation when the next layer has read it,
+// so without autograd only a few are alive at a time. Never use a released
+// tensor again.
+func (s *Scope) Release(ts ...T) {
+	for _, t := range ts {
+		if t.t == nil {
+			continue
+		}
+		for i := len(s.owned) - 1; i >= 0; i-- {
+			if s.owned[i] == t.t {
+				s.owned = append(s.owned[:i], s.owned[i+1:]...)
+				free(t.t)
+				break
+			}
+		}
+	}
 }
 
 // Adopt hands a kept tensor to the scope, which drops it on Close.
@@ -226,8 +301,15 @@ func (s *Scope) op(name string, f func() (*ts.Tensor, error)) T {
 	if err != nil {
 		return s.Fail(fmt.Errorf("%s: %w", name, err))
 	}
+	return T{s.own(r)}
+}
+
+// own makes the scope the owner of a result of an op on the device of the
+// op's inputs (see sameDevice).
+func (s *Scope) own(r *ts.Tensor) *ts.Tensor {
 	s.owned = append(s.owned, r)
-	return T{r}
+	markFake(r, s.onFake)
+	return r
 }
 
 // inplace runs an in-place gotch call on a tensor the caller owns; never call
@@ -241,7 +323,15 @@ func (s *Scope) inplace(name string, f func() error) {
 	}
 }
 
+// check tells whether an op on ts may run: the scope has not failed, every
+// tensor is there, and all are on one device (FakeDevice is told apart; a
+// real CUDA/CPU mix is libtorch's to refuse).
 func (s *Scope) check(ts ...T) bool {
+	return s.present(ts) && s.sameDevice(ts)
+}
+
+// present is check without the device test (copies cross devices).
+func (s *Scope) present(ts []T) bool {
 	if s.err != nil {
 		return false
 	}
@@ -265,16 +355,19 @@ func opt(t T) *ts.Tensor {
 
 // Zeros makes a zero tensor.
 func (s *Scope) Zeros(shape []int64, dt DType, d Device) T {
+	s.onFake = d.fake
 	return s.op("zeros", func() (*ts.Tensor, error) { return ts.Zeros(shape, dt, d.d) })
 }
 
 // Ones makes a tensor of ones.
 func (s *Scope) Ones(shape []int64, dt DType, d Device) T {
+	s.onFake = d.fake
 	return s.op("ones", func() (*ts.Tensor, error) { return ts.Ones(shape, dt, d.d) })
 }
 
 // Randn makes a tensor of N(0,1) draws from torch's global generator.
 func (s *Scope) Randn(shape []int64, dt DType, d Device) T {
+	s.onFake = d.fake
 	return s.op("randn", func() (*ts.Tensor, error) { return ts.Randn(shape, dt, d.d) })
 }
 
@@ -297,18 +390,32 @@ func (s *Scope) upload(name string, data any, shape []int64, d Device) T {
 	if s.err != nil {
 		return T{}
 	}
+	s.onFake = false
 	host := s.op(name, func() (*ts.Tensor, error) { return ts.NewTensorFromData(data, shape) })
-	if d.IsCUDA() {
-		return s.To(host, d)
+	if s.err != nil {
+		return T{}
+	}
+	hostToDevice.Add(1) // one copy of Go memory, to the device (transfer.go)
+	if d.IsCUDA() || d.fake {
+		return s.to(host, d)
 	}
 	return host
 }
 
 // To copies t to device d.
 func (s *Scope) To(t T, d Device) T {
-	if !s.check(t) {
+	if !s.present([]T{t}) {
 		return T{}
 	}
+	if d.IsCUDA() && !t.Device().IsCUDA() {
+		hostToDevice.Add(1)
+	}
+	return s.to(t, d)
+}
+
+// to is To without counting the copy.
+func (s *Scope) to(t T, d Device) T {
+	s.onFake = d.fake
 	return s.op("to", func() (*ts.Tensor, error) { return t.t.To(d.d, false) })
 }
 
@@ -364,9 +471,10 @@ func (s *Scope) Float32s(t T) []float32 {
 // CopyFrom copies src into dst in place (dst must be owned by the caller:
 // a kept tensor or a view of one).
 func (s *Scope) CopyFrom(dst, src T) {
-	if !s.check(dst, src) {
+	if !s.present([]T{dst, src}) {
 		return
 	}
+	countCopy(dst, src)
 	s.inplace("copy_", func() error {
 		lib.AtCopy_(lib.Ctensor(dst.t.Ctensor()), lib.Ctensor(src.t.Ctensor()))
 		return ts.TorchErr()
@@ -399,6 +507,15 @@ func (s *Scope) View(t T, shape ...int64) T {
 		return T{}
 	}
 	return s.op("view", func() (*ts.Tensor, error) { return t.t.View(shape, false) })
+}
+
+// Reshape returns t with a new shape: a view when t's strides allow, else
+// a copy (−1 infers one size).
+func (s *Scope) Reshape(t T, shape ...int64) T {
+	if !s.check(t) {
+		return T{}
+	}
+	return s.op("reshape", func() (*ts.Tensor, error) { return t.t.Reshape(shape, false) })
 }
 
 // Flatten flattens dims start..end.

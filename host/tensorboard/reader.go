@@ -88,6 +88,7 @@ func decodeEvent(b []byte) (Event, error) {
 					return nil
 				}
 				if typ != protowire.BytesType {
+					//lint:ignore ST1005 Summary.value is the protobuf field's name
 					return fmt.Errorf("Summary.value: %w", errField)
 				}
 				val, ok, err := decodeValue(v)

@@ -114,11 +114,11 @@ func Create(dir string) (*Writer, error) {
 	}
 	w := &Writer{path: path, f: f, buf: bufio.NewWriter(f)}
 	if err := w.record(versionEvent(now)); err != nil {
-		f.Close()
+		_ = f.Close()
 		return nil, err
 	}
 	if err := w.Flush(); err != nil {
-		f.Close()
+		_ = f.Close()
 		return nil, err
 	}
 	return w, nil

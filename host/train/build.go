@@ -4,12 +4,14 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"os"
 
 	"github.com/optlab/optlab/host/checkpoint/statedict"
 	"github.com/optlab/optlab/host/curves"
 	"github.com/optlab/optlab/host/engine"
 	"github.com/optlab/optlab/host/experiment"
 	"github.com/optlab/optlab/host/model"
+	"github.com/optlab/optlab/host/tensor"
 	"github.com/optlab/optlab/sdk/optim"
 )
 
@@ -60,15 +62,38 @@ func (r *Runner) Preflight(ctx context.Context, run experiment.Run, m Method) er
 	return err
 }
 
+// ModelNumerics is how the experiment's models compute: train.precision
+// and model.memory_format. bf16 is an error when this libtorch's autocast
+// cannot be reached.
+func ModelNumerics(e *experiment.Experiment) (model.Numerics, error) {
+	n := model.Numerics{
+		BF16:         e.Train.Precision == experiment.PrecisionBF16,
+		ChannelsLast: e.Model.MemoryFormat == experiment.MemoryChannelsLast,
+	}
+	if n.BF16 {
+		if _, err := tensor.AutocastAvailable(); err != nil {
+			return n, fmt.Errorf("train.precision = \"bf16\": %w", err)
+		}
+	}
+	return n, nil
+}
+
 // build makes run's models and engine, initializes them (model.init_from)
 // and configures the optimizer; the training it returns has the engine,
 // the number of members, the steps per epoch and the total steps. On error
 // nothing is left open.
 func (r *Runner) build(ctx context.Context, run experiment.Run, m Method) (*training, error) {
+	num, err := ModelNumerics(r.Exp)
+	if err != nil {
+		return nil, err
+	}
 	models := make([]*model.Model, len(run.Members))
 	for i, arch := range run.Members {
 		mod, err := r.Zoo.New(arch, r.Data.Classes, r.Data.Shape)
 		if err != nil {
+			return nil, err
+		}
+		if err := mod.SetNumerics(num); err != nil {
 			return nil, err
 		}
 		models[i] = mod
@@ -82,11 +107,20 @@ func (r *Runner) build(ctx context.Context, run experiment.Run, m Method) (*trai
 	ecfg := engine.Config{
 		Device: r.Dev, Seed: run.Seed, LabelSmoothing: tr.LabelSmoothing, Base: base,
 		TrainSize: int64(r.Data.TrainSize), BatchSize: int64(tr.BatchSize),
+		DebugNonFinite: os.Getenv(engine.DebugNonFiniteEnv) == "1",
+		Spill:          tr.Spill,
+		Log:            r.logLine(run),
 	}
 	if mo := r.Exp.Model; mo.Variational {
 		v := mo.VariationalOpts
 		ecfg.Variational = &engine.Variational{PriorSigma: v.PriorSigma, RhoInit: v.RhoInit, RhoInitStd: 0.1,
 			KL: v.KL, KLReduction: v.KLReduction, Beta: v.Beta, LocalReparam: v.LocalReparam}
+	}
+	// The experiment's determinism and precision, set in full for every
+	// run (libtorch's switches are process-wide).
+	tnum := tensor.Numerics{Deterministic: tr.Deterministic, CudnnBenchmark: tr.CudnnBenchmark, TF32: tr.TF32}
+	if err := r.W.Do(ctx, func() error { return tensor.SetNumerics(tnum) }); err != nil {
+		return nil, err
 	}
 	perEpoch, total := r.Steps()
 	if perEpoch == 0 {
@@ -111,4 +145,14 @@ func (r *Runner) build(ctx context.Context, run experiment.Run, m Method) (*trai
 		return fail(fmt.Errorf("configure: %w", err))
 	}
 	return &training{run: run, m: m, eng: eng, members: len(models), perEpoch: perEpoch, total: total}, nil
+}
+
+// logLine writes one of the engine's notices (a spilled vector) to the log,
+// naming the run.
+func (r *Runner) logLine(run experiment.Run) func(string) {
+	return func(line string) {
+		if r.Log != nil {
+			fmt.Fprintf(r.Log, "host: %s: %s\n", run.Key, line)
+		}
+	}
 }

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/optlab/optlab/host/curves"
+	"github.com/optlab/optlab/host/data/devset"
+	"github.com/optlab/optlab/host/engine"
 	"github.com/optlab/optlab/host/metrics"
 	"github.com/optlab/optlab/host/tensor"
 	"github.com/optlab/optlab/sdk/optim"
@@ -14,23 +16,32 @@ import (
 
 // loop trains a resumed (or fresh) run to its total steps. Every epoch
 // draws the data orders; every step feeds the members their batch and runs
-// an optimizer step with the schedule's learning rate. Every epoch end
-// appends the curve's row (evaluating the predictive on the validation, else
-// test, set when the schedule needs the metric or eval.every_epochs says
-// so) and saves the training state. start is when Run began.
+// an optimizer step with the schedule's learning rate. A step's metrics
+// (what its programs reported, merged with the StepOutput's) are processed
+// one step late, after the next step was issued, so that reading them back
+// does not make the device wait between steps; the last step of an epoch is
+// processed before the epoch ends. Every epoch end appends the curve's row
+// (evaluating the predictive on the validation, else test, set when the
+// schedule needs the metric or eval.every_epochs says so) and saves the
+// training state. start is when Run began.
 func (r *Runner) loop(ctx context.Context, t *training, prog *progress, cfg map[string]any, start time.Time) error {
-	tr := r.Exp.Train
 	var lastLR float64
+	var pending *stepMetrics // the step issued last, not processed yet
+	defer func() { pending.drop() }()
+	var ep *devset.Epoch // the current epoch's batches on the device
+	defer func() { r.dropEpoch(ep) }()
 	for epoch := t.from.Epoch; t.step < t.total; epoch++ {
-		idx := r.dataOrders(t)
-		var sumLoss, sumAcc float64
-		var n int
-		for i := 0; i < int(t.perEpoch) && t.step < t.total; i++ {
+		steps := int(min(t.perEpoch, t.total-t.step))
+		var err error
+		if ep, err = r.newEpoch(ctx, t, steps); err != nil {
+			return fmt.Errorf("epoch %d: batches: %w", epoch+1, err)
+		}
+		sums := &epochSums{}
+		for i := 0; i < steps; i++ {
 			if err := ctx.Err(); err != nil {
 				return err
 			}
-			bs := int64(tr.BatchSize)
-			if err := r.feed(ctx, t, idx, int64(i)*bs, int64(i+1)*bs); err != nil {
+			if err := r.feed(ctx, t, ep, i); err != nil {
 				return fmt.Errorf("batch: %w", err)
 			}
 			lr := t.sched.LR(epoch, i, int(t.perEpoch))
@@ -38,28 +49,114 @@ func (r *Runner) loop(ctx context.Context, t *training, prog *progress, cfg map[
 			t.eng.BeginStep(t.step, lr)
 			out, err := t.m.Optimizer.Step(ctx, t.eng, optim.StepInput{Step: t.step, Epoch: epoch, LR: lr})
 			if err != nil {
+				// A non-finite loss of the step before explains a failure
+				// of this one better than the failure itself.
+				if perr := r.processStep(ctx, t, prog, sums, pending); perr != nil {
+					return perr
+				}
+				pending = nil
 				return fmt.Errorf("step %d (epoch %d): %w", t.step, epoch+1, err)
 			}
-			loss := out.Metrics["loss"]
-			if math.IsNaN(loss) || math.IsInf(loss, 0) {
-				return fmt.Errorf("step %d (epoch %d, lr %g): %w (%v); lower the learning rate or ρ", t.step, epoch+1, lr, ErrNaN, loss)
+			reps, err := t.eng.TakeReports(ctx)
+			if err != nil {
+				return fmt.Errorf("step %d (epoch %d): %w", t.step, epoch+1, err)
 			}
-			sumLoss += loss
-			sumAcc += out.Metrics["acc"]
-			n++
+			cur := &stepMetrics{step: t.step, epoch: epoch, lr: lr, reports: reps, out: out.Metrics}
 			t.step++
-			if err := t.tb.step(t.step, out.Metrics); err != nil {
+			err = r.processStep(ctx, t, prog, sums, pending)
+			pending = cur
+			if err != nil {
 				return err
 			}
-			prog.update(epoch+1, tr.Epochs, t.step-t.from.Step, loss, out.Metrics["acc"])
+			if r.StepHook != nil {
+				r.StepHook(cur.step, t.eng)
+			}
+		}
+		err = r.processStep(ctx, t, prog, sums, pending)
+		pending = nil
+		r.dropEpoch(ep)
+		ep = nil
+		if err != nil {
+			return err
 		}
 		t.epochs++
-		t.trainLoss, t.trainAcc = sumLoss/float64(n), sumAcc/float64(n)
+		t.trainLoss, t.trainAcc = sums.loss/float64(sums.n), sums.acc/float64(sums.n)
 		if err := r.endEpoch(ctx, t, cfg, lastLR, start); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// stepMetrics is an issued step whose metrics are not processed yet: the
+// reports its programs made (on the device) and its StepOutput's metrics.
+type stepMetrics struct {
+	step    int64 // 0-based
+	epoch   int   // 0-based
+	lr      float64
+	reports *engine.Reports
+	out     map[string]float64
+}
+
+func (m *stepMetrics) drop() {
+	if m != nil {
+		m.reports.Drop()
+	}
+}
+
+// epochSums accumulates an epoch's training loss and accuracy, step by
+// step in order.
+type epochSums struct {
+	loss, acc float64
+	n         int
+}
+
+// processStep reads the metrics of step m (nil: none) and processes them:
+// the finiteness check of the loss, the epoch's sums, TensorBoard's values
+// and the progress line.
+func (r *Runner) processStep(ctx context.Context, t *training, prog *progress, sums *epochSums, m *stepMetrics) error {
+	if m == nil {
+		return nil
+	}
+	metrics, err := stepValues(ctx, m)
+	if err != nil {
+		return fmt.Errorf("step %d (epoch %d): %w", m.step, m.epoch+1, err)
+	}
+	loss := metrics["loss"]
+	if math.IsNaN(loss) || math.IsInf(loss, 0) {
+		return fmt.Errorf("step %d (epoch %d, lr %g): %w (%v); lower the learning rate or ρ", m.step, m.epoch+1, m.lr, ErrNaN, loss)
+	}
+	sums.loss += loss
+	sums.acc += metrics["acc"]
+	sums.n++
+	if err := t.tb.step(m.step+1, metrics); err != nil {
+		return err
+	}
+	prog.update(m.epoch+1, r.Exp.Train.Epochs, m.step+1-t.from.Step, loss, metrics["acc"])
+	return nil
+}
+
+// stepValues returns a step's metrics: its reports, read back, merged with
+// the metrics its StepOutput carries (a name in both is an error).
+func stepValues(ctx context.Context, m *stepMetrics) (map[string]float64, error) {
+	reported, err := m.reports.Values(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if len(reported) == 0 {
+		return m.out, nil
+	}
+	metrics := make(map[string]float64, len(reported)+len(m.out))
+	for k, v := range reported {
+		metrics[k] = v
+	}
+	for k, v := range m.out {
+		if _, dup := reported[k]; dup {
+			return nil, fmt.Errorf("metric %q is both reported by a program (Report) and returned in the step's output", k)
+		}
+		metrics[k] = v
+	}
+	return metrics, nil
 }
 
 // dataOrders returns this epoch's sample order of every data order: the
@@ -78,15 +175,40 @@ func (r *Runner) dataOrders(t *training) [][]int64 {
 	return idx
 }
 
-// feed cuts positions [from, to) of every data order into a batch on the
-// device (augmented) and makes it the current batch: of every member with
-// one data order, of member k with one per member.
-func (r *Runner) feed(ctx context.Context, t *training, idx [][]int64, from, to int64) error {
+// newEpoch draws the epoch's batches, its next steps steps, and copies
+// them to the device at once: every data order (shuffled when
+// data.shuffle is set) and the augmentations of every batch, drawn from the
+// run's streams in the order that drawing them batch by batch would (so
+// a resumed run and the trajectories are those of per-batch drawing).
+func (r *Runner) newEpoch(ctx context.Context, t *training, steps int) (*devset.Epoch, error) {
+	idx := r.dataOrders(t)
+	var ep *devset.Epoch
+	err := r.W.Do(ctx, func() error {
+		s := tensor.NewScope()
+		defer s.Close()
+		var err error
+		ep, err = r.Data.Train.NewEpoch(s, idx, int64(r.Exp.Train.BatchSize), steps, r.Data.Augment, t.augRNG, r.Dev)
+		return err
+	})
+	return ep, err
+}
+
+// dropEpoch frees an epoch's batches (nil: none).
+func (r *Runner) dropEpoch(ep *devset.Epoch) {
+	if ep != nil {
+		_ = r.W.Do(context.Background(), func() error { ep.Drop(); return nil })
+	}
+}
+
+// feed cuts step i's batch of every data order out of the epoch on the
+// device (no copy from the host) and makes it the current batch: of every
+// member with one data order, of member k with one per member.
+func (r *Runner) feed(ctx context.Context, t *training, ep *devset.Epoch, i int) error {
 	return r.W.Do(ctx, func() error {
 		s := tensor.NewScope()
 		defer s.Close()
-		for k := range idx {
-			x, y := r.Data.Train.Batch(s, idx[k][from:to], r.Data.Augment, t.augRNG, r.Dev)
+		for k := range t.orders {
+			x, y := ep.Batch(s, k, i)
 			if err := s.Err(); err != nil {
 				return err
 			}

@@ -6,11 +6,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"math"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/optlab/optlab/host/checkpoint"
@@ -67,20 +69,49 @@ func ModelFile(key string) string {
 // KeepAside moves the file (or folder) rel of an experiment's results
 // folder dir (if it exists) to dir/superseded/rel with the time appended to
 // its name, where a run's files go when its configuration changed; it
-// returns the new path, or "" when there was none.
+// returns the new path, or "" when there was none. The name is never one
+// that is taken: when something was kept aside under it already (twice in
+// one second, or by another host), -2, -3, … is added. The name is
+// reserved first (an empty file or folder created exclusively), then src is
+// renamed over the reservation, so two hosts never pick the same one.
 func KeepAside(dir, rel string) (string, error) {
 	src := filepath.Join(dir, rel)
-	if _, err := os.Stat(src); err != nil {
+	st, err := os.Lstat(src)
+	if err != nil {
 		return "", nil
 	}
-	dst := filepath.Join(dir, SupersededDir, rel+"."+time.Now().UTC().Format("20060102T150405Z"))
-	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
-		return "", err
-	}
-	if err := os.Rename(src, dst); err != nil {
+	base := filepath.Join(dir, SupersededDir, rel+"."+time.Now().UTC().Format("20060102T150405Z"))
+	if err := os.MkdirAll(filepath.Dir(base), 0o755); err != nil {
 		return "", fmt.Errorf("keeping the old %s aside: %w", rel, err)
 	}
-	return dst, nil
+	for n := 1; n <= 10000; n++ {
+		dst := base
+		if n > 1 {
+			dst = fmt.Sprintf("%s-%d", base, n)
+		}
+		if st.IsDir() {
+			err = os.Mkdir(dst, 0o755)
+		} else {
+			var f *os.File
+			if f, err = os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644); err == nil {
+				err = f.Close()
+			}
+		}
+		if errors.Is(err, fs.ErrExist) {
+			continue
+		}
+		if err == nil {
+			// syscall.Rename: os.Rename refuses any folder as the
+			// target, also the empty one reserved here.
+			if err = syscall.Rename(src, dst); err == nil {
+				return dst, nil
+			}
+			_ = os.Remove(dst)
+			err = &os.LinkError{Op: "rename", Old: src, New: dst, Err: err}
+		}
+		return "", fmt.Errorf("keeping the old %s aside: %w", rel, err)
+	}
+	return "", fmt.Errorf("keeping the old %s aside: every name %s-N up to 10000 is taken; remove old files from %s", rel, base, filepath.Join(dir, SupersededDir))
 }
 
 // resume prepares the loop of a built run: the schedule, the random streams
@@ -129,7 +160,7 @@ func (r *Runner) resume(ctx context.Context, t *training, cfg map[string]any) er
 		if ev := r.Exp.Eval; ev.TensorBoard {
 			dir := filepath.Join(r.Exp.ResultsDir, r.Exp.Name, TensorBoardDir(t.run.Key))
 			if t.tb, err = openTB(dir, resumed, ls.Step, ev.TensorBoardEverySteps); err != nil {
-				t.curve.Close()
+				_ = t.curve.Close()
 				return err
 			}
 		}

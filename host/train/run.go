@@ -18,6 +18,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/optlab/optlab/host/engine"
 	"github.com/optlab/optlab/host/experiment"
 	"github.com/optlab/optlab/host/model"
 	"github.com/optlab/optlab/host/results"
@@ -48,6 +49,12 @@ type Runner struct {
 	// resumes from its last finished epoch, and ../checkpoints/ receives the
 	// final model of every run (PyTorch names).
 	StateDir string
+	// StepHook, when set (benchmarks), is called on the loop's goroutine
+	// after every step, once the step was issued (batch fed, BeginStep, the
+	// optimizer's Step, TakeReports) and the step before it processed
+	// (its reports read back, one step late): the time between two calls
+	// is what a step costs in training. step is the step's 0-based index.
+	StepHook func(step int64, eng *engine.Engine)
 	// afterEpoch, when set (tests), runs after each epoch's state is saved;
 	// an error aborts the run as a crash would.
 	afterEpoch func(epoch int) error
@@ -133,7 +140,37 @@ func (r *Runner) Record(run experiment.Run, m Method) results.Record {
 		addTable(cfg, "model.variational_opts", r.Exp.Model.VariationalOpts)
 	}
 	cfg["model.init_from"] = r.Exp.Model.InitFrom
+	// Numerics: recorded only when not the default, so that records of
+	// float32 runs keep the configuration (and hash) they had before these
+	// keys existed (results.OmittedDefaults compares a missing key as its
+	// default).
+	if p := tr.Precision; p != "" && p != experiment.PrecisionFP32 {
+		cfg["train.precision"] = p
+	}
+	if f := r.Exp.Model.MemoryFormat; f != "" && f != experiment.MemoryContiguous {
+		cfg["model.memory_format"] = f
+	}
+	// The files behind data.path and init_from, by content: another file
+	// under the same name (or the same one edited) is another run.
+	if d.Dataset == experiment.DatasetCSV && d.Path != "" {
+		if id, ok := FileIdentity(d.Path); ok {
+			cfg["data.path.content"] = id
+		}
+	}
+	if r.Exp.Model.InitFrom != "" {
+		if id, ok := FileIdentity(r.Exp.Model.InitFrom); ok {
+			cfg["model.init_from.content"] = id
+		}
+	}
 	addTable(cfg, "eval", r.Exp.Eval)
+	// Determinism and precision: only when on, so that a run at the
+	// defaults keeps the configuration (and hash) of the records written
+	// before these keys existed; Record.Numerics has all three.
+	for k, on := range map[string]bool{"train.deterministic": tr.Deterministic, "train.cudnn_benchmark": tr.CudnnBenchmark, "train.tf32": tr.TF32} {
+		if on {
+			cfg[k] = true
+		}
+	}
 	// What TensorBoard logs changes no result: turning it off or on must
 	// neither supersede finished runs nor retire saved states.
 	delete(cfg, "eval.tensorboard")
@@ -142,6 +179,7 @@ func (r *Runner) Record(run experiment.Run, m Method) results.Record {
 		Experiment: r.Exp.Name, Key: run.Key, Method: run.Label, Plugin: m.Plugin, PluginVersion: m.Version,
 		Config: cfg, Dataset: r.Exp.Data.Dataset, Arch: run.Arch, Seed: run.Seed, Epochs: tr.Epochs,
 		Device: r.Dev.String(), Libtorch: tensor.LibtorchDescription(), BLAS: tensor.BLASInUse().String(), GitCommit: r.Meta.GitCommit, Host: r.Meta.Host,
+		Numerics: &results.Numerics{Deterministic: tr.Deterministic, CudnnBenchmark: tr.CudnnBenchmark, TF32: tr.TF32},
 	}
 	if len(run.Setting) > 0 {
 		rec.Base, rec.Setting = run.Method.Name, run.SettingString()
@@ -184,8 +222,10 @@ func (r *Runner) Run(ctx context.Context, run experiment.Run, m Method) (results
 	if err := r.resume(ctx, t, rec.Config); err != nil {
 		return rec, err
 	}
-	defer t.curve.Close()
-	defer t.tb.Close() // a failed run keeps what it logged
+	// A failed run keeps what it logged; a finished one must have written
+	// all of it (both Close twice as a no-op).
+	defer func() { _ = t.curve.Close() }()
+	defer func() { _ = t.tb.Close() }()
 	prog := newProgress(r.Progress, r.Terminal, fmt.Sprintf("%s %s seed %d", run.Label, run.Arch, run.Seed), t.total-t.from.Step)
 	defer prog.done()
 	if err := r.loop(ctx, t, prog, rec.Config, start); err != nil {
@@ -195,7 +235,13 @@ func (r *Runner) Run(ctx context.Context, run experiment.Run, m Method) (results
 	if err := r.saveModel(ctx, t); err != nil {
 		return rec, err
 	}
-	return r.score(ctx, t, rec, wall)
+	if rec, err = r.score(ctx, t, rec, wall); err != nil {
+		return rec, err
+	}
+	if err := errors.Join(t.curve.Close(), t.tb.Close()); err != nil {
+		return rec, fmt.Errorf("finishing the run's logs: %w", err)
+	}
+	return rec, nil
 }
 
 // DefaultHost names this machine for records.

@@ -71,7 +71,7 @@ func openTB(dir string, resumed bool, from int64, every int) (*tbLog, error) {
 		return nil, err
 	}
 	if err := w.SessionStart(from + 1); err != nil {
-		w.Close()
+		_ = w.Close()
 		return nil, err
 	}
 	return &tbLog{w: w, every: int64(every), sums: map[string]float64{}, counts: map[string]int{}, testAt: -1}, nil

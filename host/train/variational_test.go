@@ -41,14 +41,18 @@ func (b *bbb) Step(ctx context.Context, h optim.Host, in optim.StepInput) (optim
 	if b.twoPass {
 		again = p.GradOp(optim.Grad{At: optim.Params, Eps: b.kappa, BN: optim.BNFreeze})
 	}
-	r, err := h.Exec(ctx, p.BaseStep(optim.Params, b.gMu).BaseStep(optim.RhoOf(0), b.gRho))
+	p.BaseStep(optim.Params, b.gMu).BaseStep(optim.RhoOf(0), b.gRho).ReportMetrics(ev.Loss, ev.Acc)
+	if b.twoPass {
+		p.Read(ev.Loss, again.Loss)
+	}
+	r, err := h.Exec(ctx, p)
 	if err != nil {
 		return optim.StepOutput{}, err
 	}
 	if b.twoPass && r.Get(ev.Loss) != r.Get(again.Loss) {
 		b.mismatch++
 	}
-	return optim.Metrics(r.Get(ev.Loss), r.Get(ev.Acc)), nil
+	return optim.StepOutput{}, nil
 }
 
 func (b *bbb) Predictive(context.Context) (optim.Predictive, error) {

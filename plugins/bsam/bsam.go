@@ -54,7 +54,7 @@ type Config struct {
 	DAFactor       float64 `hp:"dafactor" range:"(0,)" doc:"data-augmentation factor: N = TrainSize·dafactor"`
 	Damping        float64 `hp:"damping" doc:"γ added to s"`
 	SInit          float64 `hp:"s_init" range:"(0,)" doc:"initial value of s"`
-	M              int     `hp:"m" range:"[1,)" doc:"batch split (m-sharpness), as --batchsplit"`
+	M              int     `hp:"m" range:"[1,batch]" doc:"batch split (m-sharpness), as --batchsplit"`
 	TestMC         int     `hp:"test_mc" range:"[1,)" doc:"MC samples of the predictive"`
 	UpdateOrder    string  `hp:"update_order" enum:"code|paper" doc:"\"code\": w uses the old s (released code); \"paper\": s first"`
 	FreezeBNSecond bool    `hp:"freeze_bn_second" doc:"freeze BatchNorm statistics at w+ε (the released code updates them)"`
@@ -113,14 +113,19 @@ func (o *BSAM) Info() optim.Info {
 // Configure implements optim.Optimizer: s = s_init, g_m = 0 for every member.
 func (o *BSAM) Configure(ctx context.Context, h optim.Host, cfg optim.Config) error {
 	o.cfg, o.seed = defaults(), cfg.Seed
-	if err := hparams.Apply(&o.cfg, cfg.Params); err != nil {
-		return fmt.Errorf("bsam: %w", err)
-	}
-	c := o.cfg
 	l, err := h.Layout(ctx)
 	if err != nil {
 		return fmt.Errorf("bsam: layout: %w", err)
 	}
+	// m is bounded by the batch it splits ("[1,batch]").
+	var b hparams.Bounds
+	if l.BatchSize > 0 {
+		b = hparams.Bounds{"batch": float64(l.BatchSize)}
+	}
+	if err := hparams.ApplyIn(&o.cfg, cfg.Params, b); err != nil {
+		return fmt.Errorf("bsam: %w", err)
+	}
+	c := o.cfg
 	if l.TrainSize <= 0 {
 		return fmt.Errorf("bsam: needs the train size, layout has %d", l.TrainSize)
 	}
@@ -139,7 +144,7 @@ func (o *BSAM) Configure(ctx context.Context, h optim.Host, cfg optim.Config) er
 		for _, x := range v.all() {
 			p.Alloc(x, m)
 		}
-		o.updateStd(p.Fill(v.s, c.SInit), v)
+		o.updateStd(p.Fill(v.s, optim.K(c.SInit)), v)
 		o.vecs[m] = v
 	}
 	if _, err := h.Exec(ctx, p); err != nil {
@@ -150,26 +155,34 @@ func (o *BSAM) Configure(ctx context.Context, h optim.Host, cfg optim.Config) er
 
 // updateStd appends Std = √(1/(N s)) of the member whose handles are v.
 func (o *BSAM) updateStd(p *optim.Program, v memberVecs) *optim.Program {
-	return p.Unary(v.std, v.s, optim.Reciprocal).Scale(v.std, 1/o.n).Unary(v.std, v.std, optim.Sqrt)
+	return p.Unary(v.std, v.s, optim.Reciprocal).Scale(v.std, optim.K(1/o.n)).Unary(v.std, v.std, optim.Sqrt)
 }
 
-// Step implements optim.Optimizer with one Exec for all members.
+// Step implements optim.Optimizer with one Exec for all members and no
+// blocking read: it reports the mean loss and accuracy at the noisy
+// samples θ_j.
 func (o *BSAM) Step(ctx context.Context, h optim.Host, in optim.StepInput) (optim.StepOutput, error) {
 	p := o.hs.Prog()
 	var evs []optim.Eval // loss and accuracy at θ_j, per member and j
 	for m, v := range o.vecs {
 		evs = append(evs, o.member(p, m, v, in)...)
 	}
-	r, err := h.Exec(ctx, p)
-	if err != nil {
+	// Σ inv·x in order, as the plugin summed before registers (inv·x, not
+	// x/n as Program.Mean does: the last bit can differ).
+	inv := optim.K(1 / float64(len(evs)))
+	var loss, acc optim.Reg
+	for i, ev := range evs {
+		l, a := p.Mul(inv, ev.Loss), p.Mul(inv, ev.Acc)
+		if i > 0 {
+			l, a = p.Add(loss, l), p.Add(acc, a)
+		}
+		loss, acc = l, a
+	}
+	p.ReportMetrics(loss, acc)
+	if _, err := h.Exec(ctx, p); err != nil {
 		return optim.StepOutput{}, fmt.Errorf("bsam: step: %w", err)
 	}
-	var loss, acc float64
-	inv := 1 / float64(len(evs))
-	for _, ev := range evs {
-		loss, acc = loss+inv*r.Get(ev.Loss), acc+inv*r.Get(ev.Acc)
-	}
-	return optim.StepOutput{Metrics: map[string]float64{"loss": loss, "acc": acc}}, nil
+	return optim.StepOutput{}, nil
 }
 
 // member appends to p the step of member m, whose handles are v, and
@@ -180,25 +193,25 @@ func (o *BSAM) member(p *optim.Program, m int, v memberVecs, in optim.StepInput)
 		bn = optim.BNFreeze
 	}
 	s, mom, pt, g, t, sq, gs, hs := v.s, v.momentum, v.point, v.grad, v.tmp, v.sqrtS, v.gEps, v.h
-	p.Unary(sq, s, optim.Sqrt).Fill(gs, 0).Fill(hs, 0)
+	p.Unary(sq, s, optim.Sqrt).Fill(gs, optim.K(0)).Fill(hs, optim.K(0))
 	evs := make([]optim.Eval, c.M)
 	for j := range c.M {
 		b := optim.Batch{Part: int32(j), Of: int32(c.M)}
-		p.RandN(pt, 1, noiseSeed(o.seed, in.Step, m*c.M+j)).Binary(pt, pt, v.std, optim.Mul).Axpy(pt, 1, w)
+		p.RandN(pt, 1, noiseSeed(o.seed, in.Step, m*c.M+j)).Binary(pt, pt, v.std, optim.Mul).Axpy(pt, optim.K(1), w)
 		evs[j] = p.Grad(g, pt, b, optim.BNUpdate)
-		p.Unary(t, g, optim.Abs).Binary(t, t, sq, optim.Mul).Axpy(hs, inv, t).
-			Binary(t, g, s, optim.Div).LinComb(pt, optim.Term{Coef: 1, X: w}, optim.Term{Coef: c.Rho, X: t})
+		p.Unary(t, g, optim.Abs).Binary(t, t, sq, optim.Mul).Axpy(hs, optim.K(inv), t).
+			Binary(t, g, s, optim.Div).LinComb(pt, optim.Term{Coef: optim.K(1), X: w}, optim.Term{Coef: optim.K(c.Rho), X: t})
 		p.Grad(g, pt, b, bn)
-		p.Axpy(gs, inv, g)
+		p.Axpy(gs, optim.K(inv), g)
 	}
-	p.LinComb(mom, optim.Term{Coef: c.Beta1, X: mom}, optim.Term{Coef: 1 - c.Beta1, X: gs},
-		optim.Term{Coef: (1 - c.Beta1) * o.delta, X: w})
-	descend := func() { p.Binary(t, mom, s, optim.Div).Axpy(w, -in.LR*c.LRScale, t) }
+	p.LinComb(mom, optim.Term{Coef: optim.K(c.Beta1), X: mom}, optim.Term{Coef: optim.K(1 - c.Beta1), X: gs},
+		optim.Term{Coef: optim.K((1 - c.Beta1) * o.delta), X: w})
+	descend := func() { p.Binary(t, mom, s, optim.Div).Axpy(w, optim.K(-in.LR*c.LRScale), t) }
 	if c.UpdateOrder == "code" {
 		descend()
 	}
-	p.LinComb(s, optim.Term{Coef: c.Beta2, X: s}, optim.Term{Coef: 1 - c.Beta2, X: hs}).
-		AddConst(s, (1-c.Beta2)*(c.Damping+o.delta))
+	p.LinComb(s, optim.Term{Coef: optim.K(c.Beta2), X: s}, optim.Term{Coef: optim.K(1 - c.Beta2), X: hs}).
+		AddConst(s, optim.K((1-c.Beta2)*(c.Damping+o.delta)))
 	if c.UpdateOrder == "paper" {
 		descend()
 	}

@@ -193,6 +193,9 @@ func TestExecsAndBatches(t *testing.T) {
 			if n := h.ExecCount(s); n != 1 {
 				t.Errorf("step %d: %d Exec calls", s, n)
 			}
+			if n := h.ReadCount(s); n != 0 {
+				t.Errorf("step %d: %d values read back, want 0", s, n)
+			}
 		}
 		st := h.Stats(0)
 		if freeze && (st.BNUpdate != 12 || st.BNFreeze != 12) || !freeze && st.BNUpdate != 24 || st.BaseSteps != 0 {
@@ -290,7 +293,8 @@ func TestConfigErrors(t *testing.T) {
 		{"unknown", map[string]any{"lr": 0.1}, nil, "unknown"},
 		{"order", map[string]any{"update_order": "alg1"}, nil, `"update_order": "alg1" is not one of "code", "paper"`},
 		{"s_init", map[string]any{"s_init": 0.0}, nil, `"s_init": 0 is out of range (0,): want > 0`},
-		{"m", map[string]any{"m": 0}, nil, `"m": 0 is out of range [1,): want ≥ 1`},
+		{"m", map[string]any{"m": 0}, nil, `"m": 0 is out of range [1,batch]: want ≥ 1`},
+		{"m larger than the batch", map[string]any{"m": 9223372036854775807}, []optimtest.HostOption{optimtest.WithBatchSize(16)}, `"m": 9223372036854775807 is out of range [1,batch]: want ≥ 1 and ≤ 16, the batch size`},
 		{"test_mc", map[string]any{"test_mc": 0}, nil, `"test_mc": 0 is out of range [1,): want ≥ 1`},
 		{"dafactor", map[string]any{"dafactor": 0.0}, nil, `"dafactor": 0 is out of range (0,): want > 0`},
 		{"lr_scale", map[string]any{"lr_scale": -5.0}, nil, `"lr_scale": -5 is out of range (0,): want > 0`},

@@ -9,8 +9,9 @@ import (
 // lrHost is the host as a member optimizer sees it during a scheduled step
 // (snapshot, FGE): the first program of the step is sent with the step's
 // SetLR in front, so the schedule costs no extra round trip and every
-// BaseStep of the step uses its rate. SetLR emits no scalar, so the member
-// optimizer's slots read its results unchanged.
+// BaseStep of the step uses its rate. SetLR sets no register, so the
+// member's registers keep their numbers; the program sent is a copy of the
+// member's with its identity, so its result reads as the member's.
 type lrHost struct {
 	optim.Host
 	// first is the program to send in front of the next one (nil once
@@ -23,7 +24,9 @@ func (h *lrHost) Exec(ctx context.Context, p *optim.Program) (optim.Result, erro
 	if h.first != nil {
 		q := h.first
 		if p != nil {
-			q.Ops = append(q.Ops, p.Ops...)
+			q = new(optim.Program)
+			*q = *p
+			q.Ops = append(h.first.Ops, p.Ops...)
 		}
 		p, h.first = q, nil
 	}

@@ -37,10 +37,10 @@
 // perturbed vector per member and every gradient is evaluated at it
 // (Grad{At: pert}). Buffers per member: the perturbed vector and g¹, plus
 // g² with merge_grad and an accumulator for K > 1; that is 2 to 4 vectors,
-// whatever K. A step costs 2K+1 Exec calls for any number of members: the
-// coefficients ρ₁/‖g¹‖ and ρ₂/‖g²‖ each need a round trip, and particle
-// k's full-batch pass shares an Exec with particle k+1's first pass (the
-// last one with the base step).
+// whatever K. A step is one Exec for any number of members and particles,
+// with no blocking read: the coefficients ρ₁/(‖g¹‖+1e-12) and
+// ρ₂/(‖g²‖+1e-12) are registers computed on the device (protocol minor 5),
+// and the metrics are reported to the host from there.
 //
 // Ensembles (Q uniform over M models) train every member of the run with
 // its own particles, splits, noise and base step; the predictive averages
@@ -83,7 +83,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math"
 	"math/rand/v2"
 
 	"github.com/optlab/optlab/sdk/hparams"
@@ -225,7 +224,7 @@ type Pass struct {
 // Nil fields change nothing. Grad and Norm act on per-member Grad passes,
 // so NewFrom rejects them with joint = true. The hooks use vectors of the
 // wrapping optimizer's own namespace, and read what their ops emit through
-// the slots the Program builder returns.
+// the registers the Program builder returns.
 type Hooks struct {
 	// Begin appends ops at the start of every step's first program.
 	Begin func(p *optim.Program)
@@ -236,12 +235,10 @@ type Hooks struct {
 	// the pass fills (e.g. its OutRho) whose norm joins the ascent's
 	// denominator, √(‖g‖² + ‖v‖²); 0 for none.
 	Norm func(at Pass) optim.Vec
-	// End appends ops to every step's last program after the last
-	// full-batch passes and before the base steps, while θ is unchanged. It
-	// may return a function that Step calls with that program's result and
-	// the step's metrics, to read the scalars of End's ops by their slots
-	// and add metrics.
-	End func(p *optim.Program) (read func(r optim.Result, metrics map[string]float64))
+	// End appends ops to the step's program after the last full-batch
+	// passes and before the base steps, while θ is unchanged; metrics of its
+	// own it reports with Report ops.
+	End func(p *optim.Program)
 }
 
 // OTMDR is the optimizer. Create it with New, or NewFrom to run it inside
@@ -295,29 +292,15 @@ func (o *OTMDR) grad(p *optim.Program, at Pass, g optim.Grad) optim.Eval {
 	return p.GradOp(g)
 }
 
-// normSlot holds the slots of an ascent norm: ‖g‖ and, when the Norm hook
-// gave a vector (hook), that vector's norm.
-type normSlot struct {
-	g, extra optim.Scalar
-	hook     bool
-}
-
-// norm appends ‖x‖ and, if the Norm hook gives a vector, its norm.
-func (o *OTMDR) norm(p *optim.Program, at Pass, x optim.Vec) normSlot {
-	s := normSlot{g: p.Norm(x)}
+// norm appends ‖x‖ and returns its register; if the Norm hook gives a
+// vector v, √(‖x‖² + ‖v‖²).
+func (o *OTMDR) norm(p *optim.Program, at Pass, x optim.Vec) optim.Reg {
+	n := p.Norm(x)
 	if o.hooks.Norm != nil {
 		if v := o.hooks.Norm(at); v != 0 {
-			s.extra, s.hook = p.Norm(v), true
+			e := p.Norm(v)
+			n = p.Sqrt(p.Add(p.Mul(n, n), p.Mul(e, e)))
 		}
-	}
-	return s
-}
-
-// read returns the ascent's norm, √(‖g‖² + ‖v‖²) with the hook's vector.
-func (s normSlot) read(r optim.Result) float64 {
-	n := r.Get(s.g)
-	if s.hook {
-		n = math.Hypot(n, r.Get(s.extra))
 	}
 	return n
 }
@@ -423,16 +406,16 @@ func (o *OTMDR) half(part int32, d draw) optim.Batch {
 // noise appends dst += ε, ε ~ N(0, σ²I), drawn into the free buffer tmp.
 func (o *OTMDR) noise(p *optim.Program, dst, tmp optim.Vec, seed int64) {
 	if o.cfg.NoiseStd > 0 {
-		p.RandN(tmp, o.cfg.NoiseStd, seed).Axpy(dst, 1, tmp)
+		p.RandN(tmp, o.cfg.NoiseStd, seed).Axpy(dst, optim.K(1), tmp)
 	}
 }
 
-// ascentSlots holds the slots of one ascent phase: the passes' loss and
+// ascentSlots holds the registers of one ascent phase: the passes' loss and
 // accuracy (per member, or the one joint pass) and every member's norm
 // (joint: of its part of the joint gradient).
 type ascentSlots struct {
 	evals []optim.Eval
-	norms []normSlot
+	norms []optim.Reg
 }
 
 // joint appends one JointGrad of all members at at(m) into out(m) and
@@ -445,7 +428,7 @@ func (o *OTMDR) joint(p *optim.Program, out, at func(int) optim.Vec, b optim.Bat
 	s := ascentSlots{evals: []optim.Eval{p.JointGrad(outs, ats, b, bn)}}
 	if norms {
 		for _, g := range outs {
-			s.norms = append(s.norms, normSlot{g: p.Norm(g)})
+			s.norms = append(s.norms, p.Norm(g))
 		}
 	}
 	return s
@@ -468,11 +451,13 @@ func (o *OTMDR) ascent1(p *optim.Program, d [][]draw, k int) ascentSlots {
 
 // ascent2 appends, per member, θ¹ = θ + ρ₁g¹/‖g¹‖ + ε¹ (into pert), then
 // g² = ∇L_B²ₖ(θ¹) and ‖g²‖; joint: one pass of all members after all θ¹.
-// n holds ‖g¹‖ (joint: the global norm, for every member).
-func (o *OTMDR) ascent2(p *optim.Program, d [][]draw, k int, n []float64) ascentSlots {
+// n holds the registers of ‖g¹‖ (joint: the global norm, for every
+// member).
+func (o *OTMDR) ascent2(p *optim.Program, d [][]draw, k int, n []optim.Reg) ascentSlots {
 	var s ascentSlots
 	for m, v := range o.vecs {
-		p.LinComb(v.pert, optim.Term{Coef: 1, X: optim.ParamsOf(m)}, optim.Term{Coef: o.cfg.Rho1 / (n[m] + 1e-12), X: v.g1})
+		c := p.Div(optim.K(o.cfg.Rho1), p.Add(n[m], optim.K(1e-12)))
+		p.LinComb(v.pert, optim.Term{Coef: optim.K(1), X: optim.ParamsOf(m)}, optim.Term{Coef: c, X: v.g1})
 		o.noise(p, v.pert, v.g2, d[m][k].noise1)
 		if !o.cfg.Joint {
 			at := Pass{Member: m, Particle: k, Phase: PhaseB2}
@@ -488,19 +473,19 @@ func (o *OTMDR) ascent2(p *optim.Program, d [][]draw, k int, n []float64) ascent
 
 // descent appends, per member, θ² = θ¹ + ρ₂d/‖g²‖ + ε², then Gₖ = ∇L_B(θ²)
 // added to the accumulator; joint: one pass of all members after all θ².
-// n holds ‖g²‖ (joint: the global norm). It returns the slots of the
-// full-batch passes.
-func (o *OTMDR) descent(p *optim.Program, d [][]draw, k int, n []float64) []optim.Eval {
+// n holds the registers of ‖g²‖ (joint: the global norm). It returns the
+// registers of the full-batch passes.
+func (o *OTMDR) descent(p *optim.Program, d [][]draw, k int, n []optim.Reg) []optim.Eval {
 	var evals []optim.Eval
 	for m, v := range o.vecs {
-		s := o.cfg.Rho2 / (n[m] + 1e-12)
+		s := p.Div(optim.K(o.cfg.Rho2), p.Add(n[m], optim.K(1e-12)))
 		if !o.cfg.MergeGrad {
 			p.Axpy(v.pert, s, v.g2)
 		} else {
 			if o.cfg.MergeMean {
-				s /= 2
+				s = p.Div(s, optim.K(2))
 			}
-			p.LinComb(v.pert, optim.Term{Coef: 1, X: v.pert}, optim.Term{Coef: s, X: v.g1}, optim.Term{Coef: s, X: v.g2})
+			p.LinComb(v.pert, optim.Term{Coef: optim.K(1), X: v.pert}, optim.Term{Coef: s, X: v.g1}, optim.Term{Coef: s, X: v.g2})
 		}
 		o.noise(p, v.pert, v.g1, d[m][k].noise2)
 		at := Pass{Member: m, Particle: k, Phase: PhaseFull}
@@ -510,7 +495,7 @@ func (o *OTMDR) descent(p *optim.Program, d [][]draw, k int, n []float64) []opti
 			evals = append(evals, o.grad(p, at, optim.Grad{Out: v.sum, At: v.pert, BN: o.bn[2]}))
 		default:
 			evals = append(evals, o.grad(p, at, optim.Grad{Out: v.g1, At: v.pert, BN: o.bn[2]}))
-			p.Axpy(v.sum, 1, v.g1)
+			p.Axpy(v.sum, optim.K(1), v.g1)
 		}
 	}
 	if o.cfg.Joint {
@@ -519,7 +504,7 @@ func (o *OTMDR) descent(p *optim.Program, d [][]draw, k int, n []float64) []opti
 		}
 		evals = o.joint(p, o.g1, o.pert, optim.Batch{}, o.bn[2], false).evals
 		for _, v := range o.vecs {
-			p.Axpy(v.sum, 1, v.g1)
+			p.Axpy(v.sum, optim.K(1), v.g1)
 		}
 	}
 	return evals
@@ -529,55 +514,70 @@ func (o *OTMDR) descent(p *optim.Program, d [][]draw, k int, n []float64) []opti
 func (o *OTMDR) baseStep(p *optim.Program) {
 	for m, v := range o.vecs {
 		if o.cfg.Particles > 1 && o.cfg.ParticleReduction == "mean" {
-			p.Scale(v.sum, 1/float64(o.cfg.Particles))
+			p.Scale(v.sum, optim.K(1/float64(o.cfg.Particles)))
 		}
 		p.BaseStep(optim.ParamsOf(m), v.sum)
 	}
 }
 
 // metrics averages the passes' losses and accuracies over members and
-// particles, each weighted by w.
+// particles, each weighted by w, in registers (the zero Reg before the
+// first term).
 type metrics struct {
 	w                      float64
-	loss, acc, lossP, accP float64
+	loss, acc, lossP, accP optim.Reg
+}
+
+// add appends sum + w·x (w·x for the first term) and returns its register.
+func (mt *metrics) add(p *optim.Program, sum, x optim.Reg) optim.Reg {
+	wx := p.Mul(optim.K(mt.w), x)
+	if sum.Index() == 0 {
+		return wx
+	}
+	return p.Add(sum, wx)
 }
 
 // ascent adds the loss and accuracy of an ascent's passes.
-func (mt *metrics) ascent(r optim.Result, evals []optim.Eval) {
+func (mt *metrics) ascent(p *optim.Program, evals []optim.Eval) {
 	for _, ev := range evals {
-		mt.loss, mt.acc = mt.loss+mt.w*r.Get(ev.Loss), mt.acc+mt.w*r.Get(ev.Acc)
+		mt.loss, mt.acc = mt.add(p, mt.loss, ev.Loss), mt.add(p, mt.acc, ev.Acc)
 	}
 }
 
 // full adds the loss and accuracy of the full-batch passes at θ².
-func (mt *metrics) full(r optim.Result, evals []optim.Eval) {
+func (mt *metrics) full(p *optim.Program, evals []optim.Eval) {
 	for _, ev := range evals {
-		mt.lossP, mt.accP = mt.lossP+mt.w*r.Get(ev.Loss), mt.accP+mt.w*r.Get(ev.Acc)
+		mt.lossP, mt.accP = mt.add(p, mt.lossP, ev.Loss), mt.add(p, mt.accP, ev.Acc)
 	}
 }
 
-// readNorms reads an ascent's norms into n. Joint: n[m] is the global norm
-// √(Σₘ‖gₘ‖²) for every member.
-func (o *OTMDR) readNorms(r optim.Result, s ascentSlots, n []float64) {
+// ascentNorms returns the registers of an ascent's norms, per member.
+// Joint: every member's is the global norm √(Σₘ‖gₘ‖²).
+func (o *OTMDR) ascentNorms(p *optim.Program, s ascentSlots) []optim.Reg {
 	if !o.cfg.Joint {
-		for m, ns := range s.norms {
-			n[m] = ns.read(r)
+		return s.norms
+	}
+	var sq optim.Reg
+	for i, g := range s.norms {
+		if i == 0 {
+			sq = p.Mul(g, g)
+		} else {
+			sq = p.Add(sq, p.Mul(g, g))
 		}
-		return
 	}
-	var sq float64
-	for _, ns := range s.norms {
-		v := r.Get(ns.g)
-		sq += v * v
-	}
+	n := make([]optim.Reg, len(o.vecs))
+	global := p.Sqrt(sq)
 	for m := range n {
-		n[m] = math.Sqrt(sq)
+		n[m] = global
 	}
+	return n
 }
 
-// Step implements optim.Optimizer with 2K+1 Exec calls. Its metrics are
-// loss and acc on B¹ₖ at θ and loss_perturbed and acc_perturbed on B at
-// θ²ₖ, averaged over members (joint: of the joint passes) and particles.
+// Step implements optim.Optimizer with one Exec and no blocking read: all
+// K particles of every member in one program, the ascent coefficients
+// ρ/(‖g‖+1e-12) in registers on the device. It reports loss and acc on
+// B¹ₖ at θ and loss_perturbed and acc_perturbed on B at θ²ₖ, averaged over
+// members (joint: of the joint passes) and particles.
 func (o *OTMDR) Step(ctx context.Context, h optim.Host, _ optim.StepInput) (optim.StepOutput, error) {
 	if o.rng == nil {
 		return optim.StepOutput{}, errors.New("otmdr: step: not configured")
@@ -586,46 +586,27 @@ func (o *OTMDR) Step(ctx context.Context, h optim.Host, _ optim.StepInput) (opti
 	if o.cfg.Joint {
 		passes = 1
 	}
-	d, n := o.draws(), make([]float64, len(o.vecs))
+	d := o.draws()
 	mt := metrics{w: 1 / float64(passes*o.cfg.Particles)}
-	var full []optim.Eval // the previous particle's full-batch passes, read with the next Exec
 	p := o.hs.Prog()
 	if o.hooks.Begin != nil {
 		o.hooks.Begin(p)
 	}
 	for k := range o.cfg.Particles {
 		a1 := o.ascent1(p, d, k)
-		r, err := h.Exec(ctx, p)
-		if err != nil {
-			return optim.StepOutput{}, fmt.Errorf("otmdr: particle %d: first ascent: %w", k, err)
-		}
-		mt.full(r, full)
-		mt.ascent(r, a1.evals)
-		o.readNorms(r, a1, n)
-		p = o.hs.Prog()
-		a2 := o.ascent2(p, d, k, n)
-		if r, err = h.Exec(ctx, p); err != nil {
-			return optim.StepOutput{}, fmt.Errorf("otmdr: particle %d: second ascent: %w", k, err)
-		}
-		o.readNorms(r, a2, n) // B² metrics are not reported
-		p = o.hs.Prog()
-		full = o.descent(p, d, k, n)
+		mt.ascent(p, a1.evals)
+		a2 := o.ascent2(p, d, k, o.ascentNorms(p, a1)) // B² metrics are not reported
+		mt.full(p, o.descent(p, d, k, o.ascentNorms(p, a2)))
 	}
-	var read func(optim.Result, map[string]float64)
 	if o.hooks.End != nil {
-		read = o.hooks.End(p)
+		o.hooks.End(p)
 	}
 	o.baseStep(p)
-	r, err := h.Exec(ctx, p)
-	if err != nil {
-		return optim.StepOutput{}, fmt.Errorf("otmdr: descent: %w", err)
+	p.ReportMetrics(mt.loss, mt.acc).Report("loss_perturbed", mt.lossP).Report("acc_perturbed", mt.accP)
+	if _, err := h.Exec(ctx, p); err != nil {
+		return optim.StepOutput{}, fmt.Errorf("otmdr: step: %w", err)
 	}
-	mt.full(r, full)
-	out := map[string]float64{"loss": mt.loss, "acc": mt.acc, "loss_perturbed": mt.lossP, "acc_perturbed": mt.accP}
-	if read != nil {
-		read(r, out)
-	}
-	return optim.StepOutput{Metrics: out}, nil
+	return optim.StepOutput{}, nil
 }
 
 // Predictive implements optim.Predictor: the average of the members'

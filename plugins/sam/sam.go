@@ -6,7 +6,8 @@
 // e = ρ·g/(n+1e-12), g' = ∇L(θ+e) (BatchNorm frozen unless
 // freeze_bn_second = false), θ restored by copying a saved copy (bitwise
 // exact, as davda54; not by subtracting e), then the host's BaseStep with g'.
-// The step costs two Exec calls: the coefficient ρ/‖g‖ needs one round trip.
+// The step is one Exec with no blocking read: ρ/(‖g‖+1e-12) is a register
+// on the device (protocol minor 5).
 //
 // With adaptive = true (ASAM) T = |θ|+η, n = ‖T⊙g‖ and e = ρ·T²⊙g/(n+1e-12).
 // With adaptive_scope = "all" (the default) T applies to every parameter,
@@ -43,7 +44,7 @@ type Config struct {
 	Eta            float64 `hp:"eta" range:"[0,)" doc:"ASAM offset η (official ASAM 0.01, davda54 0)"`
 	AdaptiveScope  string  `hp:"adaptive_scope" enum:"all|weights" doc:"ASAM: \"all\" parameters (davda54) or \"weights\": tensors whose name contains \"weight\", as official ASAM"`
 	FreezeBNSecond bool    `hp:"freeze_bn_second" doc:"freeze BatchNorm running statistics in the perturbed pass"`
-	M              int     `hp:"m" range:"[1,)" doc:"m-sharpness: sub-batches perturbed separately (1 = plain SAM)"`
+	M              int     `hp:"m" range:"[1,batch]" doc:"m-sharpness: sub-batches perturbed separately (1 = plain SAM)"`
 }
 
 func defaults() Config {
@@ -89,10 +90,25 @@ func (o *SAM) batch(j int) optim.Batch {
 	return optim.Batch{Part: int32(j), Of: int32(o.cfg.M)}
 }
 
+// batchBound is the "batch" range bound of a layout (none when the host
+// does not say its batch size).
+func batchBound(l optim.Layout) hparams.Bounds {
+	if l.BatchSize <= 0 {
+		return nil
+	}
+	return hparams.Bounds{"batch": float64(l.BatchSize)}
+}
+
 // Configure implements optim.Optimizer.
 func (o *SAM) Configure(ctx context.Context, h optim.Host, cfg optim.Config) error {
 	o.cfg = defaults()
-	if err := hparams.Apply(&o.cfg, cfg.Params); err != nil {
+	// m is bounded by the batch it splits: check it before allocating a
+	// vector per sub-batch (m = 2⁶³−1 would allocate without end).
+	l, err := h.Layout(ctx)
+	if err != nil {
+		return fmt.Errorf("sam: layout: %w", err)
+	}
+	if err := hparams.ApplyIn(&o.cfg, cfg.Params, batchBound(l)); err != nil {
 		return fmt.Errorf("sam: %w", err)
 	}
 	if o.cfg.AdaptiveScope != "all" && !o.cfg.Adaptive {
@@ -165,89 +181,73 @@ func (o *SAM) buildMasks(ctx context.Context, h optim.Host, p *optim.Program) er
 		weights := 0
 		for _, t := range l.Members[m].Tensors {
 			if strings.Contains(t.Name, "weight") {
-				n := int64(1)
-				for _, d := range t.Shape {
-					n *= d
-				}
-				p.FillRange(v.mask, t.Offset, n, 1)
+				p.FillRange(v.mask, t.Offset, t.Numel(), 1)
 				weights++
 			}
 		}
 		if weights == 0 {
 			return fmt.Errorf("sam: adaptive_scope \"weights\": member %d (%s) has no tensor named *weight*", m, l.Members[m].Arch)
 		}
-		p.Alloc(v.rest, m).Fill(v.rest, 1).Axpy(v.rest, -1, v.mask)
+		p.Alloc(v.rest, m).Fill(v.rest, optim.K(1)).Axpy(v.rest, optim.K(-1), v.mask)
 	}
 	return nil
 }
 
-// ascent holds the slots that the first program fills for one batch part
-// of one member: the loss and accuracy at θ and the norm that scales the
-// perturbation.
-type ascent struct {
-	ev   optim.Eval
-	norm optim.Scalar
-}
-
-// Step implements optim.Optimizer with two Exec calls.
+// Step implements optim.Optimizer with one Exec and no blocking read: the
+// ascent coefficient ρ/(‖g‖+1e-12) is computed on the device in a register
+// and scales the perturbation directly, and the loss and accuracy at θ are
+// reported to the host's logs.
 func (o *SAM) Step(ctx context.Context, h optim.Host, _ optim.StepInput) (optim.StepOutput, error) {
-	first := o.hs.Prog()
-	slots := make([][]ascent, len(o.vecs)) // per member and batch part
+	p := o.hs.Prog()
+	evs := make([]optim.Eval, 0, len(o.vecs)*o.cfg.M)
+	norms := make([][]optim.Reg, len(o.vecs)) // per member and batch part
 	for m, v := range o.vecs {
 		th := optim.ParamsOf(m)
 		switch {
 		case o.weightsOnly(): // T = M⊙(|θ|+η) + (1−M), exact
-			first.Unary(v.t, th, optim.Abs).AddConst(v.t, o.cfg.Eta).
+			p.Unary(v.t, th, optim.Abs).AddConst(v.t, optim.K(o.cfg.Eta)).
 				Binary(v.t, v.t, v.mask, optim.Mul).Binary(v.t, v.t, v.rest, optim.Add)
 		case o.cfg.Adaptive:
-			first.Unary(v.t, th, optim.Abs).AddConst(v.t, o.cfg.Eta)
+			p.Unary(v.t, th, optim.Abs).AddConst(v.t, optim.K(o.cfg.Eta))
 		}
 		for j, g := range v.g {
-			ev := first.Grad(g, th, o.batch(j), optim.BNUpdate)
+			evs = append(evs, p.Grad(g, th, o.batch(j), optim.BNUpdate))
 			x := g
 			if o.cfg.Adaptive {
-				first.Binary(v.scratch, v.t, g, optim.Mul)
+				p.Binary(v.scratch, v.t, g, optim.Mul)
 				x = v.scratch
 			}
-			slots[m] = append(slots[m], ascent{ev: ev, norm: first.Norm(x)})
+			norms[m] = append(norms[m], p.Norm(x))
 		}
-	}
-	r, err := h.Exec(ctx, first)
-	if err != nil {
-		return optim.StepOutput{}, fmt.Errorf("sam: ascent: %w", err)
 	}
 	bn := optim.BNUpdate
 	if o.cfg.FreezeBNSecond {
 		bn = optim.BNFreeze
 	}
-	second := o.hs.Prog()
-	var loss, acc float64
-	n := float64(len(o.vecs) * o.cfg.M)
 	for m, v := range o.vecs {
 		th, avg := optim.ParamsOf(m), make([]optim.Term, len(v.g))
-		second.Copy(v.saved, th)
+		p.Copy(v.saved, th)
 		for j, g := range v.g {
-			a := slots[m][j]
-			loss, acc = loss+r.Get(a.ev.Loss)/n, acc+r.Get(a.ev.Acc)/n
-			s, e := o.cfg.Rho/(r.Get(a.norm)+1e-12), g
+			s, e := p.Div(optim.K(o.cfg.Rho), p.Add(norms[m][j], optim.K(1e-12))), g
 			if o.cfg.Adaptive {
-				second.Binary(v.scratch, v.t, e, optim.Mul).Binary(v.scratch, v.t, v.scratch, optim.Mul)
+				p.Binary(v.scratch, v.t, e, optim.Mul).Binary(v.scratch, v.t, v.scratch, optim.Mul)
 				e = v.scratch
 			}
-			second.Axpy(th, s, e)
-			second.Grad(g, th, o.batch(j), bn)
-			second.Copy(th, v.saved)
-			avg[j] = optim.Term{Coef: 1 / float64(o.cfg.M), X: g}
+			p.Axpy(th, s, e)
+			p.Grad(g, th, o.batch(j), bn)
+			p.Copy(th, v.saved)
+			avg[j] = optim.Term{Coef: optim.K(1 / float64(o.cfg.M)), X: g}
 		}
 		g := v.g[0]
 		if o.cfg.M > 1 {
 			g = v.scratch
-			second.LinComb(g, avg...)
+			p.LinComb(g, avg...)
 		}
-		second.BaseStep(th, g)
+		p.BaseStep(th, g)
 	}
-	if _, err := h.Exec(ctx, second); err != nil {
-		return optim.StepOutput{}, fmt.Errorf("sam: descent: %w", err)
+	p.ReportMetrics(p.Mean(evs))
+	if _, err := h.Exec(ctx, p); err != nil {
+		return optim.StepOutput{}, fmt.Errorf("sam: step: %w", err)
 	}
-	return optim.StepOutput{Metrics: map[string]float64{"loss": loss, "acc": acc}}, nil
+	return optim.StepOutput{}, nil
 }

@@ -262,7 +262,7 @@ func TestASAMWeightsOnly(t *testing.T) {
 	}
 }
 
-// Two Exec calls per step whatever the options; BatchNorm modes.
+// One Exec and no blocking read per step whatever the options; BatchNorm modes.
 func TestExecCountAndBN(t *testing.T) {
 	tests := []struct {
 		name                string
@@ -281,8 +281,11 @@ func TestExecCountAndBN(t *testing.T) {
 			const steps = 3
 			optimtest.MustRun(t, sam.New(), h, steps, optimtest.WithLR(0.1), optimtest.WithHParams(tt.params))
 			for s := range int64(steps) {
-				if n := h.ExecCount(s); n != 2 {
-					t.Errorf("step %d: %d Exec calls, want 2", s, n)
+				if n := h.ExecCount(s); n != 1 {
+					t.Errorf("step %d: %d Exec calls, want 1", s, n)
+				}
+				if n := h.ReadCount(s); n != 0 {
+					t.Errorf("step %d: %d values read back, want 0", s, n)
 				}
 			}
 			for m := range tt.members {
@@ -345,7 +348,8 @@ func TestConfigErrors(t *testing.T) {
 		want   string
 	}{
 		{map[string]any{"rh0": 0.1}, "unknown"},
-		{map[string]any{"m": 0}, `"m": 0 is out of range [1,): want ≥ 1`},
+		{map[string]any{"m": 0}, `"m": 0 is out of range [1,batch]: want ≥ 1`},
+		{map[string]any{"m": 9223372036854775807}, `"m": 9223372036854775807 is out of range [1,batch]: want ≥ 1 and ≤ 32, the batch size`},
 		{map[string]any{"rho": -1.0}, `"rho": -1 is out of range [0,): want ≥ 0`},
 		{map[string]any{"eta": -0.5}, `"eta": -0.5 is out of range [0,): want ≥ 0`},
 		{map[string]any{"adaptive": 1}, "not a valid bool"},

@@ -64,6 +64,9 @@ func TestOneExecPerStepAndMembers(t *testing.T) {
 				if n := h.ExecCount(s); n != 1 {
 					t.Errorf("step %d: %d Exec calls, want 1", s, n)
 				}
+				if n := h.ReadCount(s); n != 0 {
+					t.Errorf("step %d: %d values read back, want 0", s, n)
+				}
 			}
 			for m := range tt.members {
 				if got, want := h.Params(m), ref.Params(m); !slices.Equal(got, want) {

@@ -273,16 +273,12 @@ func (o *OTMDRSGVB) norm(at otmdr.Pass) optim.Vec {
 
 // end appends, before OT-MDR's base step of μ (μ still unperturbed), the
 // ρ-gradient's completion and ρ's base step. With rho_grad = "full" it
-// returns the reader of the extra pass's loss_unperturbed and
-// acc_unperturbed.
-func (o *OTMDRSGVB) end(p *optim.Program) func(optim.Result, map[string]float64) {
-	var read func(optim.Result, map[string]float64)
+// reports the extra pass's loss_unperturbed and acc_unperturbed.
+func (o *OTMDRSGVB) end(p *optim.Program) {
 	switch o.cfg.RhoGrad {
 	case "full":
 		ev := p.GradOp(optim.Grad{OutRho: o.gradRho, At: optim.Params, Eps: o.kappa[0].b1, BN: optim.BNFreeze})
-		read = func(r optim.Result, metrics map[string]float64) {
-			metrics["loss_unperturbed"], metrics["acc_unperturbed"] = r.Get(ev.Loss), r.Get(ev.Acc)
-		}
+		p.Report("loss_unperturbed", ev.Loss).Report("acc_unperturbed", ev.Acc)
 	case "perturbed":
 		if k := o.cfg.Particles; k > 1 {
 			c := 1.0
@@ -291,16 +287,15 @@ func (o *OTMDRSGVB) end(p *optim.Program) func(optim.Result, map[string]float64)
 			}
 			terms := make([]optim.Term, k)
 			for j, g := range o.particleRho {
-				terms[j] = optim.Term{Coef: c, X: g}
+				terms[j] = optim.Term{Coef: optim.K(c), X: g}
 			}
 			p.LinComb(o.gradRho, terms...)
 		}
 	}
 	stepRho(p, o.gradRho, o.cfg.RhoWeightDecay)
-	return read
 }
 
-// Step implements optim.Optimizer with OT-MDR's 2K+1 Exec calls. Its
+// Step implements optim.Optimizer with OT-MDR's one Exec. Its reported
 // metrics are OT-MDR's (loss and acc of the B¹ₖ passes at μ,
 // loss_perturbed and acc_perturbed of the full passes at the perturbed
 // means; losses include β·KL/N) plus, with rho_grad = "full",

@@ -101,8 +101,8 @@ func (o *SGVB) Configure(ctx context.Context, h optim.Host, cfg optim.Config) er
 
 // Step implements optim.Optimizer with one Exec: κ ~ N(0, I), one
 // full-batch pass at μ + σ⊙κ (BatchNorm updated), the base step of μ with
-// gμ and of ρ with gρ (+ rho_weight_decay·ρ). Its metrics are the pass's
-// loss (mean NLL + β·KL/N) and accuracy.
+// gμ and of ρ with gρ (+ rho_weight_decay·ρ). It reports the pass's loss
+// (mean NLL + β·KL/N) and accuracy.
 func (o *SGVB) Step(ctx context.Context, h optim.Host, _ optim.StepInput) (optim.StepOutput, error) {
 	if o.seeds == nil {
 		return optim.StepOutput{}, errors.New("sgvb: step: not configured")
@@ -111,11 +111,11 @@ func (o *SGVB) Step(ctx context.Context, h optim.Host, _ optim.StepInput) (optim
 	ev := p.GradOp(optim.Grad{Out: o.gradMu, OutRho: o.gradRho, At: optim.Params, Eps: o.kappa, BN: optim.BNUpdate})
 	p.BaseStep(optim.Params, o.gradMu)
 	stepRho(p, o.gradRho, o.cfg.RhoWeightDecay)
-	r, err := h.Exec(ctx, p)
-	if err != nil {
+	p.ReportMetrics(ev.Loss, ev.Acc)
+	if _, err := h.Exec(ctx, p); err != nil {
 		return optim.StepOutput{}, fmt.Errorf("sgvb: step: %w", err)
 	}
-	return optim.Metrics(r.Get(ev.Loss), r.Get(ev.Acc)), nil
+	return optim.StepOutput{}, nil
 }
 
 // Predictive implements optim.Predictor: the host's variational
@@ -153,7 +153,7 @@ func predictive(n int) optim.Predictive {
 // stepRho appends ρ's base step with gradient g, plus wd·ρ when wd ≠ 0.
 func stepRho(p *optim.Program, g optim.Vec, wd float64) {
 	if wd != 0 {
-		p.Axpy(g, wd, optim.RhoOf(0))
+		p.Axpy(g, optim.K(wd), optim.RhoOf(0))
 	}
 	p.BaseStep(optim.RhoOf(0), g)
 }

@@ -253,7 +253,7 @@ func TestSmallSigmaIsSGD(t *testing.T) {
 	}
 }
 
-// Exec calls per step (SGVB 1; OT-MDR-SGVB 2K+1, as OT-MDR) and in
+// Exec calls per step (1, as every built-in method, with no read) and in
 // Configure (1 and 2), gradient passes per step and vectors.
 func TestExecCountsAndVectors(t *testing.T) {
 	tests := []struct {
@@ -265,11 +265,11 @@ func TestExecCountsAndVectors(t *testing.T) {
 		vectors        int
 	}{
 		{"sgvb", sgvb.New, nil, 1, 1, 1, 3},
-		{"otmdr-sgvb", sgvb.NewOTMDR, nil, 3, 2, 4, 2 + 2},                                           // pert, g¹; gρ, κ
-		{"otmdr-sgvb first", sgvb.NewOTMDR, map[string]any{"rho_grad": "first"}, 3, 2, 3, 2 + 2},     // no extra pass
-		{"otmdr-sgvb K=3", sgvb.NewOTMDR, map[string]any{"particles": 3}, 7, 2, 10, 3 + 2},           // + accumulator
-		{"otmdr-sgvb reference", sgvb.NewOTMDR, map[string]any{"mode": "reference"}, 3, 2, 3, 3 + 4}, // + g²; gρ, scratch, κ¹, κ²
-		{"otmdr-sgvb reference K=2", sgvb.NewOTMDR, map[string]any{"mode": "reference", "particles": 2}, 5, 2, 6, 4 + 8},
+		{"otmdr-sgvb", sgvb.NewOTMDR, nil, 1, 2, 4, 2 + 2},                                           // pert, g¹; gρ, κ
+		{"otmdr-sgvb first", sgvb.NewOTMDR, map[string]any{"rho_grad": "first"}, 1, 2, 3, 2 + 2},     // no extra pass
+		{"otmdr-sgvb K=3", sgvb.NewOTMDR, map[string]any{"particles": 3}, 1, 2, 10, 3 + 2},           // + accumulator
+		{"otmdr-sgvb reference", sgvb.NewOTMDR, map[string]any{"mode": "reference"}, 1, 2, 3, 3 + 4}, // + g²; gρ, scratch, κ¹, κ²
+		{"otmdr-sgvb reference K=2", sgvb.NewOTMDR, map[string]any{"mode": "reference", "particles": 2}, 1, 2, 6, 4 + 8},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -279,6 +279,9 @@ func TestExecCountsAndVectors(t *testing.T) {
 			for s := range int64(steps) {
 				if n := h.ExecCount(s); n != tt.execs {
 					t.Errorf("step %d: %d Exec calls, want %d", s, n, tt.execs)
+				}
+				if n := h.ReadCount(s); n != 0 {
+					t.Errorf("step %d: %d values read back, want 0", s, n)
 				}
 				if n := len(passes(h, s)); n != tt.passes {
 					t.Errorf("step %d: %d passes, want %d", s, n, tt.passes)

@@ -15,12 +15,48 @@ import (
 type interval struct {
 	lo, hi         float64
 	loOpen, hiOpen bool
+	// loName, hiName name a bound the host knows ("batch"); "" for a number.
+	loName, hiName string
+}
+
+// Bounds are the values of the named range bounds, by name: "batch" is the
+// number of samples of a training step's batch (train.batch_size), which
+// bounds a parameter that splits the batch, range:"[1,batch]". A host
+// resolves them before Configure (CheckIn); Check and Apply, which do not
+// know them, leave a named bound unchecked.
+type Bounds map[string]float64
+
+// boundNames are the names a range bound may take, with what they mean.
+var boundNames = map[string]string{"batch": "the batch size"}
+
+// parseBound parses one bound of a range: a number, or a name of boundNames.
+func parseBound(s string, dst *float64, name *string) bool {
+	if _, ok := boundNames[s]; ok {
+		*name = s
+		return true
+	}
+	var err error
+	*dst, err = strconv.ParseFloat(s, 64)
+	return err == nil
+}
+
+// resolve returns iv with its named bounds replaced by their values in b
+// (a name b lacks stays unbounded).
+func (iv interval) resolve(b Bounds) interval {
+	if v, ok := b[iv.loName]; ok && iv.loName != "" {
+		iv.lo = v
+	}
+	if v, ok := b[iv.hiName]; ok && iv.hiName != "" {
+		iv.hi = v
+	}
+	return iv
 }
 
 // parseRange parses "[a,b]", "(a,b)", "[a,)" and the like; an empty bound is
-// unbounded (and open).
+// unbounded (and open); a bound may be a name of boundNames ("[1,batch]"),
+// unbounded until resolved.
 func parseRange(s string) (interval, error) {
-	bad := fmt.Errorf("range %q: want an interval such as \"[0,1]\", \"(0,)\" or \"[1,)\"", s)
+	bad := fmt.Errorf("range %q: want an interval such as \"[0,1]\", \"(0,)\", \"[1,)\" or \"[1,batch]\"", s)
 	if len(s) < 3 || !strings.ContainsRune("[(", rune(s[0])) || !strings.ContainsRune("])", rune(s[len(s)-1])) {
 		return interval{}, bad
 	}
@@ -29,18 +65,13 @@ func parseRange(s string) (interval, error) {
 		return interval{}, bad
 	}
 	iv := interval{lo: math.Inf(-1), hi: math.Inf(1), loOpen: s[0] == '(', hiOpen: s[len(s)-1] == ')'}
-	var err error
-	if lo = strings.TrimSpace(lo); lo != "" {
-		if iv.lo, err = strconv.ParseFloat(lo, 64); err != nil {
-			return interval{}, bad
-		}
+	if lo = strings.TrimSpace(lo); lo != "" && !parseBound(lo, &iv.lo, &iv.loName) {
+		return interval{}, bad
 	}
-	if hi = strings.TrimSpace(hi); hi != "" {
-		if iv.hi, err = strconv.ParseFloat(hi, 64); err != nil {
-			return interval{}, bad
-		}
+	if hi = strings.TrimSpace(hi); hi != "" && !parseBound(hi, &iv.hi, &iv.hiName) {
+		return interval{}, bad
 	}
-	if iv.lo > iv.hi {
+	if iv.loName != "" && iv.loName == iv.hiName || iv.lo > iv.hi {
 		return interval{}, bad
 	}
 	return iv, nil
@@ -66,16 +97,24 @@ func (iv interval) want() string {
 		if iv.loOpen {
 			op = ">"
 		}
-		parts = append(parts, op+" "+strconv.FormatFloat(iv.lo, 'g', -1, 64))
+		parts = append(parts, op+" "+strconv.FormatFloat(iv.lo, 'g', -1, 64)+iv.named(iv.loName))
 	}
 	if !math.IsInf(iv.hi, 1) {
 		op := "≤"
 		if iv.hiOpen {
 			op = "<"
 		}
-		parts = append(parts, op+" "+strconv.FormatFloat(iv.hi, 'g', -1, 64))
+		parts = append(parts, op+" "+strconv.FormatFloat(iv.hi, 'g', -1, 64)+iv.named(iv.hiName))
 	}
 	return strings.Join(parts, " and ")
+}
+
+// named is ", the batch size" for a resolved named bound, else "".
+func (interval) named(name string) string {
+	if name == "" {
+		return ""
+	}
+	return ", " + boundNames[name]
 }
 
 // checkConstraints validates a spec's enum and range against its type.
@@ -105,7 +144,13 @@ func checkConstraints(s optim.ParamSpec) error {
 // returns it) satisfies s's enum and range: "adaptive_scope" = "some" gives
 // `"some" is not one of "all", "weights"`, and rho = -1 with range "[0,)"
 // gives "-1 is out of range [0,): want ≥ 0".
-func Check(s optim.ParamSpec, v any) error {
+func Check(s optim.ParamSpec, v any) error { return CheckIn(s, v, nil) }
+
+// CheckIn is Check with the named range bounds resolved by b: m = 100 with
+// range "[1,batch]" and b["batch"] = 64 gives "100 is out of range
+// [1,batch]: want ≥ 1 and ≤ 64, the batch size". A name b lacks is left
+// unchecked.
+func CheckIn(s optim.ParamSpec, v any, b Bounds) error {
 	if err := checkConstraints(s); err != nil {
 		return err
 	}
@@ -121,6 +166,7 @@ func Check(s optim.ParamSpec, v any) error {
 	}
 	if s.Range != "" {
 		iv, _ := parseRange(s.Range)
+		iv = iv.resolve(b)
 		var x float64
 		switch n := v.(type) {
 		case float64:

@@ -178,8 +178,15 @@ func MustSpecs(v any) []optim.ParamSpec {
 // from params. Every key must name a hyperparameter of dst (else the error
 // wraps ErrUnknown) and every value must convert to the field's type;
 // fields whose names are absent keep their values. On error dst is left
-// unchanged.
-func Apply(dst any, params map[string]any) error {
+// unchanged. A range bound named after what the host knows ("[1,batch]")
+// is left unchecked; ApplyIn checks it.
+func Apply(dst any, params map[string]any) error { return ApplyIn(dst, params, nil) }
+
+// ApplyIn is Apply with the named range bounds resolved by b, as a plugin
+// whose Configure reads them from the host's Layout does (SAM:
+// Bounds{"batch": float64(layout.BatchSize)}), so that it refuses m = 2⁶³−1
+// before allocating anything per sub-batch.
+func ApplyIn(dst any, params map[string]any, b Bounds) error {
 	rv := reflect.ValueOf(dst)
 	if rv.Kind() != reflect.Pointer || rv.IsNil() || rv.Elem().Kind() != reflect.Struct {
 		return fmt.Errorf("hparams: Apply needs a non-nil pointer to a struct, got %T", dst)
@@ -201,7 +208,7 @@ func Apply(dst any, params map[string]any) error {
 		}
 		val, err := Convert(f.spec.Type, params[name])
 		if err == nil {
-			err = Check(f.spec, val)
+			err = CheckIn(f.spec, val, b)
 		}
 		if err != nil {
 			return fmt.Errorf("hparams: %q: %w", name, err)

@@ -41,6 +41,7 @@ func TestSpecs(t *testing.T) {
 
 func TestSpecsErrors(t *testing.T) {
 	type unexported struct {
+		//lint:ignore U1000 the test is that an unexported tagged field is refused
 		x float64 `hp:"x"`
 	}
 	type badType struct {

@@ -25,9 +25,6 @@ func (e *OpError) Error() string { return fmt.Sprintf("op %d (%s): %v", e.Index,
 // Unwrap returns Err.
 func (e *OpError) Unwrap() error { return e.Err }
 
-// OpIndex returns Index.
-func (e *OpError) OpIndex() int { return e.Index }
-
 // OpName returns the name of an op's kind: the name of its Go type
 // ("Grad" for a Grad or *Grad), or "nil".
 func OpName(op Op) string {
@@ -39,13 +36,4 @@ func OpName(op Op) string {
 		t = t.Elem()
 	}
 	return t.Name()
-}
-
-// Errorf returns an *OpError for op i of p with a formatted error.
-func (p *Program) Errorf(i int, format string, args ...any) *OpError {
-	var op Op
-	if p != nil && i >= 0 && i < len(p.Ops) {
-		op = p.Ops[i]
-	}
-	return &OpError{Index: i, Op: OpName(op), Err: fmt.Errorf(format, args...)}
 }

@@ -2,28 +2,35 @@ package optim
 
 import (
 	"fmt"
+	"reflect"
 	"strconv"
 	"strings"
 )
 
 // String lists the program one op a line: its index, its kind and its
-// operands, with handles by name when the program was started by
-// Handles.Prog, and for ops that emit scalars the slots they fill ("→ #3").
+// operands (the op table's Format), with handles by name when the program
+// was started by Handles.Prog, and for ops that set registers the registers
+// they set ("→ #3").
 func (p *Program) String() string {
 	if p == nil {
 		return "<nil program>\n"
 	}
 	var b strings.Builder
-	slot := 1
+	reg := 1
 	for i, op := range p.Ops {
 		fmt.Fprintf(&b, "%2d %-9s %s", i, OpName(op), p.operands(op))
-		switch n := Emits(op); n {
-		case 1:
-			fmt.Fprintf(&b, "  → #%d", slot)
-		case 2:
-			fmt.Fprintf(&b, "  → loss #%d, acc #%d", slot, slot+1)
+		spec, _ := SpecOf(op)
+		switch n := len(spec.Regs); {
+		case n == 1:
+			fmt.Fprintf(&b, "  → #%d", reg)
+		case n > 1:
+			parts := make([]string, n)
+			for j, name := range spec.Regs {
+				parts[j] = fmt.Sprintf("%s #%d", name, reg+j)
+			}
+			fmt.Fprintf(&b, "  → %s", strings.Join(parts, ", "))
 		}
-		slot += Emits(op)
+		reg += Emits(op)
 		b.WriteByte('\n')
 	}
 	return b.String()
@@ -73,77 +80,115 @@ func (k BinaryKind) String() string {
 	return fmt.Sprintf("BinaryKind(%d)", int32(k))
 }
 
-// operands formats an op's fields.
+// operands formats an op's fields with its Format.
 func (p *Program) operands(op Op) string {
-	v := p.vec
-	vecs := func(vs []Vec) string {
-		s := make([]string, len(vs))
-		for i, x := range vs {
-			s[i] = v(x)
-		}
-		return "[" + strings.Join(s, " ") + "]"
+	spec, ok := SpecOf(op)
+	if !ok || op == nil {
+		return fmt.Sprintf("%+v", op)
 	}
-	out := func(x Vec) string { // a gradient target: 0 is none, not params[0]
-		if x == 0 {
+	v := reflect.ValueOf(op)
+	for v.Kind() == reflect.Pointer {
+		if v.IsNil() {
+			return "<nil>"
+		}
+		v = v.Elem()
+	}
+	return formatOp(spec.Format, func(field, mod string) (string, bool) {
+		f := v.FieldByName(field)
+		if !f.IsValid() {
+			return "{" + field + "?}", true
+		}
+		return p.value(f, mod), !f.IsZero()
+	})
+}
+
+// formatOp expands an op Format: {Field} and {Field:mod} print a field,
+// {Field?} prints nothing, a [group] prints only when every field it
+// names is not zero, and [[ and ]] print [ and ]. field returns a field's
+// text and whether it is not zero.
+func formatOp(format string, field func(name, mod string) (string, bool)) string {
+	var out, group strings.Builder
+	inGroup, groupOK := false, true
+	w := &out
+	for i := 0; i < len(format); i++ {
+		c := format[i]
+		switch {
+		case (c == '[' || c == ']') && i+1 < len(format) && format[i+1] == c:
+			w.WriteByte(c)
+			i++
+		case c == '[':
+			inGroup, groupOK = true, true
+			group.Reset()
+			w = &group
+		case c == ']' && inGroup:
+			if groupOK {
+				out.WriteString(group.String())
+			}
+			inGroup = false
+			w = &out
+		case c == '{':
+			j := strings.IndexByte(format[i:], '}')
+			name := format[i+1 : i+j]
+			i += j
+			silent := strings.HasSuffix(name, "?")
+			name = strings.TrimSuffix(name, "?")
+			mod := ""
+			if k := strings.IndexByte(name, ':'); k >= 0 {
+				name, mod = name[:k], name[k+1:]
+			}
+			text, nonzero := field(name, mod)
+			if inGroup && !nonzero {
+				groupOK = false
+			}
+			if !silent {
+				w.WriteString(text)
+			}
+		default:
+			w.WriteByte(c)
+		}
+	}
+	return out.String()
+}
+
+// value formats one field of an op for a listing.
+func (p *Program) value(f reflect.Value, mod string) string {
+	vec := func(x Vec) string {
+		if mod == "out" && x == 0 { // a gradient target: 0 is none, not params[0]
 			return "_"
 		}
-		return v(x)
+		return p.vec(x)
 	}
-	switch o := op.(type) {
-	case Alloc:
-		return fmt.Sprintf("%s member=%d", v(o.ID), o.Member)
-	case Free:
-		return v(o.ID)
-	case Copy:
-		if o.BN {
-			return fmt.Sprintf("%s = %s (with BatchNorm statistics)", v(o.Dst), v(o.Src))
+	switch x := f.Interface().(type) {
+	case Vec:
+		return vec(x)
+	case []Vec:
+		s := make([]string, len(x))
+		for i, y := range x {
+			s[i] = vec(y)
 		}
-		return fmt.Sprintf("%s = %s", v(o.Dst), v(o.Src))
-	case Fill:
-		return fmt.Sprintf("%s = %s", v(o.Dst), num(o.Value))
-	case FillRange:
-		return fmt.Sprintf("%s[%d:%d] = %s", v(o.Dst), o.Offset, o.Offset+o.Len, num(o.Value))
-	case Scale:
-		return fmt.Sprintf("%s *= %s", v(o.Dst), num(o.Alpha))
-	case AddConst:
-		return fmt.Sprintf("%s += %s", v(o.Dst), num(o.Value))
-	case Axpy:
-		return fmt.Sprintf("%s += %s·%s", v(o.Dst), num(o.Alpha), v(o.X))
-	case LinComb:
-		terms := make([]string, len(o.Terms))
-		for i, t := range o.Terms {
-			terms[i] = num(t.Coef) + "·" + v(t.X)
+		return "[" + strings.Join(s, " ") + "]"
+	case Num:
+		return numString(x)
+	case nil: // a nil Num
+		return "0"
+	case []Term:
+		s := make([]string, len(x))
+		for i, t := range x {
+			s[i] = numString(t.Coef) + "·" + p.vec(t.X)
 		}
-		return fmt.Sprintf("%s = %s", v(o.Dst), strings.Join(terms, " + "))
-	case Unary:
-		return fmt.Sprintf("%s = %s(%s)", v(o.Dst), o.Kind, v(o.Src))
-	case Binary:
-		return fmt.Sprintf("%s = %s(%s, %s)", v(o.Dst), o.Kind, v(o.A), v(o.B))
-	case RandN:
-		return fmt.Sprintf("%s ~ N(0, %s²) seed=%d", v(o.Dst), num(o.Std), o.Seed)
-	case Dot:
-		return fmt.Sprintf("%s · %s", v(o.A), v(o.B))
-	case Norm:
-		return v(o.X)
-	case Grad:
-		s := fmt.Sprintf("%s = ∇L(%s) batch=%s bn=%s", out(o.Out), v(o.At), o.Batch, o.BN)
-		if o.Eps != 0 {
-			s += " eps=" + v(o.Eps)
-		}
-		if o.OutRho != 0 {
-			s += " rho-grad=" + v(o.OutRho)
-		}
-		return s
-	case JointGrad:
-		outs := make([]string, len(o.Outs))
-		for i, x := range o.Outs {
-			outs[i] = out(x)
-		}
-		return fmt.Sprintf("[%s] = ∇L(%s) batch=%s bn=%s", strings.Join(outs, " "), vecs(o.Ats), o.Batch, o.BN)
-	case BaseStep:
-		return fmt.Sprintf("%s with gradient %s", v(o.Params), v(o.Grad))
-	case SetLR:
-		return fmt.Sprintf("member=%d lr=%s", o.Member, num(o.LR))
+		return strings.Join(s, " + ")
+	case float64:
+		return num(x)
+	case fmt.Stringer:
+		return x.String()
 	}
-	return fmt.Sprintf("%+v", op)
+	return fmt.Sprint(f.Interface())
+}
+
+// numString formats an operand: an immediate as a number, a register as #n.
+func numString(n Num) string {
+	if k, ok := Imm(n); ok {
+		return num(k)
+	}
+	return n.(Reg).String()
 }

@@ -6,7 +6,6 @@ package optim
 
 import (
 	"context"
-	"math"
 )
 
 // ProtocolMajor is the go-plugin protocol version; a change breaks plugins.
@@ -14,17 +13,18 @@ const ProtocolMajor = 1
 
 // ProtocolMinor is the in-band minor version carried by Info; hosts accept
 // plugins with a minor version up to their own.
-const ProtocolMinor = 4
-
-func nan() float64 { return math.NaN() }
+const ProtocolMinor = 5
 
 // Host is what an optimizer drives: it describes the parameter layout and
-// executes programs of ops on the device, returning only scalars.
+// executes programs of ops on the device, returning only the values the
+// programs read (Read ops).
 type Host interface {
 	// Layout describes the members' parameters (metadata only).
 	Layout(ctx context.Context) (Layout, error)
-	// Exec runs the program's ops in order and returns the scalars they
-	// emit (a nil program is an empty one). It stops at the first op that
+	// Exec runs the program's ops in order, each checked by Checker first,
+	// and returns the values of its Read ops (a nil program is an empty
+	// one; a program whose builder recorded a misuse, Program.Err, fails
+	// before its first op). It stops at the first op that
 	// fails and returns an *OpError naming it; the effects of the ops before
 	// it remain, and the Result is then undefined. An op kind, UnaryKind,
 	// BinaryKind or BNMode the host does not know fails with an *OpError
@@ -81,7 +81,8 @@ type ParamSpec struct {
 	// Enum lists the values a String hyperparameter may take (none: any).
 	Enum []string
 	// Range is the interval a Float or Int hyperparameter must lie in, as
-	// "[0,1]", "(0,)" or "[1,)" (empty: any); see sdk/hparams.
+	// "[0,1]", "(0,)", "[1,)" or "[1,batch]" (empty: any; "batch": the
+	// batch size, resolved by the host); see sdk/hparams.
 	Range string
 }
 

@@ -42,38 +42,80 @@ func TestHandlesNamespaces(t *testing.T) {
 	}
 }
 
-func TestSlots(t *testing.T) {
+func TestRegisters(t *testing.T) {
 	p := optim.Prog()
-	p.Fill(1, 2)
+	p.Fill(1, optim.K(2))
 	n := p.Norm(1)
-	// An op appended directly still counts for later slots.
+	// An op appended directly still counts for later registers.
 	p.Ops = append(p.Ops, optim.Dot{A: 1, B: 1})
 	ev := p.Grad(2, optim.Params, optim.Batch{}, optim.BNUpdate)
 	d := p.Dot(1, 2)
-	r := optim.Result{Scalars: []float64{10, 20, 30, 40, 50}}
-	for _, c := range []struct {
-		s    optim.Scalar
+	c := p.Div(optim.K(0.05), p.Add(n, optim.K(1e-12)))
+	if n.Index() != 1 || ev.Loss.Index() != 3 || ev.Acc.Index() != 4 || d.Index() != 5 || c.Index() != 7 {
+		t.Fatalf("registers %v %v %v %v %v; want #1 #3 #4 #5 #7", n, ev.Loss, ev.Acc, d, c)
+	}
+	p.Read(n, ev.Acc, c)
+	r, err := optim.NewResult(p, []float64{10, 40, 70})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		r    optim.Reg
 		want float64
-	}{{n, 10}, {ev.Loss, 30}, {ev.Acc, 40}, {d, 50}} {
-		if got := r.Get(c.s); got != c.want {
-			t.Errorf("Get = %v, want %v", got, c.want)
+	}{{n, 10}, {ev.Acc, 40}, {c, 70}} {
+		if got := r.Get(tc.r); got != tc.want {
+			t.Errorf("Get(%v) = %v, want %v", tc.r, got, tc.want)
 		}
 	}
-	// Ops replaced directly (same length) are counted as they are now.
-	q0 := optim.Prog()
-	q0.Norm(1)
-	q0.Norm(1)
-	q0.Ops = []optim.Op{optim.Grad{At: optim.Params}, optim.Fill{Dst: 1}}
-	if s := q0.Norm(1); (optim.Result{Scalars: []float64{1, 2, 3}}).Get(s) != 3 {
-		t.Errorf("slot after replacing Ops reads %v, want the third scalar", (optim.Result{Scalars: []float64{1, 2, 3}}).Get(s))
+	if !math.IsNaN(r.Get(optim.Reg{})) {
+		t.Error("the zero register must read NaN")
 	}
-	if !math.IsNaN(r.Get(optim.Scalar{})) || !math.IsNaN(optim.Result{}.Get(d)) {
-		t.Error("a missing slot must read NaN")
+	// A register that was not read, or that belongs to another program,
+	// is an error, not another value.
+	var re *optim.ReadError
+	if _, err := r.Lookup(d); !errors.As(err, &re) || !strings.Contains(err.Error(), "not read") {
+		t.Errorf("Lookup of an unread register: %v", err)
 	}
 	q := optim.Prog()
-	evs := []optim.Eval{q.Grad(1, optim.ParamsOf(0), optim.Batch{}, optim.BNUpdate), q.Grad(2, optim.ParamsOf(1), optim.Batch{}, optim.BNUpdate)}
-	if loss, acc := (optim.Result{Scalars: []float64{1, 0.5, 3, 0.25}}).Mean(evs); loss != 2 || acc != 0.375 {
+	q.Norm(1)
+	qn := q.Norm(1)
+	if _, err := r.Lookup(qn); err == nil || !strings.Contains(err.Error(), "another program") {
+		t.Errorf("Lookup of another program's register: %v", err)
+	}
+	func() {
+		defer func() {
+			if e := recover(); e == nil {
+				t.Error("Get of another program's register did not panic")
+			}
+		}()
+		r.Get(qn)
+	}()
+	// Using another program's register as an operand is a build error.
+	q.Axpy(1, n, 2)
+	if err := q.Err(); err == nil || !strings.Contains(err.Error(), "another program") {
+		t.Errorf("Err after a foreign register: %v", err)
+	}
+	if _, err := optim.NewResult(p, []float64{1}); err == nil {
+		t.Error("NewResult with the wrong number of values")
+	}
+}
+
+func TestMean(t *testing.T) {
+	p := optim.Prog()
+	evs := []optim.Eval{p.Grad(1, optim.ParamsOf(0), optim.Batch{}, optim.BNUpdate), p.Grad(2, optim.ParamsOf(1), optim.Batch{}, optim.BNUpdate)}
+	p.Read(evs[0].Loss, evs[0].Acc, evs[1].Loss, evs[1].Acc)
+	r, err := optim.NewResult(p, []float64{1, 0.5, 3, 0.25})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if loss, acc := r.Mean(evs); loss != 2 || acc != 0.375 {
 		t.Errorf("Mean = %v, %v; want 2, 0.375", loss, acc)
+	}
+	// The device-side mean is the same arithmetic: loss_0/2 + loss_1/2.
+	loss, acc := p.Mean(evs)
+	want := " 9 Arith     add(#5, #7)  → #8\n"
+	if !strings.Contains(p.String(), want) || loss.Index() != 8 || acc.Index() != 10 {
+		t.Errorf("Mean's ops:\n%s\nwant %q, loss #8, acc #10 (got %v %v)", p, want, loss, acc)
 	}
 }
 
@@ -87,7 +129,7 @@ func (h fixedHost) Exec(_ context.Context, p *optim.Program) (optim.Result, erro
 	if h.err != nil {
 		return optim.Result{}, h.err
 	}
-	return optim.Result{Scalars: []float64{1.5}}, nil
+	return optim.NewResult(p, []float64{1.5})
 }
 
 func TestTrace(t *testing.T) {
@@ -95,12 +137,12 @@ func TestTrace(t *testing.T) {
 	hs := optim.NewHandles().Sub("sam")
 	g := hs.New("g")
 	p := hs.Prog().Alloc(g, 0)
-	p.Norm(g)
+	p.Read(p.Norm(g))
 	h := optim.Trace(fixedHost{}, &w, false)
 	if _, err := h.Layout(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if r, err := h.Exec(context.Background(), p); err != nil || r.Scalars[0] != 1.5 {
+	if r, err := h.Exec(context.Background(), p); err != nil || r.Reads[0] != 1.5 {
 		t.Fatalf("Exec through the tracer = %v, %v", r, err)
 	}
 	bad := &optim.OpError{Index: 1, Op: "Norm", Err: errors.New("handle 7 is not allocated")}
@@ -109,9 +151,10 @@ func TestTrace(t *testing.T) {
 	}
 	want := []string{
 		"layout: 1 member(s) [mlp: 3 parameters in 0 tensors]",
-		"exec 1: 2 ops",
+		"exec 1: 3 ops",
 		" 0 Alloc     sam/g member=0",
 		" 1 Norm      sam/g  → #1",
+		" 2 Read      #1",
 		"   ← #1=1.5",
 		"   error: op 1 (Norm): handle 7 is not allocated",
 	}

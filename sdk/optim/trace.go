@@ -16,7 +16,7 @@ const TraceEnv = "OPTLAB_TRACE"
 
 // Trace returns a Host that passes every call on to h and writes it to w:
 // each Exec as its number, the program's listing (Program.String), the
-// scalars it returned by slot and, with timing set, how long it took; or
+// values it read back by register and, with timing set, how long it took; or
 // the error it failed with. It decorates any Host, the way Vault's and
 // terraform's protocol tracing wrap theirs; golden op-trace tests use it
 // without timing.
@@ -71,10 +71,10 @@ func (t *tracer) Exec(ctx context.Context, p *Program) (Result, error) {
 	b.WriteString(p.String())
 	if err != nil {
 		fmt.Fprintf(&b, "   error: %v\n", err)
-	} else if len(r.Scalars) > 0 {
+	} else if len(r.Reads) > 0 {
 		b.WriteString("   ←")
-		for i, s := range r.Scalars {
-			fmt.Fprintf(&b, " #%d=%s", i+1, num(s))
+		for i, s := range r.Reads {
+			fmt.Fprintf(&b, " #%d=%s", r.regs[i], num(s))
 		}
 		b.WriteByte('\n')
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"testing"
 
@@ -31,9 +32,15 @@ type HostTestOptions struct {
 
 // TestHost is the conformance suite of optim.Host, in the spirit of
 // testing/fstest.TestFS: it runs a table of programs against fresh hosts
-// made by newHost and checks the scalars they emit and the errors they
-// fail with against the semantics documented in sdk/optim (program.go).
-// Every case is a subtest (named "<Op>/<what>"), with a new host.
+// made by newHost and checks the values they read and the errors they
+// fail with against the semantics documented in sdk/optim (ops.go,
+// regs.go, check.go). Every case is a subtest (named "<Op>/<what>"), with
+// a new host. The suite sees a host only through Layout and Exec: it
+// reads registers with Read ops (which it appends to its programs) and
+// observes a segment register by filling a vector with it. Report ops go
+// to the host's own metrics, which the suite cannot see: it checks only
+// that they are accepted without changing the Result and refused with
+// bad arguments, so a host checks the values it receives in its own tests.
 //
 // newHost must return a host in the state a run starts in: no vector
 // allocated, every member holding a current batch of Layout.BatchSize
@@ -45,10 +52,15 @@ type HostTestOptions struct {
 // differences of the loss, …). Failing programs must return an
 // *optim.OpError (errors.As) with the index and kind (optim.OpName) of the
 // failing op, and a message that names the offending value where the case
-// knows it (an unknown handle, a missing member, a vector's length); an op
-// kind, unary or binary kind or BatchNorm mode the host does not know must
-// wrap errors.ErrUnsupported. Cases that need two
-// members, members of different layouts, a variational member or a
+// knows it (an unknown handle, a missing member, a vector's length), and
+// a handle that names no vector must fail with an *optim.VecError (the
+// message of optim.Checker); an op kind, unary, binary, arith or segment
+// kind, segmentation or BatchNorm mode the host does not know must wrap
+// errors.ErrUnsupported. A program whose builder recorded a misuse
+// (Program.Err: a register of another program) must fail before any of
+// its ops runs. The segment cases cut vectors by Layout's Tensors (a
+// member without tensors is one tensor of shape [Numel]). Cases that need
+// two members, members of different layouts, a variational member or a
 // deterministic one are skipped when the layout has none.
 func TestHost(t *testing.T, newHost func(t *testing.T) optim.Host, opts HostTestOptions) {
 	if opts.Tol == 0 {
@@ -122,6 +134,7 @@ type conf struct {
 	checks []check
 	owner  map[optim.Vec]int
 	ones   map[int]optim.Vec
+	units  map[int]optim.Vec
 	noise  map[int]optim.Vec
 
 	// vm, dm: a variational and a deterministic member; jm: two
@@ -136,14 +149,20 @@ type program struct {
 	p *optim.Program
 	// fail is the op expected to fail (nil: the program must succeed).
 	fail *failure
-	res  optim.Result
-	ok   bool
+	// reads are the registers the checks read: exec appends their Read
+	// ops to the program.
+	reads []optim.Reg
+	res   optim.Result
+	ok    bool
 }
 
 type failure struct {
+	// index is the op expected to fail; whole (index −1) expects the
+	// program to fail before any op runs, with any error.
 	index       int
-	mention     string // the op's error message must contain it ("": any)
+	mention     string // the error message must contain it ("": any)
 	unsupported bool   // the error must wrap errors.ErrUnsupported
+	vec         bool   // the error must wrap an *optim.VecError
 }
 
 type check struct {
@@ -151,18 +170,19 @@ type check struct {
 	fn   func(get func(ref) float64) error
 }
 
-// ref is a scalar slot of one of a case's programs.
+// ref is a scalar register of one of a case's programs that the checks
+// read.
 type ref struct {
 	prog int
-	s    optim.Scalar
+	r    optim.Reg
 }
 
-// evalRef is the loss and accuracy slots of a gradient pass.
+// evalRef is the loss and accuracy registers of a gradient pass.
 type evalRef struct{ loss, acc ref }
 
 func newConf(t *testing.T, h optim.Host, l optim.Layout, opts HostTestOptions) *conf {
 	c := &conf{t: t, h: h, l: l, opts: opts, hs: optim.NewHandles(),
-		owner: map[optim.Vec]int{}, ones: map[int]optim.Vec{}, noise: map[int]optim.Vec{},
+		owner: map[optim.Vec]int{}, ones: map[int]optim.Vec{}, units: map[int]optim.Vec{}, noise: map[int]optim.Vec{},
 		vm: -1, dm: -1, jm: [2]int{-1, -1}, lm: [2]int{-1, -1}}
 	var det []int
 	for m, ml := range l.Members {
@@ -256,7 +276,7 @@ func (c *conf) alloc(m int, name string) optim.Vec {
 // filled allocates a vector of member m filled with x.
 func (c *conf) filled(m int, name string, x float64) optim.Vec {
 	v := c.alloc(m, name)
-	c.p().Fill(v, x)
+	c.p().Fill(v, optim.K(x))
 	return v
 }
 
@@ -277,16 +297,31 @@ func (c *conf) one(m int) optim.Vec {
 	return v
 }
 
-func (c *conf) dot(a, b optim.Vec) ref { return ref{c.cur(), c.p().Dot(a, b)} }
-func (c *conf) norm(x optim.Vec) ref   { return ref{c.cur(), c.p().Norm(x)} }
+// read returns the ref of register r of the program being built: exec
+// appends a Read op of it (once) to the program.
+func (c *conf) read(r optim.Reg) ref {
+	pr := c.progs[c.cur()]
+	if !slices.Contains(pr.reads, r) {
+		pr.reads = append(pr.reads, r)
+	}
+	return ref{c.cur(), r}
+}
 
-// sum returns the slot of Σ x_i.
+func (c *conf) dot(a, b optim.Vec) ref { return c.read(c.p().Dot(a, b)) }
+func (c *conf) norm(x optim.Vec) ref   { return c.read(c.p().Norm(x)) }
+
+// sum returns the ref of Σ x_i.
 func (c *conf) sum(x optim.Vec) ref { return c.dot(x, c.one(c.member(x))) }
 
 // grad appends a Grad op. At a vector of a variational member it passes
 // the member's shared noise vector as Eps, so that every pass of the case
 // is a function of At alone.
 func (c *conf) grad(out, at optim.Vec, b optim.Batch, bn optim.BNMode) evalRef {
+	return c.eval(c.gradOp(out, at, b, bn))
+}
+
+// gradOp is grad without reading its registers.
+func (c *conf) gradOp(out, at optim.Vec, b optim.Batch, bn optim.BNMode) optim.Eval {
 	g := optim.Grad{Out: out, At: at, Batch: b, BN: bn}
 	if m := c.member(at); c.l.Members[m].Variational {
 		eps, ok := c.noise[m]
@@ -297,14 +332,15 @@ func (c *conf) grad(out, at optim.Vec, b optim.Batch, bn optim.BNMode) evalRef {
 		}
 		g.Eps = eps
 	}
-	ev := c.p().GradOp(g)
-	return evalRef{ref{c.cur(), ev.Loss}, ref{c.cur(), ev.Acc}}
+	return c.p().GradOp(g)
 }
 
 func (c *conf) joint(outs, ats []optim.Vec, b optim.Batch, bn optim.BNMode) evalRef {
-	ev := c.p().JointGrad(outs, ats, b, bn)
-	return evalRef{ref{c.cur(), ev.Loss}, ref{c.cur(), ev.Acc}}
+	return c.eval(c.p().JointGrad(outs, ats, b, bn))
 }
+
+// eval returns the refs of a gradient pass's registers.
+func (c *conf) eval(ev optim.Eval) evalRef { return evalRef{c.read(ev.Loss), c.read(ev.Acc)} }
 
 // fails expects the last op that build appends to fail, with an error
 // message that contains mention ("": any message). Ops appended after it
@@ -317,6 +353,25 @@ func (c *conf) fails(mention string, build func(p *optim.Program)) {
 // error that wraps errors.ErrUnsupported.
 func (c *conf) unsupported(build func(p *optim.Program)) {
 	c.expectFailure(failure{unsupported: true}, build)
+}
+
+// vecFails expects the last op that build appends to fail with an
+// *optim.VecError whose message contains mention.
+func (c *conf) vecFails(mention string, build func(p *optim.Program)) {
+	c.expectFailure(failure{mention: mention, vec: true}, build)
+}
+
+// refused expects the program being built to fail before any of its ops
+// runs (Program.Err), with an error that contains mention.
+func (c *conf) refused(mention string) {
+	pr := c.progs[len(c.progs)-1]
+	if pr.fail != nil {
+		c.t.Fatal("suite bug: two failures expected in one program")
+	}
+	if pr.p.Err() == nil {
+		c.t.Fatal("suite bug: the program has no builder error")
+	}
+	pr.fail = &failure{index: -1, mention: mention}
 }
 
 func (c *conf) expectFailure(f failure, build func(p *optim.Program)) {
@@ -333,7 +388,7 @@ func (c *conf) expect(what string, fn func(get func(ref) float64) error) {
 	c.checks = append(c.checks, check{what: what, fn: fn})
 }
 
-// expectScalar expects slot r to hold want.
+// expectScalar expects register r to hold want.
 func (c *conf) expectScalar(what string, r ref, want float64) {
 	c.expect(what, func(get func(ref) float64) error {
 		if got := get(r); !c.close(got, want) {
@@ -343,7 +398,7 @@ func (c *conf) expectScalar(what string, r ref, want float64) {
 	})
 }
 
-// expectEqual expects slots a and b to hold the same value.
+// expectEqual expects registers a and b to hold the same value.
 func (c *conf) expectEqual(what string, a, b ref) {
 	c.expect(what, func(get func(ref) float64) error {
 		if x, y := get(a), get(b); !c.close(x, y) {
@@ -378,7 +433,7 @@ func (c *conf) expectConst(what string, x optim.Vec, want float64) {
 // is at most Tol·(‖a‖ + ‖b‖).
 func (c *conf) expectSame(what string, a, b optim.Vec) {
 	d := c.alloc(c.member(a), "diff")
-	c.p().LinComb(d, optim.Term{Coef: 1, X: a}, optim.Term{Coef: -1, X: b})
+	c.p().LinComb(d, optim.Term{Coef: optim.K(1), X: a}, optim.Term{Coef: optim.K(-1), X: b})
 	nd, na, nb := c.norm(d), c.norm(a), c.norm(b)
 	c.expect(what, func(get func(ref) float64) error {
 		if diff, scale := get(nd), get(na)+get(nb); !(diff <= c.opts.Tol*scale) {
@@ -391,7 +446,7 @@ func (c *conf) expectSame(what string, a, b optim.Vec) {
 // expectDiffer expects vectors a and b to differ somewhere.
 func (c *conf) expectDiffer(what string, a, b optim.Vec) {
 	d := c.alloc(c.member(a), "diff")
-	c.p().LinComb(d, optim.Term{Coef: 1, X: a}, optim.Term{Coef: -1, X: b})
+	c.p().LinComb(d, optim.Term{Coef: optim.K(1), X: a}, optim.Term{Coef: optim.K(-1), X: b})
 	nd := c.norm(d)
 	c.expect(what, func(get func(ref) float64) error {
 		if !(get(nd) > 0) {
@@ -401,7 +456,7 @@ func (c *conf) expectDiffer(what string, a, b optim.Vec) {
 	})
 }
 
-// expectFinite expects slot r to hold a finite number.
+// expectFinite expects register r to hold a finite number.
 func (c *conf) expectFinite(what string, r ref) {
 	c.expect(what, func(get func(ref) float64) error {
 		if x := get(r); math.IsNaN(x) || math.IsInf(x, 0) {
@@ -431,13 +486,16 @@ func (c *conf) exec() {
 		if len(pr.p.Ops) == 0 {
 			continue
 		}
+		for _, x := range pr.reads {
+			pr.p.Read(x)
+		}
 		r, err := c.h.Exec(ctx, pr.p)
 		if pr.fail == nil {
 			if err != nil {
 				c.t.Fatalf("program %d failed: %v\n%s", i, err, pr.p)
 			}
-			if want := pr.p.NumScalars(); len(r.Scalars) != want {
-				c.t.Fatalf("program %d: %d scalars, want %d\n%s", i, len(r.Scalars), want, pr.p)
+			if want := numReads(pr.p); len(r.Reads) != want {
+				c.t.Fatalf("program %d: %d values read, want %d (its Read ops)\n%s", i, len(r.Reads), want, pr.p)
 			}
 			pr.res, pr.ok = r, true
 			continue
@@ -451,7 +509,11 @@ func (c *conf) exec() {
 		if !pr.ok {
 			c.t.Fatalf("suite bug: a check reads program %d, which failed", r.prog)
 		}
-		return pr.res.Get(r.s)
+		v, err := pr.res.Lookup(r.r)
+		if err != nil {
+			c.t.Fatalf("program %d: %v", r.prog, err)
+		}
+		return v
 	}
 	for _, ck := range c.checks {
 		if err := ck.fn(get); err != nil {
@@ -460,9 +522,29 @@ func (c *conf) exec() {
 	}
 }
 
+// numReads is the number of p's Read ops.
+func numReads(p *optim.Program) int {
+	n := 0
+	for _, op := range p.Ops {
+		if _, ok := op.(optim.Read); ok {
+			n++
+		}
+	}
+	return n
+}
+
 // checkFailure checks the error of a program expected to fail.
 func (c *conf) checkFailure(pr *program, err error) error {
 	f := pr.fail
+	if f.index < 0 {
+		switch {
+		case err == nil:
+			return fmt.Errorf("succeeded; want it refused (%v)", pr.p.Err())
+		case !strings.Contains(err.Error(), f.mention):
+			return fmt.Errorf("error %q does not mention %q", err, f.mention)
+		}
+		return nil
+	}
 	want := optim.OpName(pr.p.Ops[f.index])
 	if err == nil {
 		return fmt.Errorf("succeeded; want op %d (%s) to fail", f.index, want)
@@ -482,6 +564,10 @@ func (c *conf) checkFailure(pr *program, err error) error {
 	}
 	if f.unsupported && !errors.Is(err, errors.ErrUnsupported) {
 		return fmt.Errorf("error %q does not wrap errors.ErrUnsupported", err)
+	}
+	var ve *optim.VecError
+	if f.vec && !errors.As(err, &ve) {
+		return fmt.Errorf("error %q does not wrap an *optim.VecError", err)
 	}
 	return nil
 }

@@ -20,6 +20,7 @@ func hostCases() []hostCase {
 		execCases(), layoutCases(), allocCases(), freeCases(), copyCases(), fillCases(),
 		arithCases(), linCombCases(), unaryCases(), binaryCases(), randNCases(), reduceCases(),
 		gradCases(), variationalCases(), jointCases(), baseStepCases(), setLRCases(), handleCases(),
+		arithCasesMinor5(), coefCases(), segReduceCases(), segArithCases(), topKCases(), readCases(), reportCases(),
 	} {
 		cs = append(cs, group...)
 	}
@@ -37,24 +38,24 @@ func execCases() []hostCase {
 	return []hostCase{
 		{name: "Exec/empty program", direct: func(t *testing.T, h optim.Host) {
 			r, err := h.Exec(context.Background(), optim.Prog())
-			if err != nil || len(r.Scalars) != 0 {
-				t.Fatalf("empty program: %v, %v; want no scalars and no error", r.Scalars, err)
+			if err != nil || len(r.Reads) != 0 {
+				t.Fatalf("empty program: %v, %v; want no values and no error", r.Reads, err)
 			}
 		}},
 		{name: "Exec/nil program is empty", direct: func(t *testing.T, h optim.Host) {
 			r, err := h.Exec(context.Background(), nil)
-			if err != nil || len(r.Scalars) != 0 {
-				t.Fatalf("nil program: %v, %v; want no scalars and no error", r.Scalars, err)
+			if err != nil || len(r.Reads) != 0 {
+				t.Fatalf("nil program: %v, %v; want no values and no error", r.Reads, err)
 			}
 		}},
 		{name: "Exec/canceled context", direct: func(t *testing.T, h optim.Host) {
 			ctx, cancel := context.WithCancel(context.Background())
 			cancel()
-			if _, err := h.Exec(ctx, optim.Prog().Fill(optim.Params, 1)); !errors.Is(err, context.Canceled) {
+			if _, err := h.Exec(ctx, optim.Prog().Fill(optim.Params, optim.K(1))); !errors.Is(err, context.Canceled) {
 				t.Fatalf("Exec with a canceled context: %v, want context.Canceled", err)
 			}
 		}},
-		{name: "Exec/scalars in op order", run: func(c *conf) {
+		{name: "Exec/registers in op order", run: func(c *conf) {
 			a, b := c.filled(0, "a", 2), c.filled(0, "b", -0.5)
 			n := float64(c.n(0))
 			na := c.norm(a)
@@ -70,9 +71,9 @@ func execCases() []hostCase {
 		{name: "Exec/a failing op stops its program", run: func(c *conf) {
 			a := c.filled(0, "a", 1)
 			c.next()
-			c.p().Fill(a, 2)
-			c.fails("4242", func(p *optim.Program) { p.Fill(stray, 3) })
-			c.p().Fill(a, 5)
+			c.p().Fill(a, optim.K(2))
+			c.vecFails("v4242 is not allocated", func(p *optim.Program) { p.Fill(stray, optim.K(3)) })
+			c.p().Fill(a, optim.K(5))
 			c.next()
 			c.expectConst("a: the op before the failure ran, the one after did not", a, 2)
 		}},
@@ -85,6 +86,19 @@ func execCases() []hostCase {
 		{name: "Exec/nil op", run: func(c *conf) {
 			c.norm(c.filled(0, "a", 1))
 			c.fails("", func(p *optim.Program) { p.Ops = append(p.Ops, nil) })
+		}},
+		{name: "Exec/a pointer op", run: func(c *conf) {
+			// A client may refuse the program before sending it: the
+			// ops before the pointer op need not run.
+			a := c.filled(0, "a", 1)
+			c.next()
+			c.fails("pointer", func(p *optim.Program) { p.Ops = append(p.Ops, &optim.Fill{Dst: a, Value: optim.K(2)}) })
+			c.next()
+			c.expectConst("a", a, 1)
+		}},
+		{name: "Exec/a pointer op that sets a register", run: func(c *conf) {
+			a := c.filled(0, "a", 1)
+			c.fails("pointer", func(p *optim.Program) { p.Ops = append(p.Ops, &optim.Norm{X: a}) })
 		}},
 	}
 }
@@ -123,7 +137,7 @@ func layoutCases() []hostCase {
 					for _, d := range tn.Shape {
 						size *= d
 					}
-					c.p().Fill(one, 0).FillRange(one, tn.Offset, size, 1).Axpy(acc, 1, one)
+					c.p().Fill(one, optim.K(0)).FillRange(one, tn.Offset, size, 1).Axpy(acc, optim.K(1), one)
 				}
 				c.expectConst(fmt.Sprintf("member %d: sum of the tensors' ranges", m), acc, 1)
 			}
@@ -224,7 +238,7 @@ func copyCases() []hostCase {
 		}},
 		{name: "CopyState/round trip", run: func(c *conf) {
 			x, s := c.alloc(0, "x"), c.alloc(0, "snapshot")
-			c.p().Copy(x, optim.Params).CopyState(s, optim.Params).Fill(optim.Params, 0)
+			c.p().Copy(x, optim.Params).CopyState(s, optim.Params).Fill(optim.Params, optim.K(0))
 			c.next()
 			c.p().CopyState(optim.Params, s)
 			c.expectSame("restored params", optim.Params, x)
@@ -255,12 +269,12 @@ func fillCases() []hostCase {
 	return []hostCase{
 		{name: "Fill/sets every element", run: func(c *conf) {
 			v := c.filled(0, "v", 3)
-			c.p().Fill(v, 0.75)
+			c.p().Fill(v, optim.K(0.75))
 			c.expectConst("v", v, 0.75)
 		}},
 		{name: "Fill/live parameters", run: func(c *conf) {
 			for m := range c.l.Members {
-				c.p().Fill(optim.ParamsOf(m), -2)
+				c.p().Fill(optim.ParamsOf(m), optim.K(-2))
 				c.expectConst(fmt.Sprintf("params[%d]", m), optim.ParamsOf(m), -2)
 			}
 		}},
@@ -308,50 +322,50 @@ func arithCases() []hostCase {
 	return []hostCase{
 		{name: "Scale/multiplies", run: func(c *conf) {
 			v := c.filled(0, "v", 3)
-			c.p().Scale(v, -0.5)
+			c.p().Scale(v, optim.K(-0.5))
 			c.expectConst("v", v, -1.5)
 		}},
 		{name: "Scale/by zero", run: func(c *conf) {
 			v := c.filled(0, "v", 3)
-			c.p().Scale(v, 0)
+			c.p().Scale(v, optim.K(0))
 			c.expectConst("v", v, 0)
 		}},
 		{name: "AddConst/adds", run: func(c *conf) {
 			v := c.filled(0, "v", 1.25)
-			c.p().AddConst(v, -3)
+			c.p().AddConst(v, optim.K(-3))
 			c.expectConst("v", v, -1.75)
 		}},
 		{name: "Axpy/adds a multiple", run: func(c *conf) {
 			a, x := c.filled(0, "a", 2), c.filled(0, "x", 0.5)
-			c.p().Axpy(a, -3, x)
+			c.p().Axpy(a, optim.K(-3), x)
 			c.expectConst("a", a, 0.5)
 			c.expectConst("x", x, 0.5)
 		}},
 		{name: "Axpy/onto itself", run: func(c *conf) {
 			a, b := c.filled(0, "a", 2), c.filled(0, "b", 2)
-			c.p().Axpy(a, 1, a).Axpy(b, -1, b)
+			c.p().Axpy(a, optim.K(1), a).Axpy(b, optim.K(-1), b)
 			c.expectConst("a + a", a, 4)
 			c.expectConst("b − b", b, 0)
 		}},
 		{name: "Axpy/into live parameters", run: func(c *conf) {
 			x := c.filled(0, "x", 0.25)
-			c.p().Fill(optim.Params, 1).Axpy(optim.Params, 4, x)
+			c.p().Fill(optim.Params, optim.K(1)).Axpy(optim.Params, optim.K(4), x)
 			c.expectConst("params", optim.Params, 2)
 		}},
 		{name: "Axpy/is a LinComb", run: func(c *conf) {
 			a, b, d := c.randn(0, "a", 1), c.randn(0, "b", 2), c.alloc(0, "d")
-			c.p().LinComb(d, optim.Term{Coef: 1, X: a}, optim.Term{Coef: 0.75, X: b}).Axpy(a, 0.75, b)
+			c.p().LinComb(d, optim.Term{Coef: optim.K(1), X: a}, optim.Term{Coef: optim.K(0.75), X: b}).Axpy(a, optim.K(0.75), b)
 			c.expectSame("a + 0.75·b", a, d)
 		}},
 		{name: "Axpy/another layout", needs: needLayouts, run: func(c *conf) {
 			a, b := c.alloc(c.lm[0], "a"), c.alloc(c.lm[1], "b")
-			c.fails("", func(p *optim.Program) { p.Axpy(a, 1, b) })
+			c.vecFails("has the layout of member", func(p *optim.Program) { p.Axpy(a, optim.K(1), b) })
 		}},
 	}
 }
 
 func linCombCases() []hostCase {
-	term := func(coef float64, x optim.Vec) optim.Term { return optim.Term{Coef: coef, X: x} }
+	term := func(coef float64, x optim.Vec) optim.Term { return optim.Term{Coef: optim.K(coef), X: x} }
 	return []hostCase{
 		{name: "LinComb/sums its terms", run: func(c *conf) {
 			a, b, d := c.filled(0, "a", 2), c.filled(0, "b", -1.5), c.filled(0, "d", 9)
@@ -380,17 +394,17 @@ func linCombCases() []hostCase {
 		}},
 		{name: "LinComb/live parameters among the terms", run: func(c *conf) {
 			a := c.filled(0, "a", -1)
-			c.p().Fill(optim.Params, 1.5).LinComb(optim.Params, term(2, optim.Params), term(1, a))
+			c.p().Fill(optim.Params, optim.K(1.5)).LinComb(optim.Params, term(2, optim.Params), term(1, a))
 			c.expectConst("params", optim.Params, 2)
 		}},
 		{name: "LinComb/is Scale and Axpy", run: func(c *conf) {
 			a, b, d, e := c.randn(0, "a", 1), c.randn(0, "b", 2), c.alloc(0, "d"), c.alloc(0, "e")
-			c.p().LinComb(d, term(2, a), term(-1, b)).Copy(e, a).Scale(e, 2).Axpy(e, -1, b)
+			c.p().LinComb(d, term(2, a), term(-1, b)).Copy(e, a).Scale(e, optim.K(2)).Axpy(e, optim.K(-1), b)
 			c.expectSame("2a − b", d, e)
 		}},
 		{name: "LinComb/a term of another layout", needs: needLayouts, run: func(c *conf) {
 			a, b := c.alloc(c.lm[0], "a"), c.alloc(c.lm[1], "b")
-			c.fails("", func(p *optim.Program) { p.LinComb(a, term(1, a), term(1, b)) })
+			c.vecFails("has the layout of member", func(p *optim.Program) { p.LinComb(a, term(1, a), term(1, b)) })
 		}},
 	}
 }
@@ -427,7 +441,7 @@ func unaryCases() []hostCase {
 	}{
 		{"square is x·x", func(p *optim.Program, d, x, _ optim.Vec) { p.Binary(d, x, x, optim.Mul) }, optim.Square},
 		{"abs is max(x, −x)", func(p *optim.Program, d, x, t optim.Vec) {
-			p.Copy(t, x).Scale(t, -1).Binary(d, x, t, optim.Max)
+			p.Copy(t, x).Scale(t, optim.K(-1)).Binary(d, x, t, optim.Max)
 		}, optim.Abs},
 		{"sqrt is |x| of x²", func(p *optim.Program, d, x, t optim.Vec) {
 			p.Unary(t, x, optim.Square).Unary(t, t, optim.Sqrt).Copy(d, t).Unary(x, x, optim.Abs)
@@ -439,10 +453,10 @@ func unaryCases() []hostCase {
 			p.Unary(x, x, optim.Abs).Unary(d, x, optim.Log).Unary(d, d, optim.Exp)
 		}, -1},
 		{"softplus is log(1 + exp x)", func(p *optim.Program, d, x, _ optim.Vec) {
-			p.Unary(d, x, optim.Exp).AddConst(d, 1).Unary(d, d, optim.Log)
+			p.Unary(d, x, optim.Exp).AddConst(d, optim.K(1)).Unary(d, d, optim.Log)
 		}, optim.Softplus},
 		{"reciprocal is 1/x", func(p *optim.Program, d, x, t optim.Vec) {
-			p.Fill(t, 1).Binary(d, t, x, optim.Div)
+			p.Fill(t, optim.K(1)).Binary(d, t, x, optim.Div)
 		}, optim.Reciprocal},
 	}
 	for _, id := range ids {
@@ -472,7 +486,7 @@ func unaryCases() []hostCase {
 		}},
 		hostCase{name: "Unary/another layout", needs: needLayouts, run: func(c *conf) {
 			a, b := c.alloc(c.lm[0], "a"), c.alloc(c.lm[1], "b")
-			c.fails("", func(p *optim.Program) { p.Unary(a, b, optim.Abs) })
+			c.vecFails("has the layout of member", func(p *optim.Program) { p.Unary(a, b, optim.Abs) })
 		}},
 	)
 }
@@ -516,8 +530,8 @@ func binaryCases() []hostCase {
 			a, b := c.randn(0, "a", 1), c.randn(0, "b", 2)
 			s, d, ls, ld := c.alloc(0, "sum"), c.alloc(0, "diff"), c.alloc(0, "lsum"), c.alloc(0, "ldiff")
 			c.p().Binary(s, a, b, optim.Add).Binary(d, a, b, optim.Sub).
-				LinComb(ls, optim.Term{Coef: 1, X: a}, optim.Term{Coef: 1, X: b}).
-				LinComb(ld, optim.Term{Coef: 1, X: a}, optim.Term{Coef: -1, X: b})
+				LinComb(ls, optim.Term{Coef: optim.K(1), X: a}, optim.Term{Coef: optim.K(1), X: b}).
+				LinComb(ld, optim.Term{Coef: optim.K(1), X: a}, optim.Term{Coef: optim.K(-1), X: b})
 			c.expectSame("a + b", s, ls)
 			c.expectSame("a − b", d, ld)
 		}},
@@ -531,8 +545,8 @@ func binaryCases() []hostCase {
 		hostCase{name: "Binary/min is −max(−a, −b)", run: func(c *conf) {
 			a, b := c.randn(0, "a", 1), c.randn(0, "b", 2)
 			mn, na, nb := c.alloc(0, "min"), c.alloc(0, "-a"), c.alloc(0, "-b")
-			c.p().Binary(mn, a, b, optim.Min).Copy(na, a).Scale(na, -1).Copy(nb, b).Scale(nb, -1).
-				Binary(na, na, nb, optim.Max).Scale(na, -1)
+			c.p().Binary(mn, a, b, optim.Min).Copy(na, a).Scale(na, optim.K(-1)).Copy(nb, b).Scale(nb, optim.K(-1)).
+				Binary(na, na, nb, optim.Max).Scale(na, optim.K(-1))
 			c.expectSame("min", mn, na)
 		}},
 		hostCase{name: "Binary/(a / b)·b is a", run: func(c *conf) {
@@ -548,7 +562,7 @@ func binaryCases() []hostCase {
 		}},
 		hostCase{name: "Binary/another layout", needs: needLayouts, run: func(c *conf) {
 			a, b := c.alloc(c.lm[0], "a"), c.alloc(c.lm[1], "b")
-			c.fails("", func(p *optim.Program) { p.Binary(a, a, b, optim.Add) })
+			c.vecFails("has the layout of member", func(p *optim.Program) { p.Binary(a, a, b, optim.Add) })
 		}},
 	)
 }
@@ -602,7 +616,7 @@ func randNCases() []hostCase {
 		}},
 		{name: "RandN/Std scales the draw", run: func(c *conf) {
 			a, b := c.randn(0, "a", 7), c.alloc(0, "b")
-			c.p().RandN(b, 2.5, 7).Scale(a, 2.5)
+			c.p().RandN(b, 2.5, 7).Scale(a, optim.K(2.5))
 			c.expectSame("2.5·N(0, 1) and N(0, 2.5²)", a, b)
 		}},
 		{name: "RandN/Std 0 is zero", run: func(c *conf) {
@@ -638,7 +652,7 @@ func reduceCases() []hostCase {
 		}},
 		{name: "Dot/is linear", run: func(c *conf) {
 			a, b, x, s := c.randn(0, "a", 1), c.randn(0, "b", 2), c.randn(0, "x", 3), c.alloc(0, "s")
-			c.p().LinComb(s, optim.Term{Coef: 1, X: a}, optim.Term{Coef: 2, X: b})
+			c.p().LinComb(s, optim.Term{Coef: optim.K(1), X: a}, optim.Term{Coef: optim.K(2), X: b})
 			ds, da, db := c.dot(s, x), c.dot(a, x), c.dot(b, x)
 			c.expect("(a + 2b)·x = a·x + 2 b·x", func(get func(ref) float64) error {
 				if got, want := get(ds), get(da)+2*get(db); !c.closeTo(got, want, math.Sqrt(float64(c.n(0)))) {
@@ -659,7 +673,7 @@ func reduceCases() []hostCase {
 		}},
 		{name: "Dot/another layout", needs: needLayouts, run: func(c *conf) {
 			a, b := c.alloc(c.lm[0], "a"), c.alloc(c.lm[1], "b")
-			c.fails("", func(p *optim.Program) { p.Dot(a, b) })
+			c.vecFails("has the layout of member", func(p *optim.Program) { p.Dot(a, b) })
 		}},
 		{name: "Norm/of constant vectors", run: func(c *conf) {
 			n := math.Sqrt(float64(c.n(0)))
@@ -669,7 +683,7 @@ func reduceCases() []hostCase {
 		}},
 		{name: "Norm/is absolutely homogeneous", run: func(c *conf) {
 			a, b := c.randn(0, "a", 1), c.alloc(0, "b")
-			c.p().Copy(b, a).Scale(b, -2)
+			c.p().Copy(b, a).Scale(b, optim.K(-2))
 			na, nb := c.norm(a), c.norm(b)
 			c.expect("‖−2a‖ = 2‖a‖", func(get func(ref) float64) error {
 				if got, want := get(nb), 2*get(na); !c.close(got, want) {
@@ -680,7 +694,7 @@ func reduceCases() []hostCase {
 		}},
 		{name: "Norm/of live parameters", run: func(c *conf) {
 			for m := range c.l.Members {
-				c.p().Fill(optim.ParamsOf(m), 0.5)
+				c.p().Fill(optim.ParamsOf(m), optim.K(0.5))
 				c.expectScalar(fmt.Sprintf("‖params[%d]‖", m), c.norm(optim.ParamsOf(m)), 0.5*math.Sqrt(float64(c.n(m))))
 			}
 		}},
@@ -713,7 +727,7 @@ func (c *conf) fdCheck(what string, plus, minus, gd ref, eps float64) {
 func (c *conf) gradFD(what string, x, g optim.Vec, eps float64, pass func(at optim.Vec) ref) {
 	m := c.member(x)
 	d, xp, xm := c.alloc(m, "d"), c.alloc(m, "x+"), c.alloc(m, "x-")
-	c.p().Unary(d, g, optim.Sign).Copy(xp, x).Axpy(xp, eps, d).Copy(xm, x).Axpy(xm, -eps, d)
+	c.p().Unary(d, g, optim.Sign).Copy(xp, x).Axpy(xp, optim.K(eps), d).Copy(xm, x).Axpy(xm, optim.K(-eps), d)
 	gd := c.dot(g, d)
 	c.fdCheck(what, pass(xp), pass(xm), gd, eps)
 }
@@ -859,7 +873,7 @@ func halves(c *conf, m int, shuffle int64, pass func(out optim.Vec, b optim.Batc
 	h0, h1 := firstHalf, secondHalf
 	h0.Shuffle, h1.Shuffle = shuffle, shuffle
 	e, e0, e1 := pass(g, whole), pass(g0, h0), pass(g1, h1)
-	c.p().LinComb(avg, optim.Term{Coef: 0.5, X: g0}, optim.Term{Coef: 0.5, X: g1})
+	c.p().LinComb(avg, optim.Term{Coef: optim.K(0.5), X: g0}, optim.Term{Coef: optim.K(0.5), X: g1})
 	for _, s := range []struct {
 		what      string
 		w, h0, h1 ref
@@ -877,26 +891,25 @@ func halves(c *conf, m int, shuffle int64, pass func(out optim.Vec, b optim.Batc
 func variationalCases() []hostCase {
 	// pass is a variational Grad with every field set.
 	pass := func(c *conf, out, at, eps, outRho optim.Vec) evalRef {
-		ev := c.p().GradOp(optim.Grad{Out: out, At: at, Batch: whole, BN: optim.BNFreeze, Eps: eps, OutRho: outRho})
-		return evalRef{ref{c.cur(), ev.Loss}, ref{c.cur(), ev.Acc}}
+		return c.eval(c.p().GradOp(optim.Grad{Out: out, At: at, Batch: whole, BN: optim.BNFreeze, Eps: eps, OutRho: outRho}))
 	}
 	return []hostCase{
 		{name: "ρ/is a vector of the member", needs: needVariational, run: func(c *conf) {
 			rho, x := optim.RhoOf(c.vm), c.alloc(c.vm, "x")
-			c.p().Fill(rho, -3).Copy(x, rho)
+			c.p().Fill(rho, optim.K(-3)).Copy(x, rho)
 			c.expectConst("ρ", rho, -3)
 			c.expectConst("copy of ρ", x, -3)
 		}},
 		{name: "ρ/of a deterministic member", needs: needDeterministic, run: func(c *conf) {
-			c.fails("", func(p *optim.Program) { p.Fill(optim.RhoOf(c.dm), 1) })
+			c.vecFails("not variational", func(p *optim.Program) { p.Fill(optim.RhoOf(c.dm), optim.K(1)) })
 		}},
 		{name: "ρ/of a missing member", run: func(c *conf) {
-			c.fails("17", func(p *optim.Program) { p.Fill(optim.RhoOf(noMember), 1) })
+			c.vecFails("names the ρ of member 17", func(p *optim.Program) { p.Fill(optim.RhoOf(noMember), optim.K(1)) })
 		}},
 		{name: "Grad/variational: a shared Eps repeats the pass", needs: needVariational, run: func(c *conf) {
 			m := c.vm
 			eps, g1, g2, r1, r2 := c.randn(m, "eps", 4), c.alloc(m, "g1"), c.alloc(m, "g2"), c.alloc(m, "r1"), c.alloc(m, "r2")
-			c.p().Fill(optim.RhoOf(m), 0)
+			c.p().Fill(optim.RhoOf(m), optim.K(0))
 			e1 := pass(c, g1, optim.ParamsOf(m), eps, r1)
 			e2 := pass(c, g2, optim.ParamsOf(m), eps, r2)
 			c.expectEval("two passes", e1, e2)
@@ -906,7 +919,7 @@ func variationalCases() []hostCase {
 		{name: "Grad/variational: Eps 0 draws afresh", needs: needVariational, run: func(c *conf) {
 			m := c.vm
 			g1, g2 := c.alloc(m, "g1"), c.alloc(m, "g2")
-			c.p().Fill(optim.RhoOf(m), 0)
+			c.p().Fill(optim.RhoOf(m), optim.K(0))
 			pass(c, g1, optim.ParamsOf(m), 0, 0)
 			pass(c, g2, optim.ParamsOf(m), 0, 0)
 			c.expectDiffer("gradients of two passes", g1, g2)
@@ -930,12 +943,12 @@ func variationalCases() []hostCase {
 			m := c.vm
 			rho := optim.RhoOf(m)
 			eps, r, d, save := c.randn(m, "eps", 4), c.alloc(m, "r"), c.alloc(m, "d"), c.alloc(m, "saved")
-			c.p().Fill(rho, -1)
+			c.p().Fill(rho, optim.K(-1))
 			pass(c, 0, optim.ParamsOf(m), eps, r)
 			const h = 1e-3
-			c.p().Unary(d, r, optim.Sign).Copy(save, rho).Axpy(rho, h, d)
+			c.p().Unary(d, r, optim.Sign).Copy(save, rho).Axpy(rho, optim.K(h), d)
 			plus := pass(c, 0, optim.ParamsOf(m), eps, 0).loss
-			c.p().Copy(rho, save).Axpy(rho, -h, d)
+			c.p().Copy(rho, save).Axpy(rho, optim.K(-h), d)
 			minus := pass(c, 0, optim.ParamsOf(m), eps, 0).loss
 			c.fdCheck("slope of the loss along sign(∂L/∂ρ)", plus, minus, c.dot(r, d), h)
 		}},
@@ -956,11 +969,11 @@ func variationalCases() []hostCase {
 			m := c.vm
 			rho := optim.RhoOf(m)
 			g, x := c.filled(m, "g", 1), c.alloc(m, "x")
-			c.p().Fill(rho, -2).Copy(x, rho).SetLR(m, 0).BaseStep(rho, g)
+			c.p().Fill(rho, optim.K(-2)).Copy(x, rho).SetLR(m, 0).BaseStep(rho, g)
 			c.expectSame("ρ after a step at lr 0", rho, x)
 			c.p().SetLR(m, 0.125).BaseStep(rho, g)
 			if c.opts.BaseSGD {
-				c.p().AddConst(x, -0.125)
+				c.p().AddConst(x, optim.K(-0.125))
 				c.expectSame("ρ − lr·g", rho, x)
 			} else {
 				s := c.sum(rho)
@@ -1014,7 +1027,7 @@ func jointCases() []hostCase {
 		}},
 		{name: "JointGrad/writes every element of its Outs", needs: needJoint, run: func(c *conf) {
 			g := outs(c, "g")
-			c.p().Fill(g[0], math.NaN()).Fill(g[1], math.NaN())
+			c.p().Fill(g[0], optim.K(math.NaN())).Fill(g[1], optim.K(math.NaN()))
 			c.joint(g, params(c), whole, optim.BNUpdate)
 			c.expectFinite("‖g0‖", c.norm(g[0]))
 			c.expectFinite("‖g1‖", c.norm(g[1]))
@@ -1092,7 +1105,7 @@ func baseStepCases() []hostCase {
 		}},
 		{name: "BaseStep/moves against the gradient", run: func(c *conf) {
 			g := c.filled(0, "g", 1)
-			c.p().Fill(optim.Params, 0).SetLR(0, 0.125).BaseStep(optim.Params, g)
+			c.p().Fill(optim.Params, optim.K(0)).SetLR(0, 0.125).BaseStep(optim.Params, g)
 			s, q := c.sum(optim.Params), c.norm(optim.Params)
 			n := float64(c.n(0))
 			c.expect("params all equal and negative", func(get func(ref) float64) error {
@@ -1104,13 +1117,13 @@ func baseStepCases() []hostCase {
 		}},
 		{name: "BaseStep/is θ − lr·g", needs: needBaseSGD, run: func(c *conf) {
 			x, g := c.alloc(0, "x"), c.randn(0, "g", 1)
-			c.p().Copy(x, optim.Params).SetLR(0, 0.125).BaseStep(optim.Params, g).Axpy(x, -0.125, g)
+			c.p().Copy(x, optim.Params).SetLR(0, 0.125).BaseStep(optim.Params, g).Axpy(x, optim.K(-0.125), g)
 			c.expectSame("params", optim.Params, x)
 		}},
 		{name: "BaseStep/of one member", needs: needMembers, run: func(c *conf) {
 			m := len(c.l.Members) - 1
 			x, g := c.alloc(0, "x"), c.filled(m, "g", 1)
-			c.p().Copy(x, optim.Params).SetLR(0, 0.125).SetLR(m, 0.125).Fill(optim.ParamsOf(m), 0).BaseStep(optim.ParamsOf(m), g)
+			c.p().Copy(x, optim.Params).SetLR(0, 0.125).SetLR(m, 0.125).Fill(optim.ParamsOf(m), optim.K(0)).BaseStep(optim.ParamsOf(m), g)
 			c.expectSame("params of member 0", optim.Params, x)
 			s := c.sum(optim.ParamsOf(m))
 			c.expect(fmt.Sprintf("Σparams[%d] < 0", m), func(get func(ref) float64) error {
@@ -1152,7 +1165,7 @@ func setLRCases() []hostCase {
 	}
 	step := func(c *conf, m int) {
 		g := c.filled(m, "g", 1)
-		c.p().Fill(optim.ParamsOf(m), 0).BaseStep(optim.ParamsOf(m), g)
+		c.p().Fill(optim.ParamsOf(m), optim.K(0)).BaseStep(optim.ParamsOf(m), g)
 	}
 	return []hostCase{
 		{name: "SetLR/lasts across programs", run: func(c *conf) {
@@ -1205,18 +1218,18 @@ func handleCases() []hostCase {
 		{"Copy.Dst", 0, func(c *conf, p *optim.Program, x optim.Vec) { p.Copy(x, c.alloc(0, "a")) }},
 		{"Copy.Src", 0, func(c *conf, p *optim.Program, x optim.Vec) { p.Copy(c.alloc(0, "a"), x) }},
 		{"CopyState.Src", 0, func(c *conf, p *optim.Program, x optim.Vec) { p.CopyState(c.alloc(0, "a"), x) }},
-		{"Fill", 0, func(_ *conf, p *optim.Program, x optim.Vec) { p.Fill(x, 1) }},
+		{"Fill", 0, func(_ *conf, p *optim.Program, x optim.Vec) { p.Fill(x, optim.K(1)) }},
 		{"FillRange", 0, func(_ *conf, p *optim.Program, x optim.Vec) { p.FillRange(x, 0, 1, 1) }},
-		{"Scale", 0, func(_ *conf, p *optim.Program, x optim.Vec) { p.Scale(x, 2) }},
-		{"AddConst", 0, func(_ *conf, p *optim.Program, x optim.Vec) { p.AddConst(x, 2) }},
-		{"Axpy.Dst", 0, func(c *conf, p *optim.Program, x optim.Vec) { p.Axpy(x, 1, c.alloc(0, "a")) }},
-		{"Axpy.X", 0, func(c *conf, p *optim.Program, x optim.Vec) { p.Axpy(c.alloc(0, "a"), 1, x) }},
+		{"Scale", 0, func(_ *conf, p *optim.Program, x optim.Vec) { p.Scale(x, optim.K(2)) }},
+		{"AddConst", 0, func(_ *conf, p *optim.Program, x optim.Vec) { p.AddConst(x, optim.K(2)) }},
+		{"Axpy.Dst", 0, func(c *conf, p *optim.Program, x optim.Vec) { p.Axpy(x, optim.K(1), c.alloc(0, "a")) }},
+		{"Axpy.X", 0, func(c *conf, p *optim.Program, x optim.Vec) { p.Axpy(c.alloc(0, "a"), optim.K(1), x) }},
 		{"LinComb.Dst", 0, func(c *conf, p *optim.Program, x optim.Vec) {
-			p.LinComb(x, optim.Term{Coef: 1, X: c.alloc(0, "a")})
+			p.LinComb(x, optim.Term{Coef: optim.K(1), X: c.alloc(0, "a")})
 		}},
 		{"LinComb.Terms", 0, func(c *conf, p *optim.Program, x optim.Vec) {
 			a := c.alloc(0, "a")
-			p.LinComb(a, optim.Term{Coef: 1, X: a}, optim.Term{Coef: 1, X: x})
+			p.LinComb(a, optim.Term{Coef: optim.K(1), X: a}, optim.Term{Coef: optim.K(1), X: x})
 		}},
 		{"Unary.Dst", 0, func(c *conf, p *optim.Program, x optim.Vec) { p.Unary(x, c.alloc(0, "a"), optim.Abs) }},
 		{"Unary.Src", 0, func(c *conf, p *optim.Program, x optim.Vec) { p.Unary(c.alloc(0, "a"), x, optim.Abs) }},
@@ -1252,21 +1265,34 @@ func handleCases() []hostCase {
 		}},
 		{"BaseStep.Params", 0, func(c *conf, p *optim.Program, x optim.Vec) { p.BaseStep(x, c.alloc(0, "g")) }},
 		{"BaseStep.Grad", 0, func(_ *conf, p *optim.Program, x optim.Vec) { p.BaseStep(optim.Params, x) }},
+		{"SegReduce.X", 0, func(_ *conf, p *optim.Program, x optim.Vec) { p.SegReduce(optim.SegSumSq, optim.PerTensor, x, 0) }},
+		{"SegReduce.Y", 0, func(c *conf, p *optim.Program, x optim.Vec) {
+			p.SegReduce(optim.SegDot, optim.PerRow, c.alloc(0, "a"), x)
+		}},
+		{"TopKMask.Dst", 0, func(_ *conf, p *optim.Program, x optim.Vec) {
+			p.TopKMask(x, optim.Params, optim.PerTensor, optim.K(0.5))
+		}},
+		{"TopKMask.X", 0, func(c *conf, p *optim.Program, x optim.Vec) {
+			p.TopKMask(c.alloc(0, "a"), x, optim.PerRow, optim.K(0.5))
+		}},
+		{"Fill with a segment register", 0, func(c *conf, p *optim.Program, x optim.Vec) {
+			p.Fill(x, p.SegReduce(optim.SegSumSq, optim.PerTensor, optim.Params, 0))
+		}},
 	}
 	var cs []hostCase
 	for _, u := range uses {
 		cs = append(cs,
 			hostCase{name: "Handle/unknown in " + u.name, needs: u.needs, run: func(c *conf) {
-				c.fails("4242", func(p *optim.Program) { u.op(c, p, stray) })
+				c.vecFails("v4242 is not allocated", func(p *optim.Program) { u.op(c, p, stray) })
 			}},
 			hostCase{name: "Handle/freed in " + u.name, needs: u.needs, run: func(c *conf) {
 				x := c.alloc(0, "freed")
 				c.p().Free(x)
 				c.next()
-				c.fails("", func(p *optim.Program) { u.op(c, p, x) })
+				c.vecFails("handle freed is not allocated", func(p *optim.Program) { u.op(c, p, x) })
 			}},
 			hostCase{name: "Handle/a missing member's in " + u.name, needs: u.needs, run: func(c *conf) {
-				c.fails("17", func(p *optim.Program) { u.op(c, p, optim.ParamsOf(noMember)) })
+				c.vecFails("names member 17; the run has", func(p *optim.Program) { u.op(c, p, optim.ParamsOf(noMember)) })
 			}},
 		)
 	}

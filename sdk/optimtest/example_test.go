@@ -55,14 +55,14 @@ func (o *GNSGD) Configure(ctx context.Context, h optim.Host, cfg optim.Config) e
 func (o *GNSGD) Step(ctx context.Context, h optim.Host, in optim.StepInput) (optim.StepOutput, error) {
 	std := math.Sqrt(o.cfg.Eta / math.Pow(1+float64(in.Step), o.cfg.Gamma))
 	p := o.hs.Prog()
-	ev := p.Grad(o.grad, optim.Params, optim.Batch{}, optim.BNUpdate) // slots of loss, acc
+	ev := p.Grad(o.grad, optim.Params, optim.Batch{}, optim.BNUpdate) // registers of loss, acc
 	p.RandN(o.noise, std, 0)                                          // seed 0: the run's host stream
-	p.Axpy(o.grad, 1, o.noise).BaseStep(optim.Params, o.grad)
-	r, err := h.Exec(ctx, p)
-	if err != nil {
+	p.Axpy(o.grad, optim.K(1), o.noise).BaseStep(optim.Params, o.grad)
+	p.ReportMetrics(ev.Loss, ev.Acc) // to the host's logs, without a blocking read
+	if _, err := h.Exec(ctx, p); err != nil {
 		return optim.StepOutput{}, fmt.Errorf("gnsgd: step: %w", err)
 	}
-	return optim.StepOutput{Metrics: map[string]float64{"loss": r.Get(ev.Loss), "acc": r.Get(ev.Acc)}}, nil
+	return optim.StepOutput{}, nil
 }
 
 // Example_gradientNoise runs the GNSGD optimizer of this file (the worked

@@ -118,8 +118,14 @@ type ExecRecord struct {
 	Step int64
 	// Program is a deep copy of the program.
 	Program optim.Program
-	// Scalars are the emitted scalars (up to the failing op on error).
-	Scalars []float64
+	// Regs are the values of the program's scalar registers in order, up
+	// to the failing op on error (NaN for a segment register); what the
+	// program could have read.
+	Regs []float64
+	// Reads are the values its Read ops returned (none on error).
+	Reads []float64
+	// Reports are the metrics its Report ops reported.
+	Reports map[string]float64
 	// Err is the error Exec returned, if any.
 	Err error
 }
@@ -205,7 +211,8 @@ type Host struct {
 	perm      []int
 	execs     []ExecRecord
 	grads     []GradRecord
-	bnLabels  int // the last label given to running statistics
+	bnLabels  int                // the last label given to running statistics
+	reports   map[string]float64 // reported since TakeReports
 	// det marks the elements that stay deterministic in variational
 	// members (tensors of Kind "bn").
 	det []bool
@@ -315,6 +322,7 @@ func (h *Host) BeginStep(in optim.StepInput) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.step, h.stepLR = in.Step, in.LR
+	h.reports = nil
 	for _, m := range h.members {
 		m.lrSet = false
 	}
@@ -336,9 +344,10 @@ func (h *Host) Layout(ctx context.Context) (optim.Layout, error) {
 	return l, nil
 }
 
-// Exec implements optim.Host: it runs the ops in order and stops at the
-// first failing op, with an *optim.OpError that names it. Effects of the
-// ops before it remain. Every call is recorded (see Execs).
+// Exec implements optim.Host: it runs the ops in order, each checked first
+// by optim.Checker, and stops at the first failing op, with an
+// *optim.OpError that names it. Effects of the ops before it remain. Every
+// call is recorded (see Execs).
 func (h *Host) Exec(ctx context.Context, p *optim.Program) (optim.Result, error) {
 	if err := ctx.Err(); err != nil {
 		return optim.Result{}, fmt.Errorf("optimtest: exec: %w", err)
@@ -346,20 +355,121 @@ func (h *Host) Exec(ctx context.Context, p *optim.Program) (optim.Result, error)
 	if p == nil {
 		p = &optim.Program{}
 	}
+	if err := p.Err(); err != nil {
+		return optim.Result{}, fmt.Errorf("optimtest: exec: %w", err)
+	}
+	l, err := h.Layout(ctx)
+	if err != nil {
+		return optim.Result{}, err
+	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	rec := ExecRecord{Step: h.step, Program: cloneProgram(p)}
-	var res optim.Result
-	var err error
+	x := &execState{check: optim.NewChecker(p, l), layout: l.Members[0]}
 	for i, op := range p.Ops {
-		if err = h.apply(op, &res); err != nil {
+		err = x.check.Check(i, op, h.allocated)
+		if err == nil {
+			err = h.apply(op, x)
+		}
+		if err != nil {
 			err = &optim.OpError{Index: i, Op: optim.OpName(op), Err: err}
 			break
 		}
 	}
-	rec.Scalars, rec.Err = slices.Clone(res.Scalars), err
+	for _, r := range x.regs {
+		v := r.v
+		if r.seg != nil {
+			v = math.NaN()
+		}
+		rec.Regs = append(rec.Regs, v)
+	}
+	var res optim.Result
+	if err == nil {
+		res, err = optim.NewResult(p, x.reads)
+		rec.Reads, rec.Reports = x.reads, x.reports
+		for name, v := range x.reports {
+			if _, dup := h.reports[name]; dup && h.step >= 0 {
+				err = fmt.Errorf("optimtest: metric %q reported twice in step %d", name, h.step)
+			}
+			if h.reports == nil {
+				h.reports = map[string]float64{}
+			}
+			h.reports[name] = v
+		}
+	}
+	rec.Err = err
 	h.execs = append(h.execs, rec)
 	return res, err
+}
+
+// TakeReports returns the metrics that Report ops reported since the last
+// call (or BeginStep) and forgets them: the harness merges them into the
+// step's output, as the host's training loop does. A name may be reported
+// once per step; before the first BeginStep (a host driven without steps) a
+// later report replaces an earlier one.
+func (h *Host) TakeReports() map[string]float64 {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	r := h.reports
+	h.reports = nil
+	return r
+}
+
+// allocated tells which member's layout an allocated vector has.
+func (h *Host) allocated(v optim.Vec) (int, bool) {
+	x, ok := h.vecs[v]
+	if !ok {
+		return 0, false
+	}
+	return x.member, true
+}
+
+// execState is the state of one Exec: its registers, reads and reports.
+type execState struct {
+	check   *optim.Checker
+	layout  optim.MemberLayout // every member's (one problem)
+	regs    []register
+	reads   []float64
+	reports map[string]float64
+}
+
+// register is a register's value: a scalar, or one value per segment
+// (seg, with its segment of every element in of).
+type register struct {
+	v   float64
+	seg []float64
+	of  []int
+}
+
+func (x *execState) set(r register) { x.regs = append(x.regs, r) }
+
+func (x *execState) scalar(v float64) { x.set(register{v: v}) }
+
+// num returns an operand's value as a register (an immediate is a scalar).
+func (x *execState) num(n optim.Num) register {
+	if k, ok := optim.Imm(n); ok {
+		return register{v: k}
+	}
+	return x.regs[n.(optim.Reg).Index()-1]
+}
+
+// at returns the value of register r for element i of a vector.
+func (r register) at(i int) float64 {
+	if r.seg != nil {
+		return r.seg[r.of[i]]
+	}
+	return r.v
+}
+
+// segmentOf returns the segment of every element under by.
+func segmentOf(l optim.MemberLayout, by optim.Segmentation) (sizes []int64, of []int) {
+	sizes = l.Segments(by)
+	for s, n := range sizes {
+		for range n {
+			of = append(of, s)
+		}
+	}
+	return sizes, of
 }
 
 func cloneProgram(p *optim.Program) optim.Program {
@@ -472,7 +582,7 @@ func (h *Host) get2(dst, src optim.Vec) ([]float64, []float64, error) {
 	return d, s, err
 }
 
-func (h *Host) apply(op optim.Op, res *optim.Result) error {
+func (h *Host) apply(op optim.Op, x *execState) error {
 	switch op := op.(type) {
 	case optim.Alloc:
 		if op.ID <= 0 {
@@ -504,8 +614,9 @@ func (h *Host) apply(op optim.Op, res *optim.Result) error {
 		if err != nil {
 			return err
 		}
+		c := x.num(op.Value)
 		for i := range d {
-			d[i] = op.Value
+			d[i] = c.at(i)
 		}
 	case optim.FillRange:
 		d, err := h.get(op.Dst)
@@ -523,27 +634,30 @@ func (h *Host) apply(op optim.Op, res *optim.Result) error {
 		if err != nil {
 			return err
 		}
+		c := x.num(op.Alpha)
 		for i := range d {
-			d[i] *= op.Alpha
+			d[i] *= c.at(i)
 		}
 	case optim.AddConst:
 		d, err := h.get(op.Dst)
 		if err != nil {
 			return err
 		}
+		c := x.num(op.Value)
 		for i := range d {
-			d[i] += op.Value
+			d[i] += c.at(i)
 		}
 	case optim.Axpy:
-		d, x, err := h.get2(op.Dst, op.X)
+		d, v, err := h.get2(op.Dst, op.X)
 		if err != nil {
 			return err
 		}
+		c := x.num(op.Alpha)
 		for i := range d {
-			d[i] += op.Alpha * x[i]
+			d[i] += c.at(i) * v[i]
 		}
 	case optim.LinComb:
-		return h.linComb(op)
+		return h.linComb(op, x)
 	case optim.Unary:
 		d, s, err := h.get2(op.Dst, op.Src)
 		if err != nil {
@@ -593,21 +707,40 @@ func (h *Host) apply(op optim.Op, res *optim.Result) error {
 		for i := range a {
 			s += a[i] * b[i]
 		}
-		res.Scalars = append(res.Scalars, s)
+		x.scalar(s)
 	case optim.Norm:
-		x, err := h.get(op.X)
+		v, err := h.get(op.X)
 		if err != nil {
 			return err
 		}
 		var s float64
-		for _, v := range x {
-			s += v * v
+		for _, e := range v {
+			s += e * e
 		}
-		res.Scalars = append(res.Scalars, math.Sqrt(s))
+		x.scalar(math.Sqrt(s))
 	case optim.Grad:
-		return h.grad(op, res)
+		return h.grad(op, x)
 	case optim.JointGrad:
-		return h.jointGrad(op, res)
+		return h.jointGrad(op, x)
+	case optim.Arith:
+		x.set(arith(op, x))
+	case optim.SegReduce:
+		return h.segReduce(op, x)
+	case optim.TopKMask:
+		return h.topKMask(op, x)
+	case optim.Read:
+		x.reads = append(x.reads, x.regs[op.X.Index()-1].v)
+	case optim.Report:
+		if _, dup := x.reports[op.Name]; dup {
+			return fmt.Errorf("metric %q reported twice in one program", op.Name)
+		}
+		if _, dup := h.reports[op.Name]; dup && h.step >= 0 {
+			return fmt.Errorf("metric %q already reported in this step", op.Name)
+		}
+		if x.reports == nil {
+			x.reports = map[string]float64{}
+		}
+		x.reports[op.Name] = x.regs[op.X.Index()-1].v
 	case optim.BaseStep:
 		return h.baseStep(op)
 	case optim.SetLR:
@@ -627,26 +760,126 @@ func (h *Host) apply(op optim.Op, res *optim.Result) error {
 	return nil
 }
 
-func (h *Host) linComb(op optim.LinComb) error {
+func (h *Host) linComb(op optim.LinComb, x *execState) error {
 	d, err := h.get(op.Dst)
 	if err != nil {
 		return err
 	}
 	acc := make([]float64, len(d))
 	for k, t := range op.Terms {
-		x, err := h.get(t.X)
+		v, err := h.get(t.X)
 		if err != nil {
 			return fmt.Errorf("term %d: %w", k, err)
 		}
+		c := x.num(t.Coef)
 		for i := range acc {
 			if k == 0 {
-				acc[i] = t.Coef * x[i]
+				acc[i] = c.at(i) * v[i]
 			} else {
-				acc[i] += t.Coef * x[i]
+				acc[i] += c.at(i) * v[i]
 			}
 		}
 	}
 	copy(d, acc)
+	return nil
+}
+
+// arith computes an Arith op in float64, elementwise over segments when an
+// operand is a segment register.
+func arith(op optim.Arith, x *execState) register {
+	a, b, c := x.num(op.A), x.num(op.B), x.num(op.C)
+	f := op.Kind.Apply
+	var seg register
+	for _, r := range []register{a, b, c} {
+		if r.seg != nil {
+			seg = r
+		}
+	}
+	if seg.seg == nil {
+		return register{v: f(a.v, b.v, c.v)}
+	}
+	out := register{seg: make([]float64, len(seg.seg)), of: seg.of}
+	pick := func(r register, s int) float64 {
+		if r.seg != nil {
+			return r.seg[s]
+		}
+		return r.v
+	}
+	for s := range out.seg {
+		out.seg[s] = f(pick(a, s), pick(b, s), pick(c, s))
+	}
+	return out
+}
+
+// segReduce computes a SegReduce op.
+func (h *Host) segReduce(op optim.SegReduce, x *execState) error {
+	v, err := h.get(op.X)
+	if err != nil {
+		return err
+	}
+	var w []float64
+	if op.Kind == optim.SegDot {
+		if w, err = h.get(op.Y); err != nil {
+			return err
+		}
+	}
+	sizes, of := segmentOf(x.layout, op.By)
+	r := register{seg: make([]float64, len(sizes)), of: of}
+	for i, e := range v {
+		s := of[i]
+		switch op.Kind {
+		case optim.SegSumSq:
+			r.seg[s] += e * e
+		case optim.SegDot:
+			r.seg[s] += e * w[i]
+		case optim.SegSumAbs:
+			r.seg[s] += math.Abs(e)
+		case optim.SegMaxAbs:
+			r.seg[s] = math.Max(r.seg[s], math.Abs(e))
+		}
+	}
+	x.set(r)
+	return nil
+}
+
+// topKMask computes a TopKMask op: per segment, the k = ⌊frac·size+½⌋
+// (clamped) largest |x|, ties to the lower index.
+func (h *Host) topKMask(op optim.TopKMask, x *execState) error {
+	d, v, err := h.get2(op.Dst, op.X)
+	if err != nil {
+		return err
+	}
+	frac := x.num(op.Frac)
+	sizes, _ := segmentOf(x.layout, op.By)
+	start := 0
+	for s, n := range sizes {
+		f := frac.v
+		if frac.seg != nil {
+			f = frac.seg[s]
+		}
+		k := int(math.Floor(f*float64(n) + 0.5))
+		k = min(max(k, 0), int(n))
+		idx := make([]int, n)
+		for i := range idx {
+			idx[i] = start + i
+		}
+		slices.SortStableFunc(idx, func(a, b int) int {
+			switch aa, bb := math.Abs(v[a]), math.Abs(v[b]); {
+			case aa > bb:
+				return -1
+			case aa < bb:
+				return 1
+			}
+			return 0
+		})
+		for j, i := range idx {
+			d[i] = 0
+			if j < k {
+				d[i] = 1
+			}
+		}
+		start += int(n)
+	}
 	return nil
 }
 
@@ -724,7 +957,7 @@ func (h *Host) samples(b optim.Batch) ([]int, error) {
 	return order[int(b.Part)*size : int(b.Part+1)*size], nil
 }
 
-func (h *Host) grad(op optim.Grad, res *optim.Result) error {
+func (h *Host) grad(op optim.Grad, x *execState) error {
 	if _, ok := op.At.Rho(); ok {
 		return fmt.Errorf("grad at ρ handle %d: At must hold parameters (a variational member's means μ)", op.At)
 	}
@@ -795,7 +1028,8 @@ func (h *Host) grad(op optim.Grad, res *optim.Result) error {
 	if out != nil {
 		copy(out, g)
 	}
-	res.Scalars = append(res.Scalars, rec.Loss, rec.Acc)
+	x.scalar(rec.Loss)
+	x.scalar(rec.Acc)
 	return nil
 }
 
@@ -809,7 +1043,7 @@ func (h *Host) grad(op optim.Grad, res *optim.Result) error {
 // code's EnsembleWrap), p̄ is clamped at 1e-40 before the log: a clamped
 // sample adds −log 1e-40 to the loss and nothing to the gradient. Outs may
 // be empty (no gradients) or have one entry per Ats.
-func (h *Host) jointGrad(op optim.JointGrad, res *optim.Result) error {
+func (h *Host) jointGrad(op optim.JointGrad, x *execState) error {
 	c, ok := h.prob.(SampleClassifier)
 	if !ok {
 		return fmt.Errorf("joint grad: problem %s is not a SampleClassifier", h.prob.Name())
@@ -901,7 +1135,8 @@ func (h *Host) jointGrad(op optim.JointGrad, res *optim.Result) error {
 			copy(out, grads[i])
 		}
 	}
-	res.Scalars = append(res.Scalars, loss, acc)
+	x.scalar(loss)
+	x.scalar(acc)
 	return nil
 }
 
@@ -1086,6 +1321,21 @@ func (h *Host) ExecCount(step int64) int {
 	for _, e := range h.execs {
 		if e.Step == step {
 			n++
+		}
+	}
+	return n
+}
+
+// ReadCount returns the number of values that Read ops of the programs
+// executed during step step read back: the blocking device-to-host reads a
+// real host would make (every built-in method makes none).
+func (h *Host) ReadCount(step int64) int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	n := 0
+	for _, e := range h.execs {
+		if e.Step == step {
+			n += len(e.Reads)
 		}
 	}
 	return n

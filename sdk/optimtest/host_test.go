@@ -11,9 +11,10 @@ import (
 	"github.com/optlab/optlab/sdk/optimtest"
 )
 
+// exec runs p with a Read of every scalar register appended.
 func exec(t *testing.T, h *optimtest.Host, p *optim.Program) optim.Result {
 	t.Helper()
-	r, err := h.Exec(context.Background(), p)
+	r, err := h.Exec(context.Background(), p.ReadAll())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -49,7 +50,7 @@ func TestFailedExecRecorded(t *testing.T) {
 // BatchNorm counters.
 func TestHandlesAndStats(t *testing.T) {
 	h := optimtest.MustHost(t, &optimtest.Linear{C: []float64{1, 1}}, optimtest.WithMembers(2))
-	exec(t, h, optim.Prog().Alloc(1, 0).Alloc(2, 1).Fill(1, 3).Free(1).Alloc(1, 0))
+	exec(t, h, optim.Prog().Alloc(1, 0).Alloc(2, 1).Fill(1, optim.K(3)).Free(1).Alloc(1, 0))
 	if got := h.Handles(); !slices.Equal(got, []optim.Vec{1, 2}) {
 		t.Errorf("handles %v", got)
 	}
@@ -260,7 +261,7 @@ func TestBaseStepAdam(t *testing.T) {
 func TestSetLR(t *testing.T) {
 	h := optimtest.MustHost(t, &optimtest.Linear{C: []float64{1}}, optimtest.WithMembers(2))
 	h.BeginStep(optim.StepInput{Step: 0, LR: 0.5})
-	exec(t, h, optim.Prog().SetLR(1, 2).Alloc(1, 0).Fill(1, 1).BaseStep(optim.Params, 1).BaseStep(optim.ParamsOf(1), 1))
+	exec(t, h, optim.Prog().SetLR(1, 2).Alloc(1, 0).Fill(1, optim.K(1)).BaseStep(optim.Params, 1).BaseStep(optim.ParamsOf(1), 1))
 	if p0, p1 := h.Params(0)[0], h.Params(1)[0]; p0 != -0.5 || p1 != -2 {
 		t.Errorf("params %v %v, want -0.5 (schedule) and -2 (override)", p0, p1)
 	}
@@ -277,25 +278,25 @@ func TestRecords(t *testing.T) {
 	h := optimtest.MustHost(t, &optimtest.Linear{C: []float64{1, 2}})
 	exec(t, h, optim.Prog().Alloc(1, 0))
 	h.BeginStep(optim.StepInput{Step: 0})
-	terms := []optim.Term{{Coef: 1, X: 1}}
+	terms := []optim.Term{{Coef: optim.K(1), X: 1}}
 	p := optim.Prog().LinComb(1, terms...)
 	p.Grad(1, optim.Params, optim.Batch{}, optim.BNUpdate)
 	exec(t, h, p)
 	pn := optim.Prog()
 	pn.Norm(1)
 	exec(t, h, pn)
-	terms[0].Coef = 99 // mutating the caller's program must not change the record
+	terms[0].Coef = optim.K(99) // mutating the caller's program must not change the record
 	p.Ops[0] = optim.Fill{}
 	if h.ExecCount(-1) != 1 || h.ExecCount(0) != 2 || h.ExecCount(1) != 0 {
 		t.Errorf("exec counts %d %d %d", h.ExecCount(-1), h.ExecCount(0), h.ExecCount(1))
 	}
 	rec := h.Execs()
 	lc, ok := rec[1].Program.Ops[0].(optim.LinComb)
-	if !ok || lc.Terms[0].Coef != 1 {
+	if !ok || lc.Terms[0].Coef != optim.K(1) {
 		t.Errorf("recorded program was aliased: %#v", rec[1].Program.Ops[0])
 	}
-	if !slices.Equal(rec[2].Scalars, []float64{math.Sqrt(5)}) {
-		t.Errorf("recorded scalars %v", rec[2].Scalars)
+	if !slices.Equal(rec[2].Regs, []float64{math.Sqrt(5)}) || !slices.Equal(rec[2].Reads, []float64{math.Sqrt(5)}) {
+		t.Errorf("recorded registers %v, reads %v", rec[2].Regs, rec[2].Reads)
 	}
 	g := h.Grads()
 	if len(g) != 1 || g[0].Step != 0 || g[0].Member != 0 || !slices.Equal(g[0].Grad, []float64{1, 2}) || g[0].Loss != 0 {

@@ -66,8 +66,8 @@ func TestJointGradFiniteDifference(t *testing.T) {
 				acc += 1 / float64(len(recs[0].Samples))
 			}
 		}
-		if math.Abs(r.Get(ev.Loss)-loss) > 1e-14 || math.Abs(r.Get(ev.Acc)-acc) > 1e-14 || len(r.Scalars) != 2 {
-			t.Errorf("batch %+v: scalars %v, want loss %v, acc %v", b, r.Scalars, loss, acc)
+		if math.Abs(r.Get(ev.Loss)-loss) > 1e-14 || math.Abs(r.Get(ev.Acc)-acc) > 1e-14 || len(r.Reads) != 2 {
+			t.Errorf("batch %+v: scalars %v, want loss %v, acc %v", b, r.Reads, loss, acc)
 		}
 		lossAt := func(m int, theta []float64) float64 {
 			t.Helper()
@@ -115,8 +115,8 @@ func TestJointGradReducesToGrad(t *testing.T) {
 	pg.Grad(1, optim.ParamsOf(1), b, optim.BNUpdate)
 	pj.JointGrad([]optim.Vec{2}, []optim.Vec{optim.ParamsOf(1)}, b, optim.BNUpdate)
 	rg, rj := exec(t, h, pg), exec(t, h, pj)
-	if !slices.Equal(rg.Scalars, rj.Scalars) || !slices.Equal(vec(t, h, 1), vec(t, h, 2)) {
-		t.Errorf("one member: Grad %v, JointGrad %v", rg.Scalars, rj.Scalars)
+	if !slices.Equal(rg.Reads, rj.Reads) || !slices.Equal(vec(t, h, 1), vec(t, h, 2)) {
+		t.Errorf("one member: Grad %v, JointGrad %v", rg.Reads, rj.Reads)
 	}
 
 	for _, members := range []int{2, 3, 5} {
@@ -140,7 +140,7 @@ func TestJointGradReducesToGrad(t *testing.T) {
 		g := vec(t, hm, outs[0])
 		joint := exec(t, hm, pm)
 		if math.Abs(joint.Get(evm.Loss)-one.Get(ev1.Loss)) > 1e-15 || joint.Get(evm.Acc) != one.Get(ev1.Acc) {
-			t.Errorf("M = %d: joint loss, acc %v, single member %v", members, joint.Scalars, one.Scalars)
+			t.Errorf("M = %d: joint loss, acc %v, single member %v", members, joint.Reads, one.Reads)
 		}
 		for m := range members {
 			gm := vec(t, hm, outs[m])
@@ -161,7 +161,7 @@ func TestJointGradRecords(t *testing.T) {
 	p := optim.Prog()
 	p.JointGrad(outs, ats, optim.Batch{}, optim.BNFreeze)
 	p.JointGrad([]optim.Vec{1, 2, 3}, jointAts, optim.Batch{}, optim.BNUpdate)
-	exec(t, h, optim.Prog().Fill(1, 7))
+	exec(t, h, optim.Prog().Fill(1, optim.K(7)))
 	exec(t, h, p)
 	outs[0], ats[0] = 99, 99 // mutating the caller's program must not change the record
 	jg, ok := h.Execs()[2].Program.Ops[0].(optim.JointGrad)

@@ -16,6 +16,13 @@ type StepBeginner interface {
 	BeginStep(in optim.StepInput)
 }
 
+// Reporter is implemented by hosts that collect the metrics of Report ops;
+// the harness merges them into each step's output, as the host's training
+// loop does. *Host implements it.
+type Reporter interface {
+	TakeReports() map[string]float64
+}
+
 // RunOption configures a Harness.
 type RunOption func(*runConfig)
 
@@ -146,6 +153,11 @@ func (r *Harness) Step(ctx context.Context) (optim.StepOutput, error) {
 	if err != nil {
 		return out, fmt.Errorf("optimtest: step %d: %w", in.Step, err)
 	}
+	if rep, ok := r.Host.(Reporter); ok {
+		if out, err = mergeReports(out, rep.TakeReports()); err != nil {
+			return out, fmt.Errorf("optimtest: step %d: %w", in.Step, err)
+		}
+	}
 	r.next++
 	if r.cfg.after != nil {
 		if err := r.cfg.after(in, out); err != nil {
@@ -176,4 +188,24 @@ func Run(ctx context.Context, opt optim.Optimizer, h optim.Host, steps int, opts
 		return nil, err
 	}
 	return r.Run(ctx, steps)
+}
+
+// mergeReports returns out with the reported metrics added; a name that the
+// step both reported and returned is an error.
+func mergeReports(out optim.StepOutput, reports map[string]float64) (optim.StepOutput, error) {
+	if len(reports) == 0 {
+		return out, nil
+	}
+	m := make(map[string]float64, len(out.Metrics)+len(reports))
+	for k, v := range out.Metrics {
+		m[k] = v
+	}
+	for k, v := range reports {
+		if _, dup := m[k]; dup {
+			return out, fmt.Errorf("metric %q both reported by the program and returned by Step", k)
+		}
+		m[k] = v
+	}
+	out.Metrics = m
+	return out, nil
 }

@@ -38,7 +38,7 @@ func (o *gd) Step(ctx context.Context, h optim.Host, in optim.StepInput) (optim.
 	o.ins = append(o.ins, in)
 	p := optim.Prog()
 	ev := p.Grad(1, optim.Params, optim.Batch{}, optim.BNUpdate)
-	r, err := h.Exec(ctx, p.Axpy(optim.Params, -o.Scale*in.LR, 1))
+	r, err := h.Exec(ctx, p.Axpy(optim.Params, optim.K(-o.Scale*in.LR), 1).Read(ev.Loss))
 	if err != nil {
 		return optim.StepOutput{}, err
 	}

@@ -320,7 +320,7 @@ func TestVariationalLayoutAndHandles(t *testing.T) {
 		t.Errorf("ρ: %v, %v, %v", h.Rho(0), h.Rho(1), h.Rho(2))
 	}
 	// ρ handles work in the vector ops, both ways.
-	exec(t, h, optim.Prog().Alloc(1, 0).Copy(1, optim.RhoOf(2)).AddConst(1, 1).Copy(optim.RhoOf(1), 1))
+	exec(t, h, optim.Prog().Alloc(1, 0).Copy(1, optim.RhoOf(2)).AddConst(1, optim.K(1)).Copy(optim.RhoOf(1), 1))
 	if got := vec(t, h, optim.RhoOf(1)); !slices.Equal(got, []float64{-2, -3}) {
 		t.Errorf("ρ of member 1 = %v", got)
 	}

@@ -38,9 +38,11 @@ func (s *hostServer) Layout(ctx context.Context, _ *pb.LayoutRequest) (*pb.Layou
 
 // Exec implements pb.HostServer. A program with an op kind this host does
 // not know is refused with Unimplemented and the op's index; errors of the
-// host keep their op index (an *optim.OpError in the chain).
+// host keep their op index (an *optim.OpError in the chain). The program
+// of a plugin older than protocol minor 5 reads every register (see
+// wire.ExecRequestFromProto).
 func (s *hostServer) Exec(ctx context.Context, req *pb.ExecRequest) (*pb.ExecResponse, error) {
-	p, err := wire.ProgramFromProto(req.GetProgram())
+	p, err := wire.ExecRequestFromProto(req)
 	if err != nil {
 		return nil, wire.ToStatus(err)
 	}

@@ -75,8 +75,15 @@ func TestHostServiceUnimplementedOp(t *testing.T) {
 			}
 		})
 	}
+	// A plugin older than minor 5 gets every scalar; a current one the
+	// values of its Read ops.
 	res, err := hc.Exec(context.Background(), &pb.ExecRequest{Program: &pb.Program{Ops: []*pb.Op{norm}}})
 	if err != nil || !reflect.DeepEqual(res.GetResult().GetScalars(), []float64{math.Sqrt(10)}) {
-		t.Fatalf("valid program: %v, %v", res, err)
+		t.Fatalf("valid program of minor 0: %v, %v", res, err)
+	}
+	read := &pb.Op{Kind: &pb.Op_Read{Read: &pb.ReadOp{X: 2}}}
+	res, err = hc.Exec(context.Background(), &pb.ExecRequest{Program: &pb.Program{Ops: []*pb.Op{norm, norm, read}}, ProtocolMinor: 5})
+	if err != nil || !reflect.DeepEqual(res.GetResult().GetScalars(), []float64{math.Sqrt(10)}) {
+		t.Fatalf("valid program of minor 5: %v, %v", res, err)
 	}
 }

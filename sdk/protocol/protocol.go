@@ -46,11 +46,11 @@ func IsOptimizerMethod(method string) bool {
 // ProgramSize returns the encoded size of p in an Exec request, the bytes
 // a program costs on the wire.
 func ProgramSize(p *optim.Program) (int, error) {
-	enc, err := wire.ProgramToProto(p)
+	req, err := wire.ExecRequestToProto(p)
 	if err != nil {
 		return 0, err
 	}
-	return proto.Size(&pb.ExecRequest{Program: enc}), nil
+	return proto.Size(req), nil
 }
 
 // MessageSize returns the encoded size of a protocol message, or 0 for a

@@ -149,16 +149,17 @@ func (t *Toy) Step(ctx context.Context, h optim.Host, in optim.StepInput) (optim
 	q := t.hs.Prog()
 	ev := q.Grad(GradVec, optim.Params, optim.Batch{}, optim.BNUpdate)
 	norm := q.Norm(GradVec)
-	r, err := h.Exec(ctx, q)
+	r, err := h.Exec(ctx, q.Read(ev.Loss, ev.Acc, norm)) // read back: the toy exercises blocking reads
+
 	if err != nil {
 		return optim.StepOutput{}, fmt.Errorf("toy: gradient: %w", err)
 	}
 	gn := r.Get(norm)
-	p := t.hs.Prog().Axpy(optim.Params, -in.LR*t.scale/(gn+1e-12), GradVec)
+	p := t.hs.Prog().Axpy(optim.Params, optim.K(-in.LR*t.scale/(gn+1e-12)), GradVec)
 	if t.bigTerms > 0 {
 		terms := make([]optim.Term, t.bigTerms)
 		for i := range terms {
-			terms[i] = optim.Term{Coef: float64(i) + 0.5, X: GradVec}
+			terms[i] = optim.Term{Coef: optim.K(float64(i) + 0.5), X: GradVec}
 		}
 		p.LinComb(GradVec, terms...)
 	}

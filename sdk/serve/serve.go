@@ -360,15 +360,20 @@ func (h *hostClient) Layout(ctx context.Context) (optim.Layout, error) {
 
 // Exec implements optim.Host. Errors keep the host's gRPC code and failing
 // op index (as a *wire.Error); errors.Is works for context.DeadlineExceeded,
-// context.Canceled and errors.ErrUnsupported (an op the host does not know).
+// context.Canceled and errors.ErrUnsupported (an op the host does not know),
+// and an *optim.VecError names its handle as p's listing does. A program
+// whose builder recorded a misuse (Program.Err: a register of another
+// program) is refused before it is sent (by wire.ExecRequestToProto).
 func (h *hostClient) Exec(ctx context.Context, p *optim.Program) (optim.Result, error) {
-	prog, err := wire.ProgramToProto(p)
+	req, err := wire.ExecRequestToProto(p)
 	if err != nil {
 		return optim.Result{}, err
 	}
-	resp, err := h.c.Exec(ctx, &pb.ExecRequest{Program: prog})
+	resp, err := h.c.Exec(ctx, req)
 	if err != nil {
-		return optim.Result{}, wire.FromStatus(err)
+		err = wire.FromStatus(err)
+		optim.NameHandles(err, p)
+		return optim.Result{}, err
 	}
-	return wire.ResultFromProto(resp.GetResult()), nil
+	return wire.ResultFromProto(p, resp.GetResult())
 }

@@ -89,7 +89,7 @@ func (s *hostService) Layout(ctx context.Context, _ *pb.LayoutRequest) (*pb.Layo
 }
 
 func (s *hostService) Exec(ctx context.Context, req *pb.ExecRequest) (*pb.ExecResponse, error) {
-	p, err := wire.ProgramFromProto(req.GetProgram())
+	p, err := wire.ExecRequestFromProto(req)
 	if err != nil {
 		return nil, wire.ToStatus(err)
 	}

@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"sort"
 	"strings"
 )
 
@@ -21,6 +22,13 @@ type Libtorch struct {
 	Version    string
 	CUDA       bool
 	ABI        int // _GLIBCXX_USE_CXX11_ABI
+	// NVIDIALibDirs are the CUDA library folders of a pip PyTorch (also
+	// one pip-installed into a conda environment): site-packages/nvidia/
+	// <package>/lib next to site-packages/torch. NVIDIALibs are the files
+	// there that the libtorch libraries need, directly or through each
+	// other (libcublas.so.12, libcudnn.so.9, …), by file name.
+	NVIDIALibDirs []string
+	NVIDIALibs    []string
 }
 
 func (l Libtorch) String() string {
@@ -151,7 +159,84 @@ func (l *Libtorch) fill() error {
 		return err
 	}
 	l.ABI = abi
+	if l.CUDA {
+		l.NVIDIALibDirs, l.NVIDIALibs = nvidiaLibs(l.LibDir)
+	}
 	return nil
+}
+
+// torchLibs are the libtorch libraries gotch links (libGo), CUDA ones last.
+var torchLibs = []string{"torch", "torch_cpu", "c10", "torch_cuda", "c10_cuda"}
+
+// nvidiaLibs finds the CUDA libraries that a pip PyTorch carries beside the
+// torch package (site-packages/nvidia/*/lib, libDir being
+// site-packages/torch/lib), and which of their files libtorch needs: the
+// shared-library dependencies (DT_NEEDED) of the libraries in torchLibs,
+// followed through the NVIDIA libraries themselves. Python's torch finds
+// them because importing it loads them first; a Go binary must link them.
+func nvidiaLibs(libDir string) (dirs, libs []string) {
+	torchDir := filepath.Dir(libDir)
+	if filepath.Base(torchDir) != "torch" {
+		return nil, nil
+	}
+	cands, _ := filepath.Glob(filepath.Join(filepath.Dir(torchDir), "nvidia", "*", "lib"))
+	sort.Strings(cands)
+	where := map[string]string{} // file name → its folder (the first folder wins)
+	for _, d := range cands {
+		entries, err := os.ReadDir(d)
+		if err != nil {
+			continue
+		}
+		has := false
+		for _, e := range entries {
+			if name := e.Name(); strings.HasPrefix(name, "lib") && strings.Contains(name, ".so") && !e.IsDir() {
+				has = true
+				if _, ok := where[name]; !ok {
+					where[name] = d
+				}
+			}
+		}
+		if has {
+			dirs = append(dirs, d)
+		}
+	}
+	if len(dirs) == 0 {
+		return nil, nil
+	}
+	var queue []string
+	for _, n := range torchLibs {
+		queue = append(queue, filepath.Join(libDir, "lib"+n+".so"))
+	}
+	seen := map[string]bool{}
+	for len(queue) > 0 {
+		f := queue[0]
+		queue = queue[1:]
+		needed, err := neededLibs(f)
+		if err != nil {
+			continue
+		}
+		for _, n := range needed {
+			d, ok := where[n]
+			if !ok || seen[n] {
+				continue
+			}
+			seen[n] = true
+			libs = append(libs, n)
+			queue = append(queue, filepath.Join(d, n))
+		}
+	}
+	sort.Strings(libs)
+	return dirs, libs
+}
+
+// neededLibs returns a shared library's DT_NEEDED entries.
+func neededLibs(path string) ([]string, error) {
+	f, err := elf.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = f.Close() }()
+	return f.ImportedLibraries()
 }
 
 var versionRE = regexp.MustCompile(`TORCH_VERSION\s*\\?\s*"([^"]+)"|TORCH_VERSION_(MAJOR|MINOR|PATCH)\s+(\d+)`)
@@ -182,7 +267,7 @@ func cxx11ABI(lib string) (int, error) {
 	if err != nil {
 		return 0, fmt.Errorf("reading %s: %w", lib, err)
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }()
 	syms, err := f.DynamicSymbols()
 	if err != nil {
 		return 0, fmt.Errorf("symbols of %s: %w", lib, err)
@@ -199,6 +284,9 @@ func cxx11ABI(lib string) (int, error) {
 func (l Libtorch) fingerprint() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s|%s|%s|%v|%d", l.IncludeDir, l.LibDir, l.Version, l.CUDA, l.ABI)
+	if len(l.NVIDIALibDirs) > 0 {
+		fmt.Fprintf(&b, "|nvidia:%s|%s", strings.Join(l.NVIDIALibDirs, ":"), strings.Join(l.NVIDIALibs, ":"))
+	}
 	for _, name := range []string{"libtorch_cpu.so", "libc10.so", "libtorch_cuda.so"} {
 		if st, err := os.Stat(filepath.Join(l.LibDir, name)); err == nil {
 			fmt.Fprintf(&b, "|%s:%d:%d", name, st.Size(), st.ModTime().Unix())
@@ -213,7 +301,7 @@ func readLines(path string) []string {
 	if err != nil {
 		return nil
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }()
 	var lines []string
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {

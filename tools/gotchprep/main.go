@@ -5,13 +5,16 @@
 // Go module cache into a build folder, writes libtch/lib.go for that libtorch
 // (CPU or CUDA, matching C++ ABI, rpath), replaces every generated wrapper
 // that does not compile against it with a stub that returns a clear runtime
-// error, and patches two memory bugs of the generated Go wrappers.
+// error, and patches two memory bugs of the generated Go wrappers. It fails,
+// naming the op and the libtorch version, when a stubbed wrapper is one that
+// optlab calls: the ops optlab uses are read from the code (host/tensor, the
+// only package that imports gotch; uses.go), not from a list kept by hand.
 //
 // The output depends only on the inputs, byte for byte, so Go's build cache
 // keeps the 2-minute C++ compile across runs. A stamp file makes a re-run for
 // the same libtorch a no-op.
 //
-// Usage: go run ./tools/gotchprep -out build/gotch
+// Usage (from the Makefile): cd tools/gotchprep && go run . -out $(CURDIR)/build/gotch -uses $(CURDIR)
 package main
 
 import (
@@ -27,7 +30,7 @@ import (
 )
 
 // toolVersion changes whenever the preparation's output would change.
-const toolVersion = "optlab-gotchprep-4"
+const toolVersion = "optlab-gotchprep-5"
 
 const gotchModule = "github.com/sugarme/gotch"
 
@@ -35,12 +38,18 @@ const gotchModule = "github.com/sugarme/gotch"
 var keep = []string{".", "libtch", "ts", "nn"}
 
 func main() {
-	out := flag.String("out", "build/gotch", "folder to write the prepared gotch to")
-	version := flag.String("gotch", "v0.9.1", "gotch version")
+	var o options
+	flag.StringVar(&o.out, "out", "build/gotch", "folder to write the prepared gotch to")
+	flag.StringVar(&o.version, "gotch", "v0.9.1", "gotch version")
 	install := flag.Bool("install", true, "install Debian's libtorch-dev with apt when no libtorch is found and running as root")
-	force := flag.Bool("force", false, "prepare even when the stamp says the copy is up to date")
+	flag.BoolVar(&o.force, "force", false, "prepare even when the stamp says the copy is up to date")
+	flag.StringVar(&o.uses, "uses", "", "optlab's repository root, whose "+usesPkg+" package's gotch calls decide which ops must not be stubbed (default: the nearest folder above this one that has "+usesPkg+")")
+	forceStub := flag.String("force-stub", "", "comma-separated generated wrappers (atg_* names, as STUBBED_OPS.txt lists them) to stub even though they compile; for testing the used-op check")
 	flag.Parse()
-	if err := run(*out, *version, *install, *force); err != nil {
+	if *forceStub != "" {
+		o.forceStub = strings.Split(*forceStub, ",")
+	}
+	if err := run(o, *install); err != nil {
 		fmt.Fprintln(os.Stderr, "gotchprep:", err)
 		os.Exit(1)
 	}
@@ -48,7 +57,22 @@ func main() {
 
 func logf(format string, a ...any) { fmt.Fprintf(os.Stderr, format+"\n", a...) }
 
-func run(out, version string, install, force bool) error {
+// options are gotchprep's flags, less -install.
+type options struct {
+	out, version string
+	force        bool
+	uses         string   // repository root; "" finds it
+	forceStub    []string // atg_* wrappers to stub although they compile
+}
+
+func run(o options, install bool) error {
+	if o.uses == "" {
+		root, err := findRepoRoot()
+		if err != nil {
+			return err
+		}
+		o.uses = root
+	}
 	if err := ensureCompiler(install); err != nil {
 		return err
 	}
@@ -59,13 +83,60 @@ func run(out, version string, install, force bool) error {
 	if err := ensureBLAS(lt, install, logf); err != nil {
 		return err
 	}
-	stampPath := filepath.Join(out, ".optlab-prepared")
-	want := toolVersion + "|" + version + "|" + lt.fingerprint()
-	if lines := readLines(stampPath); !force && len(lines) >= 2 && lines[0] == want {
-		fmt.Println(lines[1])
-		return nil
+	return prepare(o, lt)
+}
+
+// findRepoRoot returns the nearest folder at or above the working directory
+// that has usesPkg (the Makefile runs gotchprep in tools/gotchprep).
+func findRepoRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
 	}
-	src, err := moduleDir(version)
+	for d := dir; ; d = filepath.Dir(d) {
+		if st, err := os.Stat(filepath.Join(d, filepath.FromSlash(usesPkg))); err == nil && st.IsDir() {
+			return d, nil
+		}
+		if filepath.Dir(d) == d {
+			return "", fmt.Errorf("no %s above %s: pass -uses with optlab's repository root", usesPkg, dir)
+		}
+	}
+}
+
+// prepare writes the gotch copy for lt (unless the stamp says it is up to
+// date) and then checks that no op optlab uses is stubbed. The check runs on
+// every call, also when the copy is up to date; it scans the sources again
+// only when they changed since the last check that passed (the stamp's third
+// line holds their hash).
+func prepare(o options, lt Libtorch) error {
+	out := o.out
+	usesDir := filepath.Join(o.uses, filepath.FromSlash(usesPkg))
+	usesHash, err := sourceHash(usesDir)
+	if err != nil {
+		return fmt.Errorf("reading the sources whose gotch calls decide the required ops: %w", err)
+	}
+	usesLine := "uses " + usesHash
+	forced := append([]string(nil), o.forceStub...)
+	sort.Strings(forced)
+	stampPath := filepath.Join(out, ".optlab-prepared")
+	want := toolVersion + "|" + o.version + "|" + lt.fingerprint()
+	if len(forced) > 0 {
+		want += "|force-stub:" + strings.Join(forced, ",")
+	}
+	if lines := readLines(stampPath); !o.force && len(lines) >= 2 && lines[0] == want {
+		summary := lines[1]
+		if len(lines) >= 3 && lines[2] == usesLine {
+			fmt.Println(summary)
+			return nil
+		}
+		stubbed := readLines(filepath.Join(out, "libtch", "STUBBED_OPS.txt"))
+		if err := checkUses(out, usesDir, stubbed, lt.Version); err != nil {
+			return err
+		}
+		fmt.Println(summary)
+		return os.WriteFile(stampPath, []byte(want+"\n"+summary+"\n"+usesLine+"\n"), 0o644)
+	}
+	src, err := moduleDir(o.version)
 	if err != nil {
 		return err
 	}
@@ -93,10 +164,15 @@ func run(out, version string, install, force bool) error {
 	if err := os.WriteFile(filepath.Join(lib, "optlab_libtorch.go"), []byte(infoGo(lt)), 0o644); err != nil {
 		return err
 	}
+	if err := forceStubs(filepath.Join(lib, "torch_api_generated.cpp.h"), forced, lt.Version); err != nil {
+		return err
+	}
 	stubbed, err := stubLoop(lib, lt)
 	if err != nil {
 		return err
 	}
+	stubbed = append(stubbed, forced...)
+	sort.Strings(stubbed)
 	list := strings.Join(stubbed, "\n")
 	if list != "" {
 		list += "\n"
@@ -111,8 +187,64 @@ func run(out, version string, install, force bool) error {
 		return err
 	}
 	summary := fmt.Sprintf("%s, %d ops unavailable (listed in %s)", lt, len(stubbed), filepath.Join(lib, "STUBBED_OPS.txt"))
+	if len(forced) > 0 {
+		summary += fmt.Sprintf(", %d of them stubbed by -force-stub", len(forced))
+	}
 	fmt.Println(summary)
-	return os.WriteFile(stampPath, []byte(want+"\n"+summary+"\n"), 0o644)
+	// The copy is complete: a re-run only repeats the check below.
+	if err := os.WriteFile(stampPath, []byte(want+"\n"+summary+"\n"), 0o644); err != nil {
+		return err
+	}
+	if err := checkUses(out, usesDir, stubbed, lt.Version); err != nil {
+		return err
+	}
+	return os.WriteFile(stampPath, []byte(want+"\n"+summary+"\n"+usesLine+"\n"), 0o644)
+}
+
+// checkUses fails when an op that usesDir's package reaches through the
+// gotch copy in out is in the stubbed list.
+func checkUses(out, usesDir string, stubbed []string, version string) error {
+	used, err := usedOps(out, usesDir, usesPkg)
+	if err != nil {
+		return fmt.Errorf("finding the ops optlab uses: %w", err)
+	}
+	return checkStubbed(used, stubbed, version)
+}
+
+// forceStubs stubs the named generated wrappers although they compile (the
+// -force-stub flag), the way stubLoop stubs those that do not.
+func forceStubs(gen string, names []string, version string) error {
+	if len(names) == 0 {
+		return nil
+	}
+	b, err := os.ReadFile(gen)
+	if err != nil {
+		return err
+	}
+	lines := strings.Split(string(b), "\n")
+	var at []int
+	for _, name := range names {
+		n := headerLine(lines, name)
+		if n < 0 {
+			return fmt.Errorf("-force-stub: %s is not a generated wrapper in %s", name, gen)
+		}
+		at = append(at, n+1)
+	}
+	logf("stubbing %s as -force-stub asks …", strings.Join(names, ", "))
+	_, err = stubFunctions(gen, at, version)
+	return err
+}
+
+// headerLine returns the 0-based line of the generated function name's
+// header, or -1.
+func headerLine(lines []string, name string) int {
+	for i, l := range lines {
+		if (strings.HasPrefix(l, "void atg_") || isHeader(l)) &&
+			(strings.Contains(l, " "+name+"(") || strings.Contains(l, "*"+name+"(")) {
+			return i
+		}
+	}
+	return -1
 }
 
 // moduleDir finds gotch in the module cache, downloading it if needed.
@@ -129,7 +261,7 @@ func moduleDir(version string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	defer os.RemoveAll(tmp)
+	defer func() { _ = os.RemoveAll(tmp) }()
 	cmd := exec.Command("go", "mod", "download", gotchModule+"@"+version)
 	cmd.Dir = tmp
 	cmd.Env = append(os.Environ(), "GOFLAGS=-mod=mod", "GO111MODULE=on")
@@ -196,11 +328,29 @@ func libGo(lt Libtorch) string {
 	if !isSystemDir(lt.LibDir) {
 		ld = append(ld, "-L"+lt.LibDir, "-Wl,-rpath,"+lt.LibDir)
 	}
+	if len(lt.NVIDIALibDirs) > 0 {
+		// A pip PyTorch's CUDA libraries (site-packages/nvidia/*/lib):
+		// searched at link time and run time, the run path written as
+		// DT_RPATH (--disable-new-dtags), which unlike the default
+		// DT_RUNPATH also applies to the libraries that libtorch_cuda
+		// itself needs and opens.
+		for _, d := range lt.NVIDIALibDirs {
+			ld = append(ld, "-L"+d, "-Wl,-rpath,"+d)
+		}
+		ld = append(ld, "-Wl,--disable-new-dtags")
+	}
 	// --no-as-needed: libtorch_cuda registers CUDA from static initializers
 	// although no symbol of it is referenced.
 	ld = append(ld, "-lstdc++", "-Wl,--no-as-needed", "-ltorch", "-ltorch_cpu", "-lc10")
 	if lt.CUDA {
 		ld = append(ld, "-ltorch_cuda", "-lc10_cuda")
+	}
+	// The NVIDIA libraries libtorch needs are linked directly, so the
+	// binary loads them first from its own run path (as importing torch
+	// in Python preloads them): that holds even when libtorch_cuda's own
+	// run path (DT_RUNPATH) would hide the binary's from its lookups.
+	for _, l := range lt.NVIDIALibs {
+		ld = append(ld, "-l:"+l)
 	}
 	ld = append(ld, "-Wl,--as-needed")
 	var b strings.Builder
@@ -234,27 +384,17 @@ func stubLoop(lib string, lt Libtorch) ([]string, error) {
 	gen := filepath.Join(lib, "torch_api_generated.cpp.h")
 	var all []string
 	for pass := 1; pass <= 6; pass++ {
-		args := append([]string{"-fsyntax-only", "-fmax-errors=0", "-std=c++17", "-w"}, cppFlags(lt)...)
-		for i, a := range args {
-			args[i] = strings.ReplaceAll(a, "${SRCDIR}", ".")
+		stderr, ok, err := syntaxCheck(lib, lt)
+		if err != nil {
+			return nil, err
 		}
-		args = append(args, "torch_api.cpp")
-		cmd := exec.Command("g++", args...)
-		cmd.Dir = lib
-		var stderr bytes.Buffer
-		cmd.Stderr = &stderr
-		err := cmd.Run()
-		if err == nil {
+		if ok {
 			sort.Strings(all)
 			return all, nil
 		}
-		var exit *exec.ExitError
-		if !errors.As(err, &exit) {
-			return nil, fmt.Errorf("running g++: %w", err)
-		}
-		lines := errorLines(stderr.String())
+		lines := errorLines(stderr)
 		if len(lines) == 0 {
-			return nil, fmt.Errorf("the C++ wrapper does not compile, and not because of generated ops:\n%s", tail(stderr.String(), 40))
+			return nil, fmt.Errorf("the C++ wrapper does not compile, and not because of generated ops:\n%s", tail(stderr, 40))
 		}
 		logf("pass %d: %d error sites in the generated wrappers; stubbing …", pass, len(lines))
 		names, err := stubFunctions(gen, lines, lt.Version)
@@ -264,6 +404,30 @@ func stubLoop(lib string, lt Libtorch) ([]string, error) {
 		all = append(all, names...)
 	}
 	return nil, errors.New("the C++ wrapper still does not compile after 6 stub passes")
+}
+
+// syntaxCheck runs g++ -fsyntax-only on the C++ wrapper in lib; ok is false
+// (with g++'s messages) when it does not compile. A variable for tests,
+// which check the rest of the preparation without g++ and libtorch's headers.
+var syntaxCheck = func(lib string, lt Libtorch) (stderr string, ok bool, err error) {
+	args := append([]string{"-fsyntax-only", "-fmax-errors=0", "-std=c++17", "-w"}, cppFlags(lt)...)
+	for i, a := range args {
+		args[i] = strings.ReplaceAll(a, "${SRCDIR}", ".")
+	}
+	args = append(args, "torch_api.cpp")
+	cmd := exec.Command("g++", args...)
+	cmd.Dir = lib
+	var buf bytes.Buffer
+	cmd.Stderr = &buf
+	err = cmd.Run()
+	if err == nil {
+		return "", true, nil
+	}
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) {
+		return "", false, fmt.Errorf("running g++: %w", err)
+	}
+	return buf.String(), false, nil
 }
 
 func tail(s string, n int) string {

@@ -123,7 +123,7 @@ func measure(ctx context.Context, w *tensor.Worker, dev tensor.Device, arch stri
 		if err != nil {
 			return nil, err
 		}
-		defer f.Close()
+		defer func() { _ = f.Close() }()
 		if err := pprof.StartCPUProfile(f); err != nil {
 			return nil, err
 		}

@@ -82,27 +82,145 @@ type Augment struct {
 // Batch returns the samples at idx as float32 inputs (scaled to [0,1] for
 // raw pixels, augmented, normalized) and int64 labels; both belong to s. The
 // random crop offsets and flips come from rng, so a seed fixes them on every
-// device.
+// device. It copies the batch's plan (indices, crops, flips) to the device:
+// one host→device copy per call. A training loop uses NewEpoch instead,
+// which makes one copy per epoch and gives the same batches, bit for bit,
+// from the same rng.
 func (ds *Set) Batch(s *tensor.Scope, idx []int64, aug Augment, rng *rand.Rand, d tensor.Device) (tensor.T, tensor.T) {
 	n := int64(len(idx))
-	it := s.FromInt64(idx, []int64{n}, d)
+	plan := s.UploadInt64(ds.plan([][]int64{idx}, n, 1, aug, rng), []int64{1, planRows, n}, d)
+	return ds.cut(s, plan, 0, 0, n, aug)
+}
+
+// Epoch holds an epoch's batches on the device, before they are cut: for
+// every step and data order, the samples' indices, crop offsets and flip
+// flags, drawn on the host by NewEpoch and copied to the device in one
+// transfer. Batch cuts a step's batch out of them on the device.
+type Epoch struct {
+	ds     *Set
+	aug    Augment
+	batch  int64
+	steps  int
+	orders int
+	plan   tensor.T // int64 (orders, planRows, steps·batch); owned
+}
+
+// The rows of a plan: per sample, its index in the set, the crop's row and
+// column offsets, and whether it is flipped (0 or 1).
+const (
+	rowIndex = iota
+	rowDY
+	rowDX
+	rowFlip
+	planRows
+)
+
+// NewEpoch draws the batches of steps training steps: step i of data order
+// k is the samples orders[k][i·batch : (i+1)·batch], augmented with crop
+// offsets and flips drawn from rng in the order Batch draws them (step by
+// step, and within a step order by order), so that an epoch gives the
+// batches that steps·len(orders) calls of Batch would, bit for bit, and
+// leaves rng where they would. Everything is copied to the device at once,
+// through pinned memory without waiting on a GPU (tensor.UploadInt64). The
+// caller owns the Epoch and frees it with Drop, on the worker.
+func (ds *Set) NewEpoch(s *tensor.Scope, orders [][]int64, batch int64, steps int, aug Augment, rng *rand.Rand, d tensor.Device) (*Epoch, error) {
+	if batch <= 0 || steps <= 0 || len(orders) == 0 {
+		return nil, fmt.Errorf("epoch of %d steps of %d samples in %d data orders", steps, batch, len(orders))
+	}
+	for k, o := range orders {
+		if int64(len(o)) < int64(steps)*batch {
+			return nil, fmt.Errorf("data order %d has %d samples, %d steps of %d need %d", k, len(o), steps, batch, int64(steps)*batch)
+		}
+	}
+	l := int64(steps) * batch
+	plan := s.UploadInt64(ds.plan(orders, batch, steps, aug, rng), []int64{int64(len(orders)), planRows, l}, d)
+	if err := s.Err(); err != nil {
+		return nil, err
+	}
+	return &Epoch{ds: ds, aug: aug, batch: batch, steps: steps, orders: len(orders), plan: s.Keep(plan)}, nil
+}
+
+// Batch returns step i's batch of data order k, as Set.Batch does: its
+// inputs and labels, both belonging to s. It copies nothing from the host.
+func (e *Epoch) Batch(s *tensor.Scope, k, i int) (tensor.T, tensor.T) {
+	if k < 0 || k >= e.orders || i < 0 || i >= e.steps {
+		s.Fail(fmt.Errorf("batch %d of data order %d: the epoch has %d steps of %d data orders", i, k, e.steps, e.orders))
+		return tensor.T{}, tensor.T{}
+	}
+	return e.ds.cut(s, e.plan, k, int64(i)*e.batch, e.batch, e.aug)
+}
+
+// Steps returns the number of steps the epoch holds.
+func (e *Epoch) Steps() int { return e.steps }
+
+// Drop frees the epoch's tensor (nil-safe). Call on the worker.
+func (e *Epoch) Drop() {
+	if e != nil {
+		e.plan.Drop()
+	}
+}
+
+// crops and flips tell whether aug crops and flips samples of ds (images
+// only).
+func (ds *Set) crops(aug Augment) bool { return len(ds.Shape) == 3 && aug.Crop > 0 }
+func (ds *Set) flips(aug Augment) bool { return len(ds.Shape) == 3 && aug.Flip }
+
+// plan lays out, for steps steps of batch samples of every data order, the
+// rows of a plan (index, dy, dx, flip) as an int64 array of shape
+// (len(orders), planRows, steps·batch), drawing the augmentations from rng
+// step by step and, within a step, order by order: per batch every
+// sample's crop offsets (row, then column), then every sample's flip.
+func (ds *Set) plan(orders [][]int64, batch int64, steps int, aug Augment, rng *rand.Rand) []int64 {
+	l := int64(steps) * batch
+	out := make([]int64, int64(len(orders))*planRows*l)
+	row := func(k, r int) []int64 {
+		o := (int64(k)*planRows + int64(r)) * l
+		return out[o : o+l]
+	}
+	for k, o := range orders {
+		copy(row(k, rowIndex), o[:l])
+	}
+	crop, flip := ds.crops(aug), ds.flips(aug)
+	for i := int64(0); i < int64(steps); i++ {
+		lo, hi := i*batch, (i+1)*batch
+		for k := range orders {
+			if crop {
+				dy, dx := row(k, rowDY)[lo:hi], row(k, rowDX)[lo:hi]
+				for j := range dy {
+					dy[j], dx[j] = int64(rng.IntN(2*aug.Crop+1)), int64(rng.IntN(2*aug.Crop+1))
+				}
+			}
+			if flip {
+				f := row(k, rowFlip)[lo:hi]
+				for j := range f {
+					if rng.IntN(2) == 1 {
+						f[j] = 1
+					}
+				}
+			}
+		}
+	}
+	return out
+}
+
+// cut makes the batch of samples [from, from+n) of data order k of plan (a
+// device tensor laid out by plan): index select, scaling, pad-and-crop as
+// two gathers, flips, normalization, all on the device.
+func (ds *Set) cut(s *tensor.Scope, plan tensor.T, k int, from, n int64, aug Augment) (tensor.T, tensor.T) {
+	p := s.Narrow(s.Narrow(plan, 0, int64(k), 1), 2, from, n) // (1, planRows, n)
+	field := func(r int64, shape ...int64) tensor.T { return s.View(s.Narrow(p, 1, r, 1), shape...) }
+	it := field(rowIndex, n)
 	x := s.IndexSelect(ds.x, 0, it)
 	y := s.IndexSelect(ds.y, 0, it)
 	x = s.Cast(x, tensor.Float32)
 	if ds.raw8 {
 		x = s.Scale(x, 1.0/255)
 	}
-	if len(ds.Shape) == 3 && aug.Crop > 0 {
-		x = randomCrop(s, x, aug.Crop, rng, d)
+	if ds.crops(aug) {
+		x = randomCrop(s, x, aug.Crop, field(rowDY, n, 1, 1, 1), field(rowDX, n, 1, 1, 1))
 	}
-	if len(ds.Shape) == 3 && aug.Flip {
-		flip := make([]uint8, n)
-		for i := range flip {
-			if rng.IntN(2) == 1 {
-				flip[i] = 1
-			}
-		}
-		mask := s.Cast(s.FromUint8(flip, []int64{n, 1, 1, 1}, d), tensor.Bool)
+	if ds.flips(aug) {
+		mask := s.Cast(field(rowFlip, n, 1, 1, 1), tensor.Bool)
 		x = s.Where(mask, s.Flip(x, 3), x)
 	}
 	if ds.mean.Valid() {
@@ -111,28 +229,19 @@ func (ds *Set) Batch(s *tensor.Scope, idx []int64, aug Augment, rng *rand.Rand, 
 	return x, y
 }
 
-// randomCrop pads each image by p zeros on every side and cuts a random
-// H×W window out of it, with two gathers on the device.
-func randomCrop(s *tensor.Scope, x tensor.T, p int, rng *rand.Rand, d tensor.Device) tensor.T {
+// randomCrop pads each image by p zeros on every side and cuts an H×W
+// window out of it at offsets (dy, dx) (int64, shape (N,1,1,1)), with two
+// gathers on the device: rows dy+0..dy+H−1, then columns dx+0..dx+W−1.
+func randomCrop(s *tensor.Scope, x tensor.T, p int, dy, dx tensor.T) tensor.T {
 	sh := x.Shape()
 	n, c, h, w := sh[0], sh[1], sh[2], sh[3]
 	pp := int64(p)
 	padded := s.Pad(x, pp, pp, pp, pp)
-	rows := make([]int64, n*h)
-	cols := make([]int64, n*w)
-	for i := int64(0); i < n; i++ {
-		dy, dx := int64(rng.IntN(2*p+1)), int64(rng.IntN(2*p+1))
-		for j := int64(0); j < h; j++ {
-			rows[i*h+j] = dy + j
-		}
-		for j := int64(0); j < w; j++ {
-			cols[i*w+j] = dx + j
-		}
-	}
-	ri := s.Expand(s.FromInt64(rows, []int64{n, 1, h, 1}, d), n, c, h, w+2*pp)
-	x = s.Gather(padded, 2, ri)
-	ci := s.Expand(s.FromInt64(cols, []int64{n, 1, 1, w}, d), n, c, h, w)
-	return s.Gather(x, 3, ci)
+	d := x.Device()
+	rows := s.Add(dy, s.View(s.Arange(h, tensor.Int64, d), 1, 1, h, 1)) // (n,1,h,1)
+	x = s.Gather(padded, 2, s.Expand(rows, n, c, h, w+2*pp))
+	cols := s.Add(dx, s.View(s.Arange(w, tensor.Int64, d), 1, 1, 1, w)) // (n,1,1,w)
+	return s.Gather(x, 3, s.Expand(cols, n, c, h, w))
 }
 
 // Range returns samples [start, start+n) prepared for evaluation: float32

@@ -336,3 +336,79 @@ func semFindShift(got, src []float64, aug Augment) (int, int, bool, bool) {
 	}
 	return 0, 0, false, false
 }
+
+// An Epoch gives the batches that Batch gives, bit for bit, from the same
+// draws (step by step, and within a step data order by data order), leaves
+// the rng where Batch calls would, and copies nothing from the host after
+// NewEpoch's one copy.
+func TestEpochBatches(t *testing.T) {
+	w := semWorker(t)
+	const n, batch, steps = 13, 4, 3
+	set := semImageSet(n)
+	orders := [][]int64{make([]int64, n), make([]int64, n)}
+	for k := range orders {
+		for i := range orders[k] {
+			orders[k][i] = int64((5*i + 3*k) % n)
+		}
+	}
+	for _, aug := range []Augment{{}, {Flip: true}, {Crop: 4}, {Crop: 2, Flip: true}} {
+		ds := semUploadW(t, w, set, true)
+		byBatch, byEpoch := rand.New(rand.NewPCG(7, 8)), rand.New(rand.NewPCG(7, 8))
+		err := w.Do(context.Background(), func() error {
+			s := tensor.NewScope()
+			defer s.Close()
+			c0 := tensor.HostToDevice()
+			ep, err := ds.NewEpoch(s, orders, batch, steps, aug, byEpoch, tensor.CPU)
+			if err != nil {
+				return err
+			}
+			defer ep.Drop()
+			if c := tensor.HostToDevice() - c0; c != 1 {
+				t.Errorf("%+v: NewEpoch made %d host→device copies, want 1", aug, c)
+			}
+			var fromEpoch [][]float64
+			c0 = tensor.HostToDevice()
+			for i := range steps {
+				for k := range orders {
+					x, y := ep.Batch(s, k, i)
+					fromEpoch = append(fromEpoch, s.Float64s(x), s.Float64s(y))
+				}
+			}
+			if c := tensor.HostToDevice() - c0; c != 0 {
+				t.Errorf("%+v: Epoch.Batch made %d host→device copies, want 0", aug, c)
+			}
+			for i := range steps {
+				for k := range orders {
+					x, y := ds.Batch(s, orders[k][i*batch:(i+1)*batch], aug, byBatch, tensor.CPU)
+					if xs, ys := s.Float64s(x), s.Float64s(y); !slices.Equal(xs, fromEpoch[0]) || !slices.Equal(ys, fromEpoch[1]) {
+						t.Errorf("%+v: step %d, data order %d: the epoch's batch differs from Batch's", aug, i, k)
+					}
+					fromEpoch = fromEpoch[2:]
+				}
+			}
+			if a, b := byBatch.Uint64(), byEpoch.Uint64(); a != b {
+				t.Errorf("%+v: the rng is not left where Batch calls leave it", aug)
+			}
+			ep.Batch(s, 0, steps)
+			if s.Err() == nil {
+				t.Errorf("%+v: Batch past the epoch's steps did not fail", aug)
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	ds := semUploadW(t, w, set, false)
+	err := w.Do(context.Background(), func() error {
+		s := tensor.NewScope()
+		defer s.Close()
+		if _, err := ds.NewEpoch(s, orders, batch, 4, Augment{}, nil, tensor.CPU); err == nil {
+			t.Error("an epoch of 4 steps of 4 out of 13 samples did not fail")
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}

@@ -89,15 +89,15 @@ func (o *faulty) Step(ctx context.Context, h optim.Host, in optim.StepInput) (op
 		evs[m] = p.Grad(g, optim.ParamsOf(m), optim.Batch{}, optim.BNUpdate)
 		p.BaseStep(optim.ParamsOf(m), g)
 	}
-	r, err := h.Exec(ctx, p)
-	if err != nil {
+	loss, acc := p.Mean(evs)
+	if k == o.cfg.NaNAt {
+		loss = p.Mul(loss, optim.K(math.NaN()))
+	}
+	p.ReportMetrics(loss, acc)
+	if _, err := h.Exec(ctx, p); err != nil {
 		return optim.StepOutput{}, fmt.Errorf("faulty: step: %w", err)
 	}
-	loss, acc := r.Mean(evs)
-	if k == o.cfg.NaNAt {
-		loss = math.NaN()
-	}
-	return optim.StepOutput{Metrics: map[string]float64{"loss": loss, "acc": acc}}, nil
+	return optim.StepOutput{}, nil
 }
 
 func main() { serve.Serve(func() optim.Optimizer { return &faulty{} }) }

@@ -268,6 +268,183 @@ func (BinaryKind) EnumDescriptor() ([]byte, []int) {
 	return file_optlab_plugin_v1_plugin_proto_rawDescGZIP(), []int{3}
 }
 
+// ArithKind mirrors optim.ArithKind (same numbers; since minor 5).
+type ArithKind int32
+
+const (
+	ArithKind_ARITH_KIND_UNSPECIFIED ArithKind = 0
+	ArithKind_ARITH_KIND_ADD         ArithKind = 1
+	ArithKind_ARITH_KIND_SUB         ArithKind = 2
+	ArithKind_ARITH_KIND_MUL         ArithKind = 3
+	ArithKind_ARITH_KIND_DIV         ArithKind = 4
+	ArithKind_ARITH_KIND_MIN         ArithKind = 5
+	ArithKind_ARITH_KIND_MAX         ArithKind = 6
+	ArithKind_ARITH_KIND_SQRT        ArithKind = 7
+	ArithKind_ARITH_KIND_RECIP       ArithKind = 8
+	ArithKind_ARITH_KIND_CLAMP       ArithKind = 9
+)
+
+// Enum value maps for ArithKind.
+var (
+	ArithKind_name = map[int32]string{
+		0: "ARITH_KIND_UNSPECIFIED",
+		1: "ARITH_KIND_ADD",
+		2: "ARITH_KIND_SUB",
+		3: "ARITH_KIND_MUL",
+		4: "ARITH_KIND_DIV",
+		5: "ARITH_KIND_MIN",
+		6: "ARITH_KIND_MAX",
+		7: "ARITH_KIND_SQRT",
+		8: "ARITH_KIND_RECIP",
+		9: "ARITH_KIND_CLAMP",
+	}
+	ArithKind_value = map[string]int32{
+		"ARITH_KIND_UNSPECIFIED": 0,
+		"ARITH_KIND_ADD":         1,
+		"ARITH_KIND_SUB":         2,
+		"ARITH_KIND_MUL":         3,
+		"ARITH_KIND_DIV":         4,
+		"ARITH_KIND_MIN":         5,
+		"ARITH_KIND_MAX":         6,
+		"ARITH_KIND_SQRT":        7,
+		"ARITH_KIND_RECIP":       8,
+		"ARITH_KIND_CLAMP":       9,
+	}
+)
+
+func (x ArithKind) Enum() *ArithKind {
+	p := new(ArithKind)
+	*p = x
+	return p
+}
+
+func (x ArithKind) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (ArithKind) Descriptor() protoreflect.EnumDescriptor {
+	return file_optlab_plugin_v1_plugin_proto_enumTypes[4].Descriptor()
+}
+
+func (ArithKind) Type() protoreflect.EnumType {
+	return &file_optlab_plugin_v1_plugin_proto_enumTypes[4]
+}
+
+func (x ArithKind) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use ArithKind.Descriptor instead.
+func (ArithKind) EnumDescriptor() ([]byte, []int) {
+	return file_optlab_plugin_v1_plugin_proto_rawDescGZIP(), []int{4}
+}
+
+// SegKind mirrors optim.SegKind (since minor 5).
+type SegKind int32
+
+const (
+	SegKind_SEG_KIND_UNSPECIFIED SegKind = 0
+	SegKind_SEG_KIND_SUM_SQ      SegKind = 1
+	SegKind_SEG_KIND_DOT         SegKind = 2
+	SegKind_SEG_KIND_SUM_ABS     SegKind = 3
+	SegKind_SEG_KIND_MAX_ABS     SegKind = 4
+)
+
+// Enum value maps for SegKind.
+var (
+	SegKind_name = map[int32]string{
+		0: "SEG_KIND_UNSPECIFIED",
+		1: "SEG_KIND_SUM_SQ",
+		2: "SEG_KIND_DOT",
+		3: "SEG_KIND_SUM_ABS",
+		4: "SEG_KIND_MAX_ABS",
+	}
+	SegKind_value = map[string]int32{
+		"SEG_KIND_UNSPECIFIED": 0,
+		"SEG_KIND_SUM_SQ":      1,
+		"SEG_KIND_DOT":         2,
+		"SEG_KIND_SUM_ABS":     3,
+		"SEG_KIND_MAX_ABS":     4,
+	}
+)
+
+func (x SegKind) Enum() *SegKind {
+	p := new(SegKind)
+	*p = x
+	return p
+}
+
+func (x SegKind) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (SegKind) Descriptor() protoreflect.EnumDescriptor {
+	return file_optlab_plugin_v1_plugin_proto_enumTypes[5].Descriptor()
+}
+
+func (SegKind) Type() protoreflect.EnumType {
+	return &file_optlab_plugin_v1_plugin_proto_enumTypes[5]
+}
+
+func (x SegKind) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use SegKind.Descriptor instead.
+func (SegKind) EnumDescriptor() ([]byte, []int) {
+	return file_optlab_plugin_v1_plugin_proto_rawDescGZIP(), []int{5}
+}
+
+// Segmentation mirrors optim.Segmentation (since minor 5).
+type Segmentation int32
+
+const (
+	Segmentation_SEGMENTATION_UNSPECIFIED Segmentation = 0
+	Segmentation_SEGMENTATION_PER_TENSOR  Segmentation = 1
+	Segmentation_SEGMENTATION_PER_ROW     Segmentation = 2
+)
+
+// Enum value maps for Segmentation.
+var (
+	Segmentation_name = map[int32]string{
+		0: "SEGMENTATION_UNSPECIFIED",
+		1: "SEGMENTATION_PER_TENSOR",
+		2: "SEGMENTATION_PER_ROW",
+	}
+	Segmentation_value = map[string]int32{
+		"SEGMENTATION_UNSPECIFIED": 0,
+		"SEGMENTATION_PER_TENSOR":  1,
+		"SEGMENTATION_PER_ROW":     2,
+	}
+)
+
+func (x Segmentation) Enum() *Segmentation {
+	p := new(Segmentation)
+	*p = x
+	return p
+}
+
+func (x Segmentation) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (Segmentation) Descriptor() protoreflect.EnumDescriptor {
+	return file_optlab_plugin_v1_plugin_proto_enumTypes[6].Descriptor()
+}
+
+func (Segmentation) Type() protoreflect.EnumType {
+	return &file_optlab_plugin_v1_plugin_proto_enumTypes[6]
+}
+
+func (x Segmentation) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use Segmentation.Descriptor instead.
+func (Segmentation) EnumDescriptor() ([]byte, []int) {
+	return file_optlab_plugin_v1_plugin_proto_rawDescGZIP(), []int{6}
+}
+
 // BNMode mirrors optim.BNMode (same numbers).
 type BNMode int32
 
@@ -299,11 +476,11 @@ func (x BNMode) String() string {
 }
 
 func (BNMode) Descriptor() protoreflect.EnumDescriptor {
-	return file_optlab_plugin_v1_plugin_proto_enumTypes[4].Descriptor()
+	return file_optlab_plugin_v1_plugin_proto_enumTypes[7].Descriptor()
 }
 
 func (BNMode) Type() protoreflect.EnumType {
-	return &file_optlab_plugin_v1_plugin_proto_enumTypes[4]
+	return &file_optlab_plugin_v1_plugin_proto_enumTypes[7]
 }
 
 func (x BNMode) Number() protoreflect.EnumNumber {
@@ -312,7 +489,7 @@ func (x BNMode) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use BNMode.Descriptor instead.
 func (BNMode) EnumDescriptor() ([]byte, []int) {
-	return file_optlab_plugin_v1_plugin_proto_rawDescGZIP(), []int{4}
+	return file_optlab_plugin_v1_plugin_proto_rawDescGZIP(), []int{7}
 }
 
 // Value is one hyperparameter value: exactly one of the kinds is set.
@@ -1887,18 +2064,105 @@ func (x *CopyOp) GetBn() bool {
 	return false
 }
 
+// Num mirrors optim.Num: an immediate or a register (since minor 5). A
+// field of an op that became a Num in minor 5 is the Num field <name>_num,
+// and its double <name> (the field before minor 5) still carries an
+// immediate for older receivers.
+type Num struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Types that are valid to be assigned to Kind:
+	//
+	//	*Num_K
+	//	*Num_Reg
+	Kind          isNum_Kind `protobuf_oneof:"kind"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Num) Reset() {
+	*x = Num{}
+	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[28]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Num) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Num) ProtoMessage() {}
+
+func (x *Num) ProtoReflect() protoreflect.Message {
+	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[28]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Num.ProtoReflect.Descriptor instead.
+func (*Num) Descriptor() ([]byte, []int) {
+	return file_optlab_plugin_v1_plugin_proto_rawDescGZIP(), []int{28}
+}
+
+func (x *Num) GetKind() isNum_Kind {
+	if x != nil {
+		return x.Kind
+	}
+	return nil
+}
+
+func (x *Num) GetK() float64 {
+	if x != nil {
+		if x, ok := x.Kind.(*Num_K); ok {
+			return x.K
+		}
+	}
+	return 0
+}
+
+func (x *Num) GetReg() int32 {
+	if x != nil {
+		if x, ok := x.Kind.(*Num_Reg); ok {
+			return x.Reg
+		}
+	}
+	return 0
+}
+
+type isNum_Kind interface {
+	isNum_Kind()
+}
+
+type Num_K struct {
+	K float64 `protobuf:"fixed64,1,opt,name=k,proto3,oneof"`
+}
+
+type Num_Reg struct {
+	Reg int32 `protobuf:"varint,2,opt,name=reg,proto3,oneof"`
+}
+
+func (*Num_K) isNum_Kind() {}
+
+func (*Num_Reg) isNum_Kind() {}
+
 // FillOp mirrors optim.Fill.
 type FillOp struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Dst           int32                  `protobuf:"zigzag32,1,opt,name=dst,proto3" json:"dst,omitempty"`
 	Value         float64                `protobuf:"fixed64,2,opt,name=value,proto3" json:"value,omitempty"`
+	ValueNum      *Num                   `protobuf:"bytes,3,opt,name=value_num,json=valueNum,proto3" json:"value_num,omitempty"` // since minor 5
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *FillOp) Reset() {
 	*x = FillOp{}
-	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[28]
+	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1910,7 +2174,7 @@ func (x *FillOp) String() string {
 func (*FillOp) ProtoMessage() {}
 
 func (x *FillOp) ProtoReflect() protoreflect.Message {
-	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[28]
+	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1923,7 +2187,7 @@ func (x *FillOp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FillOp.ProtoReflect.Descriptor instead.
 func (*FillOp) Descriptor() ([]byte, []int) {
-	return file_optlab_plugin_v1_plugin_proto_rawDescGZIP(), []int{28}
+	return file_optlab_plugin_v1_plugin_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *FillOp) GetDst() int32 {
@@ -1940,6 +2204,13 @@ func (x *FillOp) GetValue() float64 {
 	return 0
 }
 
+func (x *FillOp) GetValueNum() *Num {
+	if x != nil {
+		return x.ValueNum
+	}
+	return nil
+}
+
 // FillRangeOp mirrors optim.FillRange (since minor 4).
 type FillRangeOp struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -1953,7 +2224,7 @@ type FillRangeOp struct {
 
 func (x *FillRangeOp) Reset() {
 	*x = FillRangeOp{}
-	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[29]
+	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1965,7 +2236,7 @@ func (x *FillRangeOp) String() string {
 func (*FillRangeOp) ProtoMessage() {}
 
 func (x *FillRangeOp) ProtoReflect() protoreflect.Message {
-	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[29]
+	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1978,7 +2249,7 @@ func (x *FillRangeOp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FillRangeOp.ProtoReflect.Descriptor instead.
 func (*FillRangeOp) Descriptor() ([]byte, []int) {
-	return file_optlab_plugin_v1_plugin_proto_rawDescGZIP(), []int{29}
+	return file_optlab_plugin_v1_plugin_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *FillRangeOp) GetDst() int32 {
@@ -2014,13 +2285,14 @@ type ScaleOp struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Dst           int32                  `protobuf:"zigzag32,1,opt,name=dst,proto3" json:"dst,omitempty"`
 	Alpha         float64                `protobuf:"fixed64,2,opt,name=alpha,proto3" json:"alpha,omitempty"`
+	AlphaNum      *Num                   `protobuf:"bytes,3,opt,name=alpha_num,json=alphaNum,proto3" json:"alpha_num,omitempty"` // since minor 5
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ScaleOp) Reset() {
 	*x = ScaleOp{}
-	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[30]
+	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2032,7 +2304,7 @@ func (x *ScaleOp) String() string {
 func (*ScaleOp) ProtoMessage() {}
 
 func (x *ScaleOp) ProtoReflect() protoreflect.Message {
-	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[30]
+	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2045,7 +2317,7 @@ func (x *ScaleOp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScaleOp.ProtoReflect.Descriptor instead.
 func (*ScaleOp) Descriptor() ([]byte, []int) {
-	return file_optlab_plugin_v1_plugin_proto_rawDescGZIP(), []int{30}
+	return file_optlab_plugin_v1_plugin_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *ScaleOp) GetDst() int32 {
@@ -2062,18 +2334,26 @@ func (x *ScaleOp) GetAlpha() float64 {
 	return 0
 }
 
+func (x *ScaleOp) GetAlphaNum() *Num {
+	if x != nil {
+		return x.AlphaNum
+	}
+	return nil
+}
+
 // AddConstOp mirrors optim.AddConst.
 type AddConstOp struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Dst           int32                  `protobuf:"zigzag32,1,opt,name=dst,proto3" json:"dst,omitempty"`
 	Value         float64                `protobuf:"fixed64,2,opt,name=value,proto3" json:"value,omitempty"`
+	ValueNum      *Num                   `protobuf:"bytes,3,opt,name=value_num,json=valueNum,proto3" json:"value_num,omitempty"` // since minor 5
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *AddConstOp) Reset() {
 	*x = AddConstOp{}
-	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[31]
+	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2085,7 +2365,7 @@ func (x *AddConstOp) String() string {
 func (*AddConstOp) ProtoMessage() {}
 
 func (x *AddConstOp) ProtoReflect() protoreflect.Message {
-	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[31]
+	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2098,7 +2378,7 @@ func (x *AddConstOp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddConstOp.ProtoReflect.Descriptor instead.
 func (*AddConstOp) Descriptor() ([]byte, []int) {
-	return file_optlab_plugin_v1_plugin_proto_rawDescGZIP(), []int{31}
+	return file_optlab_plugin_v1_plugin_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *AddConstOp) GetDst() int32 {
@@ -2115,19 +2395,27 @@ func (x *AddConstOp) GetValue() float64 {
 	return 0
 }
 
+func (x *AddConstOp) GetValueNum() *Num {
+	if x != nil {
+		return x.ValueNum
+	}
+	return nil
+}
+
 // AxpyOp mirrors optim.Axpy.
 type AxpyOp struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Dst           int32                  `protobuf:"zigzag32,1,opt,name=dst,proto3" json:"dst,omitempty"`
 	Alpha         float64                `protobuf:"fixed64,2,opt,name=alpha,proto3" json:"alpha,omitempty"`
 	X             int32                  `protobuf:"zigzag32,3,opt,name=x,proto3" json:"x,omitempty"`
+	AlphaNum      *Num                   `protobuf:"bytes,4,opt,name=alpha_num,json=alphaNum,proto3" json:"alpha_num,omitempty"` // since minor 5
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *AxpyOp) Reset() {
 	*x = AxpyOp{}
-	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[32]
+	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2139,7 +2427,7 @@ func (x *AxpyOp) String() string {
 func (*AxpyOp) ProtoMessage() {}
 
 func (x *AxpyOp) ProtoReflect() protoreflect.Message {
-	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[32]
+	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2152,7 +2440,7 @@ func (x *AxpyOp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AxpyOp.ProtoReflect.Descriptor instead.
 func (*AxpyOp) Descriptor() ([]byte, []int) {
-	return file_optlab_plugin_v1_plugin_proto_rawDescGZIP(), []int{32}
+	return file_optlab_plugin_v1_plugin_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *AxpyOp) GetDst() int32 {
@@ -2176,18 +2464,26 @@ func (x *AxpyOp) GetX() int32 {
 	return 0
 }
 
+func (x *AxpyOp) GetAlphaNum() *Num {
+	if x != nil {
+		return x.AlphaNum
+	}
+	return nil
+}
+
 // Term mirrors optim.Term.
 type Term struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Coef          float64                `protobuf:"fixed64,1,opt,name=coef,proto3" json:"coef,omitempty"`
 	X             int32                  `protobuf:"zigzag32,2,opt,name=x,proto3" json:"x,omitempty"`
+	CoefNum       *Num                   `protobuf:"bytes,3,opt,name=coef_num,json=coefNum,proto3" json:"coef_num,omitempty"` // since minor 5
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Term) Reset() {
 	*x = Term{}
-	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[33]
+	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2199,7 +2495,7 @@ func (x *Term) String() string {
 func (*Term) ProtoMessage() {}
 
 func (x *Term) ProtoReflect() protoreflect.Message {
-	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[33]
+	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2212,7 +2508,7 @@ func (x *Term) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Term.ProtoReflect.Descriptor instead.
 func (*Term) Descriptor() ([]byte, []int) {
-	return file_optlab_plugin_v1_plugin_proto_rawDescGZIP(), []int{33}
+	return file_optlab_plugin_v1_plugin_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *Term) GetCoef() float64 {
@@ -2229,6 +2525,13 @@ func (x *Term) GetX() int32 {
 	return 0
 }
 
+func (x *Term) GetCoefNum() *Num {
+	if x != nil {
+		return x.CoefNum
+	}
+	return nil
+}
+
 // LinCombOp mirrors optim.LinComb.
 type LinCombOp struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -2240,7 +2543,7 @@ type LinCombOp struct {
 
 func (x *LinCombOp) Reset() {
 	*x = LinCombOp{}
-	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[34]
+	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2252,7 +2555,7 @@ func (x *LinCombOp) String() string {
 func (*LinCombOp) ProtoMessage() {}
 
 func (x *LinCombOp) ProtoReflect() protoreflect.Message {
-	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[34]
+	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2265,7 +2568,7 @@ func (x *LinCombOp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LinCombOp.ProtoReflect.Descriptor instead.
 func (*LinCombOp) Descriptor() ([]byte, []int) {
-	return file_optlab_plugin_v1_plugin_proto_rawDescGZIP(), []int{34}
+	return file_optlab_plugin_v1_plugin_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *LinCombOp) GetDst() int32 {
@@ -2294,7 +2597,7 @@ type UnaryOp struct {
 
 func (x *UnaryOp) Reset() {
 	*x = UnaryOp{}
-	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[35]
+	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2306,7 +2609,7 @@ func (x *UnaryOp) String() string {
 func (*UnaryOp) ProtoMessage() {}
 
 func (x *UnaryOp) ProtoReflect() protoreflect.Message {
-	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[35]
+	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2319,7 +2622,7 @@ func (x *UnaryOp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UnaryOp.ProtoReflect.Descriptor instead.
 func (*UnaryOp) Descriptor() ([]byte, []int) {
-	return file_optlab_plugin_v1_plugin_proto_rawDescGZIP(), []int{35}
+	return file_optlab_plugin_v1_plugin_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *UnaryOp) GetDst() int32 {
@@ -2356,7 +2659,7 @@ type BinaryOp struct {
 
 func (x *BinaryOp) Reset() {
 	*x = BinaryOp{}
-	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[36]
+	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2368,7 +2671,7 @@ func (x *BinaryOp) String() string {
 func (*BinaryOp) ProtoMessage() {}
 
 func (x *BinaryOp) ProtoReflect() protoreflect.Message {
-	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[36]
+	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2381,7 +2684,7 @@ func (x *BinaryOp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BinaryOp.ProtoReflect.Descriptor instead.
 func (*BinaryOp) Descriptor() ([]byte, []int) {
-	return file_optlab_plugin_v1_plugin_proto_rawDescGZIP(), []int{36}
+	return file_optlab_plugin_v1_plugin_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *BinaryOp) GetDst() int32 {
@@ -2424,7 +2727,7 @@ type RandNOp struct {
 
 func (x *RandNOp) Reset() {
 	*x = RandNOp{}
-	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[37]
+	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2436,7 +2739,7 @@ func (x *RandNOp) String() string {
 func (*RandNOp) ProtoMessage() {}
 
 func (x *RandNOp) ProtoReflect() protoreflect.Message {
-	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[37]
+	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2449,7 +2752,7 @@ func (x *RandNOp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RandNOp.ProtoReflect.Descriptor instead.
 func (*RandNOp) Descriptor() ([]byte, []int) {
-	return file_optlab_plugin_v1_plugin_proto_rawDescGZIP(), []int{37}
+	return file_optlab_plugin_v1_plugin_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *RandNOp) GetDst() int32 {
@@ -2484,7 +2787,7 @@ type DotOp struct {
 
 func (x *DotOp) Reset() {
 	*x = DotOp{}
-	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[38]
+	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2496,7 +2799,7 @@ func (x *DotOp) String() string {
 func (*DotOp) ProtoMessage() {}
 
 func (x *DotOp) ProtoReflect() protoreflect.Message {
-	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[38]
+	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2509,7 +2812,7 @@ func (x *DotOp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DotOp.ProtoReflect.Descriptor instead.
 func (*DotOp) Descriptor() ([]byte, []int) {
-	return file_optlab_plugin_v1_plugin_proto_rawDescGZIP(), []int{38}
+	return file_optlab_plugin_v1_plugin_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *DotOp) GetA() int32 {
@@ -2536,7 +2839,7 @@ type NormOp struct {
 
 func (x *NormOp) Reset() {
 	*x = NormOp{}
-	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[39]
+	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2548,7 +2851,7 @@ func (x *NormOp) String() string {
 func (*NormOp) ProtoMessage() {}
 
 func (x *NormOp) ProtoReflect() protoreflect.Message {
-	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[39]
+	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2561,7 +2864,7 @@ func (x *NormOp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NormOp.ProtoReflect.Descriptor instead.
 func (*NormOp) Descriptor() ([]byte, []int) {
-	return file_optlab_plugin_v1_plugin_proto_rawDescGZIP(), []int{39}
+	return file_optlab_plugin_v1_plugin_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *NormOp) GetX() int32 {
@@ -2587,7 +2890,7 @@ type GradOp struct {
 
 func (x *GradOp) Reset() {
 	*x = GradOp{}
-	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[40]
+	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2599,7 +2902,7 @@ func (x *GradOp) String() string {
 func (*GradOp) ProtoMessage() {}
 
 func (x *GradOp) ProtoReflect() protoreflect.Message {
-	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[40]
+	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2612,7 +2915,7 @@ func (x *GradOp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GradOp.ProtoReflect.Descriptor instead.
 func (*GradOp) Descriptor() ([]byte, []int) {
-	return file_optlab_plugin_v1_plugin_proto_rawDescGZIP(), []int{40}
+	return file_optlab_plugin_v1_plugin_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *GradOp) GetOut() int32 {
@@ -2668,7 +2971,7 @@ type BaseStepOp struct {
 
 func (x *BaseStepOp) Reset() {
 	*x = BaseStepOp{}
-	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[41]
+	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2680,7 +2983,7 @@ func (x *BaseStepOp) String() string {
 func (*BaseStepOp) ProtoMessage() {}
 
 func (x *BaseStepOp) ProtoReflect() protoreflect.Message {
-	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[41]
+	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2693,7 +2996,7 @@ func (x *BaseStepOp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BaseStepOp.ProtoReflect.Descriptor instead.
 func (*BaseStepOp) Descriptor() ([]byte, []int) {
-	return file_optlab_plugin_v1_plugin_proto_rawDescGZIP(), []int{41}
+	return file_optlab_plugin_v1_plugin_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *BaseStepOp) GetParams() int32 {
@@ -2721,7 +3024,7 @@ type SetLROp struct {
 
 func (x *SetLROp) Reset() {
 	*x = SetLROp{}
-	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[42]
+	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2733,7 +3036,7 @@ func (x *SetLROp) String() string {
 func (*SetLROp) ProtoMessage() {}
 
 func (x *SetLROp) ProtoReflect() protoreflect.Message {
-	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[42]
+	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2746,7 +3049,7 @@ func (x *SetLROp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetLROp.ProtoReflect.Descriptor instead.
 func (*SetLROp) Descriptor() ([]byte, []int) {
-	return file_optlab_plugin_v1_plugin_proto_rawDescGZIP(), []int{42}
+	return file_optlab_plugin_v1_plugin_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *SetLROp) GetMember() int32 {
@@ -2776,7 +3079,7 @@ type JointGradOp struct {
 
 func (x *JointGradOp) Reset() {
 	*x = JointGradOp{}
-	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[43]
+	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2788,7 +3091,7 @@ func (x *JointGradOp) String() string {
 func (*JointGradOp) ProtoMessage() {}
 
 func (x *JointGradOp) ProtoReflect() protoreflect.Message {
-	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[43]
+	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2801,7 +3104,7 @@ func (x *JointGradOp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JointGradOp.ProtoReflect.Descriptor instead.
 func (*JointGradOp) Descriptor() ([]byte, []int) {
-	return file_optlab_plugin_v1_plugin_proto_rawDescGZIP(), []int{43}
+	return file_optlab_plugin_v1_plugin_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *JointGradOp) GetOuts() []int32 {
@@ -2832,6 +3135,311 @@ func (x *JointGradOp) GetBn() BNMode {
 	return BNMode_BN_MODE_UPDATE
 }
 
+// ArithOp mirrors optim.Arith (since minor 5).
+type ArithOp struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Kind          ArithKind              `protobuf:"varint,1,opt,name=kind,proto3,enum=optlab.plugin.v1.ArithKind" json:"kind,omitempty"`
+	A             *Num                   `protobuf:"bytes,2,opt,name=a,proto3" json:"a,omitempty"`
+	B             *Num                   `protobuf:"bytes,3,opt,name=b,proto3" json:"b,omitempty"`
+	C             *Num                   `protobuf:"bytes,4,opt,name=c,proto3" json:"c,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ArithOp) Reset() {
+	*x = ArithOp{}
+	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[45]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ArithOp) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ArithOp) ProtoMessage() {}
+
+func (x *ArithOp) ProtoReflect() protoreflect.Message {
+	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[45]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ArithOp.ProtoReflect.Descriptor instead.
+func (*ArithOp) Descriptor() ([]byte, []int) {
+	return file_optlab_plugin_v1_plugin_proto_rawDescGZIP(), []int{45}
+}
+
+func (x *ArithOp) GetKind() ArithKind {
+	if x != nil {
+		return x.Kind
+	}
+	return ArithKind_ARITH_KIND_UNSPECIFIED
+}
+
+func (x *ArithOp) GetA() *Num {
+	if x != nil {
+		return x.A
+	}
+	return nil
+}
+
+func (x *ArithOp) GetB() *Num {
+	if x != nil {
+		return x.B
+	}
+	return nil
+}
+
+func (x *ArithOp) GetC() *Num {
+	if x != nil {
+		return x.C
+	}
+	return nil
+}
+
+// SegReduceOp mirrors optim.SegReduce (since minor 5).
+type SegReduceOp struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Kind          SegKind                `protobuf:"varint,1,opt,name=kind,proto3,enum=optlab.plugin.v1.SegKind" json:"kind,omitempty"`
+	By            Segmentation           `protobuf:"varint,2,opt,name=by,proto3,enum=optlab.plugin.v1.Segmentation" json:"by,omitempty"`
+	X             int32                  `protobuf:"zigzag32,3,opt,name=x,proto3" json:"x,omitempty"`
+	Y             int32                  `protobuf:"zigzag32,4,opt,name=y,proto3" json:"y,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SegReduceOp) Reset() {
+	*x = SegReduceOp{}
+	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[46]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SegReduceOp) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SegReduceOp) ProtoMessage() {}
+
+func (x *SegReduceOp) ProtoReflect() protoreflect.Message {
+	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[46]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SegReduceOp.ProtoReflect.Descriptor instead.
+func (*SegReduceOp) Descriptor() ([]byte, []int) {
+	return file_optlab_plugin_v1_plugin_proto_rawDescGZIP(), []int{46}
+}
+
+func (x *SegReduceOp) GetKind() SegKind {
+	if x != nil {
+		return x.Kind
+	}
+	return SegKind_SEG_KIND_UNSPECIFIED
+}
+
+func (x *SegReduceOp) GetBy() Segmentation {
+	if x != nil {
+		return x.By
+	}
+	return Segmentation_SEGMENTATION_UNSPECIFIED
+}
+
+func (x *SegReduceOp) GetX() int32 {
+	if x != nil {
+		return x.X
+	}
+	return 0
+}
+
+func (x *SegReduceOp) GetY() int32 {
+	if x != nil {
+		return x.Y
+	}
+	return 0
+}
+
+// TopKMaskOp mirrors optim.TopKMask (since minor 5).
+type TopKMaskOp struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Dst           int32                  `protobuf:"zigzag32,1,opt,name=dst,proto3" json:"dst,omitempty"`
+	X             int32                  `protobuf:"zigzag32,2,opt,name=x,proto3" json:"x,omitempty"`
+	By            Segmentation           `protobuf:"varint,3,opt,name=by,proto3,enum=optlab.plugin.v1.Segmentation" json:"by,omitempty"`
+	Frac          *Num                   `protobuf:"bytes,4,opt,name=frac,proto3" json:"frac,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TopKMaskOp) Reset() {
+	*x = TopKMaskOp{}
+	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[47]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TopKMaskOp) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TopKMaskOp) ProtoMessage() {}
+
+func (x *TopKMaskOp) ProtoReflect() protoreflect.Message {
+	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[47]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TopKMaskOp.ProtoReflect.Descriptor instead.
+func (*TopKMaskOp) Descriptor() ([]byte, []int) {
+	return file_optlab_plugin_v1_plugin_proto_rawDescGZIP(), []int{47}
+}
+
+func (x *TopKMaskOp) GetDst() int32 {
+	if x != nil {
+		return x.Dst
+	}
+	return 0
+}
+
+func (x *TopKMaskOp) GetX() int32 {
+	if x != nil {
+		return x.X
+	}
+	return 0
+}
+
+func (x *TopKMaskOp) GetBy() Segmentation {
+	if x != nil {
+		return x.By
+	}
+	return Segmentation_SEGMENTATION_UNSPECIFIED
+}
+
+func (x *TopKMaskOp) GetFrac() *Num {
+	if x != nil {
+		return x.Frac
+	}
+	return nil
+}
+
+// ReadOp mirrors optim.Read (since minor 5).
+type ReadOp struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	X             int32                  `protobuf:"varint,1,opt,name=x,proto3" json:"x,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReadOp) Reset() {
+	*x = ReadOp{}
+	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[48]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReadOp) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReadOp) ProtoMessage() {}
+
+func (x *ReadOp) ProtoReflect() protoreflect.Message {
+	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[48]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReadOp.ProtoReflect.Descriptor instead.
+func (*ReadOp) Descriptor() ([]byte, []int) {
+	return file_optlab_plugin_v1_plugin_proto_rawDescGZIP(), []int{48}
+}
+
+func (x *ReadOp) GetX() int32 {
+	if x != nil {
+		return x.X
+	}
+	return 0
+}
+
+// ReportOp mirrors optim.Report (since minor 5).
+type ReportOp struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	X             int32                  `protobuf:"varint,2,opt,name=x,proto3" json:"x,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReportOp) Reset() {
+	*x = ReportOp{}
+	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[49]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReportOp) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReportOp) ProtoMessage() {}
+
+func (x *ReportOp) ProtoReflect() protoreflect.Message {
+	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[49]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReportOp.ProtoReflect.Descriptor instead.
+func (*ReportOp) Descriptor() ([]byte, []int) {
+	return file_optlab_plugin_v1_plugin_proto_rawDescGZIP(), []int{49}
+}
+
+func (x *ReportOp) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *ReportOp) GetX() int32 {
+	if x != nil {
+		return x.X
+	}
+	return 0
+}
+
 // Op is one instruction. An Op whose kind the receiver does not know (a
 // field number from a newer minor version) decodes with no kind set and is
 // answered with Unimplemented and the op's index.
@@ -2857,6 +3465,11 @@ type Op struct {
 	//	*Op_SetLr
 	//	*Op_JointGrad
 	//	*Op_FillRange
+	//	*Op_Arith
+	//	*Op_SegReduce
+	//	*Op_TopKMask
+	//	*Op_Read
+	//	*Op_Report
 	Kind          isOp_Kind `protobuf_oneof:"kind"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -2864,7 +3477,7 @@ type Op struct {
 
 func (x *Op) Reset() {
 	*x = Op{}
-	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[44]
+	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2876,7 +3489,7 @@ func (x *Op) String() string {
 func (*Op) ProtoMessage() {}
 
 func (x *Op) ProtoReflect() protoreflect.Message {
-	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[44]
+	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2889,7 +3502,7 @@ func (x *Op) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Op.ProtoReflect.Descriptor instead.
 func (*Op) Descriptor() ([]byte, []int) {
-	return file_optlab_plugin_v1_plugin_proto_rawDescGZIP(), []int{44}
+	return file_optlab_plugin_v1_plugin_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *Op) GetKind() isOp_Kind {
@@ -3061,6 +3674,51 @@ func (x *Op) GetFillRange() *FillRangeOp {
 	return nil
 }
 
+func (x *Op) GetArith() *ArithOp {
+	if x != nil {
+		if x, ok := x.Kind.(*Op_Arith); ok {
+			return x.Arith
+		}
+	}
+	return nil
+}
+
+func (x *Op) GetSegReduce() *SegReduceOp {
+	if x != nil {
+		if x, ok := x.Kind.(*Op_SegReduce); ok {
+			return x.SegReduce
+		}
+	}
+	return nil
+}
+
+func (x *Op) GetTopKMask() *TopKMaskOp {
+	if x != nil {
+		if x, ok := x.Kind.(*Op_TopKMask); ok {
+			return x.TopKMask
+		}
+	}
+	return nil
+}
+
+func (x *Op) GetRead() *ReadOp {
+	if x != nil {
+		if x, ok := x.Kind.(*Op_Read); ok {
+			return x.Read
+		}
+	}
+	return nil
+}
+
+func (x *Op) GetReport() *ReportOp {
+	if x != nil {
+		if x, ok := x.Kind.(*Op_Report); ok {
+			return x.Report
+		}
+	}
+	return nil
+}
+
 type isOp_Kind interface {
 	isOp_Kind()
 }
@@ -3137,6 +3795,26 @@ type Op_FillRange struct {
 	FillRange *FillRangeOp `protobuf:"bytes,18,opt,name=fill_range,json=fillRange,proto3,oneof"` // since minor 4
 }
 
+type Op_Arith struct {
+	Arith *ArithOp `protobuf:"bytes,19,opt,name=arith,proto3,oneof"` // since minor 5
+}
+
+type Op_SegReduce struct {
+	SegReduce *SegReduceOp `protobuf:"bytes,20,opt,name=seg_reduce,json=segReduce,proto3,oneof"` // since minor 5
+}
+
+type Op_TopKMask struct {
+	TopKMask *TopKMaskOp `protobuf:"bytes,21,opt,name=top_k_mask,json=topKMask,proto3,oneof"` // since minor 5
+}
+
+type Op_Read struct {
+	Read *ReadOp `protobuf:"bytes,22,opt,name=read,proto3,oneof"` // since minor 5
+}
+
+type Op_Report struct {
+	Report *ReportOp `protobuf:"bytes,23,opt,name=report,proto3,oneof"` // since minor 5
+}
+
 func (*Op_Alloc) isOp_Kind() {}
 
 func (*Op_Free) isOp_Kind() {}
@@ -3173,6 +3851,16 @@ func (*Op_JointGrad) isOp_Kind() {}
 
 func (*Op_FillRange) isOp_Kind() {}
 
+func (*Op_Arith) isOp_Kind() {}
+
+func (*Op_SegReduce) isOp_Kind() {}
+
+func (*Op_TopKMask) isOp_Kind() {}
+
+func (*Op_Read) isOp_Kind() {}
+
+func (*Op_Report) isOp_Kind() {}
+
 // Program mirrors optim.Program.
 type Program struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -3183,7 +3871,7 @@ type Program struct {
 
 func (x *Program) Reset() {
 	*x = Program{}
-	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[45]
+	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3195,7 +3883,7 @@ func (x *Program) String() string {
 func (*Program) ProtoMessage() {}
 
 func (x *Program) ProtoReflect() protoreflect.Message {
-	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[45]
+	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3208,7 +3896,7 @@ func (x *Program) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Program.ProtoReflect.Descriptor instead.
 func (*Program) Descriptor() ([]byte, []int) {
-	return file_optlab_plugin_v1_plugin_proto_rawDescGZIP(), []int{45}
+	return file_optlab_plugin_v1_plugin_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *Program) GetOps() []*Op {
@@ -3218,7 +3906,9 @@ func (x *Program) GetOps() []*Op {
 	return nil
 }
 
-// Result mirrors optim.Result: the scalars the program emitted, in op order.
+// Result mirrors optim.Result: the values of the program's Read ops, in op
+// order. (Before minor 5 every scalar an op emitted came back, in op order;
+// the host answers a request without protocol_minor that way.)
 type Result struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Scalars       []float64              `protobuf:"fixed64,1,rep,packed,name=scalars,proto3" json:"scalars,omitempty"`
@@ -3228,7 +3918,7 @@ type Result struct {
 
 func (x *Result) Reset() {
 	*x = Result{}
-	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[46]
+	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3240,7 +3930,7 @@ func (x *Result) String() string {
 func (*Result) ProtoMessage() {}
 
 func (x *Result) ProtoReflect() protoreflect.Message {
-	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[46]
+	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3253,7 +3943,7 @@ func (x *Result) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Result.ProtoReflect.Descriptor instead.
 func (*Result) Descriptor() ([]byte, []int) {
-	return file_optlab_plugin_v1_plugin_proto_rawDescGZIP(), []int{46}
+	return file_optlab_plugin_v1_plugin_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *Result) GetScalars() []float64 {
@@ -3264,15 +3954,18 @@ func (x *Result) GetScalars() []float64 {
 }
 
 type ExecRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Program       *Program               `protobuf:"bytes,1,opt,name=program,proto3" json:"program,omitempty"`
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Program *Program               `protobuf:"bytes,1,opt,name=program,proto3" json:"program,omitempty"`
+	// protocol_minor is the sender's (since minor 5; 0 from older plugins,
+	// whose programs read every register).
+	ProtocolMinor int32 `protobuf:"varint,2,opt,name=protocol_minor,json=protocolMinor,proto3" json:"protocol_minor,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ExecRequest) Reset() {
 	*x = ExecRequest{}
-	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[47]
+	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3284,7 +3977,7 @@ func (x *ExecRequest) String() string {
 func (*ExecRequest) ProtoMessage() {}
 
 func (x *ExecRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[47]
+	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3297,7 +3990,7 @@ func (x *ExecRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecRequest.ProtoReflect.Descriptor instead.
 func (*ExecRequest) Descriptor() ([]byte, []int) {
-	return file_optlab_plugin_v1_plugin_proto_rawDescGZIP(), []int{47}
+	return file_optlab_plugin_v1_plugin_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *ExecRequest) GetProgram() *Program {
@@ -3305,6 +3998,13 @@ func (x *ExecRequest) GetProgram() *Program {
 		return x.Program
 	}
 	return nil
+}
+
+func (x *ExecRequest) GetProtocolMinor() int32 {
+	if x != nil {
+		return x.ProtocolMinor
+	}
+	return 0
 }
 
 type ExecResponse struct {
@@ -3316,7 +4016,7 @@ type ExecResponse struct {
 
 func (x *ExecResponse) Reset() {
 	*x = ExecResponse{}
-	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[48]
+	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3328,7 +4028,7 @@ func (x *ExecResponse) String() string {
 func (*ExecResponse) ProtoMessage() {}
 
 func (x *ExecResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[48]
+	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3341,7 +4041,7 @@ func (x *ExecResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecResponse.ProtoReflect.Descriptor instead.
 func (*ExecResponse) Descriptor() ([]byte, []int) {
-	return file_optlab_plugin_v1_plugin_proto_rawDescGZIP(), []int{48}
+	return file_optlab_plugin_v1_plugin_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *ExecResponse) GetResult() *Result {
@@ -3358,15 +4058,20 @@ type OpError struct {
 	OpIndex int32                  `protobuf:"varint,1,opt,name=op_index,json=opIndex,proto3" json:"op_index,omitempty"`
 	// The failing op's kind ("Grad", "Norm", …) and its own error message,
 	// without the "op <index> (<kind>): " prefix (empty from older senders).
-	Op            string `protobuf:"bytes,2,opt,name=op,proto3" json:"op,omitempty"`
-	Message       string `protobuf:"bytes,3,opt,name=message,proto3" json:"message,omitempty"`
+	Op      string `protobuf:"bytes,2,opt,name=op,proto3" json:"op,omitempty"`
+	Message string `protobuf:"bytes,3,opt,name=message,proto3" json:"message,omitempty"`
+	// vec_error: the error is about one vector handle, vec, and message
+	// follows the handle's name ("is not allocated"); the receiver names the
+	// handle from its program (since minor 5).
+	VecError      bool  `protobuf:"varint,4,opt,name=vec_error,json=vecError,proto3" json:"vec_error,omitempty"`
+	Vec           int32 `protobuf:"zigzag32,5,opt,name=vec,proto3" json:"vec,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *OpError) Reset() {
 	*x = OpError{}
-	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[49]
+	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3378,7 +4083,7 @@ func (x *OpError) String() string {
 func (*OpError) ProtoMessage() {}
 
 func (x *OpError) ProtoReflect() protoreflect.Message {
-	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[49]
+	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3391,7 +4096,7 @@ func (x *OpError) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OpError.ProtoReflect.Descriptor instead.
 func (*OpError) Descriptor() ([]byte, []int) {
-	return file_optlab_plugin_v1_plugin_proto_rawDescGZIP(), []int{49}
+	return file_optlab_plugin_v1_plugin_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *OpError) GetOpIndex() int32 {
@@ -3413,6 +4118,20 @@ func (x *OpError) GetMessage() string {
 		return x.Message
 	}
 	return ""
+}
+
+func (x *OpError) GetVecError() bool {
+	if x != nil {
+		return x.VecError
+	}
+	return false
+}
+
+func (x *OpError) GetVec() int32 {
+	if x != nil {
+		return x.Vec
+	}
+	return 0
 }
 
 var File_optlab_plugin_v1_plugin_proto protoreflect.FileDescriptor
@@ -3525,29 +4244,38 @@ const file_optlab_plugin_v1_plugin_proto_rawDesc = "" +
 	"\x06CopyOp\x12\x10\n" +
 	"\x03dst\x18\x01 \x01(\x11R\x03dst\x12\x10\n" +
 	"\x03src\x18\x02 \x01(\x11R\x03src\x12\x0e\n" +
-	"\x02bn\x18\x03 \x01(\bR\x02bn\"0\n" +
+	"\x02bn\x18\x03 \x01(\bR\x02bn\"1\n" +
+	"\x03Num\x12\x0e\n" +
+	"\x01k\x18\x01 \x01(\x01H\x00R\x01k\x12\x12\n" +
+	"\x03reg\x18\x02 \x01(\x05H\x00R\x03regB\x06\n" +
+	"\x04kind\"d\n" +
 	"\x06FillOp\x12\x10\n" +
 	"\x03dst\x18\x01 \x01(\x11R\x03dst\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\x01R\x05value\"_\n" +
+	"\x05value\x18\x02 \x01(\x01R\x05value\x122\n" +
+	"\tvalue_num\x18\x03 \x01(\v2\x15.optlab.plugin.v1.NumR\bvalueNum\"_\n" +
 	"\vFillRangeOp\x12\x10\n" +
 	"\x03dst\x18\x01 \x01(\x11R\x03dst\x12\x16\n" +
 	"\x06offset\x18\x02 \x01(\x03R\x06offset\x12\x10\n" +
 	"\x03len\x18\x03 \x01(\x03R\x03len\x12\x14\n" +
-	"\x05value\x18\x04 \x01(\x01R\x05value\"1\n" +
+	"\x05value\x18\x04 \x01(\x01R\x05value\"e\n" +
 	"\aScaleOp\x12\x10\n" +
 	"\x03dst\x18\x01 \x01(\x11R\x03dst\x12\x14\n" +
-	"\x05alpha\x18\x02 \x01(\x01R\x05alpha\"4\n" +
+	"\x05alpha\x18\x02 \x01(\x01R\x05alpha\x122\n" +
+	"\talpha_num\x18\x03 \x01(\v2\x15.optlab.plugin.v1.NumR\balphaNum\"h\n" +
 	"\n" +
 	"AddConstOp\x12\x10\n" +
 	"\x03dst\x18\x01 \x01(\x11R\x03dst\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\x01R\x05value\">\n" +
+	"\x05value\x18\x02 \x01(\x01R\x05value\x122\n" +
+	"\tvalue_num\x18\x03 \x01(\v2\x15.optlab.plugin.v1.NumR\bvalueNum\"r\n" +
 	"\x06AxpyOp\x12\x10\n" +
 	"\x03dst\x18\x01 \x01(\x11R\x03dst\x12\x14\n" +
 	"\x05alpha\x18\x02 \x01(\x01R\x05alpha\x12\f\n" +
-	"\x01x\x18\x03 \x01(\x11R\x01x\"(\n" +
+	"\x01x\x18\x03 \x01(\x11R\x01x\x122\n" +
+	"\talpha_num\x18\x04 \x01(\v2\x15.optlab.plugin.v1.NumR\balphaNum\"Z\n" +
 	"\x04Term\x12\x12\n" +
 	"\x04coef\x18\x01 \x01(\x01R\x04coef\x12\f\n" +
-	"\x01x\x18\x02 \x01(\x11R\x01x\"K\n" +
+	"\x01x\x18\x02 \x01(\x11R\x01x\x120\n" +
+	"\bcoef_num\x18\x03 \x01(\v2\x15.optlab.plugin.v1.NumR\acoefNum\"K\n" +
 	"\tLinCombOp\x12\x10\n" +
 	"\x03dst\x18\x01 \x01(\x11R\x03dst\x12,\n" +
 	"\x05terms\x18\x02 \x03(\v2\x16.optlab.plugin.v1.TermR\x05terms\"^\n" +
@@ -3587,7 +4315,28 @@ const file_optlab_plugin_v1_plugin_proto_rawDesc = "" +
 	"\x04outs\x18\x01 \x03(\x11R\x04outs\x12\x10\n" +
 	"\x03ats\x18\x02 \x03(\x11R\x03ats\x12-\n" +
 	"\x05batch\x18\x03 \x01(\v2\x17.optlab.plugin.v1.BatchR\x05batch\x12(\n" +
-	"\x02bn\x18\x04 \x01(\x0e2\x18.optlab.plugin.v1.BNModeR\x02bn\"\xc4\a\n" +
+	"\x02bn\x18\x04 \x01(\x0e2\x18.optlab.plugin.v1.BNModeR\x02bn\"\xa9\x01\n" +
+	"\aArithOp\x12/\n" +
+	"\x04kind\x18\x01 \x01(\x0e2\x1b.optlab.plugin.v1.ArithKindR\x04kind\x12#\n" +
+	"\x01a\x18\x02 \x01(\v2\x15.optlab.plugin.v1.NumR\x01a\x12#\n" +
+	"\x01b\x18\x03 \x01(\v2\x15.optlab.plugin.v1.NumR\x01b\x12#\n" +
+	"\x01c\x18\x04 \x01(\v2\x15.optlab.plugin.v1.NumR\x01c\"\x88\x01\n" +
+	"\vSegReduceOp\x12-\n" +
+	"\x04kind\x18\x01 \x01(\x0e2\x19.optlab.plugin.v1.SegKindR\x04kind\x12.\n" +
+	"\x02by\x18\x02 \x01(\x0e2\x1e.optlab.plugin.v1.SegmentationR\x02by\x12\f\n" +
+	"\x01x\x18\x03 \x01(\x11R\x01x\x12\f\n" +
+	"\x01y\x18\x04 \x01(\x11R\x01y\"\x87\x01\n" +
+	"\n" +
+	"TopKMaskOp\x12\x10\n" +
+	"\x03dst\x18\x01 \x01(\x11R\x03dst\x12\f\n" +
+	"\x01x\x18\x02 \x01(\x11R\x01x\x12.\n" +
+	"\x02by\x18\x03 \x01(\x0e2\x1e.optlab.plugin.v1.SegmentationR\x02by\x12)\n" +
+	"\x04frac\x18\x04 \x01(\v2\x15.optlab.plugin.v1.NumR\x04frac\"\x16\n" +
+	"\x06ReadOp\x12\f\n" +
+	"\x01x\x18\x01 \x01(\x05R\x01x\",\n" +
+	"\bReportOp\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\f\n" +
+	"\x01x\x18\x02 \x01(\x05R\x01x\"\xdb\t\n" +
 	"\x02Op\x121\n" +
 	"\x05alloc\x18\x01 \x01(\v2\x19.optlab.plugin.v1.AllocOpH\x00R\x05alloc\x12.\n" +
 	"\x04free\x18\x02 \x01(\v2\x18.optlab.plugin.v1.FreeOpH\x00R\x04free\x12.\n" +
@@ -3609,20 +4358,30 @@ const file_optlab_plugin_v1_plugin_proto_rawDesc = "" +
 	"\n" +
 	"joint_grad\x18\x11 \x01(\v2\x1d.optlab.plugin.v1.JointGradOpH\x00R\tjointGrad\x12>\n" +
 	"\n" +
-	"fill_range\x18\x12 \x01(\v2\x1d.optlab.plugin.v1.FillRangeOpH\x00R\tfillRangeB\x06\n" +
+	"fill_range\x18\x12 \x01(\v2\x1d.optlab.plugin.v1.FillRangeOpH\x00R\tfillRange\x121\n" +
+	"\x05arith\x18\x13 \x01(\v2\x19.optlab.plugin.v1.ArithOpH\x00R\x05arith\x12>\n" +
+	"\n" +
+	"seg_reduce\x18\x14 \x01(\v2\x1d.optlab.plugin.v1.SegReduceOpH\x00R\tsegReduce\x12<\n" +
+	"\n" +
+	"top_k_mask\x18\x15 \x01(\v2\x1c.optlab.plugin.v1.TopKMaskOpH\x00R\btopKMask\x12.\n" +
+	"\x04read\x18\x16 \x01(\v2\x18.optlab.plugin.v1.ReadOpH\x00R\x04read\x124\n" +
+	"\x06report\x18\x17 \x01(\v2\x1a.optlab.plugin.v1.ReportOpH\x00R\x06reportB\x06\n" +
 	"\x04kind\"1\n" +
 	"\aProgram\x12&\n" +
 	"\x03ops\x18\x01 \x03(\v2\x14.optlab.plugin.v1.OpR\x03ops\"\"\n" +
 	"\x06Result\x12\x18\n" +
-	"\ascalars\x18\x01 \x03(\x01R\ascalars\"B\n" +
+	"\ascalars\x18\x01 \x03(\x01R\ascalars\"i\n" +
 	"\vExecRequest\x123\n" +
-	"\aprogram\x18\x01 \x01(\v2\x19.optlab.plugin.v1.ProgramR\aprogram\"@\n" +
+	"\aprogram\x18\x01 \x01(\v2\x19.optlab.plugin.v1.ProgramR\aprogram\x12%\n" +
+	"\x0eprotocol_minor\x18\x02 \x01(\x05R\rprotocolMinor\"@\n" +
 	"\fExecResponse\x120\n" +
-	"\x06result\x18\x01 \x01(\v2\x18.optlab.plugin.v1.ResultR\x06result\"N\n" +
+	"\x06result\x18\x01 \x01(\v2\x18.optlab.plugin.v1.ResultR\x06result\"}\n" +
 	"\aOpError\x12\x19\n" +
 	"\bop_index\x18\x01 \x01(\x05R\aopIndex\x12\x0e\n" +
 	"\x02op\x18\x02 \x01(\tR\x02op\x12\x18\n" +
-	"\amessage\x18\x03 \x01(\tR\amessage*}\n" +
+	"\amessage\x18\x03 \x01(\tR\amessage\x12\x1b\n" +
+	"\tvec_error\x18\x04 \x01(\bR\bvecError\x12\x10\n" +
+	"\x03vec\x18\x05 \x01(\x11R\x03vec*}\n" +
 	"\tParamType\x12\x1a\n" +
 	"\x16PARAM_TYPE_UNSPECIFIED\x10\x00\x12\x14\n" +
 	"\x10PARAM_TYPE_FLOAT\x10\x01\x12\x12\n" +
@@ -3651,7 +4410,28 @@ const file_optlab_plugin_v1_plugin_proto_rawDesc = "" +
 	"\x0fBINARY_KIND_ADD\x10\x03\x12\x13\n" +
 	"\x0fBINARY_KIND_SUB\x10\x04\x12\x13\n" +
 	"\x0fBINARY_KIND_MAX\x10\x05\x12\x13\n" +
-	"\x0fBINARY_KIND_MIN\x10\x06*0\n" +
+	"\x0fBINARY_KIND_MIN\x10\x06*\xe0\x01\n" +
+	"\tArithKind\x12\x1a\n" +
+	"\x16ARITH_KIND_UNSPECIFIED\x10\x00\x12\x12\n" +
+	"\x0eARITH_KIND_ADD\x10\x01\x12\x12\n" +
+	"\x0eARITH_KIND_SUB\x10\x02\x12\x12\n" +
+	"\x0eARITH_KIND_MUL\x10\x03\x12\x12\n" +
+	"\x0eARITH_KIND_DIV\x10\x04\x12\x12\n" +
+	"\x0eARITH_KIND_MIN\x10\x05\x12\x12\n" +
+	"\x0eARITH_KIND_MAX\x10\x06\x12\x13\n" +
+	"\x0fARITH_KIND_SQRT\x10\a\x12\x14\n" +
+	"\x10ARITH_KIND_RECIP\x10\b\x12\x14\n" +
+	"\x10ARITH_KIND_CLAMP\x10\t*v\n" +
+	"\aSegKind\x12\x18\n" +
+	"\x14SEG_KIND_UNSPECIFIED\x10\x00\x12\x13\n" +
+	"\x0fSEG_KIND_SUM_SQ\x10\x01\x12\x10\n" +
+	"\fSEG_KIND_DOT\x10\x02\x12\x14\n" +
+	"\x10SEG_KIND_SUM_ABS\x10\x03\x12\x14\n" +
+	"\x10SEG_KIND_MAX_ABS\x10\x04*c\n" +
+	"\fSegmentation\x12\x1c\n" +
+	"\x18SEGMENTATION_UNSPECIFIED\x10\x00\x12\x1b\n" +
+	"\x17SEGMENTATION_PER_TENSOR\x10\x01\x12\x18\n" +
+	"\x14SEGMENTATION_PER_ROW\x10\x02*0\n" +
 	"\x06BNMode\x12\x12\n" +
 	"\x0eBN_MODE_UPDATE\x10\x00\x12\x12\n" +
 	"\x0eBN_MODE_FREEZE\x10\x012\xf4\x03\n" +
@@ -3679,132 +4459,159 @@ func file_optlab_plugin_v1_plugin_proto_rawDescGZIP() []byte {
 	return file_optlab_plugin_v1_plugin_proto_rawDescData
 }
 
-var file_optlab_plugin_v1_plugin_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
-var file_optlab_plugin_v1_plugin_proto_msgTypes = make([]protoimpl.MessageInfo, 52)
+var file_optlab_plugin_v1_plugin_proto_enumTypes = make([]protoimpl.EnumInfo, 8)
+var file_optlab_plugin_v1_plugin_proto_msgTypes = make([]protoimpl.MessageInfo, 58)
 var file_optlab_plugin_v1_plugin_proto_goTypes = []any{
 	(ParamType)(0),             // 0: optlab.plugin.v1.ParamType
 	(PredictiveKind)(0),        // 1: optlab.plugin.v1.PredictiveKind
 	(UnaryKind)(0),             // 2: optlab.plugin.v1.UnaryKind
 	(BinaryKind)(0),            // 3: optlab.plugin.v1.BinaryKind
-	(BNMode)(0),                // 4: optlab.plugin.v1.BNMode
-	(*Value)(nil),              // 5: optlab.plugin.v1.Value
-	(*ParamSpec)(nil),          // 6: optlab.plugin.v1.ParamSpec
-	(*Info)(nil),               // 7: optlab.plugin.v1.Info
-	(*InfoRequest)(nil),        // 8: optlab.plugin.v1.InfoRequest
-	(*InfoResponse)(nil),       // 9: optlab.plugin.v1.InfoResponse
-	(*Config)(nil),             // 10: optlab.plugin.v1.Config
-	(*ConfigureRequest)(nil),   // 11: optlab.plugin.v1.ConfigureRequest
-	(*ConfigureResponse)(nil),  // 12: optlab.plugin.v1.ConfigureResponse
-	(*StepInput)(nil),          // 13: optlab.plugin.v1.StepInput
-	(*StepOutput)(nil),         // 14: optlab.plugin.v1.StepOutput
-	(*StepRequest)(nil),        // 15: optlab.plugin.v1.StepRequest
-	(*StepResponse)(nil),       // 16: optlab.plugin.v1.StepResponse
-	(*Predictive)(nil),         // 17: optlab.plugin.v1.Predictive
-	(*PredictiveRequest)(nil),  // 18: optlab.plugin.v1.PredictiveRequest
-	(*PredictiveResponse)(nil), // 19: optlab.plugin.v1.PredictiveResponse
-	(*SaveStateRequest)(nil),   // 20: optlab.plugin.v1.SaveStateRequest
-	(*SaveStateResponse)(nil),  // 21: optlab.plugin.v1.SaveStateResponse
-	(*LoadStateRequest)(nil),   // 22: optlab.plugin.v1.LoadStateRequest
-	(*LoadStateResponse)(nil),  // 23: optlab.plugin.v1.LoadStateResponse
-	(*Tensor)(nil),             // 24: optlab.plugin.v1.Tensor
-	(*MemberLayout)(nil),       // 25: optlab.plugin.v1.MemberLayout
-	(*Layout)(nil),             // 26: optlab.plugin.v1.Layout
-	(*LayoutRequest)(nil),      // 27: optlab.plugin.v1.LayoutRequest
-	(*LayoutResponse)(nil),     // 28: optlab.plugin.v1.LayoutResponse
-	(*Batch)(nil),              // 29: optlab.plugin.v1.Batch
-	(*AllocOp)(nil),            // 30: optlab.plugin.v1.AllocOp
-	(*FreeOp)(nil),             // 31: optlab.plugin.v1.FreeOp
-	(*CopyOp)(nil),             // 32: optlab.plugin.v1.CopyOp
-	(*FillOp)(nil),             // 33: optlab.plugin.v1.FillOp
-	(*FillRangeOp)(nil),        // 34: optlab.plugin.v1.FillRangeOp
-	(*ScaleOp)(nil),            // 35: optlab.plugin.v1.ScaleOp
-	(*AddConstOp)(nil),         // 36: optlab.plugin.v1.AddConstOp
-	(*AxpyOp)(nil),             // 37: optlab.plugin.v1.AxpyOp
-	(*Term)(nil),               // 38: optlab.plugin.v1.Term
-	(*LinCombOp)(nil),          // 39: optlab.plugin.v1.LinCombOp
-	(*UnaryOp)(nil),            // 40: optlab.plugin.v1.UnaryOp
-	(*BinaryOp)(nil),           // 41: optlab.plugin.v1.BinaryOp
-	(*RandNOp)(nil),            // 42: optlab.plugin.v1.RandNOp
-	(*DotOp)(nil),              // 43: optlab.plugin.v1.DotOp
-	(*NormOp)(nil),             // 44: optlab.plugin.v1.NormOp
-	(*GradOp)(nil),             // 45: optlab.plugin.v1.GradOp
-	(*BaseStepOp)(nil),         // 46: optlab.plugin.v1.BaseStepOp
-	(*SetLROp)(nil),            // 47: optlab.plugin.v1.SetLROp
-	(*JointGradOp)(nil),        // 48: optlab.plugin.v1.JointGradOp
-	(*Op)(nil),                 // 49: optlab.plugin.v1.Op
-	(*Program)(nil),            // 50: optlab.plugin.v1.Program
-	(*Result)(nil),             // 51: optlab.plugin.v1.Result
-	(*ExecRequest)(nil),        // 52: optlab.plugin.v1.ExecRequest
-	(*ExecResponse)(nil),       // 53: optlab.plugin.v1.ExecResponse
-	(*OpError)(nil),            // 54: optlab.plugin.v1.OpError
-	nil,                        // 55: optlab.plugin.v1.Config.ParamsEntry
-	nil,                        // 56: optlab.plugin.v1.StepOutput.MetricsEntry
+	(ArithKind)(0),             // 4: optlab.plugin.v1.ArithKind
+	(SegKind)(0),               // 5: optlab.plugin.v1.SegKind
+	(Segmentation)(0),          // 6: optlab.plugin.v1.Segmentation
+	(BNMode)(0),                // 7: optlab.plugin.v1.BNMode
+	(*Value)(nil),              // 8: optlab.plugin.v1.Value
+	(*ParamSpec)(nil),          // 9: optlab.plugin.v1.ParamSpec
+	(*Info)(nil),               // 10: optlab.plugin.v1.Info
+	(*InfoRequest)(nil),        // 11: optlab.plugin.v1.InfoRequest
+	(*InfoResponse)(nil),       // 12: optlab.plugin.v1.InfoResponse
+	(*Config)(nil),             // 13: optlab.plugin.v1.Config
+	(*ConfigureRequest)(nil),   // 14: optlab.plugin.v1.ConfigureRequest
+	(*ConfigureResponse)(nil),  // 15: optlab.plugin.v1.ConfigureResponse
+	(*StepInput)(nil),          // 16: optlab.plugin.v1.StepInput
+	(*StepOutput)(nil),         // 17: optlab.plugin.v1.StepOutput
+	(*StepRequest)(nil),        // 18: optlab.plugin.v1.StepRequest
+	(*StepResponse)(nil),       // 19: optlab.plugin.v1.StepResponse
+	(*Predictive)(nil),         // 20: optlab.plugin.v1.Predictive
+	(*PredictiveRequest)(nil),  // 21: optlab.plugin.v1.PredictiveRequest
+	(*PredictiveResponse)(nil), // 22: optlab.plugin.v1.PredictiveResponse
+	(*SaveStateRequest)(nil),   // 23: optlab.plugin.v1.SaveStateRequest
+	(*SaveStateResponse)(nil),  // 24: optlab.plugin.v1.SaveStateResponse
+	(*LoadStateRequest)(nil),   // 25: optlab.plugin.v1.LoadStateRequest
+	(*LoadStateResponse)(nil),  // 26: optlab.plugin.v1.LoadStateResponse
+	(*Tensor)(nil),             // 27: optlab.plugin.v1.Tensor
+	(*MemberLayout)(nil),       // 28: optlab.plugin.v1.MemberLayout
+	(*Layout)(nil),             // 29: optlab.plugin.v1.Layout
+	(*LayoutRequest)(nil),      // 30: optlab.plugin.v1.LayoutRequest
+	(*LayoutResponse)(nil),     // 31: optlab.plugin.v1.LayoutResponse
+	(*Batch)(nil),              // 32: optlab.plugin.v1.Batch
+	(*AllocOp)(nil),            // 33: optlab.plugin.v1.AllocOp
+	(*FreeOp)(nil),             // 34: optlab.plugin.v1.FreeOp
+	(*CopyOp)(nil),             // 35: optlab.plugin.v1.CopyOp
+	(*Num)(nil),                // 36: optlab.plugin.v1.Num
+	(*FillOp)(nil),             // 37: optlab.plugin.v1.FillOp
+	(*FillRangeOp)(nil),        // 38: optlab.plugin.v1.FillRangeOp
+	(*ScaleOp)(nil),            // 39: optlab.plugin.v1.ScaleOp
+	(*AddConstOp)(nil),         // 40: optlab.plugin.v1.AddConstOp
+	(*AxpyOp)(nil),             // 41: optlab.plugin.v1.AxpyOp
+	(*Term)(nil),               // 42: optlab.plugin.v1.Term
+	(*LinCombOp)(nil),          // 43: optlab.plugin.v1.LinCombOp
+	(*UnaryOp)(nil),            // 44: optlab.plugin.v1.UnaryOp
+	(*BinaryOp)(nil),           // 45: optlab.plugin.v1.BinaryOp
+	(*RandNOp)(nil),            // 46: optlab.plugin.v1.RandNOp
+	(*DotOp)(nil),              // 47: optlab.plugin.v1.DotOp
+	(*NormOp)(nil),             // 48: optlab.plugin.v1.NormOp
+	(*GradOp)(nil),             // 49: optlab.plugin.v1.GradOp
+	(*BaseStepOp)(nil),         // 50: optlab.plugin.v1.BaseStepOp
+	(*SetLROp)(nil),            // 51: optlab.plugin.v1.SetLROp
+	(*JointGradOp)(nil),        // 52: optlab.plugin.v1.JointGradOp
+	(*ArithOp)(nil),            // 53: optlab.plugin.v1.ArithOp
+	(*SegReduceOp)(nil),        // 54: optlab.plugin.v1.SegReduceOp
+	(*TopKMaskOp)(nil),         // 55: optlab.plugin.v1.TopKMaskOp
+	(*ReadOp)(nil),             // 56: optlab.plugin.v1.ReadOp
+	(*ReportOp)(nil),           // 57: optlab.plugin.v1.ReportOp
+	(*Op)(nil),                 // 58: optlab.plugin.v1.Op
+	(*Program)(nil),            // 59: optlab.plugin.v1.Program
+	(*Result)(nil),             // 60: optlab.plugin.v1.Result
+	(*ExecRequest)(nil),        // 61: optlab.plugin.v1.ExecRequest
+	(*ExecResponse)(nil),       // 62: optlab.plugin.v1.ExecResponse
+	(*OpError)(nil),            // 63: optlab.plugin.v1.OpError
+	nil,                        // 64: optlab.plugin.v1.Config.ParamsEntry
+	nil,                        // 65: optlab.plugin.v1.StepOutput.MetricsEntry
 }
 var file_optlab_plugin_v1_plugin_proto_depIdxs = []int32{
 	0,  // 0: optlab.plugin.v1.ParamSpec.type:type_name -> optlab.plugin.v1.ParamType
-	5,  // 1: optlab.plugin.v1.ParamSpec.default:type_name -> optlab.plugin.v1.Value
-	6,  // 2: optlab.plugin.v1.Info.params:type_name -> optlab.plugin.v1.ParamSpec
-	7,  // 3: optlab.plugin.v1.InfoResponse.info:type_name -> optlab.plugin.v1.Info
-	55, // 4: optlab.plugin.v1.Config.params:type_name -> optlab.plugin.v1.Config.ParamsEntry
-	10, // 5: optlab.plugin.v1.ConfigureRequest.config:type_name -> optlab.plugin.v1.Config
-	56, // 6: optlab.plugin.v1.StepOutput.metrics:type_name -> optlab.plugin.v1.StepOutput.MetricsEntry
-	13, // 7: optlab.plugin.v1.StepRequest.input:type_name -> optlab.plugin.v1.StepInput
-	14, // 8: optlab.plugin.v1.StepResponse.output:type_name -> optlab.plugin.v1.StepOutput
+	8,  // 1: optlab.plugin.v1.ParamSpec.default:type_name -> optlab.plugin.v1.Value
+	9,  // 2: optlab.plugin.v1.Info.params:type_name -> optlab.plugin.v1.ParamSpec
+	10, // 3: optlab.plugin.v1.InfoResponse.info:type_name -> optlab.plugin.v1.Info
+	64, // 4: optlab.plugin.v1.Config.params:type_name -> optlab.plugin.v1.Config.ParamsEntry
+	13, // 5: optlab.plugin.v1.ConfigureRequest.config:type_name -> optlab.plugin.v1.Config
+	65, // 6: optlab.plugin.v1.StepOutput.metrics:type_name -> optlab.plugin.v1.StepOutput.MetricsEntry
+	16, // 7: optlab.plugin.v1.StepRequest.input:type_name -> optlab.plugin.v1.StepInput
+	17, // 8: optlab.plugin.v1.StepResponse.output:type_name -> optlab.plugin.v1.StepOutput
 	1,  // 9: optlab.plugin.v1.Predictive.kind:type_name -> optlab.plugin.v1.PredictiveKind
-	17, // 10: optlab.plugin.v1.PredictiveResponse.predictive:type_name -> optlab.plugin.v1.Predictive
-	24, // 11: optlab.plugin.v1.MemberLayout.tensors:type_name -> optlab.plugin.v1.Tensor
-	25, // 12: optlab.plugin.v1.Layout.members:type_name -> optlab.plugin.v1.MemberLayout
-	26, // 13: optlab.plugin.v1.LayoutResponse.layout:type_name -> optlab.plugin.v1.Layout
-	38, // 14: optlab.plugin.v1.LinCombOp.terms:type_name -> optlab.plugin.v1.Term
-	2,  // 15: optlab.plugin.v1.UnaryOp.kind:type_name -> optlab.plugin.v1.UnaryKind
-	3,  // 16: optlab.plugin.v1.BinaryOp.kind:type_name -> optlab.plugin.v1.BinaryKind
-	29, // 17: optlab.plugin.v1.GradOp.batch:type_name -> optlab.plugin.v1.Batch
-	4,  // 18: optlab.plugin.v1.GradOp.bn:type_name -> optlab.plugin.v1.BNMode
-	29, // 19: optlab.plugin.v1.JointGradOp.batch:type_name -> optlab.plugin.v1.Batch
-	4,  // 20: optlab.plugin.v1.JointGradOp.bn:type_name -> optlab.plugin.v1.BNMode
-	30, // 21: optlab.plugin.v1.Op.alloc:type_name -> optlab.plugin.v1.AllocOp
-	31, // 22: optlab.plugin.v1.Op.free:type_name -> optlab.plugin.v1.FreeOp
-	32, // 23: optlab.plugin.v1.Op.copy:type_name -> optlab.plugin.v1.CopyOp
-	33, // 24: optlab.plugin.v1.Op.fill:type_name -> optlab.plugin.v1.FillOp
-	35, // 25: optlab.plugin.v1.Op.scale:type_name -> optlab.plugin.v1.ScaleOp
-	36, // 26: optlab.plugin.v1.Op.add_const:type_name -> optlab.plugin.v1.AddConstOp
-	37, // 27: optlab.plugin.v1.Op.axpy:type_name -> optlab.plugin.v1.AxpyOp
-	39, // 28: optlab.plugin.v1.Op.lin_comb:type_name -> optlab.plugin.v1.LinCombOp
-	40, // 29: optlab.plugin.v1.Op.unary:type_name -> optlab.plugin.v1.UnaryOp
-	41, // 30: optlab.plugin.v1.Op.binary:type_name -> optlab.plugin.v1.BinaryOp
-	42, // 31: optlab.plugin.v1.Op.rand_n:type_name -> optlab.plugin.v1.RandNOp
-	43, // 32: optlab.plugin.v1.Op.dot:type_name -> optlab.plugin.v1.DotOp
-	44, // 33: optlab.plugin.v1.Op.norm:type_name -> optlab.plugin.v1.NormOp
-	45, // 34: optlab.plugin.v1.Op.grad:type_name -> optlab.plugin.v1.GradOp
-	46, // 35: optlab.plugin.v1.Op.base_step:type_name -> optlab.plugin.v1.BaseStepOp
-	47, // 36: optlab.plugin.v1.Op.set_lr:type_name -> optlab.plugin.v1.SetLROp
-	48, // 37: optlab.plugin.v1.Op.joint_grad:type_name -> optlab.plugin.v1.JointGradOp
-	34, // 38: optlab.plugin.v1.Op.fill_range:type_name -> optlab.plugin.v1.FillRangeOp
-	49, // 39: optlab.plugin.v1.Program.ops:type_name -> optlab.plugin.v1.Op
-	50, // 40: optlab.plugin.v1.ExecRequest.program:type_name -> optlab.plugin.v1.Program
-	51, // 41: optlab.plugin.v1.ExecResponse.result:type_name -> optlab.plugin.v1.Result
-	5,  // 42: optlab.plugin.v1.Config.ParamsEntry.value:type_name -> optlab.plugin.v1.Value
-	8,  // 43: optlab.plugin.v1.Optimizer.Info:input_type -> optlab.plugin.v1.InfoRequest
-	11, // 44: optlab.plugin.v1.Optimizer.Configure:input_type -> optlab.plugin.v1.ConfigureRequest
-	15, // 45: optlab.plugin.v1.Optimizer.Step:input_type -> optlab.plugin.v1.StepRequest
-	18, // 46: optlab.plugin.v1.Optimizer.Predictive:input_type -> optlab.plugin.v1.PredictiveRequest
-	20, // 47: optlab.plugin.v1.Optimizer.SaveState:input_type -> optlab.plugin.v1.SaveStateRequest
-	22, // 48: optlab.plugin.v1.Optimizer.LoadState:input_type -> optlab.plugin.v1.LoadStateRequest
-	27, // 49: optlab.plugin.v1.Host.Layout:input_type -> optlab.plugin.v1.LayoutRequest
-	52, // 50: optlab.plugin.v1.Host.Exec:input_type -> optlab.plugin.v1.ExecRequest
-	9,  // 51: optlab.plugin.v1.Optimizer.Info:output_type -> optlab.plugin.v1.InfoResponse
-	12, // 52: optlab.plugin.v1.Optimizer.Configure:output_type -> optlab.plugin.v1.ConfigureResponse
-	16, // 53: optlab.plugin.v1.Optimizer.Step:output_type -> optlab.plugin.v1.StepResponse
-	19, // 54: optlab.plugin.v1.Optimizer.Predictive:output_type -> optlab.plugin.v1.PredictiveResponse
-	21, // 55: optlab.plugin.v1.Optimizer.SaveState:output_type -> optlab.plugin.v1.SaveStateResponse
-	23, // 56: optlab.plugin.v1.Optimizer.LoadState:output_type -> optlab.plugin.v1.LoadStateResponse
-	28, // 57: optlab.plugin.v1.Host.Layout:output_type -> optlab.plugin.v1.LayoutResponse
-	53, // 58: optlab.plugin.v1.Host.Exec:output_type -> optlab.plugin.v1.ExecResponse
-	51, // [51:59] is the sub-list for method output_type
-	43, // [43:51] is the sub-list for method input_type
-	43, // [43:43] is the sub-list for extension type_name
-	43, // [43:43] is the sub-list for extension extendee
-	0,  // [0:43] is the sub-list for field type_name
+	20, // 10: optlab.plugin.v1.PredictiveResponse.predictive:type_name -> optlab.plugin.v1.Predictive
+	27, // 11: optlab.plugin.v1.MemberLayout.tensors:type_name -> optlab.plugin.v1.Tensor
+	28, // 12: optlab.plugin.v1.Layout.members:type_name -> optlab.plugin.v1.MemberLayout
+	29, // 13: optlab.plugin.v1.LayoutResponse.layout:type_name -> optlab.plugin.v1.Layout
+	36, // 14: optlab.plugin.v1.FillOp.value_num:type_name -> optlab.plugin.v1.Num
+	36, // 15: optlab.plugin.v1.ScaleOp.alpha_num:type_name -> optlab.plugin.v1.Num
+	36, // 16: optlab.plugin.v1.AddConstOp.value_num:type_name -> optlab.plugin.v1.Num
+	36, // 17: optlab.plugin.v1.AxpyOp.alpha_num:type_name -> optlab.plugin.v1.Num
+	36, // 18: optlab.plugin.v1.Term.coef_num:type_name -> optlab.plugin.v1.Num
+	42, // 19: optlab.plugin.v1.LinCombOp.terms:type_name -> optlab.plugin.v1.Term
+	2,  // 20: optlab.plugin.v1.UnaryOp.kind:type_name -> optlab.plugin.v1.UnaryKind
+	3,  // 21: optlab.plugin.v1.BinaryOp.kind:type_name -> optlab.plugin.v1.BinaryKind
+	32, // 22: optlab.plugin.v1.GradOp.batch:type_name -> optlab.plugin.v1.Batch
+	7,  // 23: optlab.plugin.v1.GradOp.bn:type_name -> optlab.plugin.v1.BNMode
+	32, // 24: optlab.plugin.v1.JointGradOp.batch:type_name -> optlab.plugin.v1.Batch
+	7,  // 25: optlab.plugin.v1.JointGradOp.bn:type_name -> optlab.plugin.v1.BNMode
+	4,  // 26: optlab.plugin.v1.ArithOp.kind:type_name -> optlab.plugin.v1.ArithKind
+	36, // 27: optlab.plugin.v1.ArithOp.a:type_name -> optlab.plugin.v1.Num
+	36, // 28: optlab.plugin.v1.ArithOp.b:type_name -> optlab.plugin.v1.Num
+	36, // 29: optlab.plugin.v1.ArithOp.c:type_name -> optlab.plugin.v1.Num
+	5,  // 30: optlab.plugin.v1.SegReduceOp.kind:type_name -> optlab.plugin.v1.SegKind
+	6,  // 31: optlab.plugin.v1.SegReduceOp.by:type_name -> optlab.plugin.v1.Segmentation
+	6,  // 32: optlab.plugin.v1.TopKMaskOp.by:type_name -> optlab.plugin.v1.Segmentation
+	36, // 33: optlab.plugin.v1.TopKMaskOp.frac:type_name -> optlab.plugin.v1.Num
+	33, // 34: optlab.plugin.v1.Op.alloc:type_name -> optlab.plugin.v1.AllocOp
+	34, // 35: optlab.plugin.v1.Op.free:type_name -> optlab.plugin.v1.FreeOp
+	35, // 36: optlab.plugin.v1.Op.copy:type_name -> optlab.plugin.v1.CopyOp
+	37, // 37: optlab.plugin.v1.Op.fill:type_name -> optlab.plugin.v1.FillOp
+	39, // 38: optlab.plugin.v1.Op.scale:type_name -> optlab.plugin.v1.ScaleOp
+	40, // 39: optlab.plugin.v1.Op.add_const:type_name -> optlab.plugin.v1.AddConstOp
+	41, // 40: optlab.plugin.v1.Op.axpy:type_name -> optlab.plugin.v1.AxpyOp
+	43, // 41: optlab.plugin.v1.Op.lin_comb:type_name -> optlab.plugin.v1.LinCombOp
+	44, // 42: optlab.plugin.v1.Op.unary:type_name -> optlab.plugin.v1.UnaryOp
+	45, // 43: optlab.plugin.v1.Op.binary:type_name -> optlab.plugin.v1.BinaryOp
+	46, // 44: optlab.plugin.v1.Op.rand_n:type_name -> optlab.plugin.v1.RandNOp
+	47, // 45: optlab.plugin.v1.Op.dot:type_name -> optlab.plugin.v1.DotOp
+	48, // 46: optlab.plugin.v1.Op.norm:type_name -> optlab.plugin.v1.NormOp
+	49, // 47: optlab.plugin.v1.Op.grad:type_name -> optlab.plugin.v1.GradOp
+	50, // 48: optlab.plugin.v1.Op.base_step:type_name -> optlab.plugin.v1.BaseStepOp
+	51, // 49: optlab.plugin.v1.Op.set_lr:type_name -> optlab.plugin.v1.SetLROp
+	52, // 50: optlab.plugin.v1.Op.joint_grad:type_name -> optlab.plugin.v1.JointGradOp
+	38, // 51: optlab.plugin.v1.Op.fill_range:type_name -> optlab.plugin.v1.FillRangeOp
+	53, // 52: optlab.plugin.v1.Op.arith:type_name -> optlab.plugin.v1.ArithOp
+	54, // 53: optlab.plugin.v1.Op.seg_reduce:type_name -> optlab.plugin.v1.SegReduceOp
+	55, // 54: optlab.plugin.v1.Op.top_k_mask:type_name -> optlab.plugin.v1.TopKMaskOp
+	56, // 55: optlab.plugin.v1.Op.read:type_name -> optlab.plugin.v1.ReadOp
+	57, // 56: optlab.plugin.v1.Op.report:type_name -> optlab.plugin.v1.ReportOp
+	58, // 57: optlab.plugin.v1.Program.ops:type_name -> optlab.plugin.v1.Op
+	59, // 58: optlab.plugin.v1.ExecRequest.program:type_name -> optlab.plugin.v1.Program
+	60, // 59: optlab.plugin.v1.ExecResponse.result:type_name -> optlab.plugin.v1.Result
+	8,  // 60: optlab.plugin.v1.Config.ParamsEntry.value:type_name -> optlab.plugin.v1.Value
+	11, // 61: optlab.plugin.v1.Optimizer.Info:input_type -> optlab.plugin.v1.InfoRequest
+	14, // 62: optlab.plugin.v1.Optimizer.Configure:input_type -> optlab.plugin.v1.ConfigureRequest
+	18, // 63: optlab.plugin.v1.Optimizer.Step:input_type -> optlab.plugin.v1.StepRequest
+	21, // 64: optlab.plugin.v1.Optimizer.Predictive:input_type -> optlab.plugin.v1.PredictiveRequest
+	23, // 65: optlab.plugin.v1.Optimizer.SaveState:input_type -> optlab.plugin.v1.SaveStateRequest
+	25, // 66: optlab.plugin.v1.Optimizer.LoadState:input_type -> optlab.plugin.v1.LoadStateRequest
+	30, // 67: optlab.plugin.v1.Host.Layout:input_type -> optlab.plugin.v1.LayoutRequest
+	61, // 68: optlab.plugin.v1.Host.Exec:input_type -> optlab.plugin.v1.ExecRequest
+	12, // 69: optlab.plugin.v1.Optimizer.Info:output_type -> optlab.plugin.v1.InfoResponse
+	15, // 70: optlab.plugin.v1.Optimizer.Configure:output_type -> optlab.plugin.v1.ConfigureResponse
+	19, // 71: optlab.plugin.v1.Optimizer.Step:output_type -> optlab.plugin.v1.StepResponse
+	22, // 72: optlab.plugin.v1.Optimizer.Predictive:output_type -> optlab.plugin.v1.PredictiveResponse
+	24, // 73: optlab.plugin.v1.Optimizer.SaveState:output_type -> optlab.plugin.v1.SaveStateResponse
+	26, // 74: optlab.plugin.v1.Optimizer.LoadState:output_type -> optlab.plugin.v1.LoadStateResponse
+	31, // 75: optlab.plugin.v1.Host.Layout:output_type -> optlab.plugin.v1.LayoutResponse
+	62, // 76: optlab.plugin.v1.Host.Exec:output_type -> optlab.plugin.v1.ExecResponse
+	69, // [69:77] is the sub-list for method output_type
+	61, // [61:69] is the sub-list for method input_type
+	61, // [61:61] is the sub-list for extension type_name
+	61, // [61:61] is the sub-list for extension extendee
+	0,  // [0:61] is the sub-list for field type_name
 }
 
 func init() { file_optlab_plugin_v1_plugin_proto_init() }
@@ -3818,7 +4625,11 @@ func file_optlab_plugin_v1_plugin_proto_init() {
 		(*Value_BoolValue)(nil),
 		(*Value_StringValue)(nil),
 	}
-	file_optlab_plugin_v1_plugin_proto_msgTypes[44].OneofWrappers = []any{
+	file_optlab_plugin_v1_plugin_proto_msgTypes[28].OneofWrappers = []any{
+		(*Num_K)(nil),
+		(*Num_Reg)(nil),
+	}
+	file_optlab_plugin_v1_plugin_proto_msgTypes[50].OneofWrappers = []any{
 		(*Op_Alloc)(nil),
 		(*Op_Free)(nil),
 		(*Op_Copy)(nil),
@@ -3837,14 +4648,19 @@ func file_optlab_plugin_v1_plugin_proto_init() {
 		(*Op_SetLr)(nil),
 		(*Op_JointGrad)(nil),
 		(*Op_FillRange)(nil),
+		(*Op_Arith)(nil),
+		(*Op_SegReduce)(nil),
+		(*Op_TopKMask)(nil),
+		(*Op_Read)(nil),
+		(*Op_Report)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_optlab_plugin_v1_plugin_proto_rawDesc), len(file_optlab_plugin_v1_plugin_proto_rawDesc)),
-			NumEnums:      5,
-			NumMessages:   52,
+			NumEnums:      8,
+			NumMessages:   58,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

@@ -361,7 +361,8 @@ const (
 type HostClient interface {
 	// Layout describes the members' parameters (metadata only).
 	Layout(ctx context.Context, in *LayoutRequest, opts ...grpc.CallOption) (*LayoutResponse, error)
-	// Exec runs a program of ops in order and returns the scalars they emit.
+	// Exec runs a program of ops in order and returns the values its Read ops
+	// read (before minor 5: every scalar its ops emitted).
 	// A failing op is reported as a gRPC status whose details carry an
 	// OpError; an op kind the host does not know gives Unimplemented.
 	Exec(ctx context.Context, in *ExecRequest, opts ...grpc.CallOption) (*ExecResponse, error)
@@ -404,7 +405,8 @@ func (c *hostClient) Exec(ctx context.Context, in *ExecRequest, opts ...grpc.Cal
 type HostServer interface {
 	// Layout describes the members' parameters (metadata only).
 	Layout(context.Context, *LayoutRequest) (*LayoutResponse, error)
-	// Exec runs a program of ops in order and returns the scalars they emit.
+	// Exec runs a program of ops in order and returns the values its Read ops
+	// read (before minor 5: every scalar its ops emitted).
 	// A failing op is reported as a gRPC status whose details carry an
 	// OpError; an op kind the host does not know gives Unimplemented.
 	Exec(context.Context, *ExecRequest) (*ExecResponse, error)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -23,6 +24,12 @@ type Error struct {
 	Msg string
 	// Op is the failing op, or nil.
 	Op *optim.OpError
+
+	// vec, when set, is the error's *optim.VecError, and Msg ends with its
+	// text as the sender printed it, after prefix: Error prints the handle
+	// with the names optim.NameHandles gives the VecError.
+	vec    *optim.VecError
+	prefix string
 }
 
 // OpErrorf returns the *optim.OpError of op index i (kind name op) of a
@@ -32,7 +39,12 @@ func OpErrorf(code codes.Code, i int, op, format string, args ...any) *optim.OpE
 }
 
 // Error returns the message.
-func (e *Error) Error() string { return e.Msg }
+func (e *Error) Error() string {
+	if e.vec != nil {
+		return e.prefix + e.vec.Error()
+	}
+	return e.Msg
+}
 
 // GRPCStatus returns the gRPC status equivalent of e.
 func (e *Error) GRPCStatus() *status.Status {
@@ -47,6 +59,9 @@ func (e *Error) Unwrap() []error {
 	var errs []error
 	if e.Op != nil {
 		errs = append(errs, e.Op)
+	}
+	if e.vec != nil && e.Op == nil {
+		errs = append(errs, e.vec)
 	}
 	switch e.Code {
 	case codes.DeadlineExceeded:
@@ -66,6 +81,13 @@ func withOp(st *status.Status, op *optim.OpError) *status.Status {
 	detail := &pb.OpError{OpIndex: int32(op.Index), Op: op.Op}
 	if op.Err != nil {
 		detail.Message = op.Err.Error()
+		// An error that is a VecError (not one wrapped with more text)
+		// crosses as its handle and the text after it, for the receiver to
+		// name the handle.
+		var ve *optim.VecError
+		if errors.As(op.Err, &ve) && ve.Error() == detail.Message {
+			detail.VecError, detail.Vec, detail.Message = true, int32(ve.Vec), ve.Msg
+		}
 	}
 	if d, err := st.WithDetails(detail); err == nil {
 		return d
@@ -123,10 +145,22 @@ func FromStatus(err error) error {
 	}
 	e := &Error{Code: st.Code(), Msg: st.Message()}
 	for _, d := range st.Details() {
-		if oe, ok := d.(*pb.OpError); ok {
-			e.Op = &optim.OpError{Index: int(oe.GetOpIndex()), Op: oe.GetOp(),
-				Err: &Error{Code: st.Code(), Msg: oe.GetMessage()}}
+		oe, ok := d.(*pb.OpError)
+		if !ok {
+			continue
 		}
+		inner := &Error{Code: st.Code(), Msg: oe.GetMessage()}
+		if oe.GetVecError() {
+			ve := &optim.VecError{Vec: optim.Vec(oe.GetVec()), Msg: oe.GetMessage()}
+			inner.vec, inner.Msg = ve, ve.Error()
+			// The sender printed the handle without names (a host's
+			// program has none); when the whole message ends with that
+			// text, it too prints the names the receiver gives.
+			if prefix, ok := strings.CutSuffix(e.Msg, ve.Error()); ok {
+				e.vec, e.prefix = ve, prefix
+			}
+		}
+		e.Op = &optim.OpError{Index: int(oe.GetOpIndex()), Op: oe.GetOp(), Err: inner}
 	}
 	return e
 }

@@ -2,19 +2,194 @@ package wire
 
 import (
 	"fmt"
+	"reflect"
+	"strings"
 
 	"google.golang.org/grpc/codes"
+	"google.golang.org/protobuf/reflect/protoreflect"
 
 	pb "github.com/optlab/optlab/sdk/internal/pluginpb"
 	"github.com/optlab/optlab/sdk/optim"
 )
 
-// ProgramToProto converts a program for sending. Ops may be given as values
-// or pointers of the optim op types; a nil op gives an *Error with code
-// InvalidArgument and its index. A nil program converts to an empty one.
+// Ops cross the wire by the op table (optim.OpSet): an op is the field
+// spec.Wire of the Op oneof, and each of its Go fields is the field of that
+// message named by its wire name, converted by its protocol kind. A Num
+// field F is the Num message field f_num when the message has one (ops
+// older than minor 5, whose double f then also carries an immediate for
+// older receivers; a receiver reads f as an immediate when f_num is
+// absent), else the Num message field f. Batch and Term are messages whose
+// fields map the same way.
+
+// codec maps the fields of one Go struct (an op, Batch or Term) to the
+// fields of its message.
+type codec struct {
+	typ    reflect.Type
+	msg    protoreflect.MessageDescriptor
+	fields []fieldCodec
+}
+
+// fieldCodec maps one Go field.
+type fieldCodec struct {
+	spec   optim.FieldSpec
+	index  int                          // Go field index
+	fd     protoreflect.FieldDescriptor // the field (for a Num, the Num message)
+	legacy protoreflect.FieldDescriptor // a Num's double field before minor 5, or nil
+	sub    *codec                       // batch: Batch; terms: Term
+}
+
+// opCodec is one op's codec and the oneof field of pb.Op that carries it.
+type opCodec struct {
+	spec  optim.OpSpec
+	field protoreflect.FieldDescriptor
+	codec *codec
+}
+
+// opCodecs is the codec of every op of the table, built once and never
+// modified.
+type opCodecs struct {
+	byType map[reflect.Type]*opCodec
+	byWire map[protoreflect.Name]*opCodec
+	err    error // the first disagreement of the table and the proto
+}
+
+var (
+	opDesc   = (&pb.Op{}).ProtoReflect().Descriptor()
+	opOneof  = opDesc.Oneofs().ByName("kind")
+	numDesc  = (&pb.Num{}).ProtoReflect().Descriptor()
+	numK     = numDesc.Fields().ByName("k")
+	numReg   = numDesc.Fields().ByName("reg")
+	codecs   = buildCodecs()
+	opsEnums = optim.Enums()
+)
+
+func buildCodecs() opCodecs {
+	cs := opCodecs{byType: map[reflect.Type]*opCodec{}, byWire: map[protoreflect.Name]*opCodec{}}
+	for _, s := range optim.OpSet() {
+		fd := opDesc.Fields().ByName(protoreflect.Name(s.Wire))
+		if fd == nil || fd.ContainingOneof() != opOneof || fd.Message() == nil {
+			if cs.err == nil {
+				cs.err = fmt.Errorf("op %s: pb.Op has no message field %q in its oneof", s.Name, s.Wire)
+			}
+			continue
+		}
+		c, err := newCodec(s.Type, fieldsOf(s), fd.Message())
+		if err != nil && cs.err == nil {
+			cs.err = fmt.Errorf("op %s: %w", s.Name, err)
+		}
+		oc := &opCodec{spec: s, field: fd, codec: c}
+		cs.byType[s.Type], cs.byWire[fd.Name()] = oc, oc
+	}
+	return cs
+}
+
+// fieldsOf returns the fields of an op, or (with Type a Batch or Term) of
+// a message inside one: the table's Fields work on any struct.
+func fieldsOf(s optim.OpSpec) []optim.FieldSpec { return s.Fields() }
+
+// newCodec maps t's fields to msg's by wire name and kind. It returns the
+// codec of the fields that agree and the first that does not.
+func newCodec(t reflect.Type, fields []optim.FieldSpec, msg protoreflect.MessageDescriptor) (*codec, error) {
+	c := &codec{typ: t, msg: msg}
+	var first error
+	fail := func(f optim.FieldSpec, format string, args ...any) {
+		if first == nil {
+			first = fmt.Errorf("field %s (%s %s): %s", f.Name, f.Wire, f.Kind, fmt.Sprintf(format, args...))
+		}
+	}
+	for _, f := range fields {
+		sf, _ := t.FieldByName(f.Name)
+		fc := fieldCodec{spec: f, index: sf.Index[0]}
+		if f.Kind == "num" {
+			if fd := msg.Fields().ByName(protoreflect.Name(f.Wire + "_num")); fd != nil {
+				fc.fd = fd
+				fc.legacy = msg.Fields().ByName(protoreflect.Name(f.Wire))
+				if fc.legacy == nil || fc.legacy.Kind() != protoreflect.DoubleKind || fc.legacy.IsList() {
+					fail(f, "%s has %s_num but no double %s", msg.Name(), f.Wire, f.Wire)
+					continue
+				}
+			}
+		}
+		if fc.fd == nil {
+			fc.fd = msg.Fields().ByName(protoreflect.Name(f.Wire))
+		}
+		if fc.fd == nil {
+			fail(f, "%s has no field %q", msg.Name(), f.Wire)
+			continue
+		}
+		if err := checkKind(f.Kind, fc.fd); err != nil {
+			fail(f, "%v", err)
+			continue
+		}
+		switch f.Kind {
+		case "batch", "terms":
+			st := f.Type
+			if st.Kind() == reflect.Slice {
+				st = st.Elem()
+			}
+			sub, err := newCodec(st, fieldsOf(optim.OpSpec{Type: st}), fc.fd.Message())
+			if err != nil {
+				fail(f, "%v", err)
+				continue
+			}
+			fc.sub = sub
+		}
+		c.fields = append(c.fields, fc)
+	}
+	return c, first
+}
+
+// checkKind reports whether proto field fd can carry a field of protocol
+// kind kind.
+func checkKind(kind string, fd protoreflect.FieldDescriptor) error {
+	want := map[string]protoreflect.Kind{
+		"vec": protoreflect.Sint32Kind, "vecs": protoreflect.Sint32Kind,
+		"num": protoreflect.MessageKind, "reg": protoreflect.Int32Kind,
+		"terms": protoreflect.MessageKind, "batch": protoreflect.MessageKind,
+		"bool": protoreflect.BoolKind, "int32": protoreflect.Int32Kind,
+		"int64": protoreflect.Int64Kind, "float": protoreflect.DoubleKind,
+		"string": protoreflect.StringKind,
+	}
+	k, ok := want[kind]
+	enum, isEnum := strings.CutPrefix(kind, "enum:")
+	switch {
+	case isEnum:
+		if fd.Kind() != protoreflect.EnumKind || string(fd.Enum().Name()) != enum {
+			return fmt.Errorf("proto field %s is %v, want enum %s", fd.Name(), fd.Kind(), enum)
+		}
+	case !ok:
+		return fmt.Errorf("unknown protocol kind")
+	case fd.Kind() != k:
+		return fmt.Errorf("proto field %s is %v, want %v", fd.Name(), fd.Kind(), k)
+	}
+	if list := kind == "vecs" || kind == "terms"; fd.IsList() != list {
+		return fmt.Errorf("proto field %s: repeated = %v, want %v", fd.Name(), fd.IsList(), list)
+	}
+	msgs := map[string]protoreflect.FullName{
+		"num": numDesc.FullName(), "batch": (&pb.Batch{}).ProtoReflect().Descriptor().FullName(),
+		"terms": (&pb.Term{}).ProtoReflect().Descriptor().FullName(),
+	}
+	if m, ok := msgs[kind]; ok && fd.Message().FullName() != m {
+		return fmt.Errorf("proto field %s is a %s, want %s", fd.Name(), fd.Message().FullName(), m)
+	}
+	return nil
+}
+
+// CheckOpSet returns nil when every op of the table has its field in pb.Op
+// and its fields agree with its message's, else the first disagreement.
+func CheckOpSet() error { return codecs.err }
+
+// ProgramToProto converts a program for sending. Ops must be values of the
+// optim op types: a nil or pointer op gives an *Error with code
+// InvalidArgument and its index, and so does a misuse of the builder
+// (p.Err: a register of another program). A nil program converts to an
+// empty one.
 func ProgramToProto(p *optim.Program) (*pb.Program, error) {
 	if p == nil {
 		return &pb.Program{}, nil
+	}
+	if err := p.Err(); err != nil {
+		return nil, errorf(codes.InvalidArgument, "program: %v", err)
 	}
 	out := &pb.Program{Ops: make([]*pb.Op, len(p.Ops))}
 	for i, op := range p.Ops {
@@ -28,250 +203,246 @@ func ProgramToProto(p *optim.Program) (*pb.Program, error) {
 }
 
 func opToProto(i int, op optim.Op) (*pb.Op, error) {
-	v := func(x optim.Vec) int32 { return int32(x) }
-	switch o := deref(op).(type) {
-	case optim.Alloc:
-		return &pb.Op{Kind: &pb.Op_Alloc{Alloc: &pb.AllocOp{Id: v(o.ID), Member: o.Member}}}, nil
-	case optim.Free:
-		return &pb.Op{Kind: &pb.Op_Free{Free: &pb.FreeOp{Id: v(o.ID)}}}, nil
-	case optim.Copy:
-		return &pb.Op{Kind: &pb.Op_Copy{Copy: &pb.CopyOp{Dst: v(o.Dst), Src: v(o.Src), Bn: o.BN}}}, nil
-	case optim.Fill:
-		return &pb.Op{Kind: &pb.Op_Fill{Fill: &pb.FillOp{Dst: v(o.Dst), Value: o.Value}}}, nil
-	case optim.FillRange:
-		return &pb.Op{Kind: &pb.Op_FillRange{FillRange: &pb.FillRangeOp{Dst: v(o.Dst), Offset: o.Offset, Len: o.Len, Value: o.Value}}}, nil
-	case optim.Scale:
-		return &pb.Op{Kind: &pb.Op_Scale{Scale: &pb.ScaleOp{Dst: v(o.Dst), Alpha: o.Alpha}}}, nil
-	case optim.AddConst:
-		return &pb.Op{Kind: &pb.Op_AddConst{AddConst: &pb.AddConstOp{Dst: v(o.Dst), Value: o.Value}}}, nil
-	case optim.Axpy:
-		return &pb.Op{Kind: &pb.Op_Axpy{Axpy: &pb.AxpyOp{Dst: v(o.Dst), Alpha: o.Alpha, X: v(o.X)}}}, nil
-	case optim.LinComb:
-		terms := make([]*pb.Term, len(o.Terms))
-		for j, t := range o.Terms {
-			terms[j] = &pb.Term{Coef: t.Coef, X: v(t.X)}
-		}
-		return &pb.Op{Kind: &pb.Op_LinComb{LinComb: &pb.LinCombOp{Dst: v(o.Dst), Terms: terms}}}, nil
-	case optim.Unary:
-		return &pb.Op{Kind: &pb.Op_Unary{Unary: &pb.UnaryOp{Dst: v(o.Dst), Src: v(o.Src), Kind: pb.UnaryKind(o.Kind)}}}, nil
-	case optim.Binary:
-		return &pb.Op{Kind: &pb.Op_Binary{Binary: &pb.BinaryOp{Dst: v(o.Dst), A: v(o.A), B: v(o.B), Kind: pb.BinaryKind(o.Kind)}}}, nil
-	case optim.RandN:
-		return &pb.Op{Kind: &pb.Op_RandN{RandN: &pb.RandNOp{Dst: v(o.Dst), Std: o.Std, Seed: o.Seed}}}, nil
-	case optim.Dot:
-		return &pb.Op{Kind: &pb.Op_Dot{Dot: &pb.DotOp{A: v(o.A), B: v(o.B)}}}, nil
-	case optim.Norm:
-		return &pb.Op{Kind: &pb.Op_Norm{Norm: &pb.NormOp{X: v(o.X)}}}, nil
-	case optim.Grad:
-		b := &pb.Batch{Part: o.Batch.Part, Of: o.Batch.Of, Shuffle: o.Batch.Shuffle}
-		return &pb.Op{Kind: &pb.Op_Grad{Grad: &pb.GradOp{Out: v(o.Out), At: v(o.At), Batch: b, Bn: pb.BNMode(o.BN), Eps: v(o.Eps), OutRho: v(o.OutRho)}}}, nil
-	case optim.BaseStep:
-		return &pb.Op{Kind: &pb.Op_BaseStep{BaseStep: &pb.BaseStepOp{Params: v(o.Params), Grad: v(o.Grad)}}}, nil
-	case optim.SetLR:
-		return &pb.Op{Kind: &pb.Op_SetLr{SetLr: &pb.SetLROp{Member: o.Member, Lr: o.LR}}}, nil
-	case optim.JointGrad:
-		b := &pb.Batch{Part: o.Batch.Part, Of: o.Batch.Of, Shuffle: o.Batch.Shuffle}
-		return &pb.Op{Kind: &pb.Op_JointGrad{JointGrad: &pb.JointGradOp{Outs: vecsToProto(o.Outs), Ats: vecsToProto(o.Ats), Batch: b, Bn: pb.BNMode(o.BN)}}}, nil
-	case nil:
+	if op == nil {
 		return nil, OpErrorf(codes.InvalidArgument, i, "nil", "nil op")
-	default:
-		// Unreachable while optim.Op's method set is unexported; kept so a
-		// new op type added to sdk/optim without a wire mapping fails loudly.
+	}
+	t := reflect.TypeOf(op)
+	if t.Kind() == reflect.Pointer {
+		return nil, OpErrorf(codes.InvalidArgument, i, optim.OpName(op),
+			"op %T is a pointer: programs hold op values (%s{…}, not &%s{…})", op, optim.OpName(op), optim.OpName(op))
+	}
+	oc, ok := codecs.byType[t]
+	if !ok || oc.codec == nil {
+		// Unreachable while the table and the proto agree (a test checks).
 		return nil, OpErrorf(codes.Unimplemented, i, optim.OpName(op), "op type %T has no wire encoding", op)
 	}
+	out := &pb.Op{}
+	m := out.ProtoReflect()
+	oc.codec.encode(reflect.ValueOf(op), m.Mutable(oc.field).Message())
+	return out, nil
 }
 
-// deref turns a pointer to an op into the op value; a nil pointer gives nil.
-func deref(op optim.Op) optim.Op {
-	switch o := op.(type) {
-	case *optim.Alloc:
-		return derefOp(o)
-	case *optim.Free:
-		return derefOp(o)
-	case *optim.Copy:
-		return derefOp(o)
-	case *optim.Fill:
-		return derefOp(o)
-	case *optim.FillRange:
-		return derefOp(o)
-	case *optim.Scale:
-		return derefOp(o)
-	case *optim.AddConst:
-		return derefOp(o)
-	case *optim.Axpy:
-		return derefOp(o)
-	case *optim.LinComb:
-		return derefOp(o)
-	case *optim.Unary:
-		return derefOp(o)
-	case *optim.Binary:
-		return derefOp(o)
-	case *optim.RandN:
-		return derefOp(o)
-	case *optim.Dot:
-		return derefOp(o)
-	case *optim.Norm:
-		return derefOp(o)
-	case *optim.Grad:
-		return derefOp(o)
-	case *optim.BaseStep:
-		return derefOp(o)
-	case *optim.SetLR:
-		return derefOp(o)
-	case *optim.JointGrad:
-		return derefOp(o)
+// encode writes the fields of the Go struct v into m.
+func (c *codec) encode(v reflect.Value, m protoreflect.Message) {
+	for _, f := range c.fields {
+		x := v.Field(f.index)
+		switch f.spec.Kind {
+		case "vec":
+			m.Set(f.fd, protoreflect.ValueOfInt32(int32(x.Interface().(optim.Vec))))
+		case "vecs":
+			l := m.Mutable(f.fd).List()
+			for _, y := range x.Interface().([]optim.Vec) {
+				l.Append(protoreflect.ValueOfInt32(int32(y)))
+			}
+		case "num":
+			n, _ := x.Interface().(optim.Num)
+			if n == nil {
+				continue // absent: an immediate 0 (old ops), an unused operand (Arith)
+			}
+			nm := m.Mutable(f.fd).Message()
+			if k, ok := optim.Imm(n); ok {
+				nm.Set(numK, protoreflect.ValueOfFloat64(k))
+				if f.legacy != nil {
+					m.Set(f.legacy, protoreflect.ValueOfFloat64(k))
+				}
+			} else {
+				nm.Set(numReg, protoreflect.ValueOfInt32(int32(n.(optim.Reg).Index())))
+			}
+		case "reg":
+			m.Set(f.fd, protoreflect.ValueOfInt32(int32(x.Interface().(optim.Reg).Index())))
+		case "batch":
+			f.sub.encode(x, m.Mutable(f.fd).Message())
+		case "terms":
+			l := m.Mutable(f.fd).List()
+			for j := range x.Len() {
+				e := l.NewElement()
+				f.sub.encode(x.Index(j), e.Message())
+				l.Append(e)
+			}
+		case "bool":
+			m.Set(f.fd, protoreflect.ValueOfBool(x.Bool()))
+		case "int32":
+			m.Set(f.fd, protoreflect.ValueOfInt32(int32(x.Int())))
+		case "int64":
+			m.Set(f.fd, protoreflect.ValueOfInt64(x.Int()))
+		case "float":
+			m.Set(f.fd, protoreflect.ValueOfFloat64(x.Float()))
+		case "string":
+			m.Set(f.fd, protoreflect.ValueOfString(x.String()))
+		default: // enum
+			m.Set(f.fd, protoreflect.ValueOfEnum(protoreflect.EnumNumber(x.Int())))
+		}
 	}
-	return op
-}
-
-func derefOp[T optim.Op](p *T) optim.Op {
-	if p == nil {
-		return nil
-	}
-	return *p
 }
 
 // ProgramFromProto converts a received program. An op with no known kind (a
-// newer protocol minor version, or an empty Op) or with an unknown enum kind
-// gives an *Error with code Unimplemented and the op's index. A nil program
-// converts to an empty one.
+// newer protocol minor version, or an empty Op), with a field this version
+// does not know or with an unknown enum kind gives an *Error with code
+// Unimplemented and the op's index. A nil program converts to an empty one.
 func ProgramFromProto(p *pb.Program) (*optim.Program, error) {
-	out := &optim.Program{Ops: make([]optim.Op, len(p.GetOps()))}
+	out := optim.Prog()
+	out.Ops = make([]optim.Op, 0, len(p.GetOps()))
 	for i, op := range p.GetOps() {
-		o, err := opFromProto(i, op)
+		o, err := opFromProto(out, i, op)
 		if err != nil {
 			return nil, err
 		}
-		out.Ops[i] = o
+		out.Ops = append(out.Ops, o)
 	}
 	return out, nil
 }
 
-func opFromProto(i int, op *pb.Op) (optim.Op, error) {
-	v := func(x int32) optim.Vec { return optim.Vec(x) }
-	switch k := op.GetKind().(type) {
-	case *pb.Op_Alloc:
-		o := k.Alloc
-		return optim.Alloc{ID: v(o.GetId()), Member: o.GetMember()}, nil
-	case *pb.Op_Free:
-		return optim.Free{ID: v(k.Free.GetId())}, nil
-	case *pb.Op_Copy:
-		o := k.Copy
-		return optim.Copy{Dst: v(o.GetDst()), Src: v(o.GetSrc()), BN: o.GetBn()}, nil
-	case *pb.Op_Fill:
-		o := k.Fill
-		return optim.Fill{Dst: v(o.GetDst()), Value: o.GetValue()}, nil
-	case *pb.Op_FillRange:
-		o := k.FillRange
-		return optim.FillRange{Dst: v(o.GetDst()), Offset: o.GetOffset(), Len: o.GetLen(), Value: o.GetValue()}, nil
-	case *pb.Op_Scale:
-		o := k.Scale
-		return optim.Scale{Dst: v(o.GetDst()), Alpha: o.GetAlpha()}, nil
-	case *pb.Op_AddConst:
-		o := k.AddConst
-		return optim.AddConst{Dst: v(o.GetDst()), Value: o.GetValue()}, nil
-	case *pb.Op_Axpy:
-		o := k.Axpy
-		return optim.Axpy{Dst: v(o.GetDst()), Alpha: o.GetAlpha(), X: v(o.GetX())}, nil
-	case *pb.Op_LinComb:
-		o := k.LinComb
-		terms := make([]optim.Term, len(o.GetTerms()))
-		for j, t := range o.GetTerms() {
-			terms[j] = optim.Term{Coef: t.GetCoef(), X: v(t.GetX())}
-		}
-		return optim.LinComb{Dst: v(o.GetDst()), Terms: terms}, nil
-	case *pb.Op_Unary:
-		o := k.Unary
-		kind := optim.UnaryKind(o.GetKind())
-		if kind < optim.Abs || kind > optim.Reciprocal {
-			return nil, OpErrorf(codes.Unimplemented, i, "Unary", "unknown unary kind %d", kind)
-		}
-		return optim.Unary{Dst: v(o.GetDst()), Src: v(o.GetSrc()), Kind: kind}, nil
-	case *pb.Op_Binary:
-		o := k.Binary
-		kind := optim.BinaryKind(o.GetKind())
-		if kind < optim.Mul || kind > optim.Min {
-			return nil, OpErrorf(codes.Unimplemented, i, "Binary", "unknown binary kind %d", kind)
-		}
-		return optim.Binary{Dst: v(o.GetDst()), A: v(o.GetA()), B: v(o.GetB()), Kind: kind}, nil
-	case *pb.Op_RandN:
-		o := k.RandN
-		return optim.RandN{Dst: v(o.GetDst()), Std: o.GetStd(), Seed: o.GetSeed()}, nil
-	case *pb.Op_Dot:
-		o := k.Dot
-		return optim.Dot{A: v(o.GetA()), B: v(o.GetB())}, nil
-	case *pb.Op_Norm:
-		return optim.Norm{X: v(k.Norm.GetX())}, nil
-	case *pb.Op_Grad:
-		o := k.Grad
-		bn := optim.BNMode(o.GetBn())
-		if bn != optim.BNUpdate && bn != optim.BNFreeze {
-			return nil, OpErrorf(codes.Unimplemented, i, "Grad", "unknown BatchNorm mode %d", bn)
-		}
-		b := o.GetBatch()
-		return optim.Grad{
-			Out:    v(o.GetOut()),
-			At:     v(o.GetAt()),
-			Batch:  optim.Batch{Part: b.GetPart(), Of: b.GetOf(), Shuffle: b.GetShuffle()},
-			BN:     bn,
-			Eps:    v(o.GetEps()),
-			OutRho: v(o.GetOutRho()),
-		}, nil
-	case *pb.Op_BaseStep:
-		o := k.BaseStep
-		return optim.BaseStep{Params: v(o.GetParams()), Grad: v(o.GetGrad())}, nil
-	case *pb.Op_SetLr:
-		o := k.SetLr
-		return optim.SetLR{Member: o.GetMember(), LR: o.GetLr()}, nil
-	case *pb.Op_JointGrad:
-		o := k.JointGrad
-		bn := optim.BNMode(o.GetBn())
-		if bn != optim.BNUpdate && bn != optim.BNFreeze {
-			return nil, OpErrorf(codes.Unimplemented, i, "JointGrad", "unknown BatchNorm mode %d", bn)
-		}
-		b := o.GetBatch()
-		return optim.JointGrad{
-			Outs:  vecsFromProto(o.GetOuts()),
-			Ats:   vecsFromProto(o.GetAts()),
-			Batch: optim.Batch{Part: b.GetPart(), Of: b.GetOf(), Shuffle: b.GetShuffle()},
-			BN:    bn,
-		}, nil
-	default:
+func opFromProto(p *optim.Program, i int, op *pb.Op) (optim.Op, error) {
+	m := op.ProtoReflect()
+	fd := m.WhichOneof(opOneof)
+	var oc *opCodec
+	if fd != nil {
+		oc = codecs.byWire[fd.Name()]
+	}
+	if oc == nil || oc.codec == nil {
 		return nil, OpErrorf(codes.Unimplemented, i, "unknown", "unknown op kind (sent by a newer protocol minor version?)")
 	}
+	v := reflect.New(oc.spec.Type).Elem()
+	if err := oc.codec.decode(p, m.Get(fd).Message(), v); err != nil {
+		return nil, OpErrorf(codes.Unimplemented, i, oc.spec.Name, "%v", err)
+	}
+	return v.Interface().(optim.Op), nil
 }
 
-// ResultToProto converts a program's result for sending.
+// decode sets the fields of the Go struct v from m; registers become p's.
+func (c *codec) decode(p *optim.Program, m protoreflect.Message, v reflect.Value) error {
+	if len(m.GetUnknown()) > 0 {
+		return fmt.Errorf("%s has a field this protocol minor does not know (sent by a newer one?)", c.msg.Name())
+	}
+	reg := func(i int32) optim.Reg {
+		if i == 0 {
+			return optim.Reg{}
+		}
+		return p.Reg(int(i))
+	}
+	for _, f := range c.fields {
+		x := v.Field(f.index)
+		val := m.Get(f.fd)
+		switch f.spec.Kind {
+		case "vec":
+			x.Set(reflect.ValueOf(optim.Vec(val.Int())))
+		case "vecs":
+			l := val.List()
+			if l.Len() == 0 {
+				continue
+			}
+			vs := make([]optim.Vec, l.Len())
+			for j := range vs {
+				vs[j] = optim.Vec(l.Get(j).Int())
+			}
+			x.Set(reflect.ValueOf(vs))
+		case "num":
+			var n optim.Num
+			if m.Has(f.fd) {
+				nm := val.Message()
+				if len(nm.GetUnknown()) > 0 {
+					return fmt.Errorf("%s: an operand kind this protocol minor does not know", f.spec.Wire)
+				}
+				switch {
+				case nm.Has(numK):
+					n = optim.K(nm.Get(numK).Float())
+				case nm.Has(numReg):
+					n = reg(int32(nm.Get(numReg).Int()))
+				}
+			}
+			if n == nil && f.legacy != nil {
+				n = optim.K(m.Get(f.legacy).Float())
+			}
+			if n != nil {
+				x.Set(reflect.ValueOf(&n).Elem())
+			}
+		case "reg":
+			x.Set(reflect.ValueOf(reg(int32(val.Int()))))
+		case "batch":
+			if err := f.sub.decode(p, val.Message(), x); err != nil {
+				return err
+			}
+		case "terms":
+			l := val.List()
+			if l.Len() == 0 {
+				continue
+			}
+			ts := reflect.MakeSlice(x.Type(), l.Len(), l.Len())
+			for j := range l.Len() {
+				if err := f.sub.decode(p, l.Get(j).Message(), ts.Index(j)); err != nil {
+					return err
+				}
+			}
+			x.Set(ts)
+		case "bool":
+			x.SetBool(val.Bool())
+		case "int32", "int64":
+			x.SetInt(val.Int())
+		case "float":
+			x.SetFloat(val.Float())
+		case "string":
+			x.SetString(val.String())
+		default: // enum
+			enum := strings.TrimPrefix(f.spec.Kind, "enum:")
+			n := int32(val.Enum())
+			if !knownEnum(enum, n) {
+				return fmt.Errorf("unknown %s %d", enum, n)
+			}
+			x.SetInt(int64(n))
+		}
+	}
+	return nil
+}
+
+// knownEnum reports whether n is a value of the table's enumeration enum.
+func knownEnum(enum string, n int32) bool {
+	for _, v := range opsEnums[enum] {
+		if v == n {
+			return true
+		}
+	}
+	return false
+}
+
+// ExecRequestToProto converts a program into the Exec request of this
+// protocol minor.
+func ExecRequestToProto(p *optim.Program) (*pb.ExecRequest, error) {
+	prog, err := ProgramToProto(p)
+	if err != nil {
+		return nil, err
+	}
+	return &pb.ExecRequest{Program: prog, ProtocolMinor: optim.ProtocolMinor}, nil
+}
+
+// ExecRequestFromProto converts a received Exec request. A request of a
+// plugin older than minor 5 (protocol_minor 0) gets a Read op of every
+// register its ops set, in op order, appended: its Result is then every
+// scalar in op order, as such plugins expect.
+func ExecRequestFromProto(req *pb.ExecRequest) (*optim.Program, error) {
+	p, err := ProgramFromProto(req.GetProgram())
+	if err != nil {
+		return nil, err
+	}
+	if req.GetProtocolMinor() == 0 {
+		p.ReadAll()
+	}
+	return p, nil
+}
+
+// ResultToProto converts a program's result for sending: the values of its
+// Read ops.
 func ResultToProto(r optim.Result) *pb.Result {
-	return &pb.Result{Scalars: r.Scalars}
+	return &pb.Result{Scalars: r.Reads}
 }
 
-// ResultFromProto converts a received result.
-func ResultFromProto(r *pb.Result) optim.Result {
-	return optim.Result{Scalars: r.GetScalars()}
-}
-
-// vecsToProto and vecsFromProto convert handle lists.
-func vecsToProto(vs []optim.Vec) []int32 {
-	if vs == nil {
-		return nil
+// ResultFromProto converts the result of program p: an error (Internal)
+// when it has another number of values than p has Read ops.
+func ResultFromProto(p *optim.Program, r *pb.Result) (optim.Result, error) {
+	res, err := optim.NewResult(p, r.GetScalars())
+	if err != nil {
+		return optim.Result{}, errorf(codes.Internal, "host's result: %v", err)
 	}
-	out := make([]int32, len(vs))
-	for i, v := range vs {
-		out[i] = int32(v)
-	}
-	return out
-}
-
-func vecsFromProto(vs []int32) []optim.Vec {
-	if vs == nil {
-		return nil
-	}
-	out := make([]optim.Vec, len(vs))
-	for i, v := range vs {
-		out[i] = optim.Vec(v)
-	}
-	return out
+	return res, nil
 }
 
 // errorf builds a non-op *Error.

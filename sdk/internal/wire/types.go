@@ -395,3 +395,26 @@ func capsFromProto(cs []string) []optim.Capability {
 	}
 	return out
 }
+
+// vecsToProto and vecsFromProto convert handle lists.
+func vecsToProto(vs []optim.Vec) []int32 {
+	if vs == nil {
+		return nil
+	}
+	out := make([]int32, len(vs))
+	for i, v := range vs {
+		out[i] = int32(v)
+	}
+	return out
+}
+
+func vecsFromProto(vs []int32) []optim.Vec {
+	if vs == nil {
+		return nil
+	}
+	out := make([]optim.Vec, len(vs))
+	for i, v := range vs {
+		out[i] = optim.Vec(v)
+	}
+	return out
+}

@@ -5,10 +5,10 @@
 // status codes.
 //
 // Conversions to protobuf validate what the sender controls (hyperparameter
-// types, nil ops); conversions from protobuf validate what a receiver must
-// not trust (op and enum kinds from a newer protocol minor version). An op
-// the receiver does not know yields an *Error with code Unimplemented and
-// the failing op's index.
+// types, nil and pointer ops, foreign registers); conversions from protobuf
+// validate what a receiver must not trust (op kinds, fields and enum values
+// from a newer protocol minor version). An op the receiver does not know
+// yields an *Error with code Unimplemented and the failing op's index.
 package wire
 
 import (
@@ -32,13 +32,13 @@ const (
 	MagicCookieValue = "7b1c2f0e-optlab-optimizer"
 )
 
-// Handshake returns the go-plugin handshake of the optlab protocol. Its
 // HostPIDEnv is the environment variable through which the host tells a
 // plugin its process ID, so that the plugin exits when the host is gone
 // even when it is not the host's direct child (a wrapper script that starts
 // it without exec).
 const HostPIDEnv = "OPTLAB_HOST_PID"
 
+// Handshake returns the go-plugin handshake of the optlab protocol. Its
 // ProtocolVersion is optim.ProtocolMajor.
 func Handshake() plugin.HandshakeConfig {
 	return plugin.HandshakeConfig{

@@ -1,8 +1,9 @@
 """optlab: write optlab optimizer plugins in Python.
 
 The Python twin of the Go SDK (sdk/optim, sdk/hparams, sdk/serve): an
-optimizer sends the host short programs of ops over vector handles and gets
-scalars back; the host (libtorch) does all tensor math. A plugin is a
+optimizer sends the host short programs of ops over vector handles and
+registers, and reads back only the registers it asks for; the host
+(libtorch) does all tensor math. A plugin is a
 script:
 
     import optlab
@@ -25,7 +26,9 @@ script:
             for m, g in enumerate(self.g):
                 evs.append(p.grad(g, optlab.params_of(m)))
                 p.base_step(optlab.params_of(m), g)
-            return optlab.metrics(*host.exec(p).mean(evs))
+            p.report_metrics(*p.mean(evs))  # the step's metrics, from the device
+            host.exec(p)
+            return {}
 
     if __name__ == "__main__":
         optlab.serve(SGD)
@@ -34,7 +37,7 @@ See docs/PLUGINS.md, "Writing a plugin in Python", and
 examples/python-sam/sam.py.
 """
 
-from .errors import Code, Error, OpError, wrap_errors
+from .errors import Code, Error, OpError, VecError, name_handles, wrap_errors
 from .hparams import apply, param, specs
 from .optimizer import (BOOL, CAP_MEMBER_DATA_ORDER, CAP_MEMBERS, FLOAT, INT, PROTOCOL_MAJOR,
                         PROTOCOL_MINOR, STRING, Config, Host, Info, Layout, MemberLayout, Optimizer,
@@ -47,7 +50,7 @@ from .trace import Trace
 __version__ = "0.1.0"
 
 __all__ = [
-    "Code", "Error", "OpError", "wrap_errors", "apply", "param", "specs",
+    "Code", "Error", "OpError", "VecError", "name_handles", "wrap_errors", "apply", "param", "specs",
     "BOOL", "CAP_MEMBER_DATA_ORDER", "CAP_MEMBERS", "FLOAT", "INT", "PROTOCOL_MAJOR", "PROTOCOL_MINOR",
     "STRING", "Config", "Host", "Info", "Layout", "MemberLayout", "Optimizer", "ParamSpec", "Predictive",
     "PredictiveKind", "StepInput", "Tensor", "serve", "Trace",

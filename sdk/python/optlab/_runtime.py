@@ -40,12 +40,12 @@ import grpc
 
 from ._pb import plugin_pb2 as pb
 from ._pb import runtime_pb2 as rt
-from .errors import Code, Error, OpError
+from .errors import Code, Error, name_handles
 from .optimizer import PROTOCOL_MAJOR, is_predictor, is_stateful
 from .program import Result
 from .trace import TRACE_ENV, Trace
-from .wire import (config_from_pb, info_to_pb, layout_from_pb, predictive_to_pb, program_to_pb,
-                   step_input_from_pb, step_output_to_pb)
+from .wire import (config_from_pb, exec_request_to_pb, info_to_pb, layout_from_pb, op_error_from_pb,
+                   op_error_to_pb, predictive_to_pb, result_from_pb, step_input_from_pb, step_output_to_pb)
 
 CORE_PROTOCOL_VERSION = 1
 HOST_PID_ENV = "OPTLAB_HOST_PID"
@@ -218,12 +218,14 @@ class _HostClient:
         return layout_from_pb(resp.layout)
 
     def exec(self, p) -> Result:
-        req = pb.ExecRequest(program=program_to_pb(p))
+        req = exec_request_to_pb(p)
         try:
             resp = self._exec(req, timeout=self._timeout())
         except grpc.RpcError as e:
-            raise error_from_rpc(e) from None
-        return Result(resp.result.scalars)
+            err = error_from_rpc(e)
+            name_handles(err, p)
+            raise err from None
+        return result_from_pb(p, resp.result)
 
 
 def error_from_rpc(e: grpc.RpcError) -> Error:
@@ -235,8 +237,7 @@ def error_from_rpc(e: grpc.RpcError) -> Error:
             st = rt.Status.FromString(value)
             for d in st.details:
                 if d.type_url.endswith("/" + pb.OpError.DESCRIPTOR.full_name):
-                    oe = pb.OpError.FromString(d.value)
-                    err.op = OpError(oe.op_index, oe.op, oe.message)
+                    err.op = op_error_from_pb(pb.OpError.FromString(d.value))
     return err
 
 
@@ -254,7 +255,7 @@ def user_traceback(e: BaseException) -> str:
 
 def _status_details(code: int, message: str, op) -> bytes:
     st = rt.Status(code=int(code), message=message)
-    st.details.add().Pack(pb.OpError(op_index=op.index, op=op.op, message=op.message))
+    st.details.add().Pack(op_error_to_pb(op))
     return st.SerializeToString()
 
 

@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import contextlib
 import enum
-from dataclasses import dataclass
 from typing import Optional
+
+from .program import vec_name
 
 
 class Code(enum.IntEnum):
@@ -38,18 +39,57 @@ class Code(enum.IntEnum):
     UNAUTHENTICATED = 16
 
 
-@dataclass(frozen=True)
+class VecError:
+    """An error about one vector handle of an op (Go's optim.VecError): it
+    prints the handle by its namespaced name ("handle sam/g[0] is not
+    allocated") once name_handles gave it the names of the program that
+    named it; the host's message has the bare handle ("handle v3 …")."""
+
+    __slots__ = ("vec", "msg", "names")
+
+    def __init__(self, vec: int, msg: str, names=None):
+        self.vec, self.msg, self.names = vec, msg, names
+
+    def __str__(self) -> str:
+        name = self.names.name(self.vec) if self.names is not None else vec_name(self.vec)
+        return f"handle {name} {self.msg}"
+
+    def __repr__(self) -> str:
+        return f"VecError({self.vec}, {self.msg!r})"
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, VecError) and (other.vec, other.msg) == (self.vec, self.msg)
+
+    __hash__ = None  # mutable (names)
+
+
 class OpError:
     """The op of a program that failed: its 0-based index, its kind ("Grad")
-    and its own message. Go's optim.OpError; it travels in the gRPC status
-    details as optlab.plugin.v1.OpError."""
+    and its own message (with vec_error, the VecError it is). Go's
+    optim.OpError; it travels in the gRPC status details as
+    optlab.plugin.v1.OpError."""
 
-    index: int
-    op: str
-    message: str
+    __slots__ = ("index", "op", "_message", "vec_error")
+
+    def __init__(self, index: int, op: str, message: str = "", vec_error: Optional[VecError] = None):
+        self.index, self.op, self._message, self.vec_error = index, op, message, vec_error
+
+    @property
+    def message(self) -> str:
+        """The op's own message."""
+        return str(self.vec_error) if self.vec_error is not None else self._message
 
     def __str__(self) -> str:
         return f"op {self.index} ({self.op}): {self.message}"
+
+    def __repr__(self) -> str:
+        return f"OpError({self.index}, {self.op!r}, {self.message!r})"
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, OpError) and (other.index, other.op, other.message, other.vec_error) == (
+            self.index, self.op, self.message, self.vec_error)
+
+    __hash__ = None
 
 
 class Error(Exception):
@@ -62,9 +102,17 @@ class Error(Exception):
 
     def __init__(self, message: str, code: Code = Code.UNKNOWN, op: Optional[OpError] = None):
         super().__init__(message)
-        self.message = message
+        self._message = message
         self.code = Code(code)
         self.op = op
+        self._prefix: Optional[str] = None  # with op.vec_error: message = prefix + str(vec_error)
+
+    @property
+    def message(self) -> str:
+        """The whole message."""
+        if self._prefix is not None and self.op is not None and self.op.vec_error is not None:
+            return self._prefix + str(self.op.vec_error)
+        return self._message
 
     def __str__(self) -> str:
         return self.message
@@ -72,6 +120,21 @@ class Error(Exception):
     def wrap(self, prefix: str) -> "Error":
         """The same error with message "prefix: message"."""
         return Error(f"{prefix}: {self.message}", self.code, self.op)
+
+
+def name_handles(err: BaseException, p) -> None:
+    """Make the VecError of err (an Error whose op failed on a handle) print
+    its handle with the names of program p's namespace, in the op's message
+    and in err's, when the message ends with the host's text: the SDK calls
+    it on the errors Host.exec raises (Go's optim.NameHandles)."""
+    op = getattr(err, "op", None)
+    names = getattr(p, "_names", None)
+    if not isinstance(err, Error) or op is None or op.vec_error is None or names is None:
+        return
+    bare = str(op.vec_error)
+    if err._prefix is None and err._message.endswith(bare):
+        err._prefix = err._message[:len(err._message) - len(bare)]
+    op.vec_error.names = names
 
 
 @contextlib.contextmanager
@@ -87,4 +150,4 @@ def wrap_errors(prefix: str):
         raise e.wrap(prefix) from e
 
 
-__all__ = ["Code", "OpError", "Error", "wrap_errors"]
+__all__ = ["Code", "VecError", "OpError", "Error", "name_handles", "wrap_errors"]

@@ -13,7 +13,7 @@ checks the values configure receives, with Go's messages.
 
 Supported field types are float, int, bool and str. Constraints: `enum`
 lists the values a str may take; `range` is an interval such as "[0,1]",
-"(0,)" or "[1,)" ("[" and "]" inclusive, an empty bound unbounded).
+"(0,)", "[1,)" or "[1,batch]" (the batch size; "[" and "]" inclusive, an empty bound unbounded).
 """
 
 from __future__ import annotations
@@ -180,18 +180,22 @@ def _check_constraints(spec: ParamSpec) -> str:
 
 
 def _parse_range(s: str):
-    bad = ValueError(f'range {_quote(s)}: want an interval such as "[0,1]", "(0,)" or "[1,)"')
+    bad = ValueError(f'range {_quote(s)}: want an interval such as "[0,1]", "(0,)", "[1,)" or "[1,batch]"')
     if len(s) < 3 or s[0] not in "[(" or s[-1] not in "])" or "," not in s[1:-1]:
         raise bad
     lo_s, hi_s = s[1:-1].split(",", 1)
     lo, hi = -math.inf, math.inf
+    # A bound may name what the host knows ("[1,batch]": the batch size);
+    # the host checks it, the plugin leaves it open.
     try:
-        if lo_s.strip():
+        if lo_s.strip() and lo_s.strip() != "batch":
             lo = float(lo_s.strip())
-        if hi_s.strip():
+        if hi_s.strip() and hi_s.strip() != "batch":
             hi = float(hi_s.strip())
     except ValueError:
         raise bad from None
+    if lo_s.strip() == hi_s.strip() == "batch":
+        raise bad
     if lo > hi:
         raise bad
     return lo, hi, s[0] == "(", s[-1] == ")"

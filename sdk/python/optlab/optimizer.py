@@ -8,12 +8,13 @@ import enum
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional
 
-from .program import Handles, Vec
+from .program import OPSET, Handles, Vec
 
 # PROTOCOL_MAJOR is the go-plugin protocol version; PROTOCOL_MINOR the
-# in-band minor version this SDK speaks (sdk/optim's ProtocolMinor).
+# in-band minor version this SDK speaks (sdk/optim's ProtocolMinor, from the
+# op table).
 PROTOCOL_MAJOR = 1
-PROTOCOL_MINOR = 4
+PROTOCOL_MINOR = OPSET["protocol_minor"]
 
 # Capabilities (optim.Capability).
 CAP_MEMBERS = "members"
@@ -136,8 +137,9 @@ class Host:
         raise NotImplementedError
 
     def exec(self, program) -> "Result":  # pragma: no cover - interface
-        """Run the program's ops in order; return the scalars they emit.
-        A failing op raises optlab.Error whose .op names it."""
+        """Run the program's ops in order; return the values of its Read
+        ops (a Result). A failing op raises optlab.Error whose .op names
+        it."""
         raise NotImplementedError
 
 

@@ -1,25 +1,38 @@
-"""Programs of ops, the handles they name and the results they return.
+"""Programs of ops, the handles and registers they name and the results
+they return.
 
-This mirrors sdk/optim's program.go, handles.go and listing.go: the same ops
-(with the same names, so listings and traces read alike in both languages),
-a builder whose scalar-emitting ops return the slots their results are read
-from, and a handle allocator with namespaces. Nothing here needs gRPC.
+This mirrors sdk/optim's program.go, regs.go, handles.go and listing.go, and
+takes the op set from the Go op table (optlab/ops.json, generated from
+sdk/optim's OpSet: never edit it by hand): the same ops with the same names
+and fields (the protocol's snake-case names), the same listing (byte for
+byte), and a builder whose value-computing ops return registers that later
+ops use on the device, that a Read op brings back in the Result (a
+blocking read) and a Report op hands to the host's metrics (no blocking
+read). Nothing here needs gRPC.
 
     hs = config.namespace("sam")
     g = hs.new("g")
     p = hs.prog().alloc(g, 0)
     ev = p.grad(g, PARAMS)
-    n = p.norm(g)
-    r = host.exec(p)
-    loss, norm = r.get(ev.loss), r.get(n)
+    c = p.div(0.05, p.add(p.norm(g), 1e-12))   # ρ/(‖g‖+ε), on the device
+    p.axpy(PARAMS, c, g)
+    p.report("loss", ev.loss)
+    host.exec(p)
 """
 
 from __future__ import annotations
 
 import enum
+import json
 import math
-from dataclasses import dataclass
-from typing import List, NamedTuple, Optional, Sequence, Union
+import os
+from dataclasses import dataclass, field, make_dataclass
+from typing import Any, Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple, Union
+
+# The op table (sdk/optim OpSetJSON): the protocol minor, every op with its
+# wire name, registers, listing format and fields, and the enumerations.
+with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "ops.json"), encoding="utf-8") as _f:
+    OPSET: Dict[str, Any] = json.load(_f)
 
 # Vector handles are ints. Handles <= 0 are reserved by the host: params_of(m)
 # names the live parameters of member m (PARAMS, 0, is member 0's), and
@@ -54,40 +67,53 @@ def rho_member_of(v: Vec) -> Optional[int]:
     return _RHO_BASE - v
 
 
-class UnaryKind(enum.IntEnum):
-    """Elementwise functions of the Unary op (same numbers as Go)."""
+# Enumerations, from the table's (numbers as on the wire). The Python member
+# names are the listing names in capitals, but for the ones spelled apart
+# below (Go's SegSumSq is SUM_SQ, PerTensor PER_TENSOR); the module-level
+# constants carry a prefix where names would clash (ARITH_ADD and Binary's
+# ADD, SEG_DOT, BN_UPDATE).
+_ENUM_SPELLING = {"sumsq": "SUM_SQ", "sumabs": "SUM_ABS", "maxabs": "MAX_ABS", "tensor": "PER_TENSOR",
+                  "row": "PER_ROW"}
+_ENUM_PREFIX = {"UnaryKind": "", "BinaryKind": "", "BNMode": "BN_", "ArithKind": "ARITH_", "SegKind": "SEG_",
+                "Segmentation": ""}
+_ENUM_DOC = {
+    "UnaryKind": "Elementwise functions of the Unary op.",
+    "BinaryKind": "Elementwise functions of two vectors for the Binary op.",
+    "BNMode": "What a gradient pass does to BatchNorm running statistics.",
+    "ArithKind": "Functions of the Arith op: binary (a, b), unary (a) and clamp (a to [b, c]).",
+    "SegKind": "Reductions of SegReduce, per segment: Σx², Σx·y, Σ|x|, max|x|.",
+    "Segmentation": "How a member's flat vector is cut into segments: per tensor, or per output row.",
+}
+# _ENUM_NAMES[type][number] is the name listings print.
+_ENUM_NAMES: Dict[str, Dict[int, str]] = {}
+ENUMS: Dict[str, type] = {}
+_enum_constants: Dict[str, Any] = {}
+for _name, _values in sorted(OPSET["enums"].items()):
+    _members = sorted(((_ENUM_SPELLING.get(s, s.upper()), n) for s, n in _values.items()), key=lambda m: m[1])
+    _cls = enum.IntEnum(_name, _members, module=__name__)
+    _cls.__doc__ = _ENUM_DOC.get(_name, _name + " (same numbers as Go).")
+    ENUMS[_name] = _cls
+    _ENUM_NAMES[_name] = {n: s for s, n in _values.items()}
+    for _m in _cls:
+        _enum_constants[_ENUM_PREFIX.get(_name, _name.upper() + "_") + _m.name] = _m
+globals().update(ENUMS)
+globals().update(_enum_constants)
+UnaryKind = ENUMS["UnaryKind"]
+BinaryKind = ENUMS["BinaryKind"]
+BNMode = ENUMS["BNMode"]
+ArithKind = ENUMS["ArithKind"]
+SegKind = ENUMS["SegKind"]
+Segmentation = ENUMS["Segmentation"]
 
-    ABS = 1
-    SIGN = 2
-    SQRT = 3
-    SQUARE = 4
-    SOFTPLUS = 5
-    EXP = 6
-    LOG = 7
-    RECIPROCAL = 8
+_ARITY = {ArithKind.SQRT: 1, ArithKind.RECIP: 1, ArithKind.CLAMP: 3}
 
 
-class BinaryKind(enum.IntEnum):
-    """Elementwise functions of two vectors for the Binary op."""
-
-    MUL = 1
-    DIV = 2
-    ADD = 3
-    SUB = 4
-    MAX = 5
-    MIN = 6
-
-
-class BNMode(enum.IntEnum):
-    """What a gradient pass does to BatchNorm running statistics."""
-
-    UPDATE = 0
-    FREEZE = 1
-
-
-ABS, SIGN, SQRT, SQUARE, SOFTPLUS, EXP, LOG, RECIPROCAL = tuple(UnaryKind)
-MUL, DIV, ADD, SUB, MAX, MIN = tuple(BinaryKind)
-BN_UPDATE, BN_FREEZE = BNMode.UPDATE, BNMode.FREEZE
+def arity(k) -> int:
+    """The number of operands of Arith kind k (0 for an unknown kind)."""
+    try:
+        return _ARITY.get(ArithKind(k), 2)
+    except ValueError:
+        return 0
 
 
 @dataclass(frozen=True)
@@ -111,138 +137,132 @@ class Batch:
 ALL = Batch()
 
 
-# Ops. The classes carry Go's names, which the listing and errors print.
+# Registers and operands.
 
 
-@dataclass
-class Alloc:
-    id: Vec
-    member: int = 0
+class _ProgID:
+    """The identity of a program (compared by identity only)."""
+
+    __slots__ = ()
 
 
-@dataclass
-class Free:
-    id: Vec
+class Reg:
+    """A register of a program: a value an op computes on the device (a
+    scalar, or one per segment for SegReduce) that later ops of the same
+    program use without a round trip. Registers are numbered from 1 in op
+    order. A Reg belongs to the program whose builder returned it; using it
+    in, or reading it from the result of, another program is an error. The
+    zero Reg, Reg(), is no register (it reads NaN)."""
+
+    __slots__ = ("i", "_id")
+
+    def __init__(self, i: int = 0, _id: Optional[_ProgID] = None):
+        self.i = i  # 1-based; 0 is no register
+        self._id = _id
+
+    @property
+    def index(self) -> int:
+        """The register's 1-based number in its program (0 for no register)."""
+        return self.i
+
+    def __str__(self) -> str:
+        return f"#{self.i}"
+
+    def __repr__(self) -> str:
+        return f"Reg(#{self.i})"
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, Reg) and other.i == self.i and other._id is self._id
+
+    def __hash__(self) -> int:
+        return hash((self.i, id(self._id)))
 
 
-@dataclass
-class Copy:
-    dst: Vec
-    src: Vec
-    bn: bool = False
+Scalar = Reg
+"""The register type that scalar-computing ops return (the name of the
+result slots before registers)."""
 
 
-@dataclass
-class Fill:
-    dst: Vec
-    value: float
+class K(float):
+    """An immediate operand: a constant sent with the program. Builder
+    methods take plain numbers where Go takes a Num, as K."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return f"K({float(self)!r})"
 
 
-@dataclass
-class FillRange:
-    dst: Vec
-    offset: int
-    len: int
-    value: float
+Num = Union[K, Reg, None]
+"""An operand of a coefficient or of Arith: an immediate K or a register;
+None is the immediate 0 (and an unused operand of Arith)."""
 
 
-@dataclass
-class Scale:
-    dst: Vec
-    alpha: float
+def as_num(x) -> Num:
+    """x as an operand: None, a Reg or a K stay; a number becomes a K."""
+    if x is None or isinstance(x, (Reg, K)):
+        return x
+    if isinstance(x, (int, float)) and not isinstance(x, bool):
+        return K(x)
+    raise TypeError(f"operand {x!r} of type {type(x).__name__} is not a number or a register")
 
 
-@dataclass
-class AddConst:
-    dst: Vec
-    value: float
+class Eval(NamedTuple):
+    """The registers of the loss and accuracy that a gradient pass sets."""
 
-
-@dataclass
-class Axpy:
-    dst: Vec
-    alpha: float
-    x: Vec
+    loss: Reg
+    acc: Reg
 
 
 class Term(NamedTuple):
-    """One coefficient·vector pair of a LinComb."""
+    """One coefficient·vector pair of a LinComb; coef is an immediate or a
+    register."""
 
-    coef: float
+    coef: Num
     x: Vec
 
 
-@dataclass
-class LinComb:
-    dst: Vec
-    terms: List[Term]
+# Ops, made from the table: class names are Go's (which listings and errors
+# print), fields the protocol's, and every field defaults to Go's zero value.
 
 
-@dataclass
-class Unary:
-    dst: Vec
-    src: Vec
-    kind: UnaryKind
+def _zero(kind: str):
+    """The dataclass field of a field of protocol kind kind: Go's zero value."""
+    if kind in ("vecs", "terms"):
+        return field(default_factory=list)
+    if kind.startswith("enum:"):
+        cls = ENUMS[kind[5:]]
+        return field(default=cls(0) if 0 in cls._value2member_map_ else 0)
+    return field(default={"vec": 0, "num": None, "reg": Reg(), "batch": ALL, "bool": False, "int32": 0,
+                          "int64": 0, "float": 0.0, "string": ""}[kind])
 
 
-@dataclass
-class Binary:
-    dst: Vec
-    a: Vec
-    b: Vec
-    kind: BinaryKind
+_TYPES = {"vec": Vec, "vecs": List[Vec], "num": Num, "reg": Reg, "terms": List[Term], "batch": Batch,
+          "bool": bool, "int32": int, "int64": int, "float": float, "string": str}
+
+OPS: Dict[str, type] = {}
+"""The op classes by name."""
+_SPECS: Dict[type, Dict[str, Any]] = {}
+for _spec in OPSET["ops"]:
+    _fields = []
+    for _f in _spec["fields"]:
+        _kind = _f["kind"]
+        _typ = ENUMS[_kind[5:]] if _kind.startswith("enum:") else _TYPES[_kind]
+        _fields.append((_f["wire"], _typ, _zero(_kind)))
+    _cls = make_dataclass(_spec["name"], _fields, namespace={
+        "__doc__": f"The {_spec['name']} op (protocol minor {_spec['since']}; the wire's {_spec['wire']}): "
+                   f"listed as {_spec['format']!r}."})
+    _cls.__module__ = __name__
+    OPS[_spec["name"]] = _cls
+    _SPECS[_cls] = _spec
+globals().update(OPS)
+
+Op = Union[tuple(OPS.values())]  # type: ignore[valid-type]
 
 
-@dataclass
-class RandN:
-    dst: Vec
-    std: float
-    seed: int = 0
-
-
-@dataclass
-class Dot:
-    a: Vec
-    b: Vec
-
-
-@dataclass
-class Norm:
-    x: Vec
-
-
-@dataclass
-class Grad:
-    out: Vec
-    at: Vec
-    batch: Batch = ALL
-    bn: BNMode = BNMode.UPDATE
-    eps: Vec = 0
-    out_rho: Vec = 0
-
-
-@dataclass
-class BaseStep:
-    params: Vec
-    grad: Vec
-
-
-@dataclass
-class SetLR:
-    member: int
-    lr: float
-
-
-@dataclass
-class JointGrad:
-    outs: List[Vec]
-    ats: List[Vec]
-    batch: Batch = ALL
-    bn: BNMode = BNMode.UPDATE
-
-
-Op = Union[Alloc, Free, Copy, Fill, FillRange, Scale, AddConst, Axpy, LinComb, Unary, Binary,
-           RandN, Dot, Norm, Grad, BaseStep, SetLR, JointGrad]
+def op_spec(op) -> Optional[Dict[str, Any]]:
+    """The table's row of op's type, or None."""
+    return _SPECS.get(type(op))
 
 
 def op_name(op) -> str:
@@ -251,59 +271,59 @@ def op_name(op) -> str:
 
 
 def emits(op) -> int:
-    """How many scalars op emits: 1 for Dot and Norm, 2 for Grad and JointGrad."""
-    if isinstance(op, (Dot, Norm)):
-        return 1
-    if isinstance(op, (Grad, JointGrad)):
-        return 2
-    return 0
+    """The number of registers op sets: 1 for Dot, Norm, Arith and
+    SegReduce, 2 for Grad and JointGrad, else 0."""
+    spec = op_spec(op)
+    return len(spec["regs"]) if spec else 0
 
 
-class Scalar:
-    """The slot of one scalar a program emits; read it with Result.get. The
-    zero slot, Scalar(), reads NaN."""
-
-    __slots__ = ("i",)
-
-    def __init__(self, i: int = 0):
-        self.i = i  # 1-based; 0 is no slot
-
-    def __repr__(self) -> str:
-        return f"Scalar(#{self.i})"
-
-    def __eq__(self, other) -> bool:
-        return isinstance(other, Scalar) and other.i == self.i
-
-    def __hash__(self) -> int:
-        return hash(self.i)
+# Results.
 
 
-class Eval(NamedTuple):
-    """The slots of the loss and accuracy a gradient pass emits."""
+class ReadError(Exception):
+    """What Result.get raises for a register that cannot be read from a
+    result: it belongs to another program, or its program did not Read it.
+    Both are programming errors of the optimizer (a panic, in Go)."""
 
-    loss: Scalar
-    acc: Scalar
+    def __init__(self, reg: Reg, reason: str):
+        super().__init__(f"register {reg}: {reason}")
+        self.reg, self.reason = reg, reason
 
 
 class Result:
-    """The scalars a program emitted, in op order. Read them with get and
-    the slots the builder returned."""
+    """The values of a program's Read ops, in op order (reads). Read them
+    with get and the registers the builder returned."""
 
-    __slots__ = ("scalars",)
+    __slots__ = ("reads", "_regs", "_id")
 
-    def __init__(self, scalars: Sequence[float] = ()):
-        self.scalars = list(scalars)
+    def __init__(self, reads: Sequence[float] = (), _regs: Sequence[int] = (), _id: Optional[_ProgID] = None):
+        self.reads = list(reads)
+        self._regs = list(_regs)  # the register of each read
+        self._id = _id
 
-    def get(self, s: Scalar) -> float:
-        """The scalar in slot s, or NaN when the result has none there."""
-        i = s.i - 1
-        if i < 0 or i >= len(self.scalars):
-            return math.nan
-        return self.scalars[i]
+    def lookup(self, x: Reg) -> Tuple[float, Optional[ReadError]]:
+        """(value, None) for register x, or (0, ReadError) when x belongs to
+        another program or was not read. The zero Reg reads NaN."""
+        if x.i == 0:
+            return math.nan, None
+        if x._id is not self._id:
+            return 0.0, ReadError(x, "belongs to another program than this result's")
+        for j, i in enumerate(self._regs):
+            if i == x.i:
+                return self.reads[j], None
+        return 0.0, ReadError(x, "was not read: add a Read op for it (Program.read)")
+
+    def get(self, x: Reg) -> float:
+        """The value of register x; raises ReadError when x belongs to
+        another program or was not read. The zero Reg reads NaN."""
+        v, err = self.lookup(x)
+        if err is not None:
+            raise err
+        return v
 
     def mean(self, evs: Sequence[Eval]):
-        """The mean (loss, acc) over the gradient passes evs, summed in Go's
-        order (each term divided by the count); NaN, NaN with none."""
+        """The mean (loss, acc) over the read gradient passes evs, summed in
+        Go's order (each term divided by the count); NaN, NaN with none."""
         if not evs:
             return math.nan, math.nan
         n = float(len(evs))
@@ -314,13 +334,31 @@ class Result:
         return loss, acc
 
     def __repr__(self) -> str:
-        return f"Result({self.scalars!r})"
+        return f"Result({self.reads!r})"
+
+
+def new_result(p: Optional["Program"], vals: Sequence[float]) -> Result:
+    """p's result with the values vals of its Read ops, in op order (hosts
+    and the wire client make results with it). Raises ValueError when vals
+    has another length than p has Read ops."""
+    if p is None:
+        if len(vals):
+            raise ValueError(f"result of a nil program with {len(vals)} values")
+        return Result()
+    regs = [op.x.i for op in p.ops if isinstance(op, Read)]
+    if len(regs) != len(vals):
+        raise ValueError(f"result has {len(vals)} values for {len(regs)} Read ops")
+    return Result(vals, regs, p._ident())
 
 
 def metrics(loss: float, acc: float) -> dict:
-    """The step output of training loss and accuracy that the host's curves
-    and tables expect."""
+    """The step output of a step with training loss and accuracy computed by
+    the plugin (a method that reports them from the device with
+    report_metrics returns {} instead)."""
     return {"loss": loss, "acc": acc}
+
+
+# Handles.
 
 
 class Handles:
@@ -372,38 +410,65 @@ def vec_name(v: Vec) -> str:
     return f"v{v}"
 
 
+# Programs.
+
+
 class Program:
     """An ordered list of ops the host executes in one call. Ops that change
-    vectors return the program (so they chain); ops that emit scalars
-    return their slots. Ops appended to .ops directly are counted too."""
+    vectors return the program (so they chain); ops that compute values
+    return the registers they set. Ops appended to .ops directly are
+    counted too."""
 
-    __slots__ = ("ops", "_names", "_counted", "_scalars")
+    __slots__ = ("ops", "_names", "_id", "_err")
 
     def __init__(self, ops: Optional[List] = None, names: Optional[Handles] = None):
         self.ops: List = list(ops) if ops else []
         self._names = names
-        self._counted = 0
-        self._scalars = 0
+        self._id: Optional[_ProgID] = None
+        self._err: Optional[ValueError] = None
 
     def __len__(self) -> int:
         return len(self.ops)
 
-    def _slot(self) -> Scalar:
-        if self._counted > len(self.ops):
-            self._counted, self._scalars = 0, 0
-        for op in self.ops[self._counted:]:
-            self._scalars += emits(op)
-        self._counted = len(self.ops)
-        return Scalar(self._scalars + 1)
+    def _ident(self) -> _ProgID:
+        if self._id is None:
+            self._id = _ProgID()
+        return self._id
+
+    def reg(self, i: int) -> Reg:
+        """Register i (1-based) of this program: for hosts and decoders that
+        build programs from numbers; plugins use the registers the builder
+        returns."""
+        return Reg(i, self._ident())
+
+    def err(self) -> Optional[ValueError]:
+        """The first misuse of the builder (a register of another program
+        used as an operand), or None. Such a program is refused before it is
+        sent."""
+        return self._err
+
+    def num_regs(self) -> int:
+        """The number of registers the program's ops set."""
+        return sum(emits(op) for op in self.ops)
 
     def _add(self, op) -> "Program":
         self.ops.append(op)
         return self
 
-    def _emit(self, op) -> Scalar:
-        s = self._slot()
+    def _emit(self, op) -> Reg:
+        r = Reg(self.num_regs() + 1, self._ident())
         self.ops.append(op)
-        return s
+        return r
+
+    def _own(self, *ns) -> None:
+        for n in ns:
+            if isinstance(n, Reg) and n.i != 0 and n._id is not self._ident() and self._err is None:
+                self._err = ValueError(f"op {len(self.ops)} uses register {n} of another program")
+
+    def _num(self, x) -> Num:
+        n = as_num(x)
+        self._own(n)
+        return n
 
     def alloc(self, id: Vec, member: int = 0) -> "Program":
         """A zero-filled vector id with member's layout."""
@@ -420,71 +485,170 @@ class Program:
         """dst = src with the BatchNorm running statistics."""
         return self._add(Copy(dst, src, bn=True))
 
-    def fill(self, dst: Vec, value: float) -> "Program":
-        return self._add(Fill(dst, float(value)))
+    def fill(self, dst: Vec, v) -> "Program":
+        """dst = v (a number or a register; per segment for a segment
+        register)."""
+        return self._add(Fill(dst, self._num(v)))
 
     def fill_range(self, dst: Vec, offset: int, n: int, value: float) -> "Program":
         """dst[offset:offset+n] = value (protocol minor 4)."""
         return self._add(FillRange(dst, offset, n, float(value)))
 
-    def scale(self, dst: Vec, alpha: float) -> "Program":
-        return self._add(Scale(dst, float(alpha)))
+    def scale(self, dst: Vec, a) -> "Program":
+        """dst *= a."""
+        return self._add(Scale(dst, self._num(a)))
 
-    def add_const(self, dst: Vec, value: float) -> "Program":
-        return self._add(AddConst(dst, float(value)))
+    def add_const(self, dst: Vec, v) -> "Program":
+        """dst += v elementwise."""
+        return self._add(AddConst(dst, self._num(v)))
 
-    def axpy(self, dst: Vec, alpha: float, x: Vec) -> "Program":
-        """dst += alpha·x."""
-        return self._add(Axpy(dst, float(alpha), x))
+    def axpy(self, dst: Vec, a, x: Vec) -> "Program":
+        """dst += a·x."""
+        return self._add(Axpy(dst, self._num(a), x))
 
     def lin_comb(self, dst: Vec, *terms) -> "Program":
         """dst = Σ coef·x over terms, each a Term or a (coef, x) pair."""
-        return self._add(LinComb(dst, [Term(float(c), x) for c, x in terms]))
+        return self._add(LinComb(dst, [Term(self._num(c), x) for c, x in terms]))
 
-    def unary(self, dst: Vec, src: Vec, kind: UnaryKind) -> "Program":
+    def unary(self, dst: Vec, src: Vec, kind) -> "Program":
+        """dst = kind(src) elementwise."""
         return self._add(Unary(dst, src, UnaryKind(kind)))
 
-    def binary(self, dst: Vec, a: Vec, b: Vec, kind: BinaryKind) -> "Program":
+    def binary(self, dst: Vec, a: Vec, b: Vec, kind) -> "Program":
+        """dst = a ∘ b elementwise."""
         return self._add(Binary(dst, a, b, BinaryKind(kind)))
 
     def rand_n(self, dst: Vec, std: float, seed: int = 0) -> "Program":
+        """dst ~ N(0, std²)."""
         return self._add(RandN(dst, float(std), seed))
 
-    def dot(self, a: Vec, b: Vec) -> Scalar:
-        """The slot of a·b."""
+    def dot(self, a: Vec, b: Vec) -> Reg:
+        """The register of a·b."""
         return self._emit(Dot(a, b))
 
-    def norm(self, x: Vec) -> Scalar:
-        """The slot of ‖x‖ (global L2 norm)."""
+    def norm(self, x: Vec) -> Reg:
+        """The register of ‖x‖ (global L2 norm)."""
         return self._emit(Norm(x))
 
-    def grad(self, out: Vec, at: Vec, batch: Batch = ALL, bn: BNMode = BNMode.UPDATE) -> Eval:
-        """∇L at `at` into `out` (0: none); the slots of its loss and accuracy."""
+    def grad(self, out: Vec, at: Vec, batch: Batch = ALL, bn=BNMode.UPDATE) -> Eval:
+        """∇L at `at` into `out` (0: none); the registers of its loss and accuracy."""
         return self.grad_op(Grad(out, at, batch, BNMode(bn)))
 
-    def grad_op(self, g: Grad) -> Eval:
-        """A Grad op with any of its fields set (eps, out_rho); its slots."""
-        s = self._emit(g)
-        return Eval(s, Scalar(s.i + 1))
+    def grad_op(self, g) -> Eval:
+        """A Grad op with any of its fields set (eps, out_rho); its registers."""
+        r = self._emit(g)
+        return Eval(r, Reg(r.i + 1, r._id))
 
-    def joint_grad(self, outs: Sequence[Vec], ats: Sequence[Vec], batch: Batch = ALL,
-                   bn: BNMode = BNMode.UPDATE) -> Eval:
-        """A JointGrad op (protocol minor 2); the slots of its loss and accuracy."""
-        s = self._emit(JointGrad(list(outs), list(ats), batch, BNMode(bn)))
-        return Eval(s, Scalar(s.i + 1))
+    def joint_grad(self, outs: Sequence[Vec], ats: Sequence[Vec], batch: Batch = ALL, bn=BNMode.UPDATE) -> Eval:
+        """A JointGrad op (protocol minor 2); the registers of its loss and accuracy."""
+        r = self._emit(JointGrad(list(outs), list(ats), batch, BNMode(bn)))
+        return Eval(r, Reg(r.i + 1, r._id))
 
     def base_step(self, params: Vec, grad: Vec) -> "Program":
         """The experiment's base optimizer step of params with gradient grad."""
         return self._add(BaseStep(params, grad))
 
     def set_lr(self, member: int, lr: float) -> "Program":
+        """Override the learning rate of member's BaseStep for the rest of the step."""
         return self._add(SetLR(member, float(lr)))
 
+    def arith(self, kind, a, b=None, c=None) -> Reg:
+        """An Arith op (protocol minor 5): the register of kind(a, b, c)."""
+        a, b, c = as_num(a), as_num(b), as_num(c)
+        self._own(a, b, c)
+        return self._emit(Arith(ArithKind(kind), a, b, c))
+
+    def add(self, a, b) -> Reg:
+        """The register of a + b."""
+        return self.arith(ArithKind.ADD, a, b)
+
+    def sub(self, a, b) -> Reg:
+        """The register of a − b."""
+        return self.arith(ArithKind.SUB, a, b)
+
+    def mul(self, a, b) -> Reg:
+        """The register of a·b."""
+        return self.arith(ArithKind.MUL, a, b)
+
+    def div(self, a, b) -> Reg:
+        """The register of a/b."""
+        return self.arith(ArithKind.DIV, a, b)
+
+    def min(self, a, b) -> Reg:
+        """The register of min(a, b)."""
+        return self.arith(ArithKind.MIN, a, b)
+
+    def max(self, a, b) -> Reg:
+        """The register of max(a, b)."""
+        return self.arith(ArithKind.MAX, a, b)
+
+    def sqrt(self, a) -> Reg:
+        """The register of √a."""
+        return self.arith(ArithKind.SQRT, a)
+
+    def recip(self, a) -> Reg:
+        """The register of 1/a."""
+        return self.arith(ArithKind.RECIP, a)
+
+    def clamp(self, a, lo, hi) -> Reg:
+        """The register of a clamped to [lo, hi]."""
+        return self.arith(ArithKind.CLAMP, a, lo, hi)
+
+    def seg_reduce(self, kind, by, x: Vec, y: Vec = 0) -> Reg:
+        """A SegReduce op (protocol minor 5): its segment register."""
+        return self._emit(SegReduce(SegKind(kind), Segmentation(by), x, y))
+
+    def seg_norm(self, by, x: Vec) -> Reg:
+        """The segment register of the L2 norm of every segment of x."""
+        return self.sqrt(self.seg_reduce(SegKind.SUM_SQ, by, x, 0))
+
+    def top_k_mask(self, dst: Vec, x: Vec, by, frac) -> "Program":
+        """dst = the mask of the ⌊frac·size+½⌋ largest |x| of each segment
+        (protocol minor 5)."""
+        return self._add(TopKMask(dst, x, Segmentation(by), self._num(frac)))
+
+    def read(self, *xs: Reg) -> "Program":
+        """A Read op of every register in xs: their values come back in the
+        Result (a blocking read; use it for control flow only)."""
+        for x in xs:
+            self._own(x)
+            self._add(Read(x))
+        return self
+
+    def report(self, name: str, x: Reg) -> "Program":
+        """A Report op: register x becomes the step's metric name in the
+        host's logs, without a blocking read."""
+        self._own(x)
+        return self._add(Report(name, x))
+
+    def mean(self, evs: Sequence[Eval]) -> Tuple[Reg, Reg]:
+        """The registers of the mean loss and accuracy over the gradient
+        passes evs, each term divided by the count and summed in order (the
+        float64 arithmetic of Result.mean, on the device). With no passes,
+        zero registers."""
+        if not evs:
+            return Reg(), Reg()
+        n = K(len(evs))
+        loss, acc = self.div(evs[0].loss, n), self.div(evs[0].acc, n)
+        for ev in evs[1:]:
+            loss = self.add(loss, self.div(ev.loss, n))
+            acc = self.add(acc, self.div(ev.acc, n))
+        return loss, acc
+
+    def report_metrics(self, loss: Reg, acc: Reg) -> "Program":
+        """Report ops of the step's training loss and accuracy ("loss" and
+        "acc"), the metrics the host's curves and tables expect."""
+        return self.report("loss", loss).report("acc", acc)
+
     def name(self, v: Vec) -> str:
+        """The name of handle v in this program's namespace."""
         return self._names.name(v) if self._names is not None else vec_name(v)
 
     def __str__(self) -> str:
         return listing(self)
+
+
+# Listings.
 
 
 def num(f: float) -> str:
@@ -496,97 +660,172 @@ def num(f: float) -> str:
     return format(f, ".6g")
 
 
+def _num_string(n) -> str:
+    """An operand as listings print it: an immediate as a number, a
+    register as #n."""
+    if n is None:
+        return "0"
+    if isinstance(n, Reg):
+        return str(n)
+    return num(float(n))
+
+
 def listing(p: Optional[Program]) -> str:
     """The program one op a line, exactly as Go's Program.String writes it."""
     if p is None:
-        return "<nil program>"
+        return "<nil program>\n"
     lines = []
-    slot = 1
+    reg = 1
     for i, op in enumerate(p.ops):
         line = "%2d %-9s %s" % (i, op_name(op), _operands(p, op))
-        n = emits(op)
-        if n == 1:
-            line += f"  → #{slot}"
-        elif n == 2:
-            line += f"  → loss #{slot}, acc #{slot + 1}"
-        slot += n
+        spec = op_spec(op)
+        regs = spec["regs"] if spec else []
+        if len(regs) == 1:
+            line += f"  → #{reg}"
+        elif len(regs) > 1:
+            line += "  → " + ", ".join(f"{name} #{reg + j}" for j, name in enumerate(regs))
+        reg += emits(op)
         lines.append(line + "\n")
     return "".join(lines)
 
 
-def _kind_name(k, names) -> str:
-    try:
-        return names[int(k)]
-    except (KeyError, ValueError):
-        return f"{type(k).__name__}({int(k)})"
-
-
-_UNARY_NAMES = {1: "abs", 2: "sign", 3: "sqrt", 4: "square", 5: "softplus", 6: "exp", 7: "log", 8: "reciprocal"}
-_BINARY_NAMES = {1: "mul", 2: "div", 3: "add", 4: "sub", 5: "max", 6: "min"}
-_BN_NAMES = {0: "update", 1: "freeze"}
-
-
 def _operands(p: Program, op) -> str:
-    v = p.name
+    """op's fields formatted with its table format."""
+    spec = op_spec(op)
+    if spec is None:
+        return "<nil>" if op is None else repr(op)
+    kinds = {f["name"]: (f["wire"], f["kind"]) for f in spec["fields"]}
 
-    def out(x: Vec) -> str:  # a gradient target: 0 is none, not params[0]
-        return "_" if x == 0 else v(x)
+    def fld(name: str, mod: str) -> Tuple[str, bool]:
+        if name not in kinds:
+            return "{" + name + "?}", True
+        wire, kind = kinds[name]
+        x = getattr(op, wire)
+        return _value(p, x, kind, mod), not _is_zero(x, kind)
 
-    if isinstance(op, Alloc):
-        return f"{v(op.id)} member={op.member}"
-    if isinstance(op, Free):
-        return v(op.id)
-    if isinstance(op, Copy):
-        s = f"{v(op.dst)} = {v(op.src)}"
-        return s + " (with BatchNorm statistics)" if op.bn else s
-    if isinstance(op, Fill):
-        return f"{v(op.dst)} = {num(op.value)}"
-    if isinstance(op, FillRange):
-        return f"{v(op.dst)}[{op.offset}:{op.offset + op.len}] = {num(op.value)}"
-    if isinstance(op, Scale):
-        return f"{v(op.dst)} *= {num(op.alpha)}"
-    if isinstance(op, AddConst):
-        return f"{v(op.dst)} += {num(op.value)}"
-    if isinstance(op, Axpy):
-        return f"{v(op.dst)} += {num(op.alpha)}·{v(op.x)}"
-    if isinstance(op, LinComb):
-        return f"{v(op.dst)} = " + " + ".join(f"{num(t.coef)}·{v(t.x)}" for t in op.terms)
-    if isinstance(op, Unary):
-        return f"{v(op.dst)} = {_kind_name(op.kind, _UNARY_NAMES)}({v(op.src)})"
-    if isinstance(op, Binary):
-        return f"{v(op.dst)} = {_kind_name(op.kind, _BINARY_NAMES)}({v(op.a)}, {v(op.b)})"
-    if isinstance(op, RandN):
-        return f"{v(op.dst)} ~ N(0, {num(op.std)}²) seed={op.seed}"
-    if isinstance(op, Dot):
-        return f"{v(op.a)} · {v(op.b)}"
-    if isinstance(op, Norm):
-        return v(op.x)
-    if isinstance(op, Grad):
-        s = f"{out(op.out)} = ∇L({v(op.at)}) batch={op.batch} bn={_kind_name(op.bn, _BN_NAMES)}"
-        if op.eps != 0:
-            s += " eps=" + v(op.eps)
-        if op.out_rho != 0:
-            s += " rho-grad=" + v(op.out_rho)
-        return s
-    if isinstance(op, JointGrad):
-        outs = " ".join(out(x) for x in op.outs)
-        ats = " ".join(v(x) for x in op.ats)
-        return f"[{outs}] = ∇L([{ats}]) batch={op.batch} bn={_kind_name(op.bn, _BN_NAMES)}"
-    if isinstance(op, BaseStep):
-        return f"{v(op.params)} with gradient {v(op.grad)}"
-    if isinstance(op, SetLR):
-        return f"member={op.member} lr={num(op.lr)}"
-    return repr(op)
+    return format_op(spec["format"], fld)
 
+
+def format_op(fmt: str, fld: Callable[[str, str], Tuple[str, bool]]) -> str:
+    """Expand an op format as Go's formatOp: {Field} and {Field:mod} print a
+    field, {Field?} prints nothing, a [group] prints only when every field
+    it names is not zero, and [[ and ]] print [ and ]. fld returns a field's
+    text and whether it is not zero."""
+    out: List[str] = []
+    group: List[str] = []
+    in_group, group_ok = False, True
+    w = out
+    i = 0
+    while i < len(fmt):
+        c = fmt[i]
+        if c in "[]" and fmt[i + 1:i + 2] == c:
+            w.append(c)
+            i += 1
+        elif c == "[":
+            in_group, group_ok = True, True
+            group = []
+            w = group
+        elif c == "]" and in_group:
+            if group_ok:
+                out.append("".join(group))
+            in_group = False
+            w = out
+        elif c == "{":
+            j = fmt.index("}", i)
+            name = fmt[i + 1:j]
+            i = j
+            silent = name.endswith("?")
+            name = name.removesuffix("?")
+            mod = ""
+            if ":" in name:
+                name, mod = name.split(":", 1)
+            text, nonzero = fld(name, mod)
+            if in_group and not nonzero:
+                group_ok = False
+            if not silent:
+                w.append(text)
+        else:
+            w.append(c)
+        i += 1
+    return "".join(out)
+
+
+def _is_zero(x, kind: str) -> bool:
+    """Whether x is its Go field's zero value (reflect's IsZero)."""
+    if kind in ("vecs", "terms"):
+        return not x
+    if kind == "num":
+        return x is None
+    if kind == "reg":
+        return x.i == 0 and x._id is None
+    if kind == "batch":
+        return x.part == 0 and x.of == 0 and x.shuffle == 0
+    if kind == "float":
+        return x == 0 and math.copysign(1.0, x) > 0
+    if kind == "string":
+        return x == ""
+    return not x
+
+
+def _value(p: Program, x, kind: str, mod: str) -> str:
+    """One field of an op as Go's listing prints it."""
+
+    def vec(v: Vec) -> str:
+        if mod == "out" and v == 0:  # a gradient target: 0 is none, not params[0]
+            return "_"
+        return p.name(v)
+
+    if kind == "vec":
+        return vec(x)
+    if kind == "vecs":
+        return "[" + " ".join(vec(v) for v in x) + "]"
+    if kind in ("num", "reg"):
+        return _num_string(x)
+    if kind == "terms":
+        return " + ".join(_num_string(c) + "·" + p.name(v) for c, v in x)
+    if kind == "float":
+        return num(float(x))
+    if kind == "bool":
+        return "true" if x else "false"
+    if kind.startswith("enum:"):
+        name = kind[5:]
+        s = _ENUM_NAMES[name].get(int(x))
+        return s if s is not None else f"{name}({int(x)})"
+    return str(x)
+
+
+# The op classes are made at import, so the names are listed here for
+# `from optlab.program import *` and readers.
+Alloc = OPS["Alloc"]
+Free = OPS["Free"]
+Copy = OPS["Copy"]
+Fill = OPS["Fill"]
+FillRange = OPS["FillRange"]
+Scale = OPS["Scale"]
+AddConst = OPS["AddConst"]
+Axpy = OPS["Axpy"]
+LinComb = OPS["LinComb"]
+Unary = OPS["Unary"]
+Binary = OPS["Binary"]
+RandN = OPS["RandN"]
+Dot = OPS["Dot"]
+Norm = OPS["Norm"]
+Grad = OPS["Grad"]
+BaseStep = OPS["BaseStep"]
+SetLR = OPS["SetLR"]
+JointGrad = OPS["JointGrad"]
+Arith = OPS["Arith"]
+SegReduce = OPS["SegReduce"]
+TopKMask = OPS["TopKMask"]
+Read = OPS["Read"]
+Report = OPS["Report"]
 
 __all__ = [
-    "Vec", "PARAMS", "params_of", "rho_of", "member_of", "rho_member_of",
-    "UnaryKind", "BinaryKind", "BNMode",
-    "ABS", "SIGN", "SQRT", "SQUARE", "SOFTPLUS", "EXP", "LOG", "RECIPROCAL",
-    "MUL", "DIV", "ADD", "SUB", "MAX", "MIN", "BN_UPDATE", "BN_FREEZE",
-    "Batch", "ALL", "Term", "Op",
-    "Alloc", "Free", "Copy", "Fill", "FillRange", "Scale", "AddConst", "Axpy", "LinComb",
-    "Unary", "Binary", "RandN", "Dot", "Norm", "Grad", "BaseStep", "SetLR", "JointGrad",
-    "op_name", "emits", "Scalar", "Eval", "Result", "metrics", "Handles", "vec_name",
-    "Program", "num", "listing",
+    "OPSET", "Vec", "PARAMS", "params_of", "rho_of", "member_of", "rho_member_of",
+    "ENUMS", "UnaryKind", "BinaryKind", "BNMode", "ArithKind", "SegKind", "Segmentation", "arity",
+] + sorted(_enum_constants) + [
+    "Batch", "ALL", "Reg", "Scalar", "K", "Num", "as_num", "Eval", "Term", "Op", "OPS",
+] + list(OPS) + [
+    "op_spec", "op_name", "emits", "ReadError", "Result", "new_result", "metrics", "Handles", "vec_name",
+    "Program", "num", "listing", "format_op",
 ]

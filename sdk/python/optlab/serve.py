@@ -61,7 +61,15 @@ def _ensure_grpc() -> None:
         return
     except ImportError as e:
         missing = e
-    target = os.environ.get("OPTLAB_PYTHON") or SYSTEM_PYTHON
+    chosen = os.environ.get("OPTLAB_PYTHON")
+    if chosen and not os.access(chosen, os.X_OK):
+        sys.stderr.write(
+            f"optlab: {sys.executable} cannot import grpc and protobuf ({missing}), and "
+            f"OPTLAB_PYTHON={chosen} names no executable interpreter: fix OPTLAB_PYTHON, "
+            f"or unset it to use {SYSTEM_PYTHON}\n")
+        sys.stderr.flush()
+        sys.exit(1)
+    target = chosen or SYSTEM_PYTHON
     if os.environ.get(_REEXEC_ENV) != "1" and os.path.exists(target):
         os.environ[_REEXEC_ENV] = "1"
         argv = list(getattr(sys, "orig_argv", []))[1:] or sys.argv

@@ -16,8 +16,8 @@ TRACE_ENV = "OPTLAB_TRACE"
 class Trace:
     """A Host that passes every call on to host and writes it to out (a
     text stream): each exec as its number, the program's listing, the
-    scalars it returned by slot and, with timing, how long it took; or the
-    error it failed with."""
+    values it read back by register and, with timing, how long it took; or
+    the error it failed with."""
 
     def __init__(self, host, out, timing: bool = False):
         self._host = host
@@ -56,8 +56,8 @@ class Trace:
             s = head + "\n" + listing(p)
             if err is not None:
                 s += f"   error: {err}\n"
-            elif r.scalars:
-                s += "   ←" + "".join(f" #{i + 1}={num(x)}" for i, x in enumerate(r.scalars)) + "\n"
+            elif r.reads:
+                s += "   ←" + "".join(f" #{i}={num(x)}" for i, x in zip(r._regs, r.reads)) + "\n"
             self._write(s)
         if err is not None:
             raise err

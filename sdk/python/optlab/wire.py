@@ -1,20 +1,19 @@
 """Conversions between the optlab types and the protobuf messages of
 sdk/proto/optlab/plugin/v1/plugin.proto, as sdk/internal/wire does in Go,
 with the same checks on what the plugin sends (hyperparameter types and
-defaults) and receives (value kinds)."""
+defaults, ops) and receives (value, op and enum kinds)."""
 
 from __future__ import annotations
 
 from typing import Any, Dict, List
 
 from ._pb import plugin_pb2 as pb
-from .errors import Code, Error
+from .errors import Code, Error, OpError, VecError
 from .hparams import check
-from .optimizer import (BOOL, FLOAT, INT, STRING, Config, Info, Layout, MemberLayout, ParamSpec,
-                        Predictive, StepInput, Tensor)
-from .program import (AddConst, Alloc, Axpy, BaseStep, Binary, Copy, Dot, Fill, FillRange, Free,
-                      Grad, JointGrad, LinComb, Norm, Program, RandN, Scale, SetLR, Unary,
-                      op_name)
+from .optimizer import (BOOL, FLOAT, INT, PROTOCOL_MINOR, STRING, Config, Info, Layout, MemberLayout,
+                        ParamSpec, Predictive, StepInput, Tensor)
+from .program import (ENUMS, OPS, OPSET, Batch, K, Program, Reg, Result, Term, as_num, new_result,
+                      op_name, op_spec)
 
 _PARAM_TYPES = {FLOAT: pb.PARAM_TYPE_FLOAT, INT: pb.PARAM_TYPE_INT, BOOL: pb.PARAM_TYPE_BOOL,
                 STRING: pb.PARAM_TYPE_STRING}
@@ -116,65 +115,205 @@ def layout_from_pb(l: pb.Layout) -> Layout:
         train_size=l.train_size, batch_size=l.batch_size)
 
 
-def _batch(b) -> pb.Batch:
-    return pb.Batch(part=b.part, of=b.of, shuffle=b.shuffle)
+# Ops cross the wire by the op table (ops.json), as in sdk/internal/wire: an
+# op is the field of the Op oneof named by its wire name, and each of its
+# fields the field of that message with the same name, converted by its
+# protocol kind. A Num field f is the Num message f_num when the message has
+# one (ops older than minor 5, whose double f then also carries an
+# immediate for older receivers; a receiver reads f as an immediate when
+# f_num is absent), else the Num message f. Batch and Term are messages
+# whose fields map the same way.
+_BATCH_FIELDS = (("part", "int32"), ("of", "int32"), ("shuffle", "int64"))
+_TERM_FIELDS = (("coef", "num"), ("x", "vec"))
+_OPS_BY_WIRE = {spec["wire"]: (OPS[spec["name"]], spec) for spec in OPSET["ops"]}
+
+
+def _fields(spec):
+    return tuple((f["wire"], f["kind"]) for f in spec["fields"])
+
+
+def _num_field(msg, wire: str):
+    """The Num field of wire in msg, and its legacy double (or None)."""
+    if wire + "_num" in msg.DESCRIPTOR.fields_by_name:
+        return wire + "_num", wire
+    return wire, None
+
+
+def _encode(fields, obj, msg) -> None:
+    for wire, kind in fields:
+        x = getattr(obj, wire)
+        if kind in ("vec", "int32", "int64"):
+            setattr(msg, wire, int(x))
+        elif kind == "vecs":
+            getattr(msg, wire).extend(int(v) for v in x)
+        elif kind == "num":
+            n = as_num(x)
+            if n is None:
+                continue  # absent: an immediate 0 (old ops), an unused operand (Arith)
+            target, legacy = _num_field(msg, wire)
+            if isinstance(n, Reg):
+                getattr(msg, target).reg = n.i
+            else:
+                getattr(msg, target).k = float(n)
+                if legacy is not None:
+                    setattr(msg, legacy, float(n))
+        elif kind == "reg":
+            if not isinstance(x, Reg):
+                raise TypeError(f"{wire} is {x!r}, not a register")
+            setattr(msg, wire, x.i)
+        elif kind == "batch":
+            sub = getattr(msg, wire)
+            sub.SetInParent()
+            _encode(_BATCH_FIELDS, x, sub)
+        elif kind == "terms":
+            for c, v in x:
+                _encode(_TERM_FIELDS, Term(c, v), getattr(msg, wire).add())
+        elif kind == "bool":
+            setattr(msg, wire, bool(x))
+        elif kind == "float":
+            setattr(msg, wire, float(x))
+        elif kind == "string":
+            setattr(msg, wire, str(x))
+        else:  # enum
+            setattr(msg, wire, int(x))
 
 
 def _op_to_pb(op) -> pb.Op:
-    t = type(op)
-    if t is Alloc:
-        return pb.Op(alloc=pb.AllocOp(id=op.id, member=op.member))
-    if t is Free:
-        return pb.Op(free=pb.FreeOp(id=op.id))
-    if t is Copy:
-        return pb.Op(copy=pb.CopyOp(dst=op.dst, src=op.src, bn=op.bn))
-    if t is Fill:
-        return pb.Op(fill=pb.FillOp(dst=op.dst, value=op.value))
-    if t is FillRange:
-        return pb.Op(fill_range=pb.FillRangeOp(dst=op.dst, offset=op.offset, len=op.len, value=op.value))
-    if t is Scale:
-        return pb.Op(scale=pb.ScaleOp(dst=op.dst, alpha=op.alpha))
-    if t is AddConst:
-        return pb.Op(add_const=pb.AddConstOp(dst=op.dst, value=op.value))
-    if t is Axpy:
-        return pb.Op(axpy=pb.AxpyOp(dst=op.dst, alpha=op.alpha, x=op.x))
-    if t is LinComb:
-        return pb.Op(lin_comb=pb.LinCombOp(dst=op.dst, terms=[pb.Term(coef=c, x=x) for c, x in op.terms]))
-    if t is Unary:
-        return pb.Op(unary=pb.UnaryOp(dst=op.dst, src=op.src, kind=int(op.kind)))
-    if t is Binary:
-        return pb.Op(binary=pb.BinaryOp(dst=op.dst, a=op.a, b=op.b, kind=int(op.kind)))
-    if t is RandN:
-        return pb.Op(rand_n=pb.RandNOp(dst=op.dst, std=op.std, seed=op.seed))
-    if t is Dot:
-        return pb.Op(dot=pb.DotOp(a=op.a, b=op.b))
-    if t is Norm:
-        return pb.Op(norm=pb.NormOp(x=op.x))
-    if t is Grad:
-        return pb.Op(grad=pb.GradOp(out=op.out, at=op.at, batch=_batch(op.batch), bn=int(op.bn), eps=op.eps,
-                                    out_rho=op.out_rho))
-    if t is BaseStep:
-        return pb.Op(base_step=pb.BaseStepOp(params=op.params, grad=op.grad))
-    if t is SetLR:
-        return pb.Op(set_lr=pb.SetLROp(member=op.member, lr=op.lr))
-    if t is JointGrad:
-        return pb.Op(joint_grad=pb.JointGradOp(outs=list(op.outs), ats=list(op.ats), batch=_batch(op.batch),
-                                               bn=int(op.bn)))
-    raise TypeError(f"{op_name(op)} is not an op")
+    spec = op_spec(op)
+    if spec is None:
+        raise TypeError(f"{op_name(op)} is not an op")
+    out = pb.Op()
+    sub = getattr(out, spec["wire"])
+    sub.SetInParent()
+    _encode(_fields(spec), op, sub)
+    return out
 
 
 def program_to_pb(p: Program) -> pb.Program:
-    """The wire form of p; an op that is not one raises optlab.Error naming it."""
+    """The wire form of p; an op that is not one, or a misuse of the
+    builder (p.err(): a register of another program), raises optlab.Error
+    (INVALID_ARGUMENT) naming it."""
     out = pb.Program()
-    for i, op in enumerate(p.ops if p is not None else ()):
+    if p is None:
+        return out
+    if p.err() is not None:
+        raise Error(f"program: {p.err()}", Code.INVALID_ARGUMENT)
+    for i, op in enumerate(p.ops):
         try:
             out.ops.append(_op_to_pb(op))
         except (TypeError, ValueError) as e:
-            raise Error(f"op {i} ({op_name(op)}): {e}", Code.INVALID_ARGUMENT) from None
+            raise Error(f"op {i} ({op_name(op)}): {e}", Code.INVALID_ARGUMENT,
+                        OpError(i, op_name(op), str(e))) from None
     return out
+
+
+def _decode(fields, cls, msg, p: Program):
+    if len(msg.UnknownFields()):
+        raise ValueError(f"{msg.DESCRIPTOR.name} has a field this protocol minor does not know (sent by a newer one?)")
+
+    def reg(i: int) -> Reg:
+        return Reg() if i == 0 else p.reg(i)
+
+    kw = {}
+    for wire, kind in fields:
+        if kind in ("vec", "int32", "int64", "bool", "float", "string"):
+            kw[wire] = getattr(msg, wire)
+        elif kind == "vecs":
+            kw[wire] = list(getattr(msg, wire))
+        elif kind == "num":
+            target, legacy = _num_field(msg, wire)
+            n = None
+            if msg.HasField(target):
+                nm = getattr(msg, target)
+                if len(nm.UnknownFields()):
+                    raise ValueError(f"{wire}: an operand kind this protocol minor does not know")
+                which = nm.WhichOneof("kind")
+                if which == "k":
+                    n = K(nm.k)
+                elif which == "reg":
+                    n = reg(nm.reg)
+            if n is None and legacy is not None:
+                n = K(getattr(msg, legacy))
+            kw[wire] = n
+        elif kind == "reg":
+            kw[wire] = reg(getattr(msg, wire))
+        elif kind == "batch":
+            kw[wire] = _decode(_BATCH_FIELDS, Batch, getattr(msg, wire), p)
+        elif kind == "terms":
+            kw[wire] = [_decode(_TERM_FIELDS, Term, t, p) for t in getattr(msg, wire)]
+        else:  # enum
+            name, n = kind[5:], getattr(msg, wire)
+            if n not in OPSET["enums"][name].values():
+                raise ValueError(f"unknown {name} {n}")
+            kw[wire] = ENUMS[name](n)
+    return cls(**kw)
+
+
+def program_from_pb(m: pb.Program) -> Program:
+    """A received program (Go's wire.ProgramFromProto): an op of a kind, a
+    field or an enum value this protocol minor does not know raises
+    optlab.Error (UNIMPLEMENTED) with the op's index."""
+    p = Program()
+    for i, op in enumerate(m.ops):
+        kind = op.WhichOneof("kind")
+        if kind is None or kind not in _OPS_BY_WIRE:
+            msg = "unknown op kind (sent by a newer protocol minor version?)"
+            raise Error(f"op {i} (unknown): {msg}", Code.UNIMPLEMENTED, OpError(i, "unknown", msg))
+        cls, spec = _OPS_BY_WIRE[kind]
+        try:
+            p.ops.append(_decode(_fields(spec), cls, getattr(op, kind), p))
+        except ValueError as e:
+            raise Error(f"op {i} ({spec['name']}): {e}", Code.UNIMPLEMENTED, OpError(i, spec["name"], str(e))) from None
+    return p
+
+
+def exec_request_to_pb(p: Program) -> pb.ExecRequest:
+    """The Exec request of p, of this SDK's protocol minor."""
+    return pb.ExecRequest(program=program_to_pb(p), protocol_minor=PROTOCOL_MINOR)
+
+
+def exec_request_from_pb(req: pb.ExecRequest) -> Program:
+    """A received Exec request's program; one of a plugin older than minor 5
+    (protocol_minor 0) gets a Read op of every register appended, in op
+    order (its result is then every scalar in op order)."""
+    p = program_from_pb(req.program)
+    if req.protocol_minor == 0:
+        for r in range(1, p.num_regs() + 1):
+            p.read(p.reg(r))
+    return p
+
+
+def result_from_pb(p: Program, r: pb.Result) -> Result:
+    """The result of p: raises optlab.Error (INTERNAL) when it has another
+    number of values than p has Read ops."""
+    try:
+        return new_result(p, list(r.scalars))
+    except ValueError as e:
+        raise Error(f"host's result: {e}", Code.INTERNAL) from None
+
+
+def result_to_pb(r: Result) -> pb.Result:
+    return pb.Result(scalars=r.reads)
+
+
+def op_error_to_pb(op: OpError) -> pb.OpError:
+    """The OpError detail of a failed op; a VecError crosses as its handle
+    and the text after it, for the receiver to name the handle."""
+    if op.vec_error is not None:
+        return pb.OpError(op_index=op.index, op=op.op, message=op.vec_error.msg, vec_error=True,
+                          vec=op.vec_error.vec)
+    return pb.OpError(op_index=op.index, op=op.op, message=op.message)
+
+
+def op_error_from_pb(oe: pb.OpError) -> OpError:
+    if oe.vec_error:
+        return OpError(oe.op_index, oe.op, vec_error=VecError(oe.vec, oe.message))
+    return OpError(oe.op_index, oe.op, oe.message)
 
 
 __all__ = [
     "value_to_pb", "value_from_pb", "param_spec_to_pb", "info_to_pb", "config_from_pb",
     "step_input_from_pb", "step_output_to_pb", "predictive_to_pb", "layout_from_pb", "program_to_pb",
-    ]
+    "program_from_pb", "exec_request_to_pb", "exec_request_from_pb", "result_from_pb", "result_to_pb",
+    "op_error_to_pb", "op_error_from_pb",
+]

@@ -83,6 +83,14 @@ class ApplyTest(unittest.TestCase):
                 optlab.apply(Params, params)
             self.assertEqual(str(cm.exception), msg)
 
+    def test_batch_bound(self):
+        # "[1,batch]": the host checks the batch size; the plugin leaves it open.
+        from optlab.hparams import check
+        from optlab.optimizer import INT, ParamSpec
+        spec = ParamSpec(name="m", type=INT, doc="", enum=[], range="[1,batch]", default=1)
+        self.assertEqual(check(spec, 1000), "")
+        self.assertEqual(check(spec, 0), "0 is out of range [1,batch]: want ≥ 1")
+
     def test_convert(self):
         self.assertEqual(convert("float", 3), 3.0)
         self.assertEqual(convert("int", 4.0), 4)

@@ -29,11 +29,13 @@ PYTHON = "/usr/bin/python3"
 
 
 class FakeHost:
-    """optlab.plugin.v1.Host: every emitted scalar is 0.5; an op on handle
-    999 fails with an OpError; delay slows every Exec down."""
+    """optlab.plugin.v1.Host: every Read reads 0.5; a Norm of handle 999
+    fails with an OpError, a Free with a VecError; delay slows every Exec
+    down."""
 
     def __init__(self):
         self.programs = []
+        self.exec_minors = []
         self.delay = 0.0
 
     def layout(self, request, context):
@@ -44,6 +46,7 @@ class FakeHost:
     def exec(self, request, context):
         time.sleep(self.delay)
         self.programs.append(request.program)
+        self.exec_minors.append(request.protocol_minor)
         scalars = []
         for i, op in enumerate(request.program.ops):
             kind = op.WhichOneof("kind")
@@ -53,7 +56,15 @@ class FakeHost:
                 st.details.add().Pack(pb.OpError(op_index=i, op="Norm", message="handle 999 is not allocated"))
                 context.set_trailing_metadata((("grpc-status-details-bin", st.SerializeToString()),))
                 context.abort(grpc.StatusCode.FAILED_PRECONDITION, st.message)
-            scalars += [0.5] * {"norm": 1, "dot": 1, "grad": 2, "joint_grad": 2}.get(kind, 0)
+            if kind == "free":
+                st = rt.Status(code=grpc.StatusCode.FAILED_PRECONDITION.value[0],
+                               message=f"op {i} (Free): handle v{op.free.id} is not allocated")
+                st.details.add().Pack(pb.OpError(op_index=i, op="Free", message="is not allocated", vec_error=True,
+                                                 vec=op.free.id))
+                context.set_trailing_metadata((("grpc-status-details-bin", st.SerializeToString()),))
+                context.abort(grpc.StatusCode.FAILED_PRECONDITION, st.message)
+            if kind == "read":
+                scalars.append(0.5)
         return pb.ExecResponse(result=pb.Result(scalars=scalars))
 
 
@@ -162,7 +173,7 @@ class ServeTest(unittest.TestCase):
 
     def test_info(self):
         r = self.p.call("Info", pb.InfoRequest(), pb.InfoResponse)
-        self.assertEqual((r.info.name, r.info.version, r.info.protocol_minor), ("toy", "1.2.3", 4))
+        self.assertEqual((r.info.name, r.info.version, r.info.protocol_minor), ("toy", "1.2.3", 5))
         self.assertEqual(list(r.info.capabilities), ["members"])
         self.assertTrue(r.predictor)
         self.assertTrue(r.stateful)
@@ -177,7 +188,7 @@ class ServeTest(unittest.TestCase):
         self.assertEqual(dict(out), {"loss": 1.0, "acc": 0.5, "norm": 0.5, "lr": 0.1})
         alloc, step = self.p.host.programs
         self.assertEqual([op.WhichOneof("kind") for op in alloc.ops], ["alloc"])
-        self.assertEqual([op.WhichOneof("kind") for op in step.ops], ["grad", "norm", "base_step"])
+        self.assertEqual([op.WhichOneof("kind") for op in step.ops], ["grad", "norm", "base_step", "read", "read", "read"])
         self.assertEqual(step.ops[0].grad.out, alloc.ops[0].alloc.id)
 
     def test_step_before_configure(self):
@@ -219,6 +230,23 @@ class ServeTest(unittest.TestCase):
         oe = pb.OpError()
         self.assertTrue(st.details[0].Unpack(oe))
         self.assertEqual((oe.op_index, oe.op, oe.message), (3, "Norm", "handle 999 is not allocated"))
+
+    def test_vec_error_names_the_handle(self):
+        self.p.configure(fault="ghost")
+        with self.assertRaises(grpc.RpcError) as cm:
+            self.p.step()
+        e = cm.exception
+        self.assertEqual(e.details(), "toy: step: op 3 (Free): handle toy/ghost is not allocated")
+        st = rt.Status.FromString(dict(e.trailing_metadata())["grpc-status-details-bin"])
+        oe = pb.OpError()
+        self.assertTrue(st.details[0].Unpack(oe))
+        self.assertEqual((oe.op_index, oe.op, oe.message, oe.vec_error, oe.vec), (3, "Free", "is not allocated", True, 2))
+        self.assertEqual(self.p.host.programs[-1].ops[3].free.id, 2)
+
+    def test_exec_request_has_the_minor(self):
+        self.p.configure()
+        self.p.step()
+        self.assertEqual(self.p.host.exec_minors[-1], 5)
 
     def test_exception_is_a_panic(self):
         self.p.configure(fault="raise")
@@ -280,7 +308,7 @@ class ServeTest(unittest.TestCase):
         while time.time() < deadline and "   ← #1=0.5 #2=0.5 #3=0.5\n" not in "".join(s for _, s in p.output):
             time.sleep(0.02)
         text = "".join(s for _, s in p.output)
-        self.assertRegex(text, r"exec 2: 3 ops, \S+\n 0 Grad      toy/g\[0\] = ∇L\(params\[0\]\) batch=all bn=update  → loss #1, acc #2\n")
+        self.assertRegex(text, r"exec 2: 6 ops, \S+\n 0 Grad      toy/g\[0\] = ∇L\(params\[0\]\) batch=all bn=update  → loss #1, acc #2\n")
         self.assertIn("   ← #1=0.5 #2=0.5 #3=0.5\n", text)
 
     def test_shutdown(self):

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """A toy optimizer plugin for the protocol tests (test_serve.py): one
 gradient, its norm and the base step per member, with switches that make
-a step misbehave, a predictive and a state."""
+a step misbehave, a predictive and a state. It reads what it returns
+(Read ops), as plugins do that need values for control flow."""
 
 import os
 import sys
@@ -15,7 +16,7 @@ import optlab  # noqa: E402
 @dataclass
 class Params:
     scale: float = optlab.param(1.0, range="(0,)", doc="multiplies the reported loss")
-    fault: str = optlab.param("none", enum=["none", "fail", "raise", "bad-op", "print"],
+    fault: str = optlab.param("none", enum=["none", "fail", "raise", "bad-op", "ghost", "print"],
                               doc="what the next steps do wrong")
 
 
@@ -53,6 +54,11 @@ class Toy(optlab.Optimizer):
             p.base_step(optlab.params_of(m), g)
         if fault == "bad-op":
             p.norm(999)
+        if fault == "ghost":
+            p.free(self.hs.new("ghost"))
+        for ev in evs:
+            p.read(ev.loss, ev.acc)
+        p.read(n)
         with optlab.wrap_errors("toy: step"):
             r = host.exec(p)
         self.steps += 1

@@ -1,0 +1,61 @@
+package train
+
+import (
+	"crypto/sha256"
+	"fmt"
+	"os"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/optlab/optlab/host/experiment"
+)
+
+// TestRecordIdentifiesFiles (hardening 09): the content behind data.path
+// (csv) and model.init_from is part of a run's configuration, so that
+// another file under the same name is another run; a file that cannot be
+// read, or is not a regular file, adds no key (and is not read).
+func TestRecordIdentifiesFiles(t *testing.T) {
+	dir := t.TempDir()
+	csv := filepath.Join(dir, "d.csv")
+	init := filepath.Join(dir, "m.safetensors")
+	os.WriteFile(csv, []byte("1,2,0\n3,4,1\n"), 0o644)
+	os.WriteFile(init, []byte("weights"), 0o644)
+	exp := experiment.Default()
+	exp.Data.Dataset = experiment.DatasetCSV
+	exp.Data.Path = csv
+	exp.Model.InitFrom = init
+	r := &Runner{Exp: exp}
+	run := experiment.Run{Key: "k", Label: "SGD"}
+	cfg := r.Record(run, Method{}).Config
+	sum := sha256.Sum256([]byte("weights"))
+	if want := fmt.Sprintf("7 bytes, sha256 %x", sum); cfg["model.init_from.content"] != want {
+		t.Errorf("model.init_from.content = %v, want %q", cfg["model.init_from.content"], want)
+	}
+	sum = sha256.Sum256([]byte("1,2,0\n3,4,1\n"))
+	if want := fmt.Sprintf("12 bytes, sha256 %x", sum); cfg["data.path.content"] != want {
+		t.Errorf("data.path.content = %v, want %q", cfg["data.path.content"], want)
+	}
+	// The same name, other content (and a later mtime): another run.
+	os.WriteFile(csv, []byte("1,2,0\n3,4,2\n"), 0o644)
+	later := time.Now().Add(time.Minute)
+	os.Chtimes(csv, later, later)
+	if now := r.Record(run, Method{}).Config; now["data.path.content"] == cfg["data.path.content"] {
+		t.Errorf("edited csv: identity unchanged %v", now["data.path.content"])
+	}
+	// Not there, or a FIFO (not opened, which would block): no key.
+	fifo := filepath.Join(dir, "fifo")
+	if err := syscall.Mkfifo(fifo, 0o644); err != nil {
+		t.Skip(err)
+	}
+	exp.Data.Path = fifo
+	exp.Model.InitFrom = filepath.Join(dir, "missing")
+	now := r.Record(run, Method{}).Config
+	if _, ok := now["data.path.content"]; ok {
+		t.Errorf("FIFO identified: %v", now["data.path.content"])
+	}
+	if _, ok := now["model.init_from.content"]; ok {
+		t.Errorf("missing file identified: %v", now["model.init_from.content"])
+	}
+}

@@ -1,0 +1,98 @@
+package train
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/optlab/optlab/host/engine"
+	"github.com/optlab/optlab/host/tensor"
+	"github.com/optlab/optlab/plugins/builtin"
+	"github.com/optlab/optlab/sdk/optim"
+)
+
+// counted wraps an optimizer and records, for every step, how many Execs
+// and blocking device→host reads the real engine made during it.
+type counted struct {
+	optim.Optimizer
+	steps []engine.Counters
+}
+
+func (c *counted) Step(ctx context.Context, h optim.Host, in optim.StepInput) (optim.StepOutput, error) {
+	e, ok := h.(*engine.Engine)
+	if !ok {
+		return optim.StepOutput{}, fmt.Errorf("the host is a %T, not the engine", h)
+	}
+	before := e.Counters()
+	out, err := c.Optimizer.Step(ctx, h, in)
+	after := e.Counters()
+	c.steps = append(c.steps, engine.Counters{Execs: after.Execs - before.Execs, Ops: after.Ops - before.Ops,
+		BlockingReads: after.BlockingReads - before.BlockingReads})
+	return out, err
+}
+
+func (c *counted) Predictive(ctx context.Context) (optim.Predictive, error) {
+	if p, ok := c.Optimizer.(optim.Predictor); ok {
+		return p.Predictive(ctx)
+	}
+	return optim.Predictive{Kind: optim.Point}, nil
+}
+
+// Every built-in method steps in one Exec with no blocking device→host
+// read in steady state (after its first step), through the real engine and
+// the training loop, which reads the reported metrics without blocking on
+// the CPU.
+func TestOneExecNoBlockingReadPerStep(t *testing.T) {
+	w := tensor.NewWorker(2)
+	defer w.Close()
+	short := strings.NewReplacer("epochs = 3", "epochs = 1\nmax_steps = 6").Replace(digitsTOML)
+	two := strings.Replace(short, `archs = ["cnn"]`, `archs = ["cnn*2"]`, 1)
+	vi := strings.Replace(short, "[train]", "variational = true\n[train]", 1)
+	reg := builtin.Registry()
+	// Steps known to take a second Exec: a snapshot ensemble's snapshots
+	// (plugins/ensembles: CopyState in a program of its own).
+	extra := map[string][]int{"snapshot ensemble": {2, 5}}
+	for _, c := range []struct {
+		name, method, toml string
+		params             map[string]any
+	}{
+		{"sgd", "sgd", short, nil},
+		{"sam", "sam", short, map[string]any{"rho": 0.05}},
+		{"sam m=2", "sam", short, map[string]any{"rho": 0.05, "m": int64(2)}},
+		{"asam weights", "sam", short, map[string]any{"rho": 0.5, "adaptive": true, "adaptive_scope": "weights"}},
+		{"bsam", "bsam", short, nil},
+		{"otmdr", "otmdr", short, nil},
+		{"otmdr K=2", "otmdr", short, map[string]any{"particles": int64(2)}},
+		{"otmdr reference", "otmdr", short, map[string]any{"mode": "reference"}},
+		{"otmdr joint", "otmdr", two, map[string]any{"joint": true}},
+		{"otmdr ensemble", "otmdr", two, nil},
+		{"sgvb", "sgvb", vi, nil},
+		{"otmdr-sgvb", "otmdr-sgvb", vi, nil},
+		{"deep ensemble of sam", "ensembles", two, map[string]any{"kind": "deep", "member": "sam"}},
+		{"snapshot ensemble", "ensembles", short, map[string]any{"kind": "snapshot", "cycles": int64(2)}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			opt, err := reg.New(c.method)
+			if err != nil {
+				t.Fatal(err)
+			}
+			r, exp := newRunner(t, w, c.toml)
+			cw := &counted{Optimizer: opt}
+			runOnce(t, r, exp, cw, c.params)
+			if len(cw.steps) != 6 {
+				t.Fatalf("%d steps, want 6", len(cw.steps))
+			}
+			for i, s := range cw.steps {
+				execs := int64(1)
+				if slices.Contains(extra[c.name], i) {
+					execs = 2
+				}
+				if i > 0 && (s.Execs != execs || s.BlockingReads != 0) {
+					t.Errorf("step %d: %d Execs (%d ops), %d blocking reads; want %d Exec, no blocking read", i, s.Execs, s.Ops, s.BlockingReads, execs)
+				}
+			}
+		})
+	}
+}

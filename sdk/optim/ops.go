@@ -1,0 +1,388 @@
+package optim
+
+import "math"
+
+// UnaryKind selects an elementwise function for the Unary op.
+type UnaryKind int32
+
+// Elementwise functions of the Unary op.
+const (
+	Abs UnaryKind = iota + 1
+	Sign
+	Sqrt
+	Square
+	Softplus
+	Exp
+	Log
+	Reciprocal
+)
+
+// BinaryKind selects an elementwise function of two vectors for the Binary op.
+type BinaryKind int32
+
+// Elementwise functions of the Binary op.
+const (
+	Mul BinaryKind = iota + 1
+	Div
+	Add
+	Sub
+	Max
+	Min
+)
+
+// BNMode says what a gradient pass does to BatchNorm running statistics.
+type BNMode int32
+
+// BatchNorm modes of the Grad op. BNUpdate is the default (train mode,
+// running statistics updated); BNFreeze normalizes with batch statistics but
+// leaves the running statistics unchanged (PyTorch momentum 0).
+const (
+	BNUpdate BNMode = iota
+	BNFreeze
+)
+
+// Batch selects the samples of the current batch that a Grad op uses.
+// The zero value is the whole batch, and so is Of = 1. With Of ≥ 2 the batch (permuted by the
+// host with Shuffle as seed when Shuffle ≠ 0, else in loader order) is cut
+// into Of equal contiguous parts and Part (0-based) is used; the remainder of
+// an uneven split is dropped from the last part. Two ops with the same
+// Shuffle see the same permutation, so {0,2,s} and {1,2,s} are complementary
+// random halves. A negative Of, or a Part outside [0, max(Of, 1)), is an
+// error.
+type Batch struct {
+	Part    int32
+	Of      int32
+	Shuffle int64
+}
+
+// Op is one instruction of a Program. The concrete types below are the
+// whole, closed op set of protocol minor version ProtocolMinor; ops and
+// fields added after minor 0 say since which minor they exist.
+type Op interface{ isOp() }
+
+// Alloc makes a new zero-filled vector with the layout of member Member's
+// parameters under the plugin-chosen handle ID (> 0, and not allocated).
+// Ops on vectors of different layouts (lengths) fail.
+type Alloc struct {
+	ID     Vec
+	Member int32
+}
+
+// Free releases a vector allocated with Alloc; its handle then names no
+// vector (until allocated again).
+type Free struct{ ID Vec }
+
+// Copy sets Dst = Src. With BN set the BatchNorm running statistics travel
+// with the parameters: Dst then holds a whole model state, so a snapshot of
+// the live parameters evaluates with the statistics it was trained with,
+// not the member's later ones. The statistics come from the member whose
+// live parameters Src names, or from the ones a vector received by an
+// earlier Copy with BN (an error if it has none); copied into live
+// parameters they replace the member's running statistics. A Copy without
+// BN into an allocated vector clears the statistics it held; no other op
+// touches them. A vector without statistics of its own evaluates with its
+// member's live ones. BN is protocol minor 3.
+type Copy struct {
+	Dst, Src Vec
+	BN       bool
+}
+
+// Fill sets every element of Dst to Value (an immediate, a scalar
+// register, or a segment register: each segment of Dst gets its own value).
+type Fill struct {
+	Dst   Vec
+	Value Num
+}
+
+// FillRange sets the Len elements of Dst from Offset on to Value: with the
+// offsets and kinds of Layout's Tensors, a plugin builds per-tensor masks
+// (e.g. 1 on weight tensors, 0 elsewhere) and applies them with Binary, so
+// every other op can stay whole-vector. Protocol minor 4.
+type FillRange struct {
+	Dst         Vec
+	Offset, Len int64
+	Value       float64
+}
+
+// Scale sets Dst = Alpha·Dst. Alpha is an immediate or a register; a
+// segment register scales each segment of Dst by its own value.
+type Scale struct {
+	Dst   Vec
+	Alpha Num
+}
+
+// AddConst sets Dst = Dst + Value elementwise (an immediate or a register;
+// per segment for a segment register).
+type AddConst struct {
+	Dst   Vec
+	Value Num
+}
+
+// Axpy sets Dst = Dst + Alpha·X (Alpha an immediate or a register; per
+// segment for a segment register).
+type Axpy struct {
+	Dst   Vec
+	Alpha Num
+	X     Vec
+}
+
+// Term is one coefficient·vector pair of a LinComb; Coef is an immediate or
+// a register.
+type Term struct {
+	Coef Num
+	X    Vec
+}
+
+// LinComb sets Dst = Σ Coef_i·X_i. Dst may appear among the terms.
+type LinComb struct {
+	Dst   Vec
+	Terms []Term
+}
+
+// Unary sets Dst = f(Src) elementwise.
+type Unary struct {
+	Dst  Vec
+	Src  Vec
+	Kind UnaryKind
+}
+
+// Binary sets Dst = A ∘ B elementwise.
+type Binary struct {
+	Dst  Vec
+	A, B Vec
+	Kind BinaryKind
+}
+
+// RandN fills Dst with independent N(0, Std²) draws. Seed ≠ 0 gives a
+// reproducible draw independent of the host's stream; Seed = 0 draws from
+// the run's seeded host stream.
+type RandN struct {
+	Dst  Vec
+	Std  float64
+	Seed int64
+}
+
+// Dot sets a scalar register to Σ A_i·B_i, accumulated in float64 (the
+// engine casts the float32 vectors to float64 a bounded chunk at a time,
+// never a whole vector).
+type Dot struct{ A, B Vec }
+
+// Norm sets a scalar register to the global L2 norm of X over all
+// parameters, accumulated as Dot.
+type Norm struct{ X Vec }
+
+// Grad evaluates the loss of the member that owns At, with the parameters
+// taken from At, on the selected part of the current batch, and writes the
+// gradient into Out (Out = 0 writes none: the live parameters are never a
+// gradient target, and a reserved Out < 0 is an error). It sets two scalar
+// registers: the mean loss and the accuracy of that pass (NaN for a loss
+// without one). The pass changes neither At nor the parameters.
+//
+// For a variational member (Layout says so) At holds the means μ; the pass
+// uses the weights W = μ + softplus(ρ) ⊙ κ with the member's live ρ and the
+// standard-normal noise vector κ in Eps (Eps = 0: a fresh draw for this
+// pass), so passes that share Eps see the same weight sample. The loss is
+// then the mean NLL plus the KL term of the run's variational settings, and
+// OutRho (≠ 0) receives the gradient with respect to ρ. At must not be a ρ
+// handle; Eps and OutRho are allocated vectors or 0 (an error at a
+// deterministic member). Eps and OutRho are protocol minor 1.
+type Grad struct {
+	Out    Vec
+	At     Vec
+	Batch  Batch
+	BN     BNMode
+	Eps    Vec
+	OutRho Vec
+}
+
+// BaseStep applies the experiment's base optimizer (SGD with momentum,
+// Nesterov and weight decay, or Adam) with its learning-rate schedule to the
+// live parameters Params (a reserved handle), using Grad as the gradient.
+// The base optimizer's state belongs to the member.
+type BaseStep struct {
+	Params Vec
+	Grad   Vec
+}
+
+// JointGrad evaluates several members together on the current batch
+// (member 0's batch, which they must share; Batch selects a part as in
+// Grad): the member owning Ats[i] runs at the parameters in Ats[i], the
+// predictive is the average p̄ of their softmax probabilities, and the loss is
+// the cross-entropy of log p̄ with the run's label smoothing — one loss on the
+// averaged probabilities, as the OT-MDR reference code trains ensembles.
+// Outs is empty (no gradients) or has one entry per Ats: Outs[i] (0 = none,
+// else an allocated vector that no other entry names) receives the gradient
+// with respect to Ats[i]. Ats needs at least one entry, each of a different
+// deterministic member. It sets two scalar registers: the loss and the
+// accuracy of p̄. Protocol minor 2.
+type JointGrad struct {
+	Outs  []Vec
+	Ats   []Vec
+	Batch Batch
+	BN    BNMode
+}
+
+// SetLR overrides the learning rate that BaseStep uses for member Member
+// during the rest of the current step (across programs; a later SetLR
+// replaces it). LR must be ≥ 0 (not NaN).
+type SetLR struct {
+	Member int32
+	LR     float64
+}
+
+func (JointGrad) isOp() {}
+func (Alloc) isOp()     {}
+func (Free) isOp()      {}
+func (Copy) isOp()      {}
+func (Fill) isOp()      {}
+func (FillRange) isOp() {}
+func (Scale) isOp()     {}
+func (AddConst) isOp()  {}
+func (Axpy) isOp()      {}
+func (LinComb) isOp()   {}
+func (Unary) isOp()     {}
+func (Binary) isOp()    {}
+func (RandN) isOp()     {}
+func (Dot) isOp()       {}
+func (Norm) isOp()      {}
+func (Grad) isOp()      {}
+func (BaseStep) isOp()  {}
+func (SetLR) isOp()     {}
+func (Arith) isOp()     {}
+func (SegReduce) isOp() {}
+func (TopKMask) isOp()  {}
+func (Read) isOp()      {}
+func (Report) isOp()    {}
+
+// ArithKind selects the function of an Arith op.
+type ArithKind int32
+
+// Functions of the Arith op: binary (A, B), unary (A) and Clamp (A
+// clamped to [B, C]).
+const (
+	ArithAdd ArithKind = iota + 1
+	ArithSub
+	ArithMul
+	ArithDiv
+	ArithMin
+	ArithMax
+	ArithSqrt
+	ArithRecip
+	ArithClamp
+)
+
+// Arity returns the number of operands of k (0 for an unknown kind).
+func (k ArithKind) Arity() int {
+	switch k {
+	case ArithAdd, ArithSub, ArithMul, ArithDiv, ArithMin, ArithMax:
+		return 2
+	case ArithSqrt, ArithRecip:
+		return 1
+	case ArithClamp:
+		return 3
+	}
+	return 0
+}
+
+// Apply returns k(a, b, c) in float64: the function every host computes
+// for an Arith op (unused operands are ignored). Min and Max are Go's
+// math.Min and math.Max (NaN wins; −0 < +0), Clamp is Min(Max(a, b), c).
+// An unknown kind gives NaN.
+func (k ArithKind) Apply(a, b, c float64) float64 {
+	switch k {
+	case ArithAdd:
+		return a + b
+	case ArithSub:
+		return a - b
+	case ArithMul:
+		return a * b
+	case ArithDiv:
+		return a / b
+	case ArithMin:
+		return math.Min(a, b)
+	case ArithMax:
+		return math.Max(a, b)
+	case ArithSqrt:
+		return math.Sqrt(a)
+	case ArithRecip:
+		return 1 / a
+	case ArithClamp:
+		return math.Min(math.Max(a, b), c)
+	}
+	return math.NaN()
+}
+
+// Arith sets a register to Kind(A, B, C) in float64 on the device: scalar
+// arithmetic on registers, which lets a program compute data-dependent
+// coefficients (ρ/‖g‖) without a round trip. The result is a segment
+// register when an operand is one (operands of two segment registers must
+// have the same segmentation), else a scalar register; immediates
+// broadcast. Unused operands must be nil. Protocol minor 5.
+type Arith struct {
+	Kind    ArithKind
+	A, B, C Num
+}
+
+// Segmentation says how a member's flat parameter vector is cut into
+// segments for the segment ops.
+type Segmentation int32
+
+// Segmentations. PerTensor has one segment per parameter tensor (Layout's
+// Tensors, in order); PerRow one per output channel: a tensor of shape
+// [d0, d1, …] is d0 segments of d1·… elements (a 1-D tensor d0 segments of
+// one element, a 0-D tensor one segment).
+const (
+	PerTensor Segmentation = iota + 1
+	PerRow
+)
+
+// SegKind selects the reduction of a SegReduce op.
+type SegKind int32
+
+// Reductions of SegReduce, per segment: Σx², Σx·y, Σ|x|, max|x|.
+const (
+	SegSumSq SegKind = iota + 1
+	SegDot
+	SegSumAbs
+	SegMaxAbs
+)
+
+// SegReduce sets a segment register to one reduction per segment of X (and
+// Y, for SegDot; 0 otherwise) under segmentation By of X's member layout:
+// a constant number of device kernels however many tensors the model has.
+// Sums accumulate in float32 per element and are stored as float64.
+// Protocol minor 5.
+type SegReduce struct {
+	Kind SegKind
+	By   Segmentation
+	X, Y Vec
+}
+
+// TopKMask sets Dst to 1 where |X| is among the k largest of its segment
+// (By) and 0 elsewhere, with k = ⌊Frac·size + ½⌋ clamped to [0, size] per
+// segment; ties go to the lower index. Frac is an immediate, a scalar
+// register or a segment register of the same segmentation (one fraction
+// per segment). For pruning and regrowth in sparse training. Protocol
+// minor 5.
+type TopKMask struct {
+	Dst, X Vec
+	By     Segmentation
+	Frac   Num
+}
+
+// Read asks for register X's value in the program's Result: a blocking
+// device-to-host read at the end of the Exec, for real control flow. A
+// program with no Read returns without waiting on the device. Protocol
+// minor 5.
+type Read struct{ X Reg }
+
+// Report hands register X to the host's metrics under Name, without a
+// blocking read: the host averages each reported scalar over the steps of
+// an epoch (the training curve's "loss" and "acc", OT-MDR's
+// "loss_perturbed", …), writes it to TensorBoard and checks "loss" for
+// finiteness, all from values it copies back in the background, at most one
+// step late. A name may be reported once per step. Protocol minor 5.
+type Report struct {
+	Name string
+	X    Reg
+}

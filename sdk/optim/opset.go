@@ -1,0 +1,322 @@
+package optim
+
+import (
+	"encoding/json"
+	"fmt"
+	"reflect"
+	"slices"
+	"strings"
+)
+
+// OpSpec describes one op of the protocol: the single source from which the
+// listing (Program.String), both wire directions (sdk/internal/wire, by the
+// field names), the Python SDK's ops (sdk/python/optlab/ops.json, written
+// from this table and checked against it by a test) and the argument
+// checker (Checker) take the op set. Adding an op is: its Go type and
+// builder method, a row here, its message in the .proto, the engine's and
+// the exact host's kernels, and its conformance cases.
+type OpSpec struct {
+	// Name is the op's Go type name, which listings and errors print.
+	Name string
+	// Wire is the op's field in the protocol's Op oneof.
+	Wire string
+	// Since is the protocol minor that added the op.
+	Since int
+	// Regs names the registers the op sets, in order (none for most ops).
+	Regs []string
+	// Segs says the op sets a segment register (SegReduce), and Arith that
+	// its register is a segment register when an operand is one.
+	Segs, Arith bool
+	// Format is the listing's template: {Field} prints a field ({Field:out}
+	// prints a handle 0 as "_"), a [group] prints only when every field it
+	// names is not zero ({Field?} names one without printing it), and [[
+	// and ]] print [ and ].
+	Format string
+	// Type is the op's Go type (a struct).
+	Type reflect.Type
+	// Doc is a one-line description of what the op does.
+	Doc string
+}
+
+// Fields returns the op's fields: the exported fields of its Go type, in
+// order, with their wire names.
+func (s OpSpec) Fields() []FieldSpec {
+	var out []FieldSpec
+	for i := range s.Type.NumField() {
+		f := s.Type.Field(i)
+		out = append(out, FieldSpec{Name: f.Name, Wire: snake(f.Name), Kind: fieldKind(f.Type), Type: f.Type})
+	}
+	return out
+}
+
+// FieldSpec describes one field of an op.
+type FieldSpec struct {
+	// Name is the Go field name; Wire the protocol's (snake case).
+	Name, Wire string
+	// Kind is the field's type in the protocol: "vec", "vecs", "num",
+	// "reg", "terms", "batch", "bool", "int32", "int64", "float", "string",
+	// or "enum:<Type>" for the kinds and modes.
+	Kind string
+	Type reflect.Type
+}
+
+func spec[T Op](name, wire string, since int, format string, regs ...string) OpSpec {
+	return OpSpec{Name: name, Wire: wire, Since: since, Format: format, Regs: regs, Type: reflect.TypeFor[T](), Doc: opDocs[name]}
+}
+
+// opDocs is each op's one-line description (docs/PLUGINS.md's op table).
+var opDocs = map[string]string{
+	"Alloc":     "new zero vector with member m's layout under a plugin-chosen handle",
+	"Free":      "release an allocated handle",
+	"Copy":      "dst = src; with BN the BatchNorm running statistics travel too: a snapshot of a whole model state (`CopyState`, minor 3)",
+	"Fill":      "dst = v everywhere (per segment for a segment register)",
+	"Scale":     "dst = a·dst",
+	"AddConst":  "dst = dst + v",
+	"Axpy":      "dst = dst + a·x",
+	"LinComb":   "dst = Σ cᵢ·xᵢ (dst may be a term)",
+	"Unary":     "dst = f(src): abs sign sqrt square softplus exp log reciprocal",
+	"Binary":    "dst = a ∘ b: mul div add sub max min",
+	"RandN":     "dst ~ N(0, std²) i.i.d. (seed 0: the run's host stream)",
+	"Dot":       "Σ aᵢbᵢ, accumulated in float64",
+	"Norm":      "‖x‖₂ over all parameters, accumulated in float64",
+	"Grad":      "out = ∇L(at) on a part of the batch (out 0: none); variational members: weights μ + softplus(ρ)⊙κ, `OutRho` = ∂L/∂ρ (`GradOp`, minor 1)",
+	"BaseStep":  "the experiment's base optimizer step of member m with gradient g",
+	"SetLR":     "base-step learning rate of member m for the rest of the step",
+	"JointGrad": "one loss on the averaged probabilities of several members; outs[i] = ∂L/∂ats[i]",
+	"FillRange": "dst[offset : offset+n] = v",
+	"Arith":     "float64 register arithmetic: add sub mul div min max sqrt recip clamp; a segment register operand makes it per segment",
+	"SegReduce": "per tensor or per row of the layout: Σx², Σx·y, Σ|x|, max|x| into a segment register",
+	"TopKMask":  "dst = 1 on the ⌊frac·size+½⌋ largest |x| of every segment, else 0",
+	"Read":      "the register's value comes back in the Result (a blocking read: for control flow only)",
+	"Report":    "the register becomes the step's metric name in the host's logs, without a blocking read",
+}
+
+// opTable is the op table, built once; it is never modified (OpSet hands
+// out copies).
+var opTable = buildOpSet()
+
+// opByType indexes opTable by Go type.
+var opByType = func() map[reflect.Type]int {
+	m := map[reflect.Type]int{}
+	for i, s := range opTable {
+		m[s.Type] = i
+	}
+	return m
+}()
+
+// OpSet returns the op table, in the order of the protocol's Op oneof.
+func OpSet() []OpSpec { return slices.Clone(opTable) }
+
+func buildOpSet() []OpSpec {
+	arith := spec[Arith]("Arith", "arith", 5, "{Kind}({A}[, {B}][, {C}])", "value")
+	arith.Arith = true
+	seg := spec[SegReduce]("SegReduce", "seg_reduce", 5, "{Kind} per {By} of {X}[, {Y}]", "value")
+	seg.Segs = true
+	return []OpSpec{
+		spec[Alloc]("Alloc", "alloc", 0, "{ID} member={Member}"),
+		spec[Free]("Free", "free", 0, "{ID}"),
+		spec[Copy]("Copy", "copy", 0, "{Dst} = {Src}[{BN?} (with BatchNorm statistics)]"),
+		spec[Fill]("Fill", "fill", 0, "{Dst} = {Value}"),
+		spec[Scale]("Scale", "scale", 0, "{Dst} *= {Alpha}"),
+		spec[AddConst]("AddConst", "add_const", 0, "{Dst} += {Value}"),
+		spec[Axpy]("Axpy", "axpy", 0, "{Dst} += {Alpha}·{X}"),
+		spec[LinComb]("LinComb", "lin_comb", 0, "{Dst} = {Terms}"),
+		spec[Unary]("Unary", "unary", 0, "{Dst} = {Kind}({Src})"),
+		spec[Binary]("Binary", "binary", 0, "{Dst} = {Kind}({A}, {B})"),
+		spec[RandN]("RandN", "rand_n", 0, "{Dst} ~ N(0, {Std}²) seed={Seed}"),
+		spec[Dot]("Dot", "dot", 0, "{A} · {B}", "value"),
+		spec[Norm]("Norm", "norm", 0, "{X}", "value"),
+		spec[Grad]("Grad", "grad", 0, "{Out:out} = ∇L({At}) batch={Batch} bn={BN}[ eps={Eps}][ rho-grad={OutRho}]", "loss", "acc"),
+		spec[BaseStep]("BaseStep", "base_step", 0, "{Params} with gradient {Grad}"),
+		spec[SetLR]("SetLR", "set_lr", 0, "member={Member} lr={LR}"),
+		spec[JointGrad]("JointGrad", "joint_grad", 2, "{Outs:out} = ∇L({Ats}) batch={Batch} bn={BN}", "loss", "acc"),
+		spec[FillRange]("FillRange", "fill_range", 4, "{Dst}[[{Offset}:+{Len}]] = {Value}"),
+		arith,
+		seg,
+		spec[TopKMask]("TopKMask", "top_k_mask", 5, "{Dst} = top {Frac} of |{X}| per {By}"),
+		spec[Read]("Read", "read", 5, "{X}"),
+		spec[Report]("Report", "report", 5, "{Name} = {X}"),
+	}
+}
+
+// SpecOf returns the table row of op's type (a value or a pointer), and
+// whether it has one.
+func SpecOf(op Op) (OpSpec, bool) {
+	if op == nil {
+		return OpSpec{}, false
+	}
+	t := reflect.TypeOf(op)
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	i, ok := opByType[t]
+	if !ok {
+		return OpSpec{}, false
+	}
+	return opTable[i], true
+}
+
+// Emits returns the number of registers op sets: 1 for Dot, Norm, Arith
+// and SegReduce, 2 for Grad and JointGrad, else 0.
+func Emits(op Op) int {
+	switch op.(type) {
+	case Dot, *Dot, Norm, *Norm, Arith, *Arith, SegReduce, *SegReduce:
+		return 1
+	case Grad, *Grad, JointGrad, *JointGrad:
+		return 2
+	}
+	return 0
+}
+
+// snake turns a Go field name into the protocol's: OutRho → out_rho,
+// LR → lr, ID → id.
+func snake(s string) string {
+	var b strings.Builder
+	for i, r := range s {
+		if r >= 'A' && r <= 'Z' {
+			if i > 0 && !(s[i-1] >= 'A' && s[i-1] <= 'Z') {
+				b.WriteByte('_')
+			}
+			b.WriteRune(r + 'a' - 'A')
+			continue
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}
+
+var (
+	vecType   = reflect.TypeFor[Vec]()
+	numType   = reflect.TypeFor[Num]()
+	regType   = reflect.TypeFor[Reg]()
+	batchType = reflect.TypeFor[Batch]()
+	termsType = reflect.TypeFor[[]Term]()
+	vecsType  = reflect.TypeFor[[]Vec]()
+)
+
+// Enums are the enumerations of the op set by Go type name, with their
+// names (as listings print them) and numbers (as the wire carries them).
+func Enums() map[string]map[string]int32 {
+	out := map[string]map[string]int32{}
+	add := func(name string, n int32, str func(int32) string) {
+		m := map[string]int32{}
+		for i := range n {
+			if s := str(i); !strings.Contains(s, "(") {
+				m[s] = i
+			}
+		}
+		out[name] = m
+	}
+	add("UnaryKind", 16, func(i int32) string { return UnaryKind(i).String() })
+	add("BinaryKind", 16, func(i int32) string { return BinaryKind(i).String() })
+	add("BNMode", 4, func(i int32) string { return BNMode(i).String() })
+	add("ArithKind", 16, func(i int32) string { return ArithKind(i).String() })
+	add("SegKind", 8, func(i int32) string { return SegKind(i).String() })
+	add("Segmentation", 4, func(i int32) string { return Segmentation(i).String() })
+	return out
+}
+
+func fieldKind(t reflect.Type) string {
+	switch t {
+	case vecType:
+		return "vec"
+	case numType:
+		return "num"
+	case regType:
+		return "reg"
+	case batchType:
+		return "batch"
+	case termsType:
+		return "terms"
+	case vecsType:
+		return "vecs"
+	}
+	if t.PkgPath() == vecType.PkgPath() && t.Kind() == reflect.Int32 {
+		return "enum:" + t.Name()
+	}
+	switch t.Kind() {
+	case reflect.Bool:
+		return "bool"
+	case reflect.Int32:
+		return "int32"
+	case reflect.Int64:
+		return "int64"
+	case reflect.Float64:
+		return "float"
+	case reflect.String:
+		return "string"
+	}
+	panic(fmt.Sprintf("optim: op field type %v has no protocol kind", t))
+}
+
+var arithNames = [...]string{ArithAdd: "add", ArithSub: "sub", ArithMul: "mul", ArithDiv: "div",
+	ArithMin: "min", ArithMax: "max", ArithSqrt: "sqrt", ArithRecip: "recip", ArithClamp: "clamp"}
+
+func (k ArithKind) String() string {
+	if k > 0 && int(k) < len(arithNames) {
+		return arithNames[k]
+	}
+	return fmt.Sprintf("ArithKind(%d)", int32(k))
+}
+
+var segKindNames = [...]string{SegSumSq: "sumsq", SegDot: "dot", SegSumAbs: "sumabs", SegMaxAbs: "maxabs"}
+
+func (k SegKind) String() string {
+	if k > 0 && int(k) < len(segKindNames) {
+		return segKindNames[k]
+	}
+	return fmt.Sprintf("SegKind(%d)", int32(k))
+}
+
+func (s Segmentation) String() string {
+	switch s {
+	case PerTensor:
+		return "tensor"
+	case PerRow:
+		return "row"
+	}
+	return fmt.Sprintf("Segmentation(%d)", int32(s))
+}
+
+// OpSetJSON returns the op table as JSON, for SDKs in other languages
+// (sdk/python reads it from optlab/ops.json, which a test keeps equal to
+// this): the protocol minor, every op with its wire name, minor, registers,
+// listing format and fields (Go and wire names, protocol kind), and the
+// enumerations by name.
+func OpSetJSON() ([]byte, error) {
+	type field struct {
+		Name string `json:"name"`
+		Wire string `json:"wire"`
+		Kind string `json:"kind"`
+	}
+	type op struct {
+		Name   string   `json:"name"`
+		Wire   string   `json:"wire"`
+		Since  int      `json:"since"`
+		Regs   []string `json:"regs"`
+		Segs   bool     `json:"segs,omitempty"`
+		Arith  bool     `json:"arith,omitempty"`
+		Format string   `json:"format"`
+		Fields []field  `json:"fields"`
+	}
+	doc := struct {
+		ProtocolMinor int                         `json:"protocol_minor"`
+		Ops           []op                        `json:"ops"`
+		Enums         map[string]map[string]int32 `json:"enums"`
+	}{ProtocolMinor: ProtocolMinor, Enums: Enums()}
+	for _, s := range opTable {
+		o := op{Name: s.Name, Wire: s.Wire, Since: s.Since, Regs: s.Regs, Segs: s.Segs, Arith: s.Arith, Format: s.Format}
+		if o.Regs == nil {
+			o.Regs = []string{}
+		}
+		for _, f := range s.Fields() {
+			o.Fields = append(o.Fields, field{Name: f.Name, Wire: f.Wire, Kind: f.Kind})
+		}
+		doc.Ops = append(doc.Ops, o)
+	}
+	b, err := json.MarshalIndent(doc, "", "  ")
+	if err != nil {
+		return nil, err
+	}
+	return append(b, '\n'), nil
+}
