@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"time"
@@ -693,13 +694,46 @@ func isTerminal(w io.Writer) bool {
 	return err == nil && st.Mode()&os.ModeCharDevice != 0
 }
 
-// gitCommit returns the working tree's commit, or "".
+// gitCommit returns the commit of the code that runs: the binary's own (its
+// build information), else the working directory's checkout, or "".
 func gitCommit() string {
+	info, _ := debug.ReadBuildInfo()
+	if c := buildCommit(info); c != "" {
+		return c
+	}
 	out, err := exec.Command("git", "rev-parse", "--short", "HEAD").Output()
 	if err != nil {
 		return ""
 	}
 	return strings.TrimSpace(string(out))
+}
+
+// buildCommit is the commit the binary was built from, as Go's build
+// information records it (go build in a git checkout): the revision's
+// first 7 hex digits, with "+dirty" when the tree had uncommitted changes;
+// "" without the information (then the commit of the working directory's
+// checkout is the best guess, and outside one there is none).
+func buildCommit(info *debug.BuildInfo) string {
+	if info == nil {
+		return ""
+	}
+	var rev string
+	dirty := false
+	for _, s := range info.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			rev = s.Value
+		case "vcs.modified":
+			dirty = s.Value == "true"
+		}
+	}
+	if len(rev) > 7 {
+		rev = rev[:7]
+	}
+	if rev != "" && dirty {
+		rev += "+dirty"
+	}
+	return rev
 }
 
 // deviceLost reports a CUDA error of this process after which its GPU is

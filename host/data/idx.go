@@ -11,6 +11,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 
 	"github.com/optlab/optlab/host/internal/regfile"
 )
@@ -178,6 +179,10 @@ func (f *mnistFormat) parsePair(imgName string, img []byte, labName string, lab 
 				f.name, labName, l, i, idxHeader(1)+i, len(f.classes)-1)
 		}
 		s.Y[i] = int32(l)
+	}
+	if slices.Min(labels) == slices.Max(labels) {
+		return nil, fmt.Errorf("%s: %s: every label is %d: a classifier needs samples of at least 2 classes (a file of another subset?)",
+			f.name, labName, labels[0])
 	}
 	return s, nil
 }

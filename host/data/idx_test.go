@@ -151,6 +151,7 @@ func TestMNISTErrors(t *testing.T) {
 		{"count mismatch", 1, EncodeIDX([]int{9}, lab[8:17]), "train-labels-idx1-ubyte.gz has 9 labels but"},
 		{"label range", 1, EncodeIDX([]int{10}, append(bytes.Clone(lab[8:17]), 10)), "train-labels-idx1-ubyte.gz: label 10 of item 9 (byte offset 17) out of range 0..9"},
 		{"corrupt gzip", 0, gz(t, img)[:200], "train-images-idx3-ubyte.gz: corrupt or truncated gzip data"},
+		{"one class", 1, EncodeIDX([]int{10}, bytes.Repeat([]byte{3}, 10)), "train-labels-idx1-ubyte.gz: every label is 3: a classifier needs samples of at least 2 classes"},
 		{"huge dims", 0, []byte{0, 0, 8, 3, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0, 0, 0, 1}, "describe more than"},
 	}
 	for _, c := range cases {

@@ -63,9 +63,16 @@ func Load(path string, sets ...string) (*Experiment, error) {
 }
 
 // resolvePaths joins dir to every relative, non-blank path written in the
-// file (see Load).
+// file, after expanding a leading "~/" to the user's home (see Load).
 func (e *Experiment) resolvePaths(dir string) {
+	home, _ := os.UserHomeDir()
 	resolve := func(p *string) {
+		// "~/x" is the user's home, as in a shell (not a folder named ~).
+		if rest, ok := strings.CutPrefix(*p, "~/"); ok && home != "" {
+			*p = filepath.Join(home, rest)
+		} else if *p == "~" && home != "" {
+			*p = home
+		}
 		if strings.TrimSpace(*p) != "" && !filepath.IsAbs(*p) {
 			*p = filepath.Join(dir, *p)
 		}

@@ -631,6 +631,10 @@ func TestLoadResolvesRelativePaths(t *testing.T) {
 	tmp := t.TempDir()
 	sub := filepath.Join(tmp, "exps", "sub")
 	abs := filepath.Join(tmp, "abs", "cifar100")
+	home, err := os.UserHomeDir()
+	if err != nil {
+		t.Skip("no home folder:", err)
+	}
 	type paths struct {
 		results, dir, oodDir, path, initFrom string
 		methods                              []string
@@ -669,6 +673,12 @@ func TestLoadResolvesRelativePaths(t *testing.T) {
 			file: filepath.Join(sub, "written.toml"),
 			src:  "name = \"w\"\nresults_dir = \"results\"\n[model]\ninit_from = \"\"\n[[method]]\nname = \"SGD\"\nplugin = \"sgd\"\n",
 			want: paths{results: filepath.Join(sub, "results"), methods: []string{""}},
+		},
+		{
+			name: "~/ is the home folder",
+			file: filepath.Join(sub, "home.toml"),
+			src:  "name = \"h\"\nresults_dir = \"~/optlab-results\"\n[model]\ninit_from = \"~/w.safetensors\"\n[[method]]\nname = \"SGD\"\nplugin = \"sgd\"\n",
+			want: paths{results: filepath.Join(home, "optlab-results"), initFrom: filepath.Join(home, "w.safetensors"), methods: []string{""}},
 		},
 		{
 			name: "blank values are kept for Validate to report",

@@ -211,6 +211,9 @@ func choose(merged []results.Record, metric string) ([]results.Record, *selectio
 		if undefined > 0 {
 			text += fmt.Sprintf("; %d left out for a %s that is not finite", undefined, sp.label)
 		}
+		if uneven := unevenSeeds(cands); uneven != "" {
+			text += "; the settings' means are over unequal numbers of seeds: " + uneven
+		}
 		chosen[w.method] = append(chosen[w.method], text+")")
 	}
 	if len(methods) > 0 {
@@ -262,4 +265,32 @@ func (s *selection) cellSetting(method, dataset, arch string) string {
 		return ""
 	}
 	return s.settings[workload{method, dataset, arch}.key()]
+}
+
+// unevenSeeds lists the competing candidates' numbers of runs with the metric
+// ("rho=0.05 3, rho=0.1 2") when they differ, else "": a mean over fewer
+// seeds is less certain, so the choice may favour it by chance.
+func unevenSeeds(cands []*candidate) string {
+	var parts []string
+	uneven := false
+	first := -1
+	for _, c := range cands {
+		if len(c.vals) == 0 || c.failed > 0 || c.undefined > 0 { // left out of the choice
+			continue
+		}
+		if first < 0 {
+			first = len(c.vals)
+		} else if len(c.vals) != first {
+			uneven = true
+		}
+		name := quoteOdd(c.setting)
+		if name == "" {
+			name = "(none)"
+		}
+		parts = append(parts, fmt.Sprintf("%s %d", name, len(c.vals)))
+	}
+	if !uneven {
+		return ""
+	}
+	return strings.Join(parts, ", ")
 }

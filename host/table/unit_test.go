@@ -312,6 +312,16 @@ func TestSelect(t *testing.T) {
 			want: []string{"SAM: rho=0.05 (val ACC 90.00, best of 2 settings; 1 left out for a val ACC that is not finite)."},
 		},
 		{
+			name: "settings over unequal numbers of seeds are named",
+			recs: []results.Record{
+				sweepRec("SAM", "rho=0.05", "cnn", 1, 0.90, 0.80, 0.1),
+				sweepRec("SAM", "rho=0.05", "cnn", 2, 0.92, 0.80, 0.1),
+				sweepRec("SAM", "rho=0.1", "cnn", 1, 0.95, 0.70, 0.1),
+			},
+			opts: Options{Select: "val_acc", Metrics: []string{"acc"}},
+			want: []string{"SAM: rho=0.1 (val ACC 95.00, best of 2 settings; the settings' means are over unequal numbers of seeds: rho=0.05 2, rho=0.1 1)."},
+		},
+		{
 			name: "test metric refused",
 			opts: Options{Select: "acc"},
 			err:  "--select acc: a setting must be chosen on the validation split, never on test (or training) data: select val_acc (val_acc, val_nll,",

@@ -81,6 +81,9 @@ func (r *Runner) loop(ctx context.Context, t *training, prog *progress, cfg map[
 		}
 		t.epochs++
 		t.trainLoss, t.trainAcc = sums.loss/float64(sums.n), sums.acc/float64(sums.n)
+		if math.IsNaN(t.trainLoss) || math.IsInf(t.trainLoss, 0) { // finite steps whose sum overflowed
+			return fmt.Errorf("epoch %d: the mean training loss of the epoch is not finite (%v; every step's was): %w; lower the learning rate or ρ", t.epochs, t.trainLoss, ErrNaN)
+		}
 		if err := r.endEpoch(ctx, t, cfg, lastLR, start); err != nil {
 			return err
 		}

@@ -20,6 +20,7 @@ type gd struct {
 	report bool
 	nanAt  int64 // the step whose reported loss is NaN (−1: none)
 	dup    bool  // also return the reported loss in the StepOutput
+	huge   bool  // report every loss times 1e307: finite, but their sum is not
 	hs     *optim.Handles
 	g      optim.Vec
 }
@@ -48,6 +49,9 @@ func (o *gd) Step(ctx context.Context, h optim.Host, in optim.StepInput) (optim.
 	loss := ev.Loss
 	if in.Step == o.nanAt {
 		loss = p.Mul(loss, optim.K(math.NaN()))
+	}
+	if o.huge {
+		loss = p.Mul(loss, optim.K(1e307))
 	}
 	p.ReportMetrics(loss, ev.Acc)
 	p.Report("gd_norm", p.Norm(o.g))
@@ -94,7 +98,13 @@ func TestReportedLossNotFinite(t *testing.T) {
 			}
 		})
 	}
-	_, err := r.Run(context.Background(), experiment.Grid(exp)[0], method(t, &gd{report: true, nanAt: -1, dup: true}, nil))
+	// Finite losses whose epoch mean overflows (hardening 26): not a run
+	// recorded ok with a training loss of +Inf.
+	_, err := r.Run(context.Background(), experiment.Grid(exp)[0], method(t, &gd{report: true, nanAt: -1, huge: true}, nil))
+	if !errors.Is(err, ErrNaN) || !strings.Contains(err.Error(), "epoch 1: the mean training loss of the epoch is not finite") {
+		t.Errorf("losses of 1e307: %v, want the epoch's mean named, wrapping ErrNaN", err)
+	}
+	_, err = r.Run(context.Background(), experiment.Grid(exp)[0], method(t, &gd{report: true, nanAt: -1, dup: true}, nil))
 	if err == nil || !strings.Contains(err.Error(), `metric "loss" is both reported`) || !strings.Contains(err.Error(), "step 0 ") {
 		t.Errorf("a metric reported and returned: %v", err)
 	}
