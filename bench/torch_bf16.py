@@ -62,14 +62,10 @@ import time
 
 import torch
 import torch.nn.functional as F
-from torch.nn.utils import stateless
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import torch_models  # noqa: E402  pylint: disable=wrong-import-position
-
-LR = 0.05
-MOMENTUM = 0.9
-WEIGHT_DECAY = 5e-4
+from torch_step import LR, MOMENTUM, WEIGHT_DECAY, flat_stepper  # noqa: E402  the same step, one definition
 
 
 def module_stepper(model, x, y, autocast=None):
@@ -84,43 +80,6 @@ def module_stepper(model, x, y, autocast=None):
             loss = F.cross_entropy(model(x), y)
         loss.backward()
         opt.step()
-        return loss
-
-    return step
-
-
-def flat_stepper(model, x, y, split):
-    """Returns a step function over one flat parameter vector, as optlab holds it."""
-    names = [n for n, _ in model.named_parameters()]
-    shapes = [p.shape for _, p in model.named_parameters()]
-    sizes = [p.numel() for _, p in model.named_parameters()]
-    with torch.no_grad():
-        flat = torch.cat([p.detach().reshape(-1) for p in model.parameters()])
-    buf = torch.zeros_like(flat)
-    state = {"first": True}
-
-    def views(leaf):
-        if split:
-            parts = torch.split(leaf, sizes)
-        else:
-            parts, off = [], 0
-            for n in sizes:
-                parts.append(leaf.narrow(0, off, n))
-                off += n
-        return {name: v.view(shape) for name, v, shape in zip(names, parts, shapes)}
-
-    def step():
-        leaf = flat.detach().requires_grad_(True)
-        loss = F.cross_entropy(stateless.functional_call(model, views(leaf), (x,)), y)
-        (g,) = torch.autograd.grad(loss, leaf)
-        with torch.no_grad():
-            d = g.add(flat, alpha=WEIGHT_DECAY)
-            if state["first"]:
-                buf.copy_(d)
-                state["first"] = False
-            else:
-                buf.mul_(MOMENTUM).add_(d)
-            flat.add_(buf, alpha=-LR)
         return loss
 
     return step
