@@ -1,43 +1,12 @@
 package train
 
 import (
-	"context"
-	"fmt"
 	"strings"
 	"testing"
 
-	"github.com/optlab/optlab/host/engine"
 	"github.com/optlab/optlab/host/tensor"
 	"github.com/optlab/optlab/plugins/builtin"
-	"github.com/optlab/optlab/sdk/optim"
 )
-
-// copyCounted wraps an optimizer and reads the engine's host→device copy
-// counter when each step begins and ends: between two step beginnings lie
-// the step, the loop's reading of the step before, and the next batch's
-// feed.
-type copyCounted struct {
-	optim.Optimizer
-	begin, end []int64 // engine.Counters().HostToDevice per step
-}
-
-func (c *copyCounted) Step(ctx context.Context, h optim.Host, in optim.StepInput) (optim.StepOutput, error) {
-	e, ok := h.(*engine.Engine)
-	if !ok {
-		return optim.StepOutput{}, fmt.Errorf("the host is a %T, not the engine", h)
-	}
-	c.begin = append(c.begin, e.Counters().HostToDevice)
-	out, err := c.Optimizer.Step(ctx, h, in)
-	c.end = append(c.end, e.Counters().HostToDevice)
-	return out, err
-}
-
-func (c *copyCounted) Predictive(ctx context.Context) (optim.Predictive, error) {
-	if p, ok := c.Optimizer.(optim.Predictor); ok {
-		return p.Predictive(ctx)
-	}
-	return optim.Predictive{Kind: optim.Point}, nil
-}
 
 // No host→device copy in a steady-state step: the training loop uploads
 // each epoch's data orders, crop offsets and flips once, at the epoch's
@@ -72,16 +41,16 @@ func TestNoHostToDeviceCopyPerStep(t *testing.T) {
 			if perEpoch != 5 || total != 15 {
 				t.Fatalf("%d steps per epoch, %d in all; want 5 and 15", perEpoch, total)
 			}
-			cc := &copyCounted{Optimizer: opt}
+			cc := &counted{Optimizer: opt}
 			runOnce(t, r, exp, cc, c.params)
 			if len(cc.begin) != int(total) {
 				t.Fatalf("%d steps, want %d", len(cc.begin), total)
 			}
 			var in, between []int64
 			for i := range cc.begin {
-				in = append(in, cc.end[i]-cc.begin[i])
+				in = append(in, cc.during(i).HostToDevice)
 				if i > 0 {
-					between = append(between, cc.begin[i]-cc.end[i-1])
+					between = append(between, cc.begin[i].HostToDevice-cc.end[i-1].HostToDevice)
 				}
 			}
 			t.Logf("host→device copies in each step: %v; from each step's end to the next one's start (feed): %v", in, between)

@@ -13,11 +13,13 @@ import (
 	"github.com/optlab/optlab/sdk/optim"
 )
 
-// counted wraps an optimizer and records, for every step, how many Execs
-// and blocking device→host reads the real engine made during it.
+// counted wraps an optimizer and reads the real engine's counters when
+// each step begins and ends: during(i) is what step i did (Execs, blocking
+// reads, host→device copies); between two step beginnings also lie the
+// loop's reading of the step before and the next batch's feed.
 type counted struct {
 	optim.Optimizer
-	steps []engine.Counters
+	begin, end []engine.Counters
 }
 
 func (c *counted) Step(ctx context.Context, h optim.Host, in optim.StepInput) (optim.StepOutput, error) {
@@ -25,12 +27,17 @@ func (c *counted) Step(ctx context.Context, h optim.Host, in optim.StepInput) (o
 	if !ok {
 		return optim.StepOutput{}, fmt.Errorf("the host is a %T, not the engine", h)
 	}
-	before := e.Counters()
+	c.begin = append(c.begin, e.Counters())
 	out, err := c.Optimizer.Step(ctx, h, in)
-	after := e.Counters()
-	c.steps = append(c.steps, engine.Counters{Execs: after.Execs - before.Execs, Ops: after.Ops - before.Ops,
-		BlockingReads: after.BlockingReads - before.BlockingReads})
+	c.end = append(c.end, e.Counters())
 	return out, err
+}
+
+// during returns the counters' growth during step i.
+func (c *counted) during(i int) engine.Counters {
+	b, e := c.begin[i], c.end[i]
+	return engine.Counters{Execs: e.Execs - b.Execs, Ops: e.Ops - b.Ops, BlockingReads: e.BlockingReads - b.BlockingReads,
+		HostToDevice: e.HostToDevice - b.HostToDevice}
 }
 
 func (c *counted) Predictive(ctx context.Context) (optim.Predictive, error) {
@@ -81,10 +88,11 @@ func TestOneExecNoBlockingReadPerStep(t *testing.T) {
 			r, exp := newRunner(t, w, c.toml)
 			cw := &counted{Optimizer: opt}
 			runOnce(t, r, exp, cw, c.params)
-			if len(cw.steps) != 6 {
-				t.Fatalf("%d steps, want 6", len(cw.steps))
+			if len(cw.begin) != 6 {
+				t.Fatalf("%d steps, want 6", len(cw.begin))
 			}
-			for i, s := range cw.steps {
+			for i := range cw.begin {
+				s := cw.during(i)
 				execs := int64(1)
 				if slices.Contains(extra[c.name], i) {
 					execs = 2
