@@ -31,7 +31,7 @@ func TestSmokeCIFAR(t *testing.T) {
 	if r.code != 0 {
 		t.Fatalf("exit code %d", r.code)
 	}
-	recs := readRecords(t, results.Path(res, s.Name))
+	recs := readRecords(t, results.NewLayout(res, s.Name).Runs())
 	if len(recs) != 4 {
 		t.Errorf("%d records, want 4", len(recs))
 	}

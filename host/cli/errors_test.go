@@ -140,7 +140,7 @@ func TestPluginCrash(t *testing.T) {
 	exp := s.write(t, dir)
 	res := filepath.Join(dir, "results")
 	r := host(t, "run", "-q", "--plugins", pluginDir, "--results", res, exp)
-	path := results.Path(res, s.Name)
+	path := results.NewLayout(res, s.Name).Runs()
 	crash := "step 3 (epoch 1): plugin faultplugin crashed (exit status 3) during Step; last stderr lines:\n"
 	lastLine := "  faulty: simulated crash at step 3\n"
 	wantFailedRuns(t, r, 1, 3, "host: run method=Crashy/arch=mlp/seed=1 failed: "+crash, lastLine,
@@ -184,7 +184,7 @@ func TestPluginHang(t *testing.T) {
 	hang := "step 2 (epoch 1): plugin faultplugin did not answer Step within 2s; last stderr lines:\n"
 	lastLine := "  faulty: hanging at step 2\n"
 	wantFailedRuns(t, r, 1, 2, "host: run method=Hangs/arch=mlp/seed=1 failed: "+hang, lastLine)
-	recs := readRecords(t, results.Path(res, s.Name))
+	recs := readRecords(t, results.NewLayout(res, s.Name).Runs())
 	if rec := recs["method=Hangs/arch=mlp/seed=1"]; rec.Status != results.StatusFailed || !strings.HasPrefix(rec.Error, hang) || !strings.Contains(rec.Error+"\n", lastLine) {
 		t.Errorf("hung run: status %q, error %q; want failed, %q…%q", rec.Status, rec.Error, hang, lastLine)
 	}
@@ -215,7 +215,7 @@ func TestNaNLoss(t *testing.T) {
 			res := filepath.Join(dir, "results")
 			r := host(t, "run", "-q", "--plugins", pluginDir, "--results", res, s.write(t, dir))
 			wantFailedRuns(t, r, 1, 1, "host: run method="+tt.m.Name+"/arch=mlp/seed=1 failed: step ", "loss is not finite")
-			recs := readRecords(t, results.Path(res, s.Name))
+			recs := readRecords(t, results.NewLayout(res, s.Name).Runs())
 			rec := recs["method="+tt.m.Name+"/arch=mlp/seed=1"]
 			if rec.Status != results.StatusFailed || !tt.want.MatchString(rec.Error) {
 				t.Errorf("record: status %q, error %q; want failed, %v", rec.Status, rec.Error, tt.want)

@@ -13,8 +13,10 @@ import (
 
 	"github.com/optlab/optlab/host/checkpoint"
 	"github.com/optlab/optlab/host/checkpoint/statedict"
+	"github.com/optlab/optlab/host/data/devset"
 	"github.com/optlab/optlab/host/engine"
 	"github.com/optlab/optlab/host/experiment"
+	"github.com/optlab/optlab/host/grid"
 	"github.com/optlab/optlab/host/landscape"
 	"github.com/optlab/optlab/host/model"
 	"github.com/optlab/optlab/host/results"
@@ -110,11 +112,8 @@ func landscapeCmd(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	case o.samples < 0 || o.testSamples < 0:
 		return errors.New("--samples and --test-samples must be ≥ 0")
 	}
-	exp, err := experiment.Load(o.experiment)
+	exp, err := grid.Load(o.experiment)
 	if err != nil {
-		return err
-	}
-	if err := experiment.Validate(exp, model.Builtin().Names()); err != nil {
 		return err
 	}
 	if o.device != "" {
@@ -124,7 +123,7 @@ func landscapeCmd(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		exp.ResultsDir = o.resultsDir
 	}
 	if o.out == "" {
-		o.out = filepath.Join(exp.ResultsDir, exp.Name, "landscape")
+		o.out = results.NewLayout(exp.ResultsDir, exp.Name).Landscape()
 	}
 	if o.batch <= 0 {
 		o.batch = int64(exp.Train.EvalBatchSize)
@@ -140,13 +139,13 @@ func landscapeCmd(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	if err != nil {
 		return err
 	}
-	w := tensor.NewWorker(exp.Train.Threads)
-	defer w.Close()
-	var dev tensor.Device
-	if err := w.Do(ctx, func() (err error) { dev, err = tensor.ParseDevice(exp.Train.Device); return err }); err != nil {
+	sess, err := grid.Open(ctx, exp)
+	if err != nil {
 		return err
 	}
-	if note := tensor.AutoDeviceNote(exp.Train.Device, dev); note != "" {
+	defer sess.Close()
+	w, dev := sess.W, sess.Dev
+	if note := sess.DeviceNote(); note != "" {
 		fmt.Fprintln(stderr, "host: note:", note)
 	}
 	// The forward passes use the experiment's determinism and precision.
@@ -154,11 +153,10 @@ func landscapeCmd(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	if err := tensor.SetNumerics(tensor.Numerics{Deterministic: tr.Deterministic, CudnnBenchmark: tr.CudnnBenchmark, TF32: tr.TF32}); err != nil {
 		return err
 	}
-	d, err := train.Upload(ctx, w, dev, exp.Data)
-	if err != nil {
-		return fmt.Errorf("data: %w", err)
+	if err := sess.Upload(ctx); err != nil {
+		return err
 	}
-	defer d.Drop()
+	d := sess.Data
 	var progress io.Writer = stderr
 	if o.quiet {
 		progress = io.Discard
@@ -172,7 +170,7 @@ func landscapeCmd(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		Metric: landscape.MetricName(o.radius),
 	}
 	var lines []landscape.Line
-	runsPath := results.Path(exp.ResultsDir, exp.Name)
+	runsPath := results.NewLayout(exp.ResultsDir, exp.Name).Runs()
 	for _, cp := range cps {
 		fmt.Fprintf(progress, "host: landscape of %s (%s) on %s\n", cp.path, cp.arch, dev)
 		cs, line, err := probeCheckpoint(ctx, w, dev, d, cp, axis, o, progress)
@@ -227,7 +225,7 @@ func evaluated(k, n int64) int64 {
 
 // probeCheckpoint scans one checkpoint: the line (and plane) around it,
 // its CSV (and plane PNG) files, and its summary.
-func probeCheckpoint(ctx context.Context, w *tensor.Worker, dev tensor.Device, d *train.Data, cp loadedCheckpoint,
+func probeCheckpoint(ctx context.Context, w *tensor.Worker, dev tensor.Device, d *devset.Data, cp loadedCheckpoint,
 	axis []float64, o landscapeOpts, progress io.Writer) (landscape.CheckpointSummary, landscape.Line, error) {
 	cs := landscape.CheckpointSummary{Label: cp.label, Path: cp.path, Arch: cp.arch, RunKey: cp.runKey}
 	mod, err := model.Builtin().New(cp.arch, d.Classes, d.Shape)

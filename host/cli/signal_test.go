@@ -65,7 +65,7 @@ func TestInterrupt(t *testing.T) {
 	}}
 	exp := s.write(t, dir)
 	res := filepath.Join(dir, "results")
-	path := results.Path(res, s.Name)
+	path := results.NewLayout(res, s.Name).Runs()
 
 	h := startHost(t, "run", "-q", "--plugins", plugins, "--results", res, exp)
 	cmd, exited, stderr := h.cmd, h.exited, &h.stderr

@@ -22,8 +22,6 @@
 // location, keeps them as written.
 package experiment
 
-import "path/filepath"
-
 // Dataset names accepted in data.dataset (and, for some, data.ood).
 const (
 	DatasetUCIDigits = "uci-digits"
@@ -134,11 +132,6 @@ func (e *Experiment) Line(key string) int { return e.lines[key] }
 
 // has reports whether key (outside [[method]]) is written in the file.
 func (e *Experiment) has(key string) bool { return e.defined[key] }
-
-// RunsPath returns <results_dir>/<name>/runs.jsonl.
-func (e *Experiment) RunsPath() string {
-	return filepath.Join(e.ResultsDir, e.Name, "runs.jsonl")
-}
 
 // Data is the [data] table.
 type Data struct {

@@ -20,7 +20,6 @@ import (
 	"io/fs"
 	"math"
 	"os"
-	"path/filepath"
 	"sort"
 	"time"
 )
@@ -32,10 +31,6 @@ const (
 	// StatusFailed marks a run that stopped with an error.
 	StatusFailed = "failed"
 )
-
-// FileName is the conventional name of a results file inside
-// results/<experiment>/.
-const FileName = "runs.jsonl"
 
 // Record is one finished run.
 type Record struct {
@@ -126,12 +121,6 @@ func (r *Record) MethodName() string {
 		return r.Base
 	}
 	return r.Method
-}
-
-// Path returns the conventional results file of an experiment below root:
-// root/<experiment>/runs.jsonl.
-func Path(root, experiment string) string {
-	return filepath.Join(root, experiment, FileName)
 }
 
 // validate checks the fields every record must have.

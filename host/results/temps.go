@@ -27,7 +27,7 @@ func RemoveTemps(path string) ([]string, error) {
 	dir := filepath.Dir(path)
 	var removed []string
 	guarded := []string{"." + filepath.Base(path) + ".tmp-", "." + filepath.Base(path) + ClaimsSuffix + ".tmp-"}
-	for _, sub := range []string{"", "superseded", "checkpoints", "state", filepath.Join("superseded", "state")} {
+	for _, sub := range tempFolders() {
 		d := filepath.Join(dir, sub)
 		entries, err := os.ReadDir(d)
 		if err != nil {
