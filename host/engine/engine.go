@@ -442,13 +442,13 @@ func (e *Engine) runVecOp(s *tensor.Scope, x *execState, op optim.Op) error {
 	case optim.Copy:
 		return e.copyVec(s, o)
 	case optim.Fill:
-		return e.fill(s, x, o)
+		return e.withOperand(s, x, o.Dst, o.Value, s.Fill, s.FillT)
 	case optim.FillRange:
 		return e.fillRange(s, o)
 	case optim.Scale:
-		return e.scale(s, x, o)
+		return e.withOperand(s, x, o.Dst, o.Alpha, s.ScaleInPlace, s.ScaleT)
 	case optim.AddConst:
-		return e.addConst(s, x, o)
+		return e.withOperand(s, x, o.Dst, o.Value, s.AddScalarInPlace, s.AddT)
 	case optim.Axpy:
 		return e.axpy(s, x, o)
 	case optim.LinComb:
@@ -514,16 +514,19 @@ func (e *Engine) free(o optim.Free) error {
 	return nil
 }
 
-// fill runs a Fill: Dst = Value.
-func (e *Engine) fill(s *tensor.Scope, x *execState, o optim.Fill) error {
-	d, _, err := e.get(o.Dst)
+// withOperand runs an op that writes vector dst in place with operand n
+// (Fill, Scale, AddConst): an immediate through the scalar kernel imm, a
+// register through the tensor-coefficient kernel reg (see coef).
+func (e *Engine) withOperand(s *tensor.Scope, x *execState, dst optim.Vec, n optim.Num,
+	imm func(d tensor.T, v float64), reg func(d, c tensor.T)) error {
+	d, _, err := e.get(dst)
 	if err != nil {
 		return err
 	}
-	if v, ok := optim.Imm(o.Value); ok {
-		s.Fill(d, v)
+	if v, ok := optim.Imm(n); ok {
+		imm(d, v)
 	} else {
-		s.FillT(d, e.coef(s, x, o.Value, d))
+		reg(d, e.coef(s, x, n, d))
 	}
 	return nil
 }
@@ -540,34 +543,6 @@ func (e *Engine) fillRange(s *tensor.Scope, o optim.FillRange) error {
 	}
 	if o.Len > 0 {
 		s.Fill(s.Narrow(d, 0, o.Offset, o.Len), o.Value)
-	}
-	return nil
-}
-
-// scale runs a Scale: Dst *= Alpha.
-func (e *Engine) scale(s *tensor.Scope, x *execState, o optim.Scale) error {
-	d, _, err := e.get(o.Dst)
-	if err != nil {
-		return err
-	}
-	if v, ok := optim.Imm(o.Alpha); ok {
-		s.ScaleInPlace(d, v)
-	} else {
-		s.ScaleT(d, e.coef(s, x, o.Alpha, d))
-	}
-	return nil
-}
-
-// addConst runs an AddConst: Dst += Value.
-func (e *Engine) addConst(s *tensor.Scope, x *execState, o optim.AddConst) error {
-	d, _, err := e.get(o.Dst)
-	if err != nil {
-		return err
-	}
-	if v, ok := optim.Imm(o.Value); ok {
-		s.AddScalarInPlace(d, v)
-	} else {
-		s.AddT(d, e.coef(s, x, o.Value, d))
 	}
 	return nil
 }
