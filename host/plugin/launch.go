@@ -149,20 +149,11 @@ type LaunchSpec struct {
 func Launch(ctx context.Context, spec LaunchSpec) (*Client, error) {
 	var stopServing func()
 	if spec.InProcess != nil {
-		sctx, cancel := context.WithCancel(context.Background())
-		rc, stopped, err := serve.ServeInProcess(sctx, spec.InProcess)
+		rc, stop, err := serveInProcess(spec.Name, spec.InProcess)
 		if err != nil {
-			cancel()
-			return nil, fmt.Errorf("plugin %s in process: %w", spec.Name, err)
+			return nil, err
 		}
-		spec.Reattach, spec.Path = rc, ""
-		stopServing = func() {
-			cancel()
-			select {
-			case <-stopped:
-			case <-time.After(closeTimeout):
-			}
-		}
+		spec.Reattach, spec.Path, stopServing = rc, "", stop
 	}
 	path, name, err := spec.resolve()
 	if err != nil {
@@ -171,6 +162,42 @@ func Launch(ctx context.Context, spec LaunchSpec) (*Client, error) {
 		}
 		return nil, err
 	}
+	c := newClient(spec, name, stopServing)
+	c.pc = goplugin.NewClient(c.clientConfig(spec, path))
+	if err := c.start(ctx, path); err != nil {
+		return nil, err
+	}
+	if err := c.checkProtocol(ctx); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// serveInProcess serves the optimizer that mk makes inside this process
+// (LaunchSpec.InProcess). It returns the configuration to reattach to it
+// and a function that stops serving it, waiting up to closeTimeout for the
+// server to end.
+func serveInProcess(name string, mk func() optim.Optimizer) (*goplugin.ReattachConfig, func(), error) {
+	sctx, cancel := context.WithCancel(context.Background())
+	rc, stopped, err := serve.ServeInProcess(sctx, mk)
+	if err != nil {
+		cancel()
+		return nil, nil, fmt.Errorf("plugin %s in process: %w", name, err)
+	}
+	stop := func() {
+		cancel()
+		select {
+		case <-stopped:
+		case <-time.After(closeTimeout):
+		}
+	}
+	return rc, stop, nil
+}
+
+// newClient returns the Client of the plugin named name, not yet started,
+// with spec's timeouts and logger (default: "optlab" at Warn level on
+// os.Stderr).
+func newClient(spec LaunchSpec, name string, stopServing func()) *Client {
 	c := &Client{
 		name:        name,
 		stderr:      newRing(stderrLines),
@@ -182,6 +209,14 @@ func Launch(ctx context.Context, spec LaunchSpec) (*Client, error) {
 	if c.logger == nil {
 		c.logger = hclog.New(&hclog.LoggerOptions{Name: "optlab", Level: hclog.Warn, Output: os.Stderr})
 	}
+	return c
+}
+
+// clientConfig returns the go-plugin configuration that starts the binary
+// at path, or reattaches to spec.Reattach (then c.pid is its Pid). The
+// plugin's output goes to c's stderr ring and to spec.Output (default
+// os.Stderr); a started process is kept in c.proc.
+func (c *Client) clientConfig(spec LaunchSpec, path string) *goplugin.ClientConfig {
 	output := spec.Output
 	if output == nil {
 		output = os.Stderr
@@ -215,8 +250,16 @@ func Launch(ctx context.Context, spec LaunchSpec) (*Client, error) {
 			return r, err
 		}
 	}
-	c.pc = goplugin.NewClient(cfg)
+	return cfg
+}
 
+// start starts (or reattaches to) the plugin through c.pc, does the
+// go-plugin handshake and dispenses the optimizer connection, within ctx.
+// On failure everything started is stopped: in the background when ctx
+// ends first, else before start returns an error (ErrCrashed, or
+// ErrIncompatible for a failed handshake) with the plugin's last stderr
+// lines.
+func (c *Client) start(ctx context.Context, path string) error {
 	type started struct {
 		proto goplugin.ClientProtocol
 		raw   any
@@ -236,24 +279,24 @@ func Launch(ctx context.Context, spec LaunchSpec) (*Client, error) {
 		go func() {
 			<-ch
 			c.pc.Kill()
-			if stopServing != nil {
-				stopServing()
+			if c.stopServing != nil {
+				c.stopServing()
 			}
 		}()
-		return nil, fmt.Errorf("launch plugin %s: %w", name, ctx.Err())
+		return fmt.Errorf("launch plugin %s: %w", c.name, ctx.Err())
 	case s = <-ch:
 	}
 	if s.err != nil {
 		c.pc.Kill()
-		if stopServing != nil {
-			stopServing()
+		if c.stopServing != nil {
+			c.stopServing()
 		}
 		kind := ErrCrashed
 		if strings.Contains(s.err.Error(), "incompatible") {
 			kind = ErrIncompatible
 		}
-		return nil, &pluginError{
-			msg:  fmt.Sprintf("launch plugin %s (%s): %v; last stderr lines:\n%s", name, path, s.err, c.stderr.tail()),
+		return &pluginError{
+			msg:  fmt.Sprintf("launch plugin %s (%s): %v; last stderr lines:\n%s", c.name, path, s.err, c.stderr.tail()),
 			errs: []error{kind, s.err},
 		}
 	}
@@ -261,21 +304,27 @@ func Launch(ctx context.Context, spec LaunchSpec) (*Client, error) {
 	if c.proc != nil {
 		c.pid = c.proc.pid
 	}
+	return nil
+}
 
+// checkProtocol calls the plugin's Info and refuses (ErrIncompatible) a
+// plugin whose protocol minor version is newer than optim.ProtocolMinor.
+// On failure it closes c.
+func (c *Client) checkProtocol(ctx context.Context) error {
 	info, err := c.Info(ctx)
 	if err != nil {
 		_ = c.Close()
-		return nil, err
+		return err
 	}
 	if info.ProtocolMinor > optim.ProtocolMinor {
 		_ = c.Close()
-		return nil, &pluginError{
+		return &pluginError{
 			msg: fmt.Sprintf("plugin %s (%s %s) speaks protocol %d.%d, newer than this host's %d.%d: %s",
-				name, info.Name, info.Version, optim.ProtocolMajor, info.ProtocolMinor, optim.ProtocolMajor, optim.ProtocolMinor, RebuildAdvice),
+				c.name, info.Name, info.Version, optim.ProtocolMajor, info.ProtocolMinor, optim.ProtocolMajor, optim.ProtocolMinor, RebuildAdvice),
 			errs: []error{ErrIncompatible},
 		}
 	}
-	return c, nil
+	return nil
 }
 
 // RebuildAdvice says what to rebuild when a plugin speaks a newer protocol
