@@ -31,6 +31,11 @@ const DefaultBaseURL = "https://www.cs.toronto.edu/~kriz/"
 // archives hold about 180 MB.
 const maxExtractBytes = 2 << 30
 
+// DefaultMaxDownload bounds the size of one downloaded file (see
+// GetOptions.MaxBytes): the largest published file, CIFAR-100's archive,
+// is 169 MB, so a server sending more is sending something else.
+const DefaultMaxDownload = 1 << 30
+
 // Default download timeouts (see GetOptions).
 const (
 	DefaultConnectTimeout = 30 * time.Second
@@ -62,6 +67,10 @@ type GetOptions struct {
 	// middle of the body; zero means DefaultIdleTimeout, a negative value
 	// no limit. It applies to any Client.
 	IdleTimeout time.Duration
+	// MaxBytes fails a download larger than this many bytes (announced or
+	// received) before it fills the disk; zero means DefaultMaxDownload, a
+	// negative value no limit.
+	MaxBytes int64
 	// Progress receives human-readable progress lines; nil means none.
 	Progress io.Writer
 	// KeepArchive keeps the downloaded archive in dir after extraction.
@@ -309,6 +318,17 @@ func download(ctx context.Context, url, dst, want string, opts GetOptions) (err 
 	if resp.StatusCode != http.StatusOK {
 		return fmt.Errorf("download %s: %s", url, resp.Status)
 	}
+	limit := opts.MaxBytes
+	if limit == 0 {
+		limit = DefaultMaxDownload
+	}
+	if limit > 0 && resp.ContentLength > limit {
+		return fmt.Errorf("download %s: the server announces %d bytes, more than the %d a dataset file may have (GetOptions.MaxBytes); is the URL right?", url, resp.ContentLength, limit)
+	}
+	body := io.Reader(&watchedReader{r: resp.Body, wd: wd})
+	if limit > 0 {
+		body = io.LimitReader(body, limit+1)
+	}
 
 	tmp, err := os.CreateTemp(filepath.Dir(dst), "."+filepath.Base(dst)+".part-*")
 	if err != nil {
@@ -322,8 +342,12 @@ func download(ctx context.Context, url, dst, want string, opts GetOptions) (err 
 	}()
 	h := md5.New()
 	pw := &progressWriter{out: opts.Progress, total: resp.ContentLength, start: time.Now()}
-	if _, err := io.Copy(io.MultiWriter(tmp, h, pw), &watchedReader{r: resp.Body, wd: wd}); err != nil {
+	n, err := io.Copy(io.MultiWriter(tmp, h, pw), body)
+	if err != nil {
 		return fmt.Errorf("download %s: %w", url, downloadError(ctx, err, ours, connect))
+	}
+	if limit > 0 && n > limit {
+		return fmt.Errorf("download %s: more than the %d bytes a dataset file may have (GetOptions.MaxBytes); stopped. Is the URL right?", url, limit)
 	}
 	pw.finish()
 	if err := tmp.Close(); err != nil {

@@ -55,7 +55,7 @@ func mnistFormatFor(name string) (*mnistFormat, error) {
 		// github.com/zalandoresearch/fashion-mnist README, "Get the data".
 		return &mnistFormat{
 			name: FashionMNIST, title: "Fashion-MNIST",
-			baseURL: "http://fashion-mnist.s3-website.eu-central-1.amazonaws.com/",
+			baseURL: "https://github.com/zalandoresearch/fashion-mnist/raw/master/data/fashion/",
 			files: [4]idxFile{
 				{"train-images-idx3-ubyte.gz", "8d4fb7e6c68d591d4c3dfef9ec88bf0d"},
 				{"train-labels-idx1-ubyte.gz", "25c81989df183df01b3e8a0aad5dffbe"},
