@@ -60,11 +60,11 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	case "check":
 		err = checkCmd(ctx, args[1:], stdout, stderr)
 	case "table":
-		err = tableCmd(stdout, args[1:])
+		err = untilDone(ctx, func() error { return tableCmd(stdout, args[1:]) })
 	case "landscape":
 		err = landscapeCmd(ctx, args[1:], stdout, stderr)
 	case "plot":
-		err = plotCmd(ctx, args[1:], stdout, stderr)
+		err = untilDone(ctx, func() error { return plotCmd(ctx, args[1:], stdout, stderr) })
 	case "data":
 		err = dataCmd(ctx, args[1:], stdout, stderr)
 	case "plugins":
@@ -93,6 +93,20 @@ func Main(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	return 0
+}
+
+// untilDone runs a command that does not watch ctx (reading files,
+// rendering) and returns its error, or the cause of ctx as soon as it is
+// done (Ctrl-C): the command's goroutine is left to the process's exit.
+func untilDone(ctx context.Context, fn func() error) error {
+	done := make(chan error, 1)
+	go func() { done <- fn() }()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	}
 }
 
 // DefaultPluginDir is bin/plugins next to the host binary ($OPTLAB_PLUGINS

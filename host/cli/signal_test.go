@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -158,5 +159,28 @@ func TestInterruptWrapper(t *testing.T) {
 	}
 	if left := waitNoProcesses(plugins, 5*time.Second); len(left) > 0 {
 		t.Errorf("plugin processes %v still running after the host exited", left)
+	}
+}
+
+// TestTableInterrupt (hardening 26, also seen): host table used to ignore
+// Ctrl-C while it read its files; reading a FIFO that no one writes, it
+// now ends at SIGINT, saying so.
+func TestTableInterrupt(t *testing.T) {
+	fifo := filepath.Join(t.TempDir(), "runs.jsonl")
+	if err := syscall.Mkfifo(fifo, 0o644); err != nil {
+		t.Skip("no FIFOs here:", err)
+	}
+	h := startHost(t, "table", fifo)
+	time.Sleep(500 * time.Millisecond) // blocked opening the FIFO
+	if err := h.cmd.Process.Signal(os.Interrupt); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-h.exited:
+	case <-time.After(20 * time.Second):
+		t.Fatalf("host table still running 20 s after SIGINT; stderr:\n%s", h.stderr.String())
+	}
+	if h.waitErr == nil || !strings.Contains(h.stderr.String(), "interrupted by interrupt") {
+		t.Errorf("exit %v, stderr %q; want a failure saying it was interrupted", h.waitErr, h.stderr.String())
 	}
 }
