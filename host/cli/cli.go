@@ -23,10 +23,11 @@ commands:
   run EXPERIMENT.toml      train the experiment's grid and print its table
       [--smoke] [--shard i/n] [--plugins DIR] [--results DIR] [--device D] [-q]
       [--step-timeout 10m]   a plugin whose step takes longer counts as hung: its run fails
+      [--timeouts start=1m,configure=5m,…]  the other deadlines of plugin calls (also for check)
       [--lock-timeout 10m]   give up waiting for a results lock another process holds (waits are reported after 2 s)
       [--set KEY=VALUE]      override a key of the file: train.epochs=3, method.SAM.params.rho=[0.02,0.05]
   check EXPERIMENT.toml    validate data, models, plugins and hyperparameters; print the grid
-      [--plugins DIR] [--set KEY=VALUE]
+      [--plugins DIR] [--set KEY=VALUE] [--timeouts …]
   table FILE.jsonl…        print result tables [--by dataset,arch] [--metrics …] [--format markdown|csv|latex] [--time]
       [--baseline METHOD]    Δ to METHOD with a 95 % Welch t interval over seeds
       [--select val_acc]     per method, the sweep's setting that is best on validation data

@@ -89,6 +89,8 @@ func TestBadFlags(t *testing.T) {
 		{"shard 0/0", []string{"run", "--plugins", pluginDir, "--shard", "0/0", exp}, []string{`host: --shard "0/0": want i/n with n ≥ 1 and 1 ≤ i ≤ n`}},
 		{"shard 1/0", []string{"run", "--plugins", pluginDir, "--shard", "1/0", exp}, []string{`host: --shard "1/0": want i/n with n ≥ 1 and 1 ≤ i ≤ n`}},
 		{"bad step timeout", []string{"run", "--step-timeout", "0s", exp}, []string{"host: --step-timeout 0s: want a positive duration"}},
+		{"bad timeouts", []string{"run", "--timeouts", "start=fast", exp}, []string{`host: timeouts "start=fast": want a positive duration`}},
+		{"bad check timeouts", []string{"check", "--timeouts", "boot=1m", exp}, []string{`host: timeouts "boot=1m": want name=duration`}},
 		{"no experiment", []string{"check", "--plugins", pluginDir}, []string{"host: usage: host check [--set KEY=VALUE …] EXPERIMENT.toml"}},
 		{"missing file", []string{"check", "--plugins", pluginDir, "testdata/no-such.toml"}, []string{"host: experiment: open testdata/no-such.toml: no such file or directory"}},
 	}

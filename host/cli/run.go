@@ -27,6 +27,7 @@ import (
 func checkCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("check", flag.ContinueOnError)
 	dir := fs.String("plugins", DefaultPluginDir(), "plugin directory")
+	timeouts := fs.String("timeouts", "", timeoutsUsage())
 	var sets setFlag
 	fs.Var(&sets, "set", setUsage)
 	pos, err := parseInterleaved(fs, args, stdout)
@@ -40,7 +41,11 @@ func checkCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
-	p, err := grid.Prepare(ctx, exp, grid.Plugins{Dir: *dir, Output: stderr})
+	t, err := plugin.ParseTimeouts(*timeouts)
+	if err != nil {
+		return err
+	}
+	p, err := grid.Prepare(ctx, exp, grid.Plugins{Dir: *dir, Output: stderr, Timeouts: t})
 	if err != nil {
 		return err
 	}
@@ -78,6 +83,11 @@ func checkCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	return nil
 }
 
+// timeoutsUsage documents the --timeouts flag.
+func timeoutsUsage() string {
+	return "deadlines of the calls into plugins, e.g. start=2m,configure=20m (default " + plugin.DefaultTimeouts().String() + "); a plugin past one counts as hung"
+}
+
 func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("run", flag.ContinueOnError)
 	o := runOpts{}
@@ -88,7 +98,8 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	fs.StringVar(&o.resDir, "results", "", "results folder (default: the experiment's results_dir)")
 	fs.StringVar(&o.device, "device", "", "override train.device: auto, cpu, cuda or cuda:N")
 	quiet := fs.Bool("q", false, "no progress output")
-	stepTimeout := fs.Duration("step-timeout", plugin.DefaultTimeouts().Step, "how long one optimizer step may take before the plugin counts as hung")
+	stepTimeout := fs.Duration("step-timeout", plugin.DefaultTimeouts().Step, "how long one optimizer step may take before the plugin counts as hung (also --timeouts step=…)")
+	timeouts := fs.String("timeouts", "", timeoutsUsage())
 	lockTimeout := fs.Duration("lock-timeout", results.DefaultLockTimeout, "how long to wait for the results lock that another process holds before giving up")
 	inProcess := fs.Bool("in-process", false, "serve the built-in methods inside this process, not as plugin processes (to step through an optimizer and the host in one debugger)")
 	pos, err := parseInterleaved(fs, args, stdout)
@@ -105,7 +116,14 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		return fmt.Errorf("--lock-timeout %v: want a positive duration, e.g. 10m", *lockTimeout)
 	}
 	results.SetLockWait(results.LockWait{Ctx: ctx, Timeout: *lockTimeout, Log: stderr})
-	o.plugins.Timeouts = plugin.Timeouts{Step: *stepTimeout}
+	if o.plugins.Timeouts, err = plugin.ParseTimeouts(*timeouts); err != nil {
+		return err
+	}
+	fs.Visit(func(f *flag.Flag) {
+		if f.Name == "step-timeout" {
+			o.plugins.Timeouts.Step = *stepTimeout
+		}
+	})
 	o.plugins.Output = stderr
 	if *inProcess {
 		o.plugins.InProcess = builtin.Registry()

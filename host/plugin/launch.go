@@ -50,10 +50,6 @@ import (
 // working directory.
 const DefaultDir = "bin/plugins"
 
-// DefaultStartTimeout bounds the start of a plugin process (spawn and
-// go-plugin handshake).
-const DefaultStartTimeout = 15 * time.Second
-
 // Errors that the errors of this package wrap, for errors.Is.
 var (
 	// ErrCrashed: the plugin process exited while the host needed it.
@@ -72,6 +68,9 @@ var (
 // field takes its value from DefaultTimeouts. The deadline of a call also
 // bounds the Host.Exec calls the plugin makes while serving it.
 type Timeouts struct {
+	// Start bounds the start of a plugin process (spawn and go-plugin
+	// handshake; a Python plugin imports its modules first).
+	Start      time.Duration
 	Info       time.Duration
 	Configure  time.Duration
 	Step       time.Duration
@@ -80,10 +79,12 @@ type Timeouts struct {
 	State time.Duration
 }
 
-// DefaultTimeouts returns the default deadlines: Info 30 s, Configure 5 min,
-// Step 10 min, Predictive 1 min, SaveState/LoadState 5 min.
+// DefaultTimeouts returns the default deadlines: Start 1 min, Info 30 s,
+// Configure 5 min, Step 10 min, Predictive 1 min, SaveState/LoadState
+// 5 min.
 func DefaultTimeouts() Timeouts {
 	return Timeouts{
+		Start:      time.Minute,
 		Info:       30 * time.Second,
 		Configure:  5 * time.Minute,
 		Step:       10 * time.Minute,
@@ -94,12 +95,9 @@ func DefaultTimeouts() Timeouts {
 
 func (t Timeouts) withDefaults() Timeouts {
 	d := DefaultTimeouts()
-	for _, f := range []struct{ v, def *time.Duration }{
-		{&t.Info, &d.Info}, {&t.Configure, &d.Configure}, {&t.Step, &d.Step},
-		{&t.Predictive, &d.Predictive}, {&t.State, &d.State},
-	} {
-		if *f.v <= 0 {
-			*f.v = *f.def
+	for _, n := range timeoutNames {
+		if f := t.field(n); *f <= 0 {
+			*f = *d.field(n)
 		}
 	}
 	return t
@@ -125,8 +123,6 @@ type LaunchSpec struct {
 
 	// Timeouts are the per-call deadlines (zero fields: DefaultTimeouts).
 	Timeouts Timeouts
-	// StartTimeout bounds the process start (default DefaultStartTimeout).
-	StartTimeout time.Duration
 	// Logger receives go-plugin's and the plugin's log lines. The default
 	// is a logger named "optlab" at Warn level on os.Stderr: quiet, but
 	// plugin errors and panics still show.
@@ -221,10 +217,7 @@ func (c *Client) clientConfig(spec LaunchSpec, path string) *goplugin.ClientConf
 	if output == nil {
 		output = os.Stderr
 	}
-	startTimeout := spec.StartTimeout
-	if startTimeout <= 0 {
-		startTimeout = DefaultStartTimeout
-	}
+	startTimeout := spec.Timeouts.withDefaults().Start
 	plugins := goplugin.PluginSet{protocol.PluginName: protocol.HostPlugin{}}
 	cfg := &goplugin.ClientConfig{
 		HandshakeConfig:  protocol.Handshake(),
@@ -415,4 +408,62 @@ func explicitPath(p string) string {
 		return p
 	}
 	return "." + string(filepath.Separator) + p
+}
+
+// timeoutNames are the names of Timeouts' fields in ParseTimeouts.
+var timeoutNames = []string{"start", "info", "configure", "step", "predictive", "state"}
+
+// field is the field of t named name (timeoutNames), or nil.
+func (t *Timeouts) field(name string) *time.Duration {
+	switch name {
+	case "start":
+		return &t.Start
+	case "info":
+		return &t.Info
+	case "configure":
+		return &t.Configure
+	case "step":
+		return &t.Step
+	case "predictive":
+		return &t.Predictive
+	case "state":
+		return &t.State
+	}
+	return nil
+}
+
+// ParseTimeouts reads deadlines written as a comma-separated list of
+// name=duration, e.g. "start=2m,configure=20m" (names: start, info,
+// configure, step, predictive, state; durations as time.ParseDuration
+// reads them, positive). The fields it does not name are zero (the
+// defaults).
+func ParseTimeouts(s string) (Timeouts, error) {
+	var t Timeouts
+	for _, item := range strings.Split(s, ",") {
+		item = strings.TrimSpace(item)
+		if item == "" {
+			continue
+		}
+		name, val, ok := strings.Cut(item, "=")
+		f := t.field(strings.TrimSpace(name))
+		if !ok || f == nil {
+			return Timeouts{}, fmt.Errorf("timeouts %q: want name=duration, e.g. configure=20m, with name one of %s", item, strings.Join(timeoutNames, ", "))
+		}
+		d, err := time.ParseDuration(strings.TrimSpace(val))
+		if err != nil || d <= 0 {
+			return Timeouts{}, fmt.Errorf("timeouts %q: want a positive duration, e.g. 20m", item)
+		}
+		*f = d
+	}
+	return t, nil
+}
+
+// String writes t, defaults filled in, as ParseTimeouts reads it.
+func (t Timeouts) String() string {
+	t = t.withDefaults()
+	parts := make([]string, len(timeoutNames))
+	for i, n := range timeoutNames {
+		parts[i] = n + "=" + t.field(n).String()
+	}
+	return strings.Join(parts, ",")
 }

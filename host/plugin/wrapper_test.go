@@ -111,7 +111,7 @@ func TestWrapperStartTimeout(t *testing.T) {
 	defer cancel()
 	var err error
 	within(t, "Launch", 15*time.Second, func() {
-		_, err = Launch(ctx, LaunchSpec{Path: wrapper(t, sleeper, "600"), StartTimeout: time.Second, Logger: quietLogger(t), Output: testWriter{t}})
+		_, err = Launch(ctx, LaunchSpec{Path: wrapper(t, sleeper, "600"), Timeouts: Timeouts{Start: time.Second}, Logger: quietLogger(t), Output: testWriter{t}})
 	})
 	if err == nil {
 		t.Fatal("a plugin that never answers the handshake was launched")
