@@ -61,6 +61,9 @@ func checkCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fmt.Fprintf(stdout, "%s: %s — %d train / %d test samples, %d classes, input %v\n", exp.File, exp.Data.Dataset, sp.Train.Len(), sp.Test.Len(), sp.Train.Classes, shape)
 	fmt.Fprintln(stdout, gridSummary(exp, p.Runs))
 	fmt.Fprintln(stdout, stepsSummary(exp, p.Runs, sp.Train.Len()))
+	if n := len(p.Runs); n > grid.DefaultWarnRuns {
+		fmt.Fprintf(stdout, "warning: %d runs, more than %d: is every list of the sweep meant? (host run --shard i/n splits a grid)\n", n, grid.DefaultWarnRuns)
+	}
 	for _, r := range p.Runs {
 		var params int64
 		for _, a := range r.Members {

@@ -34,7 +34,15 @@ type RunOptions struct {
 	// DeviceLost reports a CUDA error of this process after which its GPU
 	// is unusable (nil: tensor.DeviceLost).
 	DeviceLost func() error
+	// WarnRuns is the size of a grid (its runs) above which Run warns
+	// before it starts and, after the first run it trains, estimates the
+	// time the rest takes (0: DefaultWarnRuns).
+	WarnRuns int
 }
+
+// DefaultWarnRuns is RunOptions.WarnRuns's default: a grid this large is
+// more often a sweep written with a list too many than a plan.
+const DefaultWarnRuns = 1000
 
 // Result says what Run did.
 type Result struct {
@@ -71,6 +79,13 @@ func Run(ctx context.Context, p *Plan, o RunOptions) (Result, error) {
 		runs = smokeRuns(runs, exp.Train.BatchSize)
 	}
 	res.Runs = len(runs)
+	if o.WarnRuns <= 0 {
+		o.WarnRuns = DefaultWarnRuns
+	}
+	large := len(runs) > o.WarnRuns
+	if large {
+		fmt.Fprintf(o.Log, "host: warning: the grid has %d runs; check its sweep (host check prints it) or split it with --shard i/n. The time they take is estimated after the first run.\n", len(runs))
+	}
 	sess, err := Open(ctx, exp)
 	if err != nil {
 		return res, err
@@ -95,9 +110,17 @@ func Run(ctx context.Context, p *Plan, o RunOptions) (Result, error) {
 		g.o.DeviceLost = tensor.DeviceLost
 	}
 	for i, run := range runs {
+		start := time.Now()
+		trained := g.trained
 		stop, err := g.run(ctx, run, &res)
 		if err != nil {
 			return res, err
+		}
+		if large && trained == 0 && g.trained == 1 {
+			took := time.Since(start)
+			left := len(runs) - i - 1
+			fmt.Fprintf(o.Log, "host: the first run took %s; at that pace the %d runs left take about %s\n",
+				took.Round(time.Second), left, (took * time.Duration(left)).Round(time.Minute))
 		}
 		if stop != nil {
 			return res, fmt.Errorf("run %s failed with a CUDA error that leaves the GPU unusable for this process (%s); the %d later runs of the grid were not started, as each would fail the same way. The failure is recorded in %s; run the same command again (a new process) to go on",
@@ -114,6 +137,8 @@ type gridRun struct {
 	store  *results.Store
 	runner *train.Runner
 	o      RunOptions
+	// trained counts the runs this call trained (finished or failed).
+	trained int
 }
 
 // newRunner is the trainer of the session's runs.
@@ -157,6 +182,7 @@ func (g *gridRun) run(ctx context.Context, run experiment.Run, res *Result) (los
 		return nil, nil
 	}
 	rec, err := g.train(ctx, run, m)
+	g.trained++
 	if err != nil && ctx.Err() != nil {
 		// Interrupted: not a failure of the method, and not recorded.
 		// A run that finished as the signal came (err == nil) is.

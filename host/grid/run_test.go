@@ -122,3 +122,31 @@ func TestLostDeviceStopsGrid(t *testing.T) {
 		t.Errorf("log does not name the failure:\n%s", log.String())
 	}
 }
+
+// A grid larger than RunOptions.WarnRuns is announced with a warning, and
+// the time its remaining runs take is estimated after the first (hardening
+// 26, also seen: a 10⁶-run grid was accepted silently).
+func TestLargeGridWarns(t *testing.T) {
+	dir := t.TempDir()
+	path := writeExperiment(t, dir, "large", "SGD", "sgd", "SGD2", "sgd")
+	var log strings.Builder
+	if _, err := Run(context.Background(), plan(t, path), RunOptions{Log: &log, WarnRuns: 3}); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"host: warning: the grid has 4 runs; check its sweep", "host: the first run took ", "; at that pace the 3 runs left take about "} {
+		if !strings.Contains(log.String(), want) {
+			t.Errorf("log lacks %q:\n%s", want, log.String())
+		}
+	}
+	if strings.Count(log.String(), "at that pace") != 1 {
+		t.Errorf("the estimate is given more than once:\n%s", log.String())
+	}
+	log.Reset()
+	path = writeExperiment(t, dir, "small", "SGD", "sgd")
+	if _, err := Run(context.Background(), plan(t, path), RunOptions{Log: &log, WarnRuns: 3}); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(log.String(), "warning") || strings.Contains(log.String(), "at that pace") {
+		t.Errorf("a small grid warns:\n%s", log.String())
+	}
+}
