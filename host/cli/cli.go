@@ -13,7 +13,6 @@ import (
 	"strings"
 
 	"github.com/optlab/optlab/host/plugin"
-	"github.com/optlab/optlab/host/results"
 	"github.com/optlab/optlab/host/tensor"
 )
 
@@ -51,9 +50,6 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	ctx, stop := plugin.CleanupOnSignal(context.Background())
 	defer stop()
 	defer plugin.CleanupAll()
-	// A wait for a results lock ends with the first SIGTERM or Ctrl-C, and
-	// says who holds the lock.
-	defer results.SetLockWait(results.SetLockWait(results.LockWait{Ctx: ctx, Log: stderr}))
 	var err error
 	switch args[0] {
 	case "run":

@@ -118,7 +118,7 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if *lockTimeout <= 0 {
 		return fmt.Errorf("--lock-timeout %v: want a positive duration, e.g. 10m", *lockTimeout)
 	}
-	results.SetLockWait(results.LockWait{Ctx: ctx, Timeout: *lockTimeout, Log: stderr})
+	o.grid.LockWait = results.LockWait{Ctx: ctx, Timeout: *lockTimeout, Log: stderr}
 	if o.plugins.Timeouts, err = plugin.ParseTimeouts(*timeouts); err != nil {
 		return err
 	}

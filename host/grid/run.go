@@ -34,6 +34,9 @@ type RunOptions struct {
 	// DeviceLost reports a CUDA error of this process after which its GPU
 	// is unusable (nil: tensor.DeviceLost).
 	DeviceLost func() error
+	// LockWait says how to wait for the results lock that another host
+	// holds.
+	LockWait results.LockWait
 	// WarnRuns is the size of a grid (its runs) above which Run warns
 	// before it starts and, after the first run it trains, estimates the
 	// time the rest takes (0: DefaultWarnRuns).
@@ -98,7 +101,7 @@ func Run(ctx context.Context, p *Plan, o RunOptions) (Result, error) {
 	if err := sess.Upload(ctx); err != nil {
 		return res, fmt.Errorf("%s: %w", exp.File, err)
 	}
-	store, removed, err := results.Open(results.NewLayout(exp.ResultsDir, exp.Name), o.Shard, "")
+	store, removed, err := results.Open(results.NewLayout(exp.ResultsDir, exp.Name), results.StoreOptions{Shard: o.Shard, Wait: o.LockWait})
 	if len(removed) > 0 {
 		fmt.Fprintf(o.Log, "host: removed %d temporary file(s) left by an interrupted host in %s\n", len(removed), store.Layout.Dir)
 	}

@@ -202,6 +202,11 @@ func Marshal(rec Record) ([]byte, error) {
 	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
 }
 
+// Append is DefaultLockWait().Append.
+func Append(path string, rec Record) error {
+	return DefaultLockWait().Append(path, rec)
+}
+
 // Append adds rec as one line to the JSONL file at path, creating the file
 // and its directories when missing. The line is appended in one write and
 // synced, under the file's Lock, so appends from several processes (or
@@ -211,12 +216,12 @@ func Marshal(rec Record) ([]byte, error) {
 // tore). Before writing, Append fills an empty ConfigHash (and rejects
 // one that does not match Config), moves NaN/±Inf metrics to Undefined and
 // sets a zero Finished to the current UTC time.
-func Append(path string, rec Record) error {
+func (w LockWait) Append(path string, rec Record) error {
 	line, err := Marshal(rec)
 	if err != nil {
 		return fmt.Errorf("append to %s: %w", path, err)
 	}
-	unlock, err := Lock(path)
+	unlock, err := w.Lock(path)
 	if err != nil {
 		return fmt.Errorf("append to %s: %w", path, err)
 	}

@@ -27,6 +27,7 @@ type Store struct {
 	// shard's.
 	file  string
 	owner string
+	wait  LockWait
 	// done are the runs finished when the store was opened, in any records
 	// file of the folder (unsharded or any shard), by key.
 	done map[string]finished
@@ -42,20 +43,32 @@ type finished struct {
 	file string
 }
 
+// StoreOptions say how a Store works.
+type StoreOptions struct {
+	// Shard selects the records file this host appends to.
+	Shard Shard
+	// Owner names this host in its claims ("": Owner()).
+	Owner string
+	// Wait says how to wait for the records file's lock when another host
+	// holds it (the zero value: DefaultLockTimeout, uninterrupted,
+	// silent).
+	Wait LockWait
+}
+
 // Open opens the results folder for one host: it removes the temporary
 // files that interrupted hosts left (RemoveTemps; returned) and reads which
-// runs are finished, in every records file of the folder. owner names this
-// host in its claims ("": Owner()).
-func Open(l Layout, shard Shard, owner string) (s *Store, removed []string, err error) {
+// runs are finished, in every records file of the folder.
+func Open(l Layout, o StoreOptions) (s *Store, removed []string, err error) {
 	file := l.Runs()
-	if shard.N > 0 {
-		file = l.Shard(shard.I, shard.N)
+	if o.Shard.N > 0 {
+		file = l.Shard(o.Shard.I, o.Shard.N)
 	}
+	owner := o.Owner
 	if owner == "" {
 		owner = Owner()
 	}
-	s = &Store{Layout: l, file: file, owner: owner}
-	if removed, err = RemoveTemps(file); err != nil {
+	s = &Store{Layout: l, file: file, owner: owner, wait: o.Wait}
+	if removed, err = s.wait.RemoveTemps(file); err != nil {
 		return nil, nil, err
 	}
 	if s.done, err = l.finished(); err != nil {
@@ -141,7 +154,7 @@ func (s *Store) Begin(ctx context.Context, key string, cfg map[string]any) (Star
 			}
 			return nil
 		}
-		n, fresh, err := Supersede(fin.file, key, s.Layout.SupersededRecords(), stale, aside)
+		n, fresh, err := s.wait.Supersede(fin.file, key, s.Layout.SupersededRecords(), stale, aside)
 		if err != nil {
 			return st, err
 		}
@@ -155,7 +168,7 @@ func (s *Store) Begin(ctx context.Context, key string, cfg map[string]any) (Star
 	if ctx.Err() != nil {
 		return st, context.Cause(ctx)
 	}
-	mine, err := Claim(s.file, key, s.owner, OwnerGone)
+	mine, err := s.wait.Claim(s.file, key, s.owner, OwnerGone)
 	if err != nil {
 		return st, err
 	}
@@ -168,16 +181,16 @@ func (s *Store) Begin(ctx context.Context, key string, cfg map[string]any) (Star
 // Finish records a run this host trained (whatever its status) and
 // releases its claim.
 func (s *Store) Finish(rec Record) error {
-	if err := Append(s.file, rec); err != nil {
+	if err := s.wait.Append(s.file, rec); err != nil {
 		return fmt.Errorf("saving result of %s: %w", rec.Key, err)
 	}
-	return Release(s.file, rec.Key, s.owner)
+	return s.wait.Release(s.file, rec.Key, s.owner)
 }
 
 // Abandon releases the claim on run key without a record: the host was
 // interrupted, and another (or this one run again) trains it later.
 func (s *Store) Abandon(key string) error {
-	return Release(s.file, key, s.owner)
+	return s.wait.Release(s.file, key, s.owner)
 }
 
 // Records reads every records file of the folder (runs.jsonl and every

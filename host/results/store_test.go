@@ -46,7 +46,7 @@ func TestStoreHelperProcess(t *testing.T) {
 		os.Exit(2)
 	}
 	l := Layout{Dir: dir}
-	s, _, err := Open(l, Shard{}, fmt.Sprintf("host%d", id))
+	s, _, err := Open(l, StoreOptions{Owner: fmt.Sprintf("host%d", id)})
 	if err != nil {
 		fail(err)
 	}
@@ -186,7 +186,7 @@ func TestStoreHosts(t *testing.T) {
 
 // Begin on a store whose context is done claims nothing and says why.
 func TestStoreBeginCancelled(t *testing.T) {
-	s, _, err := Open(Layout{Dir: t.TempDir()}, Shard{}, "me")
+	s, _, err := Open(Layout{Dir: t.TempDir()}, StoreOptions{Owner: "me"})
 	if err != nil {
 		t.Fatal(err)
 	}
