@@ -52,6 +52,9 @@ func landscapeCmd(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		return err
 	}
 	o.Log, o.Progress = stderr, stderr
+	// A wait for the results lock ends with the first SIGTERM or Ctrl-C,
+	// and says who holds the lock.
+	o.LockWait = results.LockWait{Ctx: ctx, Log: stderr}
 	if o.quiet {
 		o.Progress = nil
 	}

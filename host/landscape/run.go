@@ -42,6 +42,9 @@ type Options struct {
 	// Log receives the notices (how the device was chosen, a sharpness not
 	// recorded); Progress the progress lines (nil: none).
 	Log, Progress io.Writer
+	// LockWait says how to wait for the results lock when the sharpness
+	// is recorded.
+	LockWait results.LockWait
 }
 
 // Run probes each checkpoint of the experiment exp along filter-normalized
@@ -166,7 +169,7 @@ func (s *scan) record(cp loadedCheckpoint, cs *CheckpointSummary, metric string)
 	case math.IsNaN(cs.Sharpness.Increase) || math.IsInf(cs.Sharpness.Increase, 0):
 		fmt.Fprintf(s.o.Log, "host: %s: the sharpness is not finite; not recorded in %s\n", cp.path, s.runs)
 	default:
-		ok, err := RecordMetric(s.runs, s.exp.Name, cp.runKey, metric, cs.Sharpness.Increase)
+		ok, err := RecordMetric(s.o.LockWait, s.runs, s.exp.Name, cp.runKey, metric, cs.Sharpness.Increase)
 		if err != nil {
 			return fmt.Errorf("%s: recording %s: %w", cp.path, metric, err)
 		}
