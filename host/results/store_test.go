@@ -2,15 +2,12 @@ package results
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 )
 
@@ -82,30 +79,9 @@ func TestStoreHelperProcess(t *testing.T) {
 // lr and returns, by run key, the hosts' lines about it.
 func hosts(t *testing.T, dir string, lr float64) map[string][]string {
 	t.Helper()
-	var wg sync.WaitGroup
-	outs := make([]bytes.Buffer, storeHosts)
-	errs := make([]error, storeHosts)
-	for p := range storeHosts {
-		cmd := exec.Command(os.Args[0], "-test.run=^TestStoreHelperProcess$", "-test.count=1")
-		cmd.Env = append(os.Environ(), storeHelperDir+"="+dir, storeHelperLR+"="+fmt.Sprint(lr), storeHelperID+"="+strconv.Itoa(p))
-		cmd.Stdout = &outs[p]
-		var stderr bytes.Buffer
-		cmd.Stderr = &stderr
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		wg.Go(func() {
-			if err := cmd.Wait(); err != nil {
-				errs[p] = fmt.Errorf("host %d: %w: %s", p, err, stderr.String())
-			}
-		})
-	}
-	wg.Wait()
-	for _, err := range errs {
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
+	outs := runHelpers(t, storeHosts, "TestStoreHelperProcess", func(p int) []string {
+		return []string{storeHelperDir + "=" + dir, storeHelperLR + "=" + fmt.Sprint(lr), storeHelperID + "=" + strconv.Itoa(p)}
+	})
 	did := map[string][]string{}
 	for p := range storeHosts {
 		sc := bufio.NewScanner(&outs[p])
