@@ -171,7 +171,22 @@ func TestTableInterrupt(t *testing.T) {
 		t.Skip("no FIFOs here:", err)
 	}
 	h := startHost(t, "table", fifo)
-	time.Sleep(500 * time.Millisecond) // blocked opening the FIFO
+	// Once the host has opened the FIFO (its signal handler is set up by
+	// then), a non-blocking open for writing succeeds; the host then
+	// blocks reading, as no data comes.
+	var w *os.File
+	for deadline := time.Now().Add(time.Minute); w == nil; {
+		f, err := os.OpenFile(fifo, os.O_WRONLY|syscall.O_NONBLOCK, 0)
+		switch {
+		case err == nil:
+			w = f
+		case time.Now().After(deadline):
+			t.Fatalf("host table did not open the FIFO within a minute: %v; stderr:\n%s", err, h.stderr.String())
+		default:
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	defer w.Close()
 	if err := h.cmd.Process.Signal(os.Interrupt); err != nil {
 		t.Fatal(err)
 	}
