@@ -209,6 +209,8 @@ type Stateful interface {
 // returns, by hyperparameter name, the values the optimizer derived in
 // Configure, in Config.Params' types (float64, int64, bool or string); it
 // is called after a successful Configure. Nil or empty: nothing derived.
+// The host records the values in the run's record ("resolved"), apart from
+// the configuration that decides whether a run is trained again.
 //
 // Over the wire the values travel in Configure's reply, so a plugin's
 // optimizer as the host sees it (host/plugin's AsOptimizer) always
