@@ -59,6 +59,15 @@ type Record struct {
 	Config map[string]any `json:"config"`
 	// ConfigHash is HashConfig(Config); Append fills it when empty.
 	ConfigHash string `json:"config_hash"`
+	// Resolved holds, under Config's keys ("params.rho2"), the values the
+	// optimizer chose in Configure for hyperparameters whose configured
+	// value left the choice to it (optim.Resolver: OT-MDR's rho2 = -1 is
+	// 2ρ₁): Config keeps the -1, and Config overlaid with Resolved is what
+	// trained. It is not part of the configuration that identifies the run
+	// (HashConfig, ConfigDiff): a new run, which knows only what it is
+	// configured with, must find its finished record the same. Empty for
+	// optimizers that resolve nothing and in records of earlier versions.
+	Resolved map[string]any `json:"resolved,omitempty"`
 	// Dataset names the dataset, e.g. "cifar10".
 	Dataset string `json:"dataset"`
 	// Arch names the architecture: "resnet18", or "resnet18+mobilenet" for

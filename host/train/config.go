@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/optlab/optlab/host/experiment"
+	"github.com/optlab/optlab/sdk/optim"
 )
 
 // Config is what makes a run the run it is, for its record: the method's
@@ -56,7 +57,7 @@ func (r *Runner) Config(run experiment.Run, m Optimizer) Config {
 func (c Config) Map() map[string]any {
 	cfg := map[string]any{}
 	for k, v := range c.Params {
-		cfg["params."+k] = v
+		cfg[paramKey(k)] = v
 	}
 	tr := c.Train
 	cfg["train.epochs"] = int64(tr.Epochs)
@@ -119,6 +120,28 @@ func (c Config) Map() map[string]any {
 	delete(cfg, "eval.tensorboard")
 	delete(cfg, "eval.tensorboard_every_steps")
 	return cfg
+}
+
+// paramKey is the key of hyperparameter name in a record's Config (and
+// Resolved).
+func paramKey(name string) string { return "params." + name }
+
+// resolvedOf returns what opt chose in Configure for the hyperparameters
+// that left it the choice (optim.Resolver), under the keys of the record's
+// Config, for the record's Resolved; nil for none.
+func resolvedOf(opt optim.Optimizer) map[string]any {
+	r, ok := opt.(optim.Resolver)
+	if !ok {
+		return nil
+	}
+	var out map[string]any
+	for k, v := range r.Resolved() {
+		if out == nil {
+			out = map[string]any{}
+		}
+		out[paramKey(k)] = v
+	}
+	return out
 }
 
 // addTable adds the fields of an experiment table (a struct with toml

@@ -134,6 +134,7 @@ func (r *Runner) Run(ctx context.Context, run experiment.Run, m Optimizer) (resu
 		return rec, err
 	}
 	defer t.eng.Close()
+	rec.Resolved = resolvedOf(m.Optimizer)
 	t.cfg = rec.Config
 	if err := r.resume(ctx, t); err != nil {
 		return rec, err
