@@ -35,7 +35,8 @@ commands:
                            loss along filter-normalized random directions, sharpness
   plot results/<experiment> [--metric test_acc,train_loss] [--out FILE.png]
                            training curves per method (mean ± std over seeds)
-  data get NAME --dir D    download and verify cifar10 or cifar100 [--url BASE] [--md5 HEX]
+  data get NAME --dir D    download and verify cifar10, cifar100, fashion-mnist or mnist [--url BASE] [--md5 HEX]
+      [--no-apt] [--debian-dir DIR]  fashion-mnist: copied from Debian's dataset-fashion-mnist, installed with apt when root
   plugins [--plugins DIR]  list installed optimizer plugins
   version                  print the libtorch this host uses
 `

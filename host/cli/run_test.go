@@ -216,7 +216,7 @@ func TestHelp(t *testing.T) {
 	}{
 		{[]string{"run", "-h"}, []string{"flags of host run:", "-step-timeout duration", "-shard string", "-smoke"}},
 		{[]string{"check", "-h"}, []string{"flags of host check:", "-plugins string"}},
-		{[]string{"data", "get", "-h"}, []string{"flags of host data get:", "-md5 string", "-url string"}},
+		{[]string{"data", "get", "-h"}, []string{"flags of host data get:", "-md5 string", "-url string", "-no-apt", "-debian-dir string"}},
 		{[]string{"help"}, []string{"usage: host <command>", "--step-timeout", "--md5 HEX"}},
 	}
 	for _, tt := range tests {

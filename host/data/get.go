@@ -45,7 +45,10 @@ const (
 )
 
 // GetOptions configures Get. The zero value downloads from DefaultBaseURL
-// with the default timeouts, verifies the published MD5 and prints nothing.
+// with the default timeouts, verifies the published MD5 and prints nothing;
+// for Fashion-MNIST it copies Debian's package's files instead when they are
+// installed, installing the package with apt-get first when running as root
+// (see getMNIST).
 type GetOptions struct {
 	// BaseURL replaces DefaultBaseURL; the archive's name is appended.
 	BaseURL string
