@@ -207,7 +207,7 @@ func copyToTemp(from, dir, pattern string) (_ string, err error) {
 // aptGetInstall installs Debian's package pkg with apt-get, without
 // questions or recommended packages, updating the package lists first
 // only when the install fails without it (a fresh machine has none). Its
-// error ends with the last line apt-get printed.
+// error gives the last line each failed apt-get printed.
 func aptGetInstall(ctx context.Context, pkg string) error {
 	run := func(args ...string) error {
 		cmd := exec.CommandContext(ctx, "apt-get", args...)
@@ -221,11 +221,12 @@ func aptGetInstall(ctx context.Context, pkg string) error {
 		return nil
 	}
 	install := []string{"install", "-y", "-q", "--no-install-recommends", pkg}
-	if err := run(install...); err == nil {
+	err := run(install...)
+	if err == nil {
 		return nil
 	}
-	if err := run("update", "-q"); err != nil {
-		return err
+	if uerr := run("update", "-q"); uerr != nil {
+		return fmt.Errorf("%w; %w", err, uerr)
 	}
 	return run(install...)
 }

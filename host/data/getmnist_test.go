@@ -260,3 +260,46 @@ func TestGetFashionMNISTApt(t *testing.T) {
 		})
 	}
 }
+
+// TestAptGetInstall runs aptGetInstall against a fake apt-get: without
+// questions or recommends, updating the package lists only when the first
+// install fails, and reporting apt-get's last line when all fails.
+func TestAptGetInstall(t *testing.T) {
+	bin := t.TempDir()
+	log := filepath.Join(bin, "log")
+	// The install fails until the lists are updated; FAIL_UPDATE fails the update too.
+	script := `#!/bin/sh
+echo "$DEBIAN_FRONTEND apt-get $*" >> ` + log + `
+case "$1" in
+update) [ -z "$FAIL_UPDATE" ] && touch ` + bin + `/updated && exit 0; echo "E: no network"; exit 100;;
+install) [ -e ` + bin + `/updated ] && exit 0; echo "Reading package lists..."; echo "E: Unable to locate package $5" >&2; exit 100;;
+esac
+exit 1
+`
+	if err := os.WriteFile(filepath.Join(bin, "apt-get"), []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("PATH", bin+string(os.PathListSeparator)+os.Getenv("PATH"))
+
+	t.Setenv("FAIL_UPDATE", "1")
+	err := aptGetInstall(context.Background(), "dataset-fashion-mnist")
+	want := "apt-get install -y -q --no-install-recommends dataset-fashion-mnist: exit status 100: E: Unable to locate package dataset-fashion-mnist; apt-get update -q: exit status 100: E: no network"
+	if err == nil || err.Error() != want {
+		t.Errorf("error %v\nwant %s", err, want)
+	}
+	t.Setenv("FAIL_UPDATE", "")
+	if err := os.Remove(log); err != nil {
+		t.Fatal(err)
+	}
+	if err := aptGetInstall(context.Background(), "dataset-fashion-mnist"); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	install := "noninteractive apt-get install -y -q --no-install-recommends dataset-fashion-mnist\n"
+	if got, want := string(b), install+"noninteractive apt-get update -q\n"+install; got != want {
+		t.Errorf("ran\n%swant\n%s", got, want)
+	}
+}
