@@ -1,9 +1,12 @@
 package train
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
+	"github.com/optlab/optlab/host/data"
+	"github.com/optlab/optlab/host/data/devset"
 	"github.com/optlab/optlab/host/experiment"
 	"github.com/optlab/optlab/host/results"
 )
@@ -48,5 +51,21 @@ func TestLabelNoiseConfig(t *testing.T) {
 	if got, want := strings.Join(results.ConfigDiff(sym, asym), "; "),
 		`data.label_noise.kind: "symmetric" → "asymmetric"; data.label_noise.map: "" → "{2 = 0, 9 = 1, 10 = 3}"`; got != want {
 		t.Errorf("symmetric → asymmetric: %q, want %q", got, want)
+	}
+}
+
+// TestLabelNoiseRecorded: a run's record carries what the label noise of
+// the experiment's data did; a run without it has none.
+func TestLabelNoiseRecorded(t *testing.T) {
+	exp := experiment.Default()
+	run := experiment.Run{Key: "k", Label: "SGD"}
+	r := &Runner{Exp: exp, Data: &devset.Data{Classes: 2}}
+	if ln := r.Record(run, Optimizer{}).LabelNoise; ln != nil {
+		t.Errorf("record without label noise has %+v", ln)
+	}
+	r.Data.LabelNoise = &data.NoiseStats{Samples: 8, Flipped: 2, Transition: [][]int{{3, 1}, {1, 3}}}
+	ln := r.Record(run, Optimizer{}).LabelNoise
+	if ln == nil || ln.Samples != 8 || ln.Flipped != 2 || ln.Fraction != 0.25 || fmt.Sprint(ln.Transition) != "[[3 1] [1 3]]" {
+		t.Errorf("record's label noise %+v", ln)
 	}
 }
