@@ -59,6 +59,9 @@ func checkCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	zoo := model.Builtin()
 	fmt.Fprintf(stdout, "%s: %s — %d train / %d test samples, %d classes, input %v\n", exp.File, exp.Data.Dataset, sp.Train.Len(), sp.Test.Len(), sp.Train.Classes, shape)
+	if sp.Noise != nil {
+		fmt.Fprint(stdout, noiseSummary(exp.Data.LabelNoise, sp.Noise))
+	}
 	fmt.Fprintln(stdout, gridSummary(exp, p.Runs))
 	fmt.Fprintln(stdout, stepsSummary(exp, p.Runs, sp.Train.Len()))
 	if n := len(p.Runs); n > grid.DefaultWarnRuns {

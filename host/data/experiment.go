@@ -11,7 +11,10 @@ import (
 const splitSeed = 20231
 
 // Load reads the experiment's dataset into host memory: train, test and
-// (when validation > 0) a validation set held out from train.
+// (when validation > 0) a validation set held out from train. Label noise
+// ([data.label_noise]) is added to the training labels before the
+// validation set is held out, so validation labels are noisy too; Split.Noise
+// says what it did.
 func Load(d experiment.Data) (Split, error) {
 	var sp Split
 	var err error
@@ -44,6 +47,15 @@ func Load(d experiment.Data) (Split, error) {
 	}
 	if err != nil {
 		return sp, err
+	}
+	// Label noise goes on the whole training set, before the validation
+	// split is drawn from it; the test set stays clean.
+	if n := d.LabelNoise; n.Active() {
+		st, err := AddLabelNoise(sp.Train, NoiseOptions{Kind: n.Kind, Rate: n.Rate, Seed: n.Seed, Map: n.ClassMap()})
+		if err != nil {
+			return sp, err
+		}
+		sp.Noise = st
 	}
 	if d.Validation > 0 {
 		tr, val, err := HoldOut(sp.Train, d.Validation, splitSeed)

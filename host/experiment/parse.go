@@ -555,6 +555,17 @@ func (c *checker) value(v any, t reflect.Type, p keyPath) {
 		for i, x := range elems {
 			c.value(x, t.Elem(), p.index(i))
 		}
+	case reflect.Map:
+		// Tables with free keys (data.label_noise.map): Validate checks the
+		// keys, the decoder their values' types.
+		m, ok := v.(map[string]any)
+		if !ok {
+			c.add(c.line(p), p.String(), "%s must be a table (got %s)", p, describe(v))
+			return
+		}
+		for k, x := range m {
+			c.value(x, t.Elem(), p.child(k))
+		}
 	case reflect.String:
 		if _, ok := v.(string); !ok {
 			c.mismatch(p, "a string", v)

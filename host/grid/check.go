@@ -47,7 +47,7 @@ func Preflight(ctx context.Context, p *Plan, sp data.Split) error {
 	}
 	defer sess.Close()
 	r := &train.Runner{W: sess.W, Dev: sess.Dev, Exp: p.Exp, Zoo: model.Builtin(),
-		Data: &devset.Data{Classes: sp.Train.Classes, Shape: shape, TrainSize: sp.Train.Len(), TestSize: sp.Test.Len()}}
+		Data: &devset.Data{Classes: sp.Train.Classes, Shape: shape, TrainSize: sp.Train.Len(), TestSize: sp.Test.Len(), LabelNoise: sp.Noise}}
 	seen := map[string]bool{}
 	for _, run := range p.Runs {
 		if seen[run.Label] {

@@ -104,6 +104,9 @@ type Record struct {
 	// Numerics holds the determinism and precision switches the run was
 	// trained and evaluated with; nil in records of versions before them.
 	Numerics *Numerics `json:"numerics,omitempty"`
+	// LabelNoise is what the label noise of [data.label_noise] did to the
+	// training labels; nil for runs without label noise.
+	LabelNoise *LabelNoise `json:"label_noise,omitempty"`
 	// GitCommit is the commit of the optlab checkout.
 	GitCommit string `json:"git_commit"`
 	// Host is the machine's host name.
@@ -121,6 +124,21 @@ type Numerics struct {
 	Deterministic  bool `json:"deterministic"`
 	CudnnBenchmark bool `json:"cudnn_benchmark"`
 	TF32           bool `json:"tf32"`
+}
+
+// LabelNoise is what a run's label noise did to the training labels (all
+// of them, before the validation split was held out of them): the
+// realised counterpart of the configured data.label_noise.rate.
+type LabelNoise struct {
+	// Samples is the number of training labels the noise was applied to.
+	Samples int `json:"samples"`
+	// Flipped is the number of labels it changed.
+	Flipped int `json:"flipped"`
+	// Fraction is Flipped / Samples.
+	Fraction float64 `json:"fraction"`
+	// Transition counts the samples by clean label (row) and noisy label
+	// (column), classes × classes; the diagonal are the labels kept.
+	Transition [][]int `json:"transition"`
 }
 
 // MethodName returns the [[method]] name of the run: Base, or Method for a

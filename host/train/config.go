@@ -80,6 +80,17 @@ func (c Config) Map() map[string]any {
 	if d.Dataset == experiment.DatasetSynthetic || d.OOD == experiment.DatasetSynthetic {
 		addTable(cfg, "data.synthetic", d.Synthetic)
 	}
+	// Label noise: only when asked for, so that the configuration (and
+	// hash) of a run without it stays that of the records written before
+	// it existed (results.OmittedDefaults).
+	if n := d.LabelNoise; n.Active() {
+		cfg["data.label_noise.kind"] = n.Kind
+		cfg["data.label_noise.rate"] = n.Rate
+		cfg["data.label_noise.seed"] = n.Seed
+		if n.Kind == experiment.NoiseAsymmetric {
+			cfg["data.label_noise.map"] = n.MapString()
+		}
+	}
 	cfg["data.ood"] = d.OOD
 	addTable(cfg, "train.schedule", tr.Schedule)
 	addTable(cfg, "train.optimizer", tr.Optimizer)

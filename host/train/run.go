@@ -120,6 +120,10 @@ func (r *Runner) Record(run experiment.Run, m Optimizer) results.Record {
 	if len(run.Setting) > 0 {
 		rec.Base, rec.Setting = run.Method.Name, run.SettingString()
 	}
+	if r.Data != nil && r.Data.LabelNoise != nil {
+		st := r.Data.LabelNoise
+		rec.LabelNoise = &results.LabelNoise{Samples: st.Samples, Flipped: st.Flipped, Fraction: st.Fraction(), Transition: st.Transition}
+	}
 	return rec
 }
 

@@ -17,6 +17,9 @@ type Data struct {
 	Shape               []int64
 	Augment             Augment
 	TrainSize, TestSize int
+	// LabelNoise is what the label noise of [data.label_noise] did to the
+	// training labels (data.Split.Noise); nil without label noise.
+	LabelNoise *data.NoiseStats
 }
 
 // Load loads the experiment's data (data.Load, data.LoadOOD) and copies
@@ -26,7 +29,7 @@ func Load(ctx context.Context, w *tensor.Worker, dev tensor.Device, d experiment
 	if err != nil {
 		return nil, err
 	}
-	out := &Data{Name: d.Dataset, Classes: sp.Train.Classes, TrainSize: sp.Train.Len(), TestSize: sp.Test.Len()}
+	out := &Data{Name: d.Dataset, Classes: sp.Train.Classes, TrainSize: sp.Train.Len(), TestSize: sp.Test.Len(), LabelNoise: sp.Noise}
 	for _, v := range sp.Train.Shape {
 		out.Shape = append(out.Shape, int64(v))
 	}
