@@ -323,8 +323,8 @@ func smokeSets(exp *experiment.Experiment) []string {
 // methodConfig identifies a method configuration for the quick smoke: the
 // plugin, the values of its string and boolean parameters (which choose
 // code paths: ensemble kind, member optimizer, mode) and the names of the
-// others (whose values only change numbers), whether the data is CIFAR
-// and whether the model is variational.
+// others (whose values only change numbers), whether the data is CIFAR,
+// whether the model is variational and train.precision.
 func methodConfig(exp *experiment.Experiment, m experiment.Method) string {
 	keys := make([]string, 0, len(m.Params))
 	for k := range m.Params {
@@ -332,7 +332,7 @@ func methodConfig(exp *experiment.Experiment, m experiment.Method) string {
 	}
 	slices.Sort(keys)
 	var b strings.Builder
-	fmt.Fprintf(&b, "plugin=%s path=%s cifar=%t variational=%t", m.Plugin, m.Path, isCIFAR(exp.Data.Dataset), exp.Model.Variational)
+	fmt.Fprintf(&b, "plugin=%s path=%s cifar=%t variational=%t precision=%s", m.Plugin, m.Path, isCIFAR(exp.Data.Dataset), exp.Model.Variational, cmp.Or(exp.Train.Precision, experiment.PrecisionFP32))
 	for _, k := range keys {
 		switch v := m.Params[k].(type) {
 		case string, bool:
@@ -361,15 +361,27 @@ func runCost(t *testing.T, r experiment.Run) int64 {
 
 // smokePlan chooses the runs to smoke, on the grids of the files with
 // smokeSets. With all, every run of every file. Otherwise (the quick
-// default) each distinct method configuration (see methodConfig) is
-// smoke-run once, on the cheapest run (fewest parameters) of the first
-// file, in name order, that has it, and a file whose configurations all
-// came earlier runs its cheapest run, so that every file is smoke-run. The
-// plan does not depend on which subtests run.
+// default) every file is smoke-run and each distinct method configuration
+// (see methodConfig) at least once, in few runs, each the cheapest (fewest
+// parameters; grid order among equals) of its file that does its job:
+//
+//  1. each file, in name order, runs its cheapest run of a configuration
+//     that no earlier file's choice covers (a cifar100 file thus covers in
+//     the run it needs anyway a configuration that its cifar10 twin, which
+//     covers another, has too);
+//  2. each configuration still not covered runs on its cheapest run in the
+//     first file, in name order, that has it;
+//  3. a file with no run yet (its configurations all covered by earlier
+//     files) runs its cheapest run.
+//
+// The plan does not depend on which subtests run.
 func smokePlan(t *testing.T, all bool) []smokeFile {
 	t.Helper()
-	seen := map[string]bool{}
 	var plan []smokeFile
+	// orders[k] lists the runs of plan[k] cheapest first; configs[k][i] is
+	// the method configuration of its run i.
+	var orders [][]int
+	var configs [][]string
 	for _, f := range experimentFiles(t) {
 		exp := load(t, f)
 		sets := smokeSets(exp)
@@ -383,21 +395,43 @@ func smokePlan(t *testing.T, all bool) []smokeFile {
 		sf := smokeFile{file: f, sets: sets, runs: experiment.Grid(small)}
 		order := make([]int, len(sf.runs))
 		costs := make([]int64, len(sf.runs))
+		cfg := make([]string, len(sf.runs))
 		for i, r := range sf.runs {
-			order[i], costs[i] = i, runCost(t, r)
+			order[i], costs[i], cfg[i] = i, runCost(t, r), methodConfig(small, r.Method)
 		}
 		slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(costs[a], costs[b]) })
-		for _, i := range order {
-			if c := methodConfig(small, sf.runs[i].Method); all || !seen[c] {
-				seen[c] = true
-				sf.chosen = append(sf.chosen, i)
+		if all {
+			sf.chosen = slices.Clone(order)
+		}
+		plan, orders, configs = append(plan, sf), append(orders, order), append(configs, cfg)
+	}
+	if !all {
+		covered := map[string]bool{}
+		for k := range plan { // 1.
+			for _, i := range orders[k] {
+				if c := configs[k][i]; !covered[c] {
+					covered[c] = true
+					plan[k].chosen = append(plan[k].chosen, i)
+					break
+				}
 			}
 		}
-		if len(sf.chosen) == 0 {
-			sf.chosen = order[:1]
+		for k := range plan { // 2.
+			for _, i := range orders[k] {
+				if c := configs[k][i]; !covered[c] {
+					covered[c] = true
+					plan[k].chosen = append(plan[k].chosen, i)
+				}
+			}
 		}
-		slices.Sort(sf.chosen)
-		plan = append(plan, sf)
+		for k := range plan { // 3.
+			if len(plan[k].chosen) == 0 {
+				plan[k].chosen = orders[k][:1]
+			}
+		}
+	}
+	for k := range plan {
+		slices.Sort(plan[k].chosen)
 	}
 	return plan
 }
