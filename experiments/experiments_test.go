@@ -25,11 +25,12 @@
 //     must finish the runs it is given, with results in a temporary folder.
 //     It runs the shipped files with `--set train.seeds=[first seed]` (seeds
 //     only change random streams) and `--set train.threads=1`. Even so,
-//     every method × arch of every file (107 runs with one seed) is
-//     several CPU-minutes, so by default it smoke-runs every file, and each
-//     distinct method configuration once, on the cheapest arch of the first
-//     file that uses it (see smokePlan). OPTLAB_SMOKE=all smoke-runs every
-//     method × arch of every file (first seed).
+//     every method × arch of every file (107 runs with one seed) is 16
+//     CPU-minutes, so by default it smoke-runs every file and each distinct
+//     method configuration, on cheap archs, in 30 runs (see smokePlan):
+//     about 2.5 CPU-minutes. OPTLAB_SMOKE=all smoke-runs every method ×
+//     arch of every file (first seed): about 12 minutes on 2 cores, more
+//     than go test's default -timeout 10m.
 //   - TestConventions: what the README's commands rely on: the experiment
 //     name is the file name (results go to results/<name>/runs.jsonl) and
 //     CIFAR data lives in data/cifar.
