@@ -11,7 +11,7 @@
 // at most -parallel (GOMAXPROCS) at a time: on 2 cores, the checks (one at
 // a time, see TestCheck) or a smoke run beside another smoke run. Smoke
 // runs use one torch thread each (train.threads = 1): the cores go to two
-// runs at once rather than to one run's two threads, which at batch 16 wait
+// runs at once rather than to one run's two threads, which at batch 8 wait
 // for each other at every op and, on a machine loaded by other builds, spin
 // while the partner thread is descheduled (docs/BENCHMARKS.md): the same
 // run then took up to 7 times the CPU time.
@@ -21,7 +21,7 @@
 //     on a copy whose data.dir / data.ood_dir ("data/cifar") point at small
 //     generated CIFAR-format files (host/data.WriteCIFAR); nothing else is
 //     changed.
-//   - TestSmoke: `host run --smoke` (2 steps on generated data, batch ≤ 16)
+//   - TestSmoke: `host run --smoke` (2 steps on generated data, batch ≤ 8)
 //     must finish the runs it is given, with results in a temporary folder.
 //     It runs the shipped files with `--set train.seeds=[first seed]` (seeds
 //     only change random streams) and `--set train.threads=1`. Even so,

@@ -13,9 +13,9 @@ import (
 // smoke settings: a few steps with small batches on generated data.
 const (
 	smokeSteps     = 2
-	smokeBatch     = 16
+	smokeBatch     = 8  // the smallest batch bSAM's m = 8 allows
 	smokeTrainPerB = 16 // CIFAR-format records per training batch file
-	smokeTest      = 32
+	smokeTest      = 16
 )
 
 // smokeData points CIFAR and MNIST-format experiments at small generated
