@@ -40,8 +40,8 @@ func TestSmokeCIFAR(t *testing.T) {
 		if rec.Status != results.StatusOK || rec.Steps != 2 || rec.Dataset != "cifar10" {
 			t.Errorf("%s: status %q, %d steps, dataset %q; want ok, 2, cifar10", key, rec.Status, rec.Steps, rec.Dataset)
 		}
-		if bs := rec.Config["train.batch_size"]; bs != int64(16) && bs != float64(16) {
-			t.Errorf("%s: batch size %v, want the smoke cap 16", key, bs)
+		if bs := rec.Config["train.batch_size"]; bs != int64(8) && bs != float64(8) {
+			t.Errorf("%s: batch size %v, want the smoke cap 8", key, bs)
 		}
 	}
 	for _, m := range []string{"SGD", "SAM"} {
