@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/optlab/optlab/host/data/devset"
 	"github.com/optlab/optlab/host/engine"
 	"github.com/optlab/optlab/host/experiment"
 	"github.com/optlab/optlab/host/model"
@@ -84,7 +85,7 @@ func trainStep(b *testing.B, plugin, arch string) {
 		b.Fatal(err)
 	}
 	exp.ResultsDir = b.TempDir()
-	d, err := train.Upload(ctx, worker, device, exp.Data)
+	d, err := devset.Load(ctx, worker, device, exp.Data)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -124,7 +125,7 @@ func trainStep(b *testing.B, plugin, arch string) {
 		last, before = time.Now(), e.Counters()
 	}
 	run := experiment.Grid(exp)[0]
-	_, err = r.Run(ctx, run, train.Method{Optimizer: opt, Plugin: plugin, Params: params})
+	_, err = r.Run(ctx, run, train.Optimizer{Optimizer: opt, Plugin: plugin, Params: params})
 	if err != nil && !errors.Is(err, context.Canceled) {
 		b.Fatal(err)
 	}

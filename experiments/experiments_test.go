@@ -1,26 +1,36 @@
 // Package experiments_test checks every shipped experiment file
 // (experiments/*.toml) end to end.
 //
-// TestMain builds every plugin binary under plugins/*/cmd/* and the host
-// command into a temporary folder; the tests run the host command with
-// --plugins pointing there: in-process (cli.Main, what bin/host runs) for
-// checks, as a process of its own for each smoke run (see hostProcess).
+// TestMain builds every plugin binary under plugins/*/cmd/* into a
+// temporary folder; the tests run the host command with --plugins pointing
+// there: in-process (cli.Main, what bin/host runs) for checks, as a process
+// of its own for each smoke run (see hostProcess: this test binary, started
+// again, runs cli.Main as bin/host does).
+//
+// TestCheck and TestSmoke run in parallel, and so do TestSmoke's subtests,
+// at most -parallel (GOMAXPROCS) at a time: on 2 cores, the checks (one at
+// a time, see TestCheck) or a smoke run beside another smoke run. Smoke
+// runs use one torch thread each (train.threads = 1): the cores go to two
+// runs at once rather than to one run's two threads, which at batch 8 wait
+// for each other at every op and, on a machine loaded by other builds, spin
+// while the partner thread is descheduled (docs/BENCHMARKS.md): the same
+// run then took up to 7 times the CPU time.
 //
 //   - TestCheck: `host check` must pass on every FULL file (every method,
 //     arch and seed). check loads the data, so CIFAR experiments are checked
 //     on a copy whose data.dir / data.ood_dir ("data/cifar") point at small
 //     generated CIFAR-format files (host/data.WriteCIFAR); nothing else is
 //     changed.
-//   - TestSmoke: `host run --smoke` (2 steps on generated data, batch ≤ 16)
+//   - TestSmoke: `host run --smoke` (2 steps on generated data, batch ≤ 8)
 //     must finish the runs it is given, with results in a temporary folder.
-//     It runs copies with train.seeds reduced to the first seed: seeds only
-//     change random streams. Even so, every method × arch of every file
-//     (189 runs, 63 with one seed) takes about 7 minutes on 2 idle CPU cores
-//     and several times that on a busy machine, more than CI allows, so by
-//     default it smoke-runs every file, and each distinct method
-//     configuration once, on the cheapest arch of the first file that uses
-//     it (see smokePlan): about 2 minutes. OPTLAB_SMOKE=all smoke-runs every
-//     method × arch of every file (first seed).
+//     It runs the shipped files with `--set train.seeds=[first seed]` (seeds
+//     only change random streams) and `--set train.threads=1`. Even so,
+//     every method × arch of every file (107 runs with one seed) is 16
+//     CPU-minutes, so by default it smoke-runs every file and each distinct
+//     method configuration, on cheap archs, in 30 runs (see smokePlan):
+//     about 2.5 CPU-minutes. OPTLAB_SMOKE=all smoke-runs every method ×
+//     arch of every file (first seed): about 12 minutes on 2 cores, more
+//     than go test's default -timeout 10m.
 //   - TestConventions: what the README's commands rely on: the experiment
 //     name is the file name (results go to results/<name>/runs.jsonl) and
 //     CIFAR data lives in data/cifar.
@@ -65,7 +75,8 @@ func dirOf(dataset string) string {
 var (
 	// pluginDir holds the plugin binaries built by TestMain.
 	pluginDir string
-	// hostBin is the host command built by TestMain, for the smoke runs.
+	// hostBin is this test binary, which runs as the host command when
+	// started with asHostEnv set (see TestMain), for the smoke runs.
 	hostBin string
 	// genDir holds generated CIFAR-10 and CIFAR-100 files in the layout
 	// `host data get` produces (cifar-10-batches-bin, cifar-100-binary).
@@ -74,7 +85,16 @@ var (
 	genMNIST string
 )
 
+// asHostEnv, set to "1" in the environment of this test binary, makes it
+// the host command: it runs cli.Main on its arguments as bin/host does
+// (host/main.go), instead of the tests. The smoke runs start it so, which
+// spares TestMain linking a second libtorch binary.
+const asHostEnv = "OPTLAB_EXPERIMENTS_TEST_AS_HOST"
+
 func TestMain(m *testing.M) {
+	if os.Getenv(asHostEnv) == "1" {
+		os.Exit(cli.Main(os.Args[1:], os.Stdout, os.Stderr))
+	}
 	os.Exit(testMain(m))
 }
 
@@ -90,8 +110,7 @@ func testMain(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	hostBin = filepath.Join(tmp, "host")
-	if err := goBuild("-o", hostBin, "./host"); err != nil {
+	if hostBin, err = os.Executable(); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
@@ -158,14 +177,16 @@ func host(t *testing.T, args ...string) string {
 	return stdout.String()
 }
 
-// hostProcess runs the built host command in a process of its own and
-// fails the test, with its output, unless it exits with 0. Smoke runs use
-// it so that each starts with a fresh heap: the host keeps much of the
-// memory of the runs it has done, and one process smoke-running every run
-// of every file grew past 22 GB and was killed.
+// hostProcess runs the host command (this test binary with asHostEnv set)
+// in a process of its own and fails the test, with its output, unless it
+// exits with 0. Smoke runs use it so that each starts with a fresh heap: the
+// host keeps much of the memory of the runs it has done, and one process
+// smoke-running every run of every file grew past 22 GB and was killed; and
+// so that each sets its own torch thread count (a process-wide setting).
 func hostProcess(t *testing.T, args ...string) {
 	t.Helper()
 	cmd := exec.Command(hostBin, args...)
+	cmd.Env = append(os.Environ(), asHostEnv+"=1")
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("host %s: %v\n%s", strings.Join(args, " "), err, out)
@@ -204,9 +225,6 @@ func isCIFAR(name string) bool {
 // ../data/<MNIST-format dataset>.
 var dirLine = regexp.MustCompile(`(?m)^([ \t]*(?:ood_)?dir[ \t]*=[ \t]*)"(` + regexp.QuoteMeta(dataDir) + `|\.\./data/(?:fashion-mnist|mnist))"`)
 
-// seedsLine matches the train.seeds line.
-var seedsLine = regexp.MustCompile(`(?m)^([ \t]*seeds[ \t]*=[ \t]*)\[[^\]\n]*\]`)
-
 // withGeneratedData returns the text of an experiment file with its CIFAR
 // folders replaced by the generated ones.
 func withGeneratedData(text string) string {
@@ -218,19 +236,6 @@ func withGeneratedData(text string) string {
 		}
 		return m[1] + strconv.Quote(gen)
 	})
-}
-
-// firstSeedOnly returns the text with train.seeds reduced to its first
-// seed (unchanged when seeds is not written).
-func firstSeedOnly(t *testing.T, text string, seeds []int64) string {
-	t.Helper()
-	if len(seeds) <= 1 {
-		return text
-	}
-	if n := len(seedsLine.FindAllStringIndex(text, -1)); n != 1 {
-		t.Fatalf("found %d `seeds = [...]` lines, want 1", n)
-	}
-	return seedsLine.ReplaceAllString(text, "${1}["+strconv.FormatInt(seeds[0], 10)+"]")
 }
 
 // writeCopy writes text under the original file's name into a fresh
@@ -265,7 +270,12 @@ func TestConventions(t *testing.T) {
 
 // TestCheck runs `host check` on every experiment file, full grid, with the
 // CIFAR folders pointed at generated data.
+//
+// Its subtests run one at a time, beside TestSmoke's: cli.Main stops every
+// plugin process of this process when it returns (plugin.CleanupAll), so
+// two checks in this process at once would stop each other's plugins.
 func TestCheck(t *testing.T) {
+	t.Parallel()
 	for _, f := range experimentFiles(t) {
 		t.Run(strings.TrimSuffix(f, ".toml"), func(t *testing.T) {
 			exp := load(t, f)
@@ -295,18 +305,27 @@ const smokeAllEnv = "OPTLAB_SMOKE"
 
 // smokeFile is the smoke plan of one experiment file.
 type smokeFile struct {
-	// file is the experiment file; path its first-seed copy.
-	file, path string
-	// runs is the copy's grid; chosen the indices of the runs to smoke.
+	// file is the experiment file; sets the --set flags of its smoke runs.
+	file string
+	sets []string
+	// runs is the grid of the file with sets; chosen the indices of the
+	// runs to smoke.
 	runs   []experiment.Run
 	chosen []int
+}
+
+// smokeSets are the --set overrides of a file's smoke runs: its first seed
+// only (seeds only change random streams) and one torch thread (see the
+// package comment).
+func smokeSets(exp *experiment.Experiment) []string {
+	return []string{"train.seeds=[" + strconv.FormatInt(exp.Train.Seeds[0], 10) + "]", "train.threads=1"}
 }
 
 // methodConfig identifies a method configuration for the quick smoke: the
 // plugin, the values of its string and boolean parameters (which choose
 // code paths: ensemble kind, member optimizer, mode) and the names of the
-// others (whose values only change numbers), whether the data is CIFAR
-// and whether the model is variational.
+// others (whose values only change numbers), whether the data is CIFAR,
+// whether the model is variational and train.precision.
 func methodConfig(exp *experiment.Experiment, m experiment.Method) string {
 	keys := make([]string, 0, len(m.Params))
 	for k := range m.Params {
@@ -314,7 +333,7 @@ func methodConfig(exp *experiment.Experiment, m experiment.Method) string {
 	}
 	slices.Sort(keys)
 	var b strings.Builder
-	fmt.Fprintf(&b, "plugin=%s path=%s cifar=%t variational=%t", m.Plugin, m.Path, isCIFAR(exp.Data.Dataset), exp.Model.Variational)
+	fmt.Fprintf(&b, "plugin=%s path=%s cifar=%t variational=%t precision=%s", m.Plugin, m.Path, isCIFAR(exp.Data.Dataset), exp.Model.Variational, cmp.Or(exp.Train.Precision, experiment.PrecisionFP32))
 	for _, k := range keys {
 		switch v := m.Params[k].(type) {
 		case string, bool:
@@ -341,72 +360,106 @@ func runCost(t *testing.T, r experiment.Run) int64 {
 	return n
 }
 
-// smokePlan writes the first-seed copies of the experiment files into dir
-// and chooses the runs to smoke. With all, every run of every copy.
-// Otherwise (the quick default) each distinct method configuration (see
-// methodConfig) is smoke-run once, on the cheapest run (fewest parameters)
-// of the first file, in name order, that has it, and a file whose
-// configurations all came earlier runs its cheapest run, so that every
-// file is smoke-run. The plan does not depend on which subtests run.
-func smokePlan(t *testing.T, dir string, all bool) []smokeFile {
+// smokePlan chooses the runs to smoke, on the grids of the files with
+// smokeSets. With all, every run of every file. Otherwise (the quick
+// default) every file is smoke-run and each distinct method configuration
+// (see methodConfig) at least once, in few runs, each the cheapest (fewest
+// parameters; grid order among equals) of its file that does its job:
+//
+//  1. each file, in name order, runs its cheapest run of a configuration
+//     that no earlier file's choice covers (a cifar100 file thus covers in
+//     the run it needs anyway a configuration that its cifar10 twin, which
+//     covers another, has too);
+//  2. each configuration still not covered runs on its cheapest run in the
+//     first file, in name order, that has it;
+//  3. a file with no run yet (its configurations all covered by earlier
+//     files) runs its cheapest run.
+//
+// The plan does not depend on which subtests run.
+func smokePlan(t *testing.T, all bool) []smokeFile {
 	t.Helper()
-	seen := map[string]bool{}
 	var plan []smokeFile
+	// orders[k] lists the runs of plan[k] cheapest first; configs[k][i] is
+	// the method configuration of its run i.
+	var orders [][]int
+	var configs [][]string
 	for _, f := range experimentFiles(t) {
 		exp := load(t, f)
-		text, err := os.ReadFile(f)
+		sets := smokeSets(exp)
+		small, err := experiment.Load(f, sets...)
 		if err != nil {
-			t.Fatal(err)
+			t.Fatalf("%s with --set %s: %v", f, strings.Join(sets, " --set "), err)
 		}
-		path := filepath.Join(dir, f)
-		if err := os.WriteFile(path, []byte(firstSeedOnly(t, string(text), exp.Train.Seeds)), 0o644); err != nil {
-			t.Fatal(err)
+		if len(small.Train.Seeds) != 1 || small.Train.Seeds[0] != exp.Train.Seeds[0] || small.Train.Threads != 1 {
+			t.Fatalf("%s: seeds, threads with --set %s = %v, %d, want [%d], 1", f, strings.Join(sets, " --set "), small.Train.Seeds, small.Train.Threads, exp.Train.Seeds[0])
 		}
-		small := load(t, path)
-		if len(small.Train.Seeds) != 1 || small.Train.Seeds[0] != exp.Train.Seeds[0] {
-			t.Fatalf("%s: seeds of the smoke copy = %v, want [%d]", f, small.Train.Seeds, exp.Train.Seeds[0])
-		}
-		sf := smokeFile{file: f, path: path, runs: experiment.Grid(small)}
+		sf := smokeFile{file: f, sets: sets, runs: experiment.Grid(small)}
 		order := make([]int, len(sf.runs))
 		costs := make([]int64, len(sf.runs))
+		cfg := make([]string, len(sf.runs))
 		for i, r := range sf.runs {
-			order[i], costs[i] = i, runCost(t, r)
+			order[i], costs[i], cfg[i] = i, runCost(t, r), methodConfig(small, r.Method)
 		}
 		slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(costs[a], costs[b]) })
-		for _, i := range order {
-			if c := methodConfig(small, sf.runs[i].Method); all || !seen[c] {
-				seen[c] = true
-				sf.chosen = append(sf.chosen, i)
+		if all {
+			sf.chosen = slices.Clone(order)
+		}
+		plan, orders, configs = append(plan, sf), append(orders, order), append(configs, cfg)
+	}
+	if !all {
+		covered := map[string]bool{}
+		for k := range plan { // 1.
+			for _, i := range orders[k] {
+				if c := configs[k][i]; !covered[c] {
+					covered[c] = true
+					plan[k].chosen = append(plan[k].chosen, i)
+					break
+				}
 			}
 		}
-		if len(sf.chosen) == 0 {
-			sf.chosen = order[:1]
+		for k := range plan { // 2.
+			for _, i := range orders[k] {
+				if c := configs[k][i]; !covered[c] {
+					covered[c] = true
+					plan[k].chosen = append(plan[k].chosen, i)
+				}
+			}
 		}
-		slices.Sort(sf.chosen)
-		plan = append(plan, sf)
+		for k := range plan { // 3.
+			if len(plan[k].chosen) == 0 {
+				plan[k].chosen = orders[k][:1]
+			}
+		}
+	}
+	for k := range plan {
+		slices.Sort(plan[k].chosen)
 	}
 	return plan
 }
 
-// TestSmoke runs `host run --smoke` on every experiment file, on copies
-// with the seeds reduced to the first one, and checks that every chosen run
-// finished. By default it runs the quick plan of smokePlan: every file and
-// every method configuration of the shipped files, about 2 minutes on 2
-// idle CPU cores. OPTLAB_SMOKE=all runs every method × arch of every file:
-// about 7 minutes on 2 idle cores, several times that on a busy machine.
+// TestSmoke runs `host run --smoke` on every experiment file, with the
+// seeds reduced to the first one and one torch thread (smokeSets), and
+// checks that every chosen run finished. By default it runs the quick plan
+// of smokePlan: every file and every method configuration of the shipped
+// files. OPTLAB_SMOKE=all runs every method × arch of every file.
 func TestSmoke(t *testing.T) {
+	t.Parallel()
 	all := os.Getenv(smokeAllEnv) == "all"
-	for _, sf := range smokePlan(t, t.TempDir(), all) {
+	for _, sf := range smokePlan(t, all) {
 		t.Run(strings.TrimSuffix(sf.file, ".toml"), func(t *testing.T) {
+			t.Parallel()
 			res := t.TempDir()
 			start := time.Now()
+			args := []string{"run", "--smoke", "-q", "--plugins", pluginDir, "--results", res}
+			for _, s := range sf.sets {
+				args = append(args, "--set", s)
+			}
 			if len(sf.chosen) == len(sf.runs) {
-				hostProcess(t, "run", "--smoke", "-q", "--plugins", pluginDir, "--results", res, sf.path)
+				hostProcess(t, slices.Concat(args, []string{sf.file})...)
 			} else {
 				// --shard k/n with n = the grid's size is exactly run k−1.
 				for _, i := range sf.chosen {
-					hostProcess(t, "run", "--smoke", "-q", "--plugins", pluginDir, "--results", res,
-						"--shard", fmt.Sprintf("%d/%d", i+1, len(sf.runs)), sf.path)
+					hostProcess(t, slices.Concat(args, []string{"--shard", fmt.Sprintf("%d/%d", i+1, len(sf.runs)), sf.file})...)
 				}
 			}
 			var keys []string

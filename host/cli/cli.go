@@ -13,7 +13,6 @@ import (
 	"strings"
 
 	"github.com/optlab/optlab/host/plugin"
-	"github.com/optlab/optlab/host/results"
 	"github.com/optlab/optlab/host/tensor"
 )
 
@@ -23,10 +22,11 @@ commands:
   run EXPERIMENT.toml      train the experiment's grid and print its table
       [--smoke] [--shard i/n] [--plugins DIR] [--results DIR] [--device D] [-q]
       [--step-timeout 10m]   a plugin whose step takes longer counts as hung: its run fails
+      [--timeouts start=1m,configure=5m,…]  the other deadlines of plugin calls (also for check)
       [--lock-timeout 10m]   give up waiting for a results lock another process holds (waits are reported after 2 s)
       [--set KEY=VALUE]      override a key of the file: train.epochs=3, method.SAM.params.rho=[0.02,0.05]
   check EXPERIMENT.toml    validate data, models, plugins and hyperparameters; print the grid
-      [--plugins DIR] [--set KEY=VALUE]
+      [--plugins DIR] [--set KEY=VALUE] [--timeouts …]
   table FILE.jsonl…        print result tables [--by dataset,arch] [--metrics …] [--format markdown|csv|latex] [--time]
       [--baseline METHOD]    Δ to METHOD with a 95 % Welch t interval over seeds
       [--select val_acc]     per method, the sweep's setting that is best on validation data
@@ -35,7 +35,8 @@ commands:
                            loss along filter-normalized random directions, sharpness
   plot results/<experiment> [--metric test_acc,train_loss] [--out FILE.png]
                            training curves per method (mean ± std over seeds)
-  data get NAME --dir D    download and verify cifar10 or cifar100 [--url BASE] [--md5 HEX]
+  data get NAME --dir D    download and verify cifar10, cifar100, fashion-mnist or mnist [--url BASE] [--md5 HEX]
+      [--no-apt] [--debian-dir DIR]  fashion-mnist: copied from Debian's dataset-fashion-mnist, installed with apt when root
   plugins [--plugins DIR]  list installed optimizer plugins
   version                  print the libtorch this host uses
 `
@@ -50,9 +51,6 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	ctx, stop := plugin.CleanupOnSignal(context.Background())
 	defer stop()
 	defer plugin.CleanupAll()
-	// A wait for a results lock ends with the first SIGTERM or Ctrl-C, and
-	// says who holds the lock.
-	defer results.SetLockWait(results.SetLockWait(results.LockWait{Ctx: ctx, Log: stderr}))
 	var err error
 	switch args[0] {
 	case "run":
@@ -60,11 +58,11 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	case "check":
 		err = checkCmd(ctx, args[1:], stdout, stderr)
 	case "table":
-		err = tableCmd(stdout, args[1:])
+		err = untilDone(ctx, func() error { return tableCmd(stdout, args[1:]) })
 	case "landscape":
 		err = landscapeCmd(ctx, args[1:], stdout, stderr)
 	case "plot":
-		err = plotCmd(ctx, args[1:], stdout, stderr)
+		err = untilDone(ctx, func() error { return plotCmd(ctx, args[1:], stdout, stderr) })
 	case "data":
 		err = dataCmd(ctx, args[1:], stdout, stderr)
 	case "plugins":
@@ -93,6 +91,20 @@ func Main(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	return 0
+}
+
+// untilDone runs a command that does not watch ctx (reading files,
+// rendering) and returns its error, or the cause of ctx as soon as it is
+// done (Ctrl-C): the command's goroutine is left to the process's exit.
+func untilDone(ctx context.Context, fn func() error) error {
+	done := make(chan error, 1)
+	go func() { done <- fn() }()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	}
 }
 
 // DefaultPluginDir is bin/plugins next to the host binary ($OPTLAB_PLUGINS

@@ -21,6 +21,8 @@ func dataCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	dir := fs.String("dir", "", "folder to put the dataset in (default data/cifar for CIFAR, data/<dataset> otherwise)")
 	base := fs.String("url", "", "base URL of the files (default: the dataset's published address)")
 	sum := fs.String("md5", "", "MD5 (hex) the CIFAR archive must have, for a mirror with its own archive (default: the published one)")
+	noApt := fs.Bool("no-apt", false, "fashion-mnist: do not install Debian's dataset-fashion-mnist with apt-get when it is missing and running as root (download instead)")
+	debDir := fs.String("debian-dir", "", "fashion-mnist: folder of Debian's dataset-fashion-mnist files, copied from when present (default "+data.DebianFashionMNISTDir+")")
 	pos, err := parseInterleaved(fs, args[1:], stdout)
 	if err != nil {
 		return err
@@ -34,7 +36,8 @@ func dataCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 			*dir = "data/cifar"
 		}
 	}
-	where, err := data.Get(ctx, pos[0], *dir, data.GetOptions{BaseURL: *base, MD5: *sum, Progress: stderr})
+	where, err := data.Get(ctx, pos[0], *dir, data.GetOptions{BaseURL: *base, MD5: *sum, Progress: stderr,
+		NoApt: *noApt, DebianDir: *debDir})
 	if err != nil {
 		return err
 	}

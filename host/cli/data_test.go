@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -31,7 +32,7 @@ func TestSmokeCIFAR(t *testing.T) {
 	if r.code != 0 {
 		t.Fatalf("exit code %d", r.code)
 	}
-	recs := readRecords(t, results.Path(res, s.Name))
+	recs := readRecords(t, results.NewLayout(res, s.Name).Runs())
 	if len(recs) != 4 {
 		t.Errorf("%d records, want 4", len(recs))
 	}
@@ -39,8 +40,8 @@ func TestSmokeCIFAR(t *testing.T) {
 		if rec.Status != results.StatusOK || rec.Steps != 2 || rec.Dataset != "cifar10" {
 			t.Errorf("%s: status %q, %d steps, dataset %q; want ok, 2, cifar10", key, rec.Status, rec.Steps, rec.Dataset)
 		}
-		if bs := rec.Config["train.batch_size"]; bs != int64(16) && bs != float64(16) {
-			t.Errorf("%s: batch size %v, want the smoke cap 16", key, bs)
+		if bs := rec.Config["train.batch_size"]; bs != int64(8) && bs != float64(8) {
+			t.Errorf("%s: batch size %v, want the smoke cap 8", key, bs)
 		}
 	}
 	for _, m := range []string{"SGD", "SAM"} {
@@ -172,5 +173,42 @@ func TestDataGet(t *testing.T) {
 				t.Errorf("second get: exit code %d:\n%s", again.code, again.stderr)
 			}
 		})
+	}
+}
+
+// TestDataGetFashionMNISTDebian gets Fashion-MNIST from a folder laid out
+// like Debian's dataset-fashion-mnist (the shared canonical files): the
+// four files are copied and verified, and they are the canonical split.
+func TestDataGetFashionMNISTDebian(t *testing.T) {
+	deb, err := filepath.Abs(filepath.Join("..", "..", "..", "shared", "data", "fashion-mnist"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(deb, "t10k-labels-idx1-ubyte.gz")); err != nil {
+		t.Skip("no shared Fashion-MNIST")
+	}
+	dir := filepath.Join(t.TempDir(), "fm")
+	r := host(t, "data", "get", "fashion-mnist", "--dir", dir, "--debian-dir", deb, "--no-apt")
+	if r.code != 0 {
+		t.Fatalf("exit code %d", r.code)
+	}
+	for _, want := range []string{
+		"Fashion-MNIST: using Debian's package dataset-fashion-mnist (" + deb + ")",
+		"copied " + filepath.Join(deb, "t10k-labels-idx1-ubyte.gz") + ": MD5 verified: 0d30e22e447f3c33dab9ed536400ac01",
+		"Fashion-MNIST: ready in " + dir,
+	} {
+		if !strings.Contains(r.stderr, want) {
+			t.Errorf("stderr does not say %q:\n%s", want, r.stderr)
+		}
+	}
+	if want := "fashion-mnist is in " + dir; !strings.Contains(r.stdout, want) {
+		t.Errorf("stdout does not say %q:\n%s", want, r.stdout)
+	}
+	sp, err := data.LoadMNIST(data.FashionMNIST, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := sp.Test.Y[:10], []int32{9, 2, 1, 1, 6, 1, 4, 6, 5, 7}; !slices.Equal(got, want) {
+		t.Errorf("first test labels %v, want %v", got, want)
 	}
 }

@@ -89,6 +89,8 @@ func TestBadFlags(t *testing.T) {
 		{"shard 0/0", []string{"run", "--plugins", pluginDir, "--shard", "0/0", exp}, []string{`host: --shard "0/0": want i/n with n ≥ 1 and 1 ≤ i ≤ n`}},
 		{"shard 1/0", []string{"run", "--plugins", pluginDir, "--shard", "1/0", exp}, []string{`host: --shard "1/0": want i/n with n ≥ 1 and 1 ≤ i ≤ n`}},
 		{"bad step timeout", []string{"run", "--step-timeout", "0s", exp}, []string{"host: --step-timeout 0s: want a positive duration"}},
+		{"bad timeouts", []string{"run", "--timeouts", "start=fast", exp}, []string{`host: timeouts "start=fast": want a positive duration`}},
+		{"bad check timeouts", []string{"check", "--timeouts", "boot=1m", exp}, []string{`host: timeouts "boot=1m": want name=duration`}},
 		{"no experiment", []string{"check", "--plugins", pluginDir}, []string{"host: usage: host check [--set KEY=VALUE …] EXPERIMENT.toml"}},
 		{"missing file", []string{"check", "--plugins", pluginDir, "testdata/no-such.toml"}, []string{"host: experiment: open testdata/no-such.toml: no such file or directory"}},
 	}
@@ -140,7 +142,7 @@ func TestPluginCrash(t *testing.T) {
 	exp := s.write(t, dir)
 	res := filepath.Join(dir, "results")
 	r := host(t, "run", "-q", "--plugins", pluginDir, "--results", res, exp)
-	path := results.Path(res, s.Name)
+	path := results.NewLayout(res, s.Name).Runs()
 	crash := "step 3 (epoch 1): plugin faultplugin crashed (exit status 3) during Step; last stderr lines:\n"
 	lastLine := "  faulty: simulated crash at step 3\n"
 	wantFailedRuns(t, r, 1, 3, "host: run method=Crashy/arch=mlp/seed=1 failed: "+crash, lastLine,
@@ -184,7 +186,7 @@ func TestPluginHang(t *testing.T) {
 	hang := "step 2 (epoch 1): plugin faultplugin did not answer Step within 2s; last stderr lines:\n"
 	lastLine := "  faulty: hanging at step 2\n"
 	wantFailedRuns(t, r, 1, 2, "host: run method=Hangs/arch=mlp/seed=1 failed: "+hang, lastLine)
-	recs := readRecords(t, results.Path(res, s.Name))
+	recs := readRecords(t, results.NewLayout(res, s.Name).Runs())
 	if rec := recs["method=Hangs/arch=mlp/seed=1"]; rec.Status != results.StatusFailed || !strings.HasPrefix(rec.Error, hang) || !strings.Contains(rec.Error+"\n", lastLine) {
 		t.Errorf("hung run: status %q, error %q; want failed, %q…%q", rec.Status, rec.Error, hang, lastLine)
 	}
@@ -215,7 +217,7 @@ func TestNaNLoss(t *testing.T) {
 			res := filepath.Join(dir, "results")
 			r := host(t, "run", "-q", "--plugins", pluginDir, "--results", res, s.write(t, dir))
 			wantFailedRuns(t, r, 1, 1, "host: run method="+tt.m.Name+"/arch=mlp/seed=1 failed: step ", "loss is not finite")
-			recs := readRecords(t, results.Path(res, s.Name))
+			recs := readRecords(t, results.NewLayout(res, s.Name).Runs())
 			rec := recs["method="+tt.m.Name+"/arch=mlp/seed=1"]
 			if rec.Status != results.StatusFailed || !tt.want.MatchString(rec.Error) {
 				t.Errorf("record: status %q, error %q; want failed, %v", rec.Status, rec.Error, tt.want)

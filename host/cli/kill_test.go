@@ -70,7 +70,7 @@ func TestKill9Resume(t *testing.T) {
 	}
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()
-	curveDir := filepath.Join(cut, "killed", curves.Dir)
+	curveDir := results.NewLayout(cut, "killed").Curves()
 	deadline := time.Now().Add(2 * time.Minute)
 	for {
 		rows := 0
@@ -97,7 +97,7 @@ func TestKill9Resume(t *testing.T) {
 		t.Fatal(err)
 	}
 	<-exited
-	if b, _ := os.ReadFile(results.Path(cut, "killed")); len(b) > 0 {
+	if b, _ := os.ReadFile(results.NewLayout(cut, "killed").Runs()); len(b) > 0 {
 		t.Skip("the run finished before SIGKILL reached it; nothing to resume")
 	}
 	state, _ := filepath.Glob(filepath.Join(cut, "killed", "state", "*.safetensors"))
@@ -112,7 +112,7 @@ func TestKill9Resume(t *testing.T) {
 	if !strings.Contains(r.stderr, "resuming after epoch") {
 		t.Errorf("the rerun did not resume:\n%s", r.stderr)
 	}
-	a, b := readRecords(t, results.Path(full, "killed")), readRecords(t, results.Path(cut, "killed"))
+	a, b := readRecords(t, results.NewLayout(full, "killed").Runs()), readRecords(t, results.NewLayout(cut, "killed").Runs())
 	for key, ra := range a {
 		rb, ok := b[key]
 		if !ok {

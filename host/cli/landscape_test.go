@@ -24,7 +24,6 @@ import (
 	"github.com/optlab/optlab/host/model"
 	"github.com/optlab/optlab/host/results"
 	"github.com/optlab/optlab/host/tensor"
-	"github.com/optlab/optlab/host/train"
 	"github.com/optlab/optlab/plugins/sgd"
 	"github.com/optlab/optlab/sdk/optim"
 )
@@ -59,7 +58,7 @@ var landscapeRunKey = experiment.RunKey("SGD", "cnn", 1)
 
 // trainedEngine trains members cnn models with SGD for steps steps on the
 // experiment's data and returns the engine (closed by t.Cleanup).
-func trainedEngine(t *testing.T, w *tensor.Worker, d *train.Data, members, steps int, seed int64) *engine.Engine {
+func trainedEngine(t *testing.T, w *tensor.Worker, d *devset.Data, members, steps int, seed int64) *engine.Engine {
 	t.Helper()
 	ctx := context.Background()
 	models := make([]*model.Model, members)
@@ -183,7 +182,7 @@ func TestLandscapeCmd(t *testing.T) {
 	ctx := context.Background()
 	w := tensor.NewWorker(2)
 	defer w.Close()
-	d, err := train.Upload(ctx, w, tensor.CPU, exp.Data)
+	d, err := devset.Load(ctx, w, tensor.CPU, exp.Data)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -207,7 +206,7 @@ func TestLandscapeCmd(t *testing.T) {
 	if err := checkpoint.Write(ckB, ts, meta); err != nil {
 		t.Fatal(err)
 	}
-	runs := results.Path(resDir, exp.Name)
+	runs := results.NewLayout(resDir, exp.Name).Runs()
 	rec := results.Record{Experiment: exp.Name, Key: landscapeRunKey, Method: "SGD", Status: results.StatusOK, Dataset: "uci-digits",
 		Arch: "cnn", Seed: 1, Config: map[string]any{"plugin": "sgd"}, Metrics: map[string]float64{"acc": 0.5},
 		Finished: time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)}
@@ -374,7 +373,7 @@ func TestPlotCmd(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "results")
 	for _, m := range []string{"SGD", "SAM"} {
 		for seed := int64(1); seed <= 2; seed++ {
-			cw, err := curves.Create(curves.Path(dir, "exp", experiment.RunKey(m, "cnn", seed)))
+			cw, err := curves.Create(results.NewLayout(dir, "exp").Curve(experiment.RunKey(m, "cnn", seed)))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -382,7 +381,7 @@ func TestPlotCmd(t *testing.T) {
 				r := curves.NaNRow(e, int64(10*e))
 				r.LR, r.TrainLoss, r.TrainAcc, r.Seconds = 0.1, 2/float64(e)+0.1*float64(seed), 1-1/float64(e+1), float64(e)
 				if e%2 == 1 {
-					r.TestLoss, r.TestAcc = 2.2/float64(e), 0.9-0.5/float64(e)-0.01*float64(seed)
+					r.EvalLoss, r.EvalAcc = 2.2/float64(e), 0.9-0.5/float64(e)-0.01*float64(seed)
 				}
 				if err := cw.Append(r); err != nil {
 					t.Fatal(err)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/optlab/optlab/host/curves"
 	"github.com/optlab/optlab/host/plot"
+	"github.com/optlab/optlab/host/results"
 )
 
 // plotUsage is the synopsis of host plot.
@@ -22,7 +23,7 @@ const plotUsage = "usage: host plot results/<experiment> [--metric test_acc[,tra
 // per method with a ± std band, as a PNG (one panel per metric).
 func plotCmd(_ context.Context, args []string, stdout, _ io.Writer) error {
 	fs := flag.NewFlagSet("plot", flag.ContinueOnError)
-	metric := fs.String("metric", curves.ColTestAcc, "curve column(s) to plot, comma-separated: "+strings.Join(curves.Columns()[1:], ", "))
+	metric := fs.String("metric", curves.ColEvalAcc, "curve column(s) to plot, comma-separated: "+strings.Join(curves.Columns()[1:], ", "))
 	x := fs.String("x", curves.ColEpoch, "x axis: epoch, step or seconds")
 	band := fs.Bool("band", true, "shade mean ± std over seeds")
 	out := fs.String("out", "", "PNG file (default <dir>/<metric>.png)")
@@ -43,7 +44,7 @@ func plotCmd(_ context.Context, args []string, stdout, _ io.Writer) error {
 	name := *title
 	if name == "" {
 		name = filepath.Base(dir)
-		if name == curves.Dir {
+		if name == results.CurvesDir {
 			name = filepath.Base(filepath.Dir(dir))
 		}
 	}

@@ -106,7 +106,7 @@ func TestPythonSAMBitwise(t *testing.T) {
 	if r.code != 0 {
 		t.Fatalf("host run: exit code %d", r.code)
 	}
-	recs := readRecords(t, results.Path(res, s.Name))
+	recs := readRecords(t, results.NewLayout(res, s.Name).Runs())
 	for _, pair := range [][2]string{{"Go SAM", "Python SAM"}, {"Go ASAM", "Python ASAM"}} {
 		t.Run(pair[1], func(t *testing.T) {
 			key := func(m string) string { return "method=" + m + "/arch=cnn-small/seed=1" }
@@ -271,7 +271,7 @@ func TestPythonPluginFailures(t *testing.T) {
 			"host: run method=Fails/arch=mlp/seed=1 failed: step 1 (epoch 1): plugin faultplugin: Step: faulty: simulated failure at step 1\n",
 			`host: run method=Scope/arch=mlp/seed=1 failed: configure: plugin sam: Configure: sam: adaptive_scope "weights" applies to ASAM only: set adaptive = true`,
 		)
-		if recs := readRecords(t, results.Path(res, run.Name)); len(recs) != len(run.Methods) {
+		if recs := readRecords(t, results.NewLayout(res, run.Name).Runs()); len(recs) != len(run.Methods) {
 			t.Errorf("%s: %d runs recorded, want %d", plugins, len(recs), len(run.Methods))
 		}
 		c := host(t, "check", "--plugins", plugins, checkExp)
@@ -296,7 +296,7 @@ func TestPythonPluginFailures(t *testing.T) {
 			"  [ERROR] recovered panic in optimizer method=Step panic=ZeroDivisionError: division by zero\n"+
 			"  stack:\n    Traceback (most recent call last):\n",
 		`      return {"loss": 1 / 0}`, "    ZeroDivisionError: division by zero\n")
-	if rec := readRecords(t, results.Path(res, bug.Name))["method=Plain/arch=mlp/seed=1"]; rec.Status != results.StatusOK {
+	if rec := readRecords(t, results.NewLayout(res, bug.Name).Runs())["method=Plain/arch=mlp/seed=1"]; rec.Status != results.StatusOK {
 		t.Errorf("the run after the failed one: status %q (%s)", rec.Status, rec.Error)
 	}
 }

@@ -3,7 +3,6 @@ package cli_test
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -11,7 +10,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/optlab/optlab/host/cli"
 	"github.com/optlab/optlab/host/results"
 )
 
@@ -49,7 +47,7 @@ func TestRunEveryPlugin(t *testing.T) {
 	if msgs := errorMessages(r.stderr); len(msgs) != 0 {
 		t.Errorf("unexpected messages: %q", msgs)
 	}
-	recs := readRecords(t, results.Path(res, s.Name))
+	recs := readRecords(t, results.NewLayout(res, s.Name).Runs())
 	if len(recs) != len(methods) {
 		t.Errorf("%d records, want %d", len(recs), len(methods))
 	}
@@ -101,7 +99,7 @@ func TestResume(t *testing.T) {
 	if second.code != 0 {
 		t.Fatalf("second run: exit code %d", second.code)
 	}
-	path := results.Path(res, s.Name)
+	path := results.NewLayout(res, s.Name).Runs()
 	for _, key := range []string{
 		"method=SGD/arch=mlp/seed=1", "method=SGD/arch=mlp/seed=2",
 		"method=SAM/arch=mlp/seed=1", "method=SAM/arch=mlp/seed=2",
@@ -158,7 +156,7 @@ func TestShards(t *testing.T) {
 		if r := host(t, append(args, exp)...); r.code != 0 {
 			t.Fatalf("host %s: exit code %d", strings.Join(args, " "), r.code)
 		}
-		return results.Path(res, s.Name)
+		return results.NewLayout(res, s.Name).Runs()
 	}
 	whole := run(filepath.Join(dir, "whole"))
 	// Shards write their own files, so they can share one results folder.
@@ -218,7 +216,7 @@ func TestHelp(t *testing.T) {
 	}{
 		{[]string{"run", "-h"}, []string{"flags of host run:", "-step-timeout duration", "-shard string", "-smoke"}},
 		{[]string{"check", "-h"}, []string{"flags of host check:", "-plugins string"}},
-		{[]string{"data", "get", "-h"}, []string{"flags of host data get:", "-md5 string", "-url string"}},
+		{[]string{"data", "get", "-h"}, []string{"flags of host data get:", "-md5 string", "-url string", "-no-apt", "-debian-dir string"}},
 		{[]string{"help"}, []string{"usage: host <command>", "--step-timeout", "--md5 HEX"}},
 	}
 	for _, tt := range tests {
@@ -268,7 +266,7 @@ func TestEditedExperimentNotSkipped(t *testing.T) {
 			t.Errorf("stderr does not say %q:\n%s", want, r.stderr)
 		}
 	}
-	now := readRecords(t, results.Path(res, s.Name))
+	now := readRecords(t, results.NewLayout(res, s.Name).Runs())
 	old := readRecords(t, filepath.Join(sup, "runs.jsonl"))
 	if len(now) != 2 || len(old) != 2 {
 		t.Fatalf("%d current and %d superseded records, want 2 and 2", len(now), len(old))
@@ -329,7 +327,7 @@ func TestHostsShareGrid(t *testing.T) {
 			t.Fatalf("host %d: %v\n%s", i, err, outs[i])
 		}
 	}
-	recs := readRecords(t, results.Path(res, s.Name)) // fails on a run recorded twice
+	recs := readRecords(t, results.NewLayout(res, s.Name).Runs()) // fails on a run recorded twice
 	if len(recs) != 6 {
 		t.Fatalf("%d records, want 6", len(recs))
 	}
@@ -344,39 +342,9 @@ func TestHostsShareGrid(t *testing.T) {
 			t.Errorf("%s: skipped by %d of %d hosts, want all but the one that trained it", key, skipped, hosts)
 		}
 	}
-	if claims, err := results.Claims(results.Path(res, s.Name)); err != nil || len(claims) != 0 {
+	if claims, err := results.Claims(results.NewLayout(res, s.Name).Runs()); err != nil || len(claims) != 0 {
 		t.Errorf("claims left after every host finished: %v, %v", claims, err)
 	}
-}
-
-// TestLostDeviceStopsGrid: when a run fails with a CUDA error that leaves
-// the GPU unusable for the process (faked here: a CPU has no CUDA context
-// to lose), the grid stops with one message instead of failing every later
-// run; the failed run is recorded, the later ones are not started, and a
-// new process goes on from there.
-func TestLostDeviceStopsGrid(t *testing.T) {
-	dir := t.TempDir()
-	res := filepath.Join(dir, "results")
-	s := spec{Name: "lost", Seeds: "[1, 2]", Methods: []method{{Name: "Flaky", Plugin: "faultplugin", Params: []string{"fail_at = 1"}}, {Name: "SGD", Plugin: "sgd"}}}
-	exp := s.write(t, dir)
-	args := []string{"run", "-q", "--plugins", pluginDir, "--results", res, exp}
-	restore := cli.SetDeviceLost(func() error {
-		return errors.New("add: CUDA error: an illegal memory access was encountered\nCUDA kernel errors might be asynchronously reported")
-	})
-	r := host(t, args...)
-	restore()
-	wantError(t, r, "run method=Flaky/arch=mlp/seed=1 failed with a CUDA error that leaves the GPU unusable for this process",
-		"an illegal memory access was encountered)", "the 3 later runs of the grid were not started", "run the same command again (a new process)")
-	recs, err := results.Read(filepath.Join(res, "lost", results.FileName))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(recs) != 1 || recs[0].Status != results.StatusFailed || recs[0].Key != "method=Flaky/arch=mlp/seed=1" {
-		t.Fatalf("records %+v, want the failed run only", recs)
-	}
-	// The next process runs the rest (the fault is still there: Flaky
-	// fails again, but the grid goes on).
-	wantFailedRuns(t, host(t, args...), 2, 4, "faulty: simulated failure at step 1")
 }
 
 // TestRunRefusesSharedResultsFolder (hardening 21): host run A.toml B.toml
@@ -431,7 +399,7 @@ func TestDataFileContentIsConfig(t *testing.T) {
 		t.Fatalf("first run: exit code %d: %s", r.code, r.stderr)
 	}
 	// As an older optlab wrote it: no data.path.content.
-	path := results.Path(res, s.Name)
+	path := results.NewLayout(res, s.Name).Runs()
 	b, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)

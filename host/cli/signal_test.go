@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -65,7 +66,7 @@ func TestInterrupt(t *testing.T) {
 	}}
 	exp := s.write(t, dir)
 	res := filepath.Join(dir, "results")
-	path := results.Path(res, s.Name)
+	path := results.NewLayout(res, s.Name).Runs()
 
 	h := startHost(t, "run", "-q", "--plugins", plugins, "--results", res, exp)
 	cmd, exited, stderr := h.cmd, h.exited, &h.stderr
@@ -158,5 +159,43 @@ func TestInterruptWrapper(t *testing.T) {
 	}
 	if left := waitNoProcesses(plugins, 5*time.Second); len(left) > 0 {
 		t.Errorf("plugin processes %v still running after the host exited", left)
+	}
+}
+
+// TestTableInterrupt (hardening 26, also seen): host table used to ignore
+// Ctrl-C while it read its files; reading a FIFO that no one writes, it
+// now ends at SIGINT, saying so.
+func TestTableInterrupt(t *testing.T) {
+	fifo := filepath.Join(t.TempDir(), "runs.jsonl")
+	if err := syscall.Mkfifo(fifo, 0o644); err != nil {
+		t.Skip("no FIFOs here:", err)
+	}
+	h := startHost(t, "table", fifo)
+	// Once the host has opened the FIFO (its signal handler is set up by
+	// then), a non-blocking open for writing succeeds; the host then
+	// blocks reading, as no data comes.
+	var w *os.File
+	for deadline := time.Now().Add(time.Minute); w == nil; {
+		f, err := os.OpenFile(fifo, os.O_WRONLY|syscall.O_NONBLOCK, 0)
+		switch {
+		case err == nil:
+			w = f
+		case time.Now().After(deadline):
+			t.Fatalf("host table did not open the FIFO within a minute: %v; stderr:\n%s", err, h.stderr.String())
+		default:
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	defer w.Close()
+	if err := h.cmd.Process.Signal(os.Interrupt); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-h.exited:
+	case <-time.After(20 * time.Second):
+		t.Fatalf("host table still running 20 s after SIGINT; stderr:\n%s", h.stderr.String())
+	}
+	if h.waitErr == nil || !strings.Contains(h.stderr.String(), "interrupted by interrupt") {
+		t.Errorf("exit %v, stderr %q; want a failure saying it was interrupted", h.waitErr, h.stderr.String())
 	}
 }

@@ -103,18 +103,3 @@ func plural(n int, noun string) string {
 	}
 	return fmt.Sprintf("%d %ss", n, noun)
 }
-
-// smokeRuns caps the swept batch sizes of runs at batch, as host run
-// --smoke caps train.batch_size (labels and keys are kept).
-func smokeRuns(runs []experiment.Run, batch int) []experiment.Run {
-	out := slices.Clone(runs)
-	for i, r := range out {
-		for j, s := range r.Setting {
-			if n, ok := s.Value.(int64); ok && s.Key == "train.batch_size" && n > int64(batch) {
-				out[i].Setting = slices.Clone(r.Setting)
-				out[i].Setting[j].Value = int64(batch)
-			}
-		}
-	}
-	return out
-}

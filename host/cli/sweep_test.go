@@ -39,7 +39,7 @@ func TestSweep(t *testing.T) {
 	if r := host(t, args...); r.code != 0 {
 		t.Fatalf("host run: exit code %d", r.code)
 	}
-	path := results.Path(res, s.Name)
+	path := results.NewLayout(res, s.Name).Runs()
 	recs := readRecords(t, path)
 	if len(recs) != 6 {
 		t.Fatalf("%d records, want 6", len(recs))
@@ -98,7 +98,7 @@ func TestSweepKeepsFinishedRuns(t *testing.T) {
 	if r := host(t, "run", "-q", "--plugins", pluginDir, "--results", res, exp); r.code != 0 {
 		t.Fatalf("host run: exit code %d", r.code)
 	}
-	if _, ok := readRecords(t, results.Path(res, s.Name))["method=SAM/arch=mlp/seed=1"]; !ok {
+	if _, ok := readRecords(t, results.NewLayout(res, s.Name).Runs())["method=SAM/arch=mlp/seed=1"]; !ok {
 		t.Fatal("no record under the key method=SAM/arch=mlp/seed=1")
 	}
 	r := host(t, "run", "-q", "--plugins", pluginDir, "--results", res, "--set", "method.SAM.params.rho=[0.05]", exp)

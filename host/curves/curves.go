@@ -27,13 +27,6 @@ import (
 	"github.com/optlab/optlab/host/results"
 )
 
-// Dir is the folder, inside results/<experiment>/, that holds one
-// curve file per run.
-const Dir = "curves"
-
-// Ext is the extension of curve files.
-const Ext = ".csv"
-
 // Column names of a curve file, in the order Writer writes them.
 const (
 	ColEpoch     = "epoch"
@@ -41,14 +34,14 @@ const (
 	ColLR        = "lr"
 	ColTrainLoss = "train_loss"
 	ColTrainAcc  = "train_acc"
-	ColTestLoss  = "test_loss"
-	ColTestAcc   = "test_acc"
+	ColEvalLoss  = "test_loss"
+	ColEvalAcc   = "test_acc"
 	ColSeconds   = "seconds"
 )
 
 // Columns returns the columns of a curve file in order.
 func Columns() []string {
-	return []string{ColEpoch, ColStep, ColLR, ColTrainLoss, ColTrainAcc, ColTestLoss, ColTestAcc, ColSeconds}
+	return []string{ColEpoch, ColStep, ColLR, ColTrainLoss, ColTrainAcc, ColEvalLoss, ColEvalAcc, ColSeconds}
 }
 
 // Row is one epoch of a training curve. A NaN float means "not measured"
@@ -63,9 +56,12 @@ type Row struct {
 	LR float64
 	// TrainLoss and TrainAcc are the means over the epoch's minibatches.
 	TrainLoss, TrainAcc float64
-	// TestLoss and TestAcc are measured on the test (or validation) set at
-	// the end of the epoch; NaN when the run did not evaluate that epoch.
-	TestLoss, TestAcc float64
+	// EvalLoss and EvalAcc are measured on the held-out set at the end of
+	// the epoch: the validation split when the experiment has one, else
+	// the test set; NaN when the run did not evaluate that epoch. (Their
+	// columns keep the names test_loss and test_acc of the first curve
+	// files.)
+	EvalLoss, EvalAcc float64
 	// Seconds is the wall-clock time since the run started.
 	Seconds float64
 }
@@ -73,7 +69,7 @@ type Row struct {
 // NaNRow returns a row of epoch and step with every float NaN (unset).
 func NaNRow(epoch int, step int64) Row {
 	n := math.NaN()
-	return Row{Epoch: epoch, Step: step, LR: n, TrainLoss: n, TrainAcc: n, TestLoss: n, TestAcc: n, Seconds: n}
+	return Row{Epoch: epoch, Step: step, LR: n, TrainLoss: n, TrainAcc: n, EvalLoss: n, EvalAcc: n, Seconds: n}
 }
 
 // Value returns the value of column col in r and whether it is measured
@@ -91,10 +87,10 @@ func (r Row) Value(col string) (float64, bool) {
 		v = r.TrainLoss
 	case ColTrainAcc:
 		v = r.TrainAcc
-	case ColTestLoss:
-		v = r.TestLoss
-	case ColTestAcc:
-		v = r.TestAcc
+	case ColEvalLoss:
+		v = r.EvalLoss
+	case ColEvalAcc:
+		v = r.EvalAcc
 	case ColSeconds:
 		v = r.Seconds
 	default:
@@ -116,10 +112,10 @@ func (r *Row) set(col string, v float64) {
 		r.TrainLoss = v
 	case ColTrainAcc:
 		r.TrainAcc = v
-	case ColTestLoss:
-		r.TestLoss = v
-	case ColTestAcc:
-		r.TestAcc = v
+	case ColEvalLoss:
+		r.EvalLoss = v
+	case ColEvalAcc:
+		r.EvalAcc = v
 	case ColSeconds:
 		r.Seconds = v
 	}
@@ -128,7 +124,7 @@ func (r *Row) set(col string, v float64) {
 // record renders r as CSV cells in Columns order.
 func (r Row) record() []string {
 	return []string{strconv.Itoa(r.Epoch), strconv.FormatInt(r.Step, 10), cell(r.LR), cell(r.TrainLoss), cell(r.TrainAcc),
-		cell(r.TestLoss), cell(r.TestAcc), cell(r.Seconds)}
+		cell(r.EvalLoss), cell(r.EvalAcc), cell(r.Seconds)}
 }
 
 // cell formats a float as the shortest decimal that reads back exactly; NaN
@@ -138,30 +134,6 @@ func cell(v float64) string {
 		return ""
 	}
 	return strconv.FormatFloat(v, 'g', -1, 64)
-}
-
-// KeyFileName is the curve file name of a run key:
-// results.KeyFileStem(key) + ".csv".
-func KeyFileName(key string) string { return results.KeyFileStem(key) + Ext }
-
-// KeyFromFileName inverts KeyFileName (a directory part of name is
-// ignored).
-func KeyFromFileName(name string) (string, error) {
-	base, ok := strings.CutSuffix(filepath.Base(name), Ext)
-	if !ok {
-		return "", fmt.Errorf("curve file %q: want a %s file", name, Ext)
-	}
-	key, err := results.KeyFromFileStem(base)
-	if err != nil {
-		return "", fmt.Errorf("curve file: %w", err)
-	}
-	return key, nil
-}
-
-// Path returns the curve file of run key in experiment below the
-// results root: <root>/<experiment>/curves/<KeyFileName(key)>.
-func Path(root, experiment, key string) string {
-	return filepath.Join(root, experiment, Dir, KeyFileName(key))
 }
 
 // Writer writes one run's training curve, one row per Append, each
@@ -341,20 +313,20 @@ func ParseKey(key string) (method, arch string, seed int64, err error) {
 // dir may be an experiment's results folder (its curves/ subfolder is
 // read) or the curves folder itself.
 func ReadDir(dir string) ([]Curve, error) {
-	if st, err := os.Stat(filepath.Join(dir, Dir)); err == nil && st.IsDir() {
-		dir = filepath.Join(dir, Dir)
+	if st, err := os.Stat(filepath.Join(dir, results.CurvesDir)); err == nil && st.IsDir() {
+		dir = filepath.Join(dir, results.CurvesDir)
 	}
-	paths, err := filepath.Glob(filepath.Join(dir, "*"+Ext))
+	paths, err := filepath.Glob(filepath.Join(dir, "*"+results.CurveExt))
 	if err != nil {
 		return nil, fmt.Errorf("curves in %s: %w", dir, err)
 	}
 	if len(paths) == 0 {
-		return nil, fmt.Errorf("no curve files (*%s) in %s", Ext, dir)
+		return nil, fmt.Errorf("no curve files (*%s) in %s", results.CurveExt, dir)
 	}
 	slices.Sort(paths)
 	out := make([]Curve, 0, len(paths))
 	for _, p := range paths {
-		key, err := KeyFromFileName(p)
+		key, err := results.CurveKey(p)
 		if err != nil {
 			return nil, err
 		}

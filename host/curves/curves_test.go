@@ -5,33 +5,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-)
 
-func TestKeyFileNameRoundTrip(t *testing.T) {
-	tests := []struct {
-		key, file string
-	}{
-		{"method=SAM/arch=cnn/seed=1", "method=SAM,arch=cnn,seed=1.csv"},
-		{"method=OT-MDR/arch=resnet10*5/seed=12", "method=OT-MDR,arch=resnet10%2A5,seed=12.csv"},
-		{"method=SAM (ρ=0.05)/arch=cnn+mlp/seed=-3", "method=SAM%20%28%CF%81=0.05%29,arch=cnn+mlp,seed=-3.csv"},
-		{"a,b%c/d", "a%2Cb%25c,d.csv"},
-	}
-	for _, tt := range tests {
-		got := KeyFileName(tt.key)
-		if got != tt.file {
-			t.Errorf("KeyFileName(%q) = %q, want %q", tt.key, got, tt.file)
-		}
-		back, err := KeyFromFileName(filepath.Join("results", "x", Dir, got))
-		if err != nil || back != tt.key {
-			t.Errorf("KeyFromFileName(%q) = %q, %v; want %q", got, back, err, tt.key)
-		}
-	}
-	for _, bad := range []string{"x.txt", "a%2.csv", "a%zz.csv"} {
-		if _, err := KeyFromFileName(bad); err == nil {
-			t.Errorf("KeyFromFileName(%q): no error", bad)
-		}
-	}
-}
+	"github.com/optlab/optlab/host/results"
+)
 
 func TestParseKey(t *testing.T) {
 	tests := []struct {
@@ -72,7 +48,7 @@ func sameRows(a, b []Row) bool {
 }
 
 func TestCurveRoundTrip(t *testing.T) {
-	path := Path(t.TempDir(), "exp", "method=SAM/arch=cnn/seed=2")
+	path := results.NewLayout(t.TempDir(), "exp").Curve("method=SAM/arch=cnn/seed=2")
 	w, err := Create(path)
 	if err != nil {
 		t.Fatal(err)
@@ -80,9 +56,9 @@ func TestCurveRoundTrip(t *testing.T) {
 	r2 := NaNRow(2, 44)
 	r2.LR, r2.TrainLoss, r2.TrainAcc, r2.Seconds = 0.05, 0.25, 0.9, 2.5
 	rows := []Row{
-		{Epoch: 1, Step: 22, LR: 0.1, TrainLoss: 1.0 / 3, TrainAcc: 0.5, TestLoss: 0.7, TestAcc: 0.75, Seconds: 1.25},
+		{Epoch: 1, Step: 22, LR: 0.1, TrainLoss: 1.0 / 3, TrainAcc: 0.5, EvalLoss: 0.7, EvalAcc: 0.75, Seconds: 1.25},
 		r2,
-		{Epoch: 3, Step: 66, LR: 1e-5, TrainLoss: 0.01, TrainAcc: 1, TestLoss: 0.2, TestAcc: 0.9375, Seconds: 3.75},
+		{Epoch: 3, Step: 66, LR: 1e-5, TrainLoss: 0.01, TrainAcc: 1, EvalLoss: 0.2, EvalAcc: 0.9375, Seconds: 3.75},
 	}
 	for _, r := range rows {
 		if err := w.Append(r); err != nil {
@@ -126,7 +102,7 @@ func TestDecodeCurve(t *testing.T) {
 		err      string
 	}{
 		{"reordered columns and extras", "test_acc,epoch,extra\n0.5,1,x\n,2,y\n",
-			[]Row{withTestAcc(NaNRow(1, 0), 0.5), NaNRow(2, 0)}, ""},
+			[]Row{withEvalAcc(NaNRow(1, 0), 0.5), NaNRow(2, 0)}, ""},
 		{"no epoch column", "step,lr\n1,2\n", nil, "no epoch column"},
 		{"bad number", "epoch,lr\n1,abc\n", nil, "column lr"},
 		{"short row", "epoch,lr\n1\n", nil, "1 cells"},
@@ -147,7 +123,7 @@ func TestDecodeCurve(t *testing.T) {
 	}
 }
 
-func withTestAcc(r Row, v float64) Row {
-	r.TestAcc = v
+func withEvalAcc(r Row, v float64) Row {
+	r.EvalAcc = v
 	return r
 }

@@ -2,13 +2,14 @@ package data
 
 import (
 	"archive/tar"
+	"bufio"
 	"compress/gzip"
 	"context"
 	"crypto/md5"
+	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"hash"
 	"io"
 	"io/fs"
 	"net"
@@ -16,6 +17,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -31,6 +33,11 @@ const DefaultBaseURL = "https://www.cs.toronto.edu/~kriz/"
 // archives hold about 180 MB.
 const maxExtractBytes = 2 << 30
 
+// DefaultMaxDownload bounds the size of one downloaded file (see
+// GetOptions.MaxBytes): the largest published file, CIFAR-100's archive,
+// is 169 MB, so a server sending more is sending something else.
+const DefaultMaxDownload = 1 << 30
+
 // Default download timeouts (see GetOptions).
 const (
 	DefaultConnectTimeout = 30 * time.Second
@@ -38,7 +45,10 @@ const (
 )
 
 // GetOptions configures Get. The zero value downloads from DefaultBaseURL
-// with the default timeouts, verifies the published MD5 and prints nothing.
+// with the default timeouts, verifies the published MD5 and prints nothing;
+// for Fashion-MNIST it copies Debian's package's files instead when they are
+// installed, installing the package with apt-get first when running as root
+// (see getMNIST).
 type GetOptions struct {
 	// BaseURL replaces DefaultBaseURL; the archive's name is appended.
 	BaseURL string
@@ -62,10 +72,24 @@ type GetOptions struct {
 	// middle of the body; zero means DefaultIdleTimeout, a negative value
 	// no limit. It applies to any Client.
 	IdleTimeout time.Duration
+	// MaxBytes fails a download larger than this many bytes (announced or
+	// received) before it fills the disk; zero means DefaultMaxDownload, a
+	// negative value no limit.
+	MaxBytes int64
 	// Progress receives human-readable progress lines; nil means none.
 	Progress io.Writer
 	// KeepArchive keeps the downloaded archive in dir after extraction.
 	KeepArchive bool
+	// DebianDir replaces the folder where Debian's package of the dataset
+	// installs its files (Fashion-MNIST: DebianFashionMNISTDir), which Get
+	// copies from when it holds them (see getMNIST).
+	DebianDir string
+	// NoApt keeps Get from installing the dataset's Debian package with
+	// apt-get when it is missing and Get runs as root.
+	NoApt bool
+	// AptInstall replaces running apt-get to install a Debian package
+	// (tests); when set it is used whether or not Get runs as root.
+	AptInstall func(ctx context.Context, pkg string) error
 }
 
 // Get makes the named dataset available under dir and returns the folder
@@ -108,19 +132,19 @@ func Get(ctx context.Context, name, dir string, opts GetOptions) (string, error)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", fmt.Errorf("get %s: %w", name, err)
 	}
-	want := f.md5
+	want := md5Only(f.md5)
 	if opts.MD5 != "" {
-		want = strings.ToLower(opts.MD5)
+		want = md5Only(strings.ToLower(opts.MD5))
 	}
 	if opts.SkipVerify {
-		want = ""
+		want = expected{}
 	}
 
 	archive := filepath.Join(dir, f.archive)
 	downloaded := false
 	if _, err := os.Stat(archive); err == nil {
 		opts.printf("%s: using the archive %s\n", f.title, archive)
-		if err := verifyFile(archive, want); err != nil {
+		if _, err := verifyFile(archive, want); err != nil {
 			return "", fmt.Errorf("get %s: %w; delete it to download it again", name, err)
 		}
 	} else {
@@ -165,29 +189,96 @@ func (f *cifarFormat) complete(dir string) error {
 	return err
 }
 
-// verifyFile checks the MD5 of the file at path against want (hex); an
-// empty want accepts anything.
-func verifyFile(path, want string) error {
+// expected is what a fetched file must be: its MD5 (hex) one of md5s, or,
+// failing those, its content (decompressed when it is gzip-compressed) of
+// SHA-256 content. The zero value accepts anything.
+type expected struct {
+	md5s    []string
+	content string
+}
+
+// md5Only expects the MD5 want (hex); an empty want accepts anything.
+func md5Only(want string) expected {
 	if want == "" {
-		return nil
+		return expected{}
 	}
+	return expected{md5s: []string{want}}
+}
+
+// check verifies the file at path, whose MD5 is got (hex); what names it
+// in errors. It returns what it verified, for the progress output ("" when
+// nothing was to be verified).
+func (e expected) check(what, path, got string) (string, error) {
+	if len(e.md5s) == 0 && e.content == "" {
+		return "", nil
+	}
+	if slices.Contains(e.md5s, got) {
+		return "MD5 verified: " + got, nil
+	}
+	if e.content != "" {
+		sum, err := contentSHA256(path)
+		if err != nil {
+			return "", fmt.Errorf("%s: MD5 %s matches none of %s, and %w", what, got, strings.Join(e.md5s, ", "), err)
+		}
+		if sum == e.content {
+			return "content verified: SHA-256 of the decompressed data " + sum, nil
+		}
+		return "", fmt.Errorf("%s: MD5 %s does not match the expected %s, nor does the SHA-256 %s of its data match the expected %s (corrupt or incomplete file)",
+			what, got, strings.Join(e.md5s, " or "), sum, e.content)
+	}
+	return "", fmt.Errorf("%s: MD5 %s does not match the expected %s (corrupt or incomplete download)", what, got, strings.Join(e.md5s, " or "))
+}
+
+// verifyFile checks the file at path against want and returns what it
+// verified (see expected.check).
+func verifyFile(path string, want expected) (string, error) {
+	if len(want.md5s) == 0 && want.content == "" {
+		return "", nil
+	}
+	sum, err := fileMD5(path)
+	if err != nil {
+		return "", err
+	}
+	return want.check(path, path, sum)
+}
+
+// fileMD5 returns the MD5 (hex) of the regular file at path.
+func fileMD5(path string) (string, error) {
 	file, err := regfile.Open(path)
 	if err != nil {
-		return err
+		return "", err
 	}
 	defer func() { _ = file.Close() }()
 	h := md5.New()
 	if _, err := io.Copy(h, file); err != nil {
-		return fmt.Errorf("reading %s: %w", path, err)
+		return "", fmt.Errorf("reading %s: %w", path, err)
 	}
-	return checkSum(path, h, want)
+	return hex.EncodeToString(h.Sum(nil)), nil
 }
 
-func checkSum(what string, h hash.Hash, want string) error {
-	if got := hex.EncodeToString(h.Sum(nil)); want != "" && got != want {
-		return fmt.Errorf("%s: MD5 %s does not match the expected %s (corrupt or incomplete download)", what, got, want)
+// contentSHA256 returns the SHA-256 (hex) of the file at path, of its
+// decompressed data when it is gzip-compressed.
+func contentSHA256(path string) (string, error) {
+	file, err := regfile.Open(path)
+	if err != nil {
+		return "", err
 	}
-	return nil
+	defer func() { _ = file.Close() }()
+	br := bufio.NewReader(file)
+	r := io.Reader(br)
+	if magic, _ := br.Peek(2); len(magic) == 2 && magic[0] == 0x1f && magic[1] == 0x8b {
+		zr, err := gzip.NewReader(br)
+		if err != nil {
+			return "", fmt.Errorf("%s: corrupt gzip data: %w", path, err)
+		}
+		defer func() { _ = zr.Close() }()
+		r = zr
+	}
+	h := sha256.New()
+	if _, err := io.Copy(h, io.LimitReader(r, maxIDXBytes+1)); err != nil {
+		return "", fmt.Errorf("%s: corrupt or truncated data: %w", path, err)
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
 }
 
 // timeoutOr returns d, or def when d is zero, or 0 (no limit) when d is
@@ -280,11 +371,11 @@ func downloadError(ctx context.Context, err error, ours bool, connect time.Durat
 	return err
 }
 
-// download fetches url into the file dst, verifying its MD5 against want
-// while writing. The data goes to a temporary file renamed to dst only when
+// download fetches url into the file dst, verifying it against want (its
+// MD5 computed while writing). The data goes to a temporary file renamed to dst only when
 // complete and verified. The download fails when connecting takes longer
 // than opts.ConnectTimeout or no data arrives for opts.IdleTimeout.
-func download(ctx context.Context, url, dst, want string, opts GetOptions) (err error) {
+func download(ctx context.Context, url, dst string, want expected, opts GetOptions) (err error) {
 	connect := timeoutOr(opts.ConnectTimeout, DefaultConnectTimeout)
 	client, ours := opts.Client, opts.Client == nil
 	if ours {
@@ -309,6 +400,17 @@ func download(ctx context.Context, url, dst, want string, opts GetOptions) (err 
 	if resp.StatusCode != http.StatusOK {
 		return fmt.Errorf("download %s: %s", url, resp.Status)
 	}
+	limit := opts.MaxBytes
+	if limit == 0 {
+		limit = DefaultMaxDownload
+	}
+	if limit > 0 && resp.ContentLength > limit {
+		return fmt.Errorf("download %s: the server announces %d bytes, more than the %d a dataset file may have (GetOptions.MaxBytes); is the URL right?", url, resp.ContentLength, limit)
+	}
+	body := io.Reader(&watchedReader{r: resp.Body, wd: wd})
+	if limit > 0 {
+		body = io.LimitReader(body, limit+1)
+	}
 
 	tmp, err := os.CreateTemp(filepath.Dir(dst), "."+filepath.Base(dst)+".part-*")
 	if err != nil {
@@ -322,18 +424,23 @@ func download(ctx context.Context, url, dst, want string, opts GetOptions) (err 
 	}()
 	h := md5.New()
 	pw := &progressWriter{out: opts.Progress, total: resp.ContentLength, start: time.Now()}
-	if _, err := io.Copy(io.MultiWriter(tmp, h, pw), &watchedReader{r: resp.Body, wd: wd}); err != nil {
+	n, err := io.Copy(io.MultiWriter(tmp, h, pw), body)
+	if err != nil {
 		return fmt.Errorf("download %s: %w", url, downloadError(ctx, err, ours, connect))
+	}
+	if limit > 0 && n > limit {
+		return fmt.Errorf("download %s: more than the %d bytes a dataset file may have (GetOptions.MaxBytes); stopped. Is the URL right?", url, limit)
 	}
 	pw.finish()
 	if err := tmp.Close(); err != nil {
 		return fmt.Errorf("download %s: %w", url, err)
 	}
-	if err := checkSum(url, h, want); err != nil {
+	verified, err := want.check(url, tmp.Name(), hex.EncodeToString(h.Sum(nil)))
+	if err != nil {
 		return err
 	}
-	if want != "" {
-		opts.printf("MD5 verified: %s\n", want)
+	if verified != "" {
+		opts.printf("%s\n", verified)
 	}
 	if err := os.Rename(tmp.Name(), dst); err != nil {
 		return fmt.Errorf("download %s: %w", url, err)
@@ -497,51 +604,4 @@ func writeEntry(root *os.Root, name string, r io.Reader, size int64) (err error)
 		return io.ErrUnexpectedEOF
 	}
 	return nil
-}
-
-// getMNIST makes an MNIST-format dataset available in dir: the four
-// published gzip files, each downloaded from BaseURL (default: the dataset's
-// canonical address) and verified against its published MD5 before it is
-// renamed into place. Files already present are kept; when all four are
-// present and readable Get does nothing. opts.FileMD5 replaces published
-// MD5s; opts.MD5 does not apply (there are four files).
-func getMNIST(ctx context.Context, name, dir string, opts GetOptions) (string, error) {
-	f, err := mnistFormatFor(name)
-	if err != nil {
-		return "", fmt.Errorf("get: %w", err)
-	}
-	if _, err := LoadMNIST(name, dir); err == nil {
-		opts.printf("%s: already present in %s\n", f.title, dir)
-		return dir, nil
-	} else if !errors.Is(err, ErrMissing) {
-		return "", fmt.Errorf("get %s: %w; remove the bad file and run again", name, err)
-	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return "", fmt.Errorf("get %s: %w", name, err)
-	}
-	base := opts.BaseURL
-	if base == "" {
-		base = f.baseURL
-	}
-	for i, file := range f.files {
-		if _, err := f.find(dir, i); err == nil {
-			continue
-		}
-		want := file.md5
-		if m, ok := opts.FileMD5[file.name]; ok {
-			want = strings.ToLower(m)
-		}
-		if opts.SkipVerify {
-			want = ""
-		}
-		url := strings.TrimSuffix(base, "/") + "/" + file.name
-		if err := download(ctx, url, filepath.Join(dir, file.name), want, opts); err != nil {
-			return "", fmt.Errorf("get %s: %w", name, err)
-		}
-	}
-	if _, err := LoadMNIST(name, dir); err != nil {
-		return "", fmt.Errorf("get %s: %w", name, err)
-	}
-	opts.printf("%s: ready in %s\n", f.title, dir)
-	return dir, nil
 }

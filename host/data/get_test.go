@@ -7,6 +7,7 @@ import (
 	"context"
 	"crypto/md5"
 	"encoding/hex"
+	"fmt"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -482,5 +483,54 @@ func TestGetCancelWhileStalled(t *testing.T) {
 	_, err := Get(ctx, CIFAR10, t.TempDir(), GetOptions{BaseURL: url, MD5: md5Hex(archive), IdleTimeout: time.Minute})
 	if err == nil || !strings.Contains(err.Error(), "canceled") || strings.Contains(err.Error(), "no data") {
 		t.Errorf("Get = %v, want a cancellation", err)
+	}
+}
+
+// TestGetSizeCap (hardening 26, also seen): a download larger than
+// GetOptions.MaxBytes fails before it fills the disk, whether the server
+// announces its size or streams without one, and leaves nothing behind.
+func TestGetSizeCap(t *testing.T) {
+	body := bytes.Repeat([]byte("x"), 4096)
+	for _, announce := range []bool{true, false} {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if announce {
+				w.Header().Set("Content-Length", fmt.Sprint(len(body)))
+			}
+			w.Write(body)
+			if !announce {
+				w.(http.Flusher).Flush() // chunked: no length
+			}
+		}))
+		parent := t.TempDir()
+		dir := filepath.Join(parent, "data")
+		_, err := Get(context.Background(), CIFAR10, dir, GetOptions{BaseURL: srv.URL + "/", MaxBytes: 1000, SkipVerify: true})
+		srv.Close()
+		want := "more than the 1000 bytes a dataset file may have"
+		if announce {
+			want = "the server announces 4096 bytes, more than the 1000"
+		}
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("announced %v: Get = %v, want an error containing %q", announce, err, want)
+		}
+		if left := listAll(t, dir); len(left) != 0 {
+			t.Errorf("announced %v: left behind %v", announce, left)
+		}
+	}
+}
+
+// Every default download address is https.
+func TestDefaultURLsHTTPS(t *testing.T) {
+	urls := []string{DefaultBaseURL}
+	for _, name := range []string{FashionMNIST, MNIST} {
+		f, err := mnistFormatFor(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		urls = append(urls, f.baseURL)
+	}
+	for _, u := range urls {
+		if !strings.HasPrefix(u, "https://") {
+			t.Errorf("%s is not https", u)
+		}
 	}
 }

@@ -32,6 +32,14 @@ const (
 type idxFile struct {
 	name string // canonical file name (gzip-compressed)
 	md5  string // published MD5 of the compressed file
+	// debianMD5 is the MD5 of the file as Debian's package ships it,
+	// compressed otherwise than the published one ("" when Debian ships
+	// none).
+	debianMD5 string
+	// sha256 is the SHA-256 of the decompressed content, which the
+	// published and Debian's files share ("" when not known): a copy
+	// compressed in any other way is accepted by it.
+	sha256 string
 }
 
 // mnistFormat describes one MNIST-format dataset.
@@ -42,6 +50,9 @@ type mnistFormat struct {
 	// trainImages, trainLabels, testImages, testLabels.
 	files   [4]idxFile
 	classes []string
+	// debianPackage is Debian's package installing the four files into
+	// debianDir ("" when Debian ships none).
+	debianPackage, debianDir string
 }
 
 func (f *mnistFormat) hint(dir string) string {
@@ -52,17 +63,27 @@ func (f *mnistFormat) hint(dir string) string {
 func mnistFormatFor(name string) (*mnistFormat, error) {
 	switch name {
 	case FashionMNIST:
-		// github.com/zalandoresearch/fashion-mnist README, "Get the data".
+		// md5: github.com/zalandoresearch/fashion-mnist README, "Get the
+		// data". debianMD5: `md5sum` of the files Debian's
+		// dataset-fashion-mnist 0.0~git20200523.55506a9-1 installs (the
+		// same data, compressed otherwise); sha256: `zcat FILE | sha256sum`
+		// of those files, the canonical images and labels in the canonical
+		// order (the first test labels are 9 2 1 1 6 1 4 6 5 7).
 		return &mnistFormat{
 			name: FashionMNIST, title: "Fashion-MNIST",
-			baseURL: "http://fashion-mnist.s3-website.eu-central-1.amazonaws.com/",
+			baseURL: "https://github.com/zalandoresearch/fashion-mnist/raw/master/data/fashion/",
 			files: [4]idxFile{
-				{"train-images-idx3-ubyte.gz", "8d4fb7e6c68d591d4c3dfef9ec88bf0d"},
-				{"train-labels-idx1-ubyte.gz", "25c81989df183df01b3e8a0aad5dffbe"},
-				{"t10k-images-idx3-ubyte.gz", "bef4ecab320f06d8554ea6380940ec79"},
-				{"t10k-labels-idx1-ubyte.gz", "bb300cfdad3c16e7a12a480ee83cd310"},
+				{"train-images-idx3-ubyte.gz", "8d4fb7e6c68d591d4c3dfef9ec88bf0d", "cf8536b0aa1a6ac5fa3f23001093305c",
+					"c59f468a2f672dc815687fe0f83887768d799fd8a3f3276145d20f83aa44d888"},
+				{"train-labels-idx1-ubyte.gz", "25c81989df183df01b3e8a0aad5dffbe", "10bea18fdb374794d4bb42e356e600c9",
+					"bad3541b69d912435c50bb6ba87bec294ff4f6a2e1246121d8633921760443d9"},
+				{"t10k-images-idx3-ubyte.gz", "bef4ecab320f06d8554ea6380940ec79", "f78720b4224f21cce2f2ccf2d7a94c9a",
+					"5b4141f0afbad91edebe8549f8fcffe087ea10ca49f1dbef5c9a5cd8815ce37b"},
+				{"t10k-labels-idx1-ubyte.gz", "bb300cfdad3c16e7a12a480ee83cd310", "0d30e22e447f3c33dab9ed536400ac01",
+					"0402a96d92fd2663957122ceb108a494c5af83dab82d92729df917d7dec38c34"},
 			},
-			classes: []string{"T-shirt/top", "Trouser", "Pullover", "Dress", "Coat", "Sandal", "Shirt", "Sneaker", "Bag", "Ankle boot"},
+			classes:       []string{"T-shirt/top", "Trouser", "Pullover", "Dress", "Coat", "Sandal", "Shirt", "Sneaker", "Bag", "Ankle boot"},
+			debianPackage: "dataset-fashion-mnist", debianDir: DebianFashionMNISTDir,
 		}, nil
 	case MNIST:
 		// LeCun's page went offline for automated downloads; this is the
@@ -71,16 +92,20 @@ func mnistFormatFor(name string) (*mnistFormat, error) {
 			name: MNIST, title: "MNIST",
 			baseURL: "https://ossci-datasets.s3.amazonaws.com/mnist/",
 			files: [4]idxFile{
-				{"train-images-idx3-ubyte.gz", "f68b3c2dcbeaaa9fbdd348bbdeb94873"},
-				{"train-labels-idx1-ubyte.gz", "d53e105ee54ea40749a09fcbcd1e9432"},
-				{"t10k-images-idx3-ubyte.gz", "9fb629c4189551a2d022fa330f9573f3"},
-				{"t10k-labels-idx1-ubyte.gz", "ec29112dd5afa0611ce80d1b7f02629c"},
+				{name: "train-images-idx3-ubyte.gz", md5: "f68b3c2dcbeaaa9fbdd348bbdeb94873"},
+				{name: "train-labels-idx1-ubyte.gz", md5: "d53e105ee54ea40749a09fcbcd1e9432"},
+				{name: "t10k-images-idx3-ubyte.gz", md5: "9fb629c4189551a2d022fa330f9573f3"},
+				{name: "t10k-labels-idx1-ubyte.gz", md5: "ec29112dd5afa0611ce80d1b7f02629c"},
 			},
 			classes: []string{"0", "1", "2", "3", "4", "5", "6", "7", "8", "9"},
 		}, nil
 	}
 	return nil, fmt.Errorf("unknown MNIST-format dataset %q (want %q or %q)", name, FashionMNIST, MNIST)
 }
+
+// DebianFashionMNISTDir is where Debian's package dataset-fashion-mnist
+// installs the four Fashion-MNIST files.
+const DebianFashionMNISTDir = "/usr/share/datasets/fashion-mnist"
 
 // IsMNISTFormat reports whether name is an MNIST-format (IDX) dataset.
 func IsMNISTFormat(name string) bool { return name == FashionMNIST || name == MNIST }

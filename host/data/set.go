@@ -68,6 +68,9 @@ type Set struct {
 // was held out.
 type Split struct {
 	Train, Test, Val *Set
+	// Noise, when label noise was added to the training labels (before
+	// Val was held out of them), is what it did; nil otherwise.
+	Noise *NoiseStats
 }
 
 // Len returns the number of samples in s.

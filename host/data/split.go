@@ -12,6 +12,7 @@ const (
 	streamTest uint64 = 1 + iota
 	streamVal
 	streamSynthetic
+	streamNoise
 )
 
 // SplitOptions configures SplitSet.

@@ -414,180 +414,237 @@ func (e *Engine) toDevice(s *tensor.Scope, t tensor.T) tensor.T {
 // only the engine knows.
 func (e *Engine) run(s *tensor.Scope, x *execState, op optim.Op) ([]register, error) {
 	switch o := op.(type) {
-	case optim.Alloc:
-		if o.ID <= 0 {
-			return nil, fmt.Errorf("alloc: handle %d is reserved (use IDs > 0)", o.ID)
-		}
-		if _, ok := e.vecs[o.ID]; ok {
-			return nil, fmt.Errorf("alloc: handle %d already allocated", o.ID)
-		}
-		if int(o.Member) >= len(e.members) || o.Member < 0 {
-			return nil, fmt.Errorf("alloc: no member %d", o.Member)
-		}
-		v, err := e.alloc(o.ID, e.members[o.Member].Model.Numel)
-		if err != nil {
-			return nil, fmt.Errorf("alloc: %w", err)
-		}
-		v.member = int(o.Member)
-		e.vecs[o.ID] = v
-	case optim.Free:
-		v, ok := e.vecs[o.ID]
-		if !ok {
-			return nil, fmt.Errorf("free: handle %d is not allocated", o.ID)
-		}
-		e.release(v)
-		delete(e.vecs, o.ID)
-	case optim.Copy:
-		d, src, err := e.same(s, o.Dst, o.Src)
-		if err != nil {
-			return nil, err
-		}
-		return nil, e.copyVec(s, o, d, src)
-	case optim.Fill:
-		d, _, err := e.get(o.Dst)
-		if err != nil {
-			return nil, err
-		}
-		if v, ok := optim.Imm(o.Value); ok {
-			s.Fill(d, v)
-		} else {
-			s.FillT(d, e.coef(s, x, o.Value, d))
-		}
-	case optim.FillRange:
-		d, _, err := e.get(o.Dst)
-		if err != nil {
-			return nil, err
-		}
-		if n := d.Numel(); o.Offset < 0 || o.Len < 0 || o.Offset > n-o.Len {
-			return nil, fmt.Errorf("fill range: [%d, %d+%d) is outside a vector of %d", o.Offset, o.Offset, o.Len, n)
-		}
-		if o.Len > 0 {
-			s.Fill(s.Narrow(d, 0, o.Offset, o.Len), o.Value)
-		}
-	case optim.Scale:
-		d, _, err := e.get(o.Dst)
-		if err != nil {
-			return nil, err
-		}
-		if v, ok := optim.Imm(o.Alpha); ok {
-			s.ScaleInPlace(d, v)
-		} else {
-			s.ScaleT(d, e.coef(s, x, o.Alpha, d))
-		}
-	case optim.AddConst:
-		d, _, err := e.get(o.Dst)
-		if err != nil {
-			return nil, err
-		}
-		if v, ok := optim.Imm(o.Value); ok {
-			s.AddScalarInPlace(d, v)
-		} else {
-			s.AddT(d, e.coef(s, x, o.Value, d))
-		}
-	case optim.Axpy:
-		d, v, err := e.same(s, o.Dst, o.X)
-		if err != nil {
-			return nil, err
-		}
-		if a, ok := optim.Imm(o.Alpha); ok {
-			s.Axpy(d, a, v)
-		} else {
-			s.AxpyT(d, e.coef(s, x, o.Alpha, d), v)
-		}
-	case optim.LinComb:
-		return nil, e.lincomb(s, x, o)
-	case optim.Unary:
-		return nil, e.unary(s, o)
-	case optim.Binary:
-		return nil, e.binary(s, o)
-	case optim.RandN:
-		d, _, err := e.get(o.Dst)
-		if err != nil {
-			return nil, err
-		}
-		seed := o.Seed
-		if seed == 0 {
-			seed = e.rng.Int64()
-		}
-		tensor.ManualSeed(seed)
-		if d.Device() != e.cfg.Device {
-			// A spilled vector draws the device's numbers, as it would
-			// on the device (CPU and CUDA generators differ).
-			tmp := s.Zeros(d.Shape(), tensor.Float32, e.cfg.Device)
-			s.NormalInPlace(tmp, 0, o.Std)
-			s.CopyFrom(d, tmp)
-			break
-		}
-		s.NormalInPlace(d, 0, o.Std)
 	case optim.Dot:
-		// As optim.Dot documents: float64, cast chunk by chunk (no float64
-		// copy of a whole vector; bitwise the previous release's float64 dot
-		// up to 2²² elements).
-		a, b, err := e.same(s, o.A, o.B)
-		if err != nil {
-			return nil, err
-		}
-		return []register{{t: e.toDevice(s, s.Dot(a, b))}}, nil
+		return e.dot(s, o)
 	case optim.Norm:
-		v, _, err := e.get(o.X)
-		if err != nil {
-			return nil, err
-		}
-		return []register{{t: e.toDevice(s, s.Norm(v))}}, nil
+		return e.norm(s, o)
 	case optim.Grad, optim.JointGrad:
-		var out []tensor.T
-		var err error
-		if g, ok := o.(optim.Grad); ok {
-			out, err = e.grad(s, g)
-		} else {
-			out, err = e.jointGrad(s, o.(optim.JointGrad))
-		}
-		if err != nil {
-			return nil, err
-		}
-		regs := make([]register, len(out))
-		for i, t := range out {
-			regs[i] = register{t: s.Cast(t, tensor.Float64)}
-		}
-		return regs, nil
-	case optim.BaseStep:
-		return nil, e.baseStep(s, o)
-	case optim.SetLR:
-		if int(o.Member) >= len(e.members) || o.Member < 0 {
-			return nil, fmt.Errorf("set_lr: no member %d", o.Member)
-		}
-		if math.IsNaN(o.LR) || o.LR < 0 {
-			return nil, fmt.Errorf("set_lr: invalid learning rate %v", o.LR)
-		}
-		e.members[o.Member].lr = o.LR
+		return e.gradRegs(s, o)
 	case optim.Arith:
-		r, err := e.arith(s, x, o)
-		if err != nil {
-			return nil, err
-		}
-		return []register{r}, nil
+		return oneReg(e.arith(s, x, o))
 	case optim.SegReduce:
-		r, err := e.segReduce(s, o)
-		if err != nil {
-			return nil, err
-		}
-		return []register{r}, nil
-	case optim.TopKMask:
-		return nil, e.topKMask(s, x, o)
+		return oneReg(e.segReduce(s, o))
 	case optim.Read:
 		x.reads = append(x.reads, x.reg(o.X).t)
+		return nil, nil
+	}
+	return nil, e.runVecOp(s, x, op)
+}
+
+// runVecOp runs an op that sets no register: one that allocates, frees or
+// writes vectors, or changes the engine's or the Exec's state.
+func (e *Engine) runVecOp(s *tensor.Scope, x *execState, op optim.Op) error {
+	switch o := op.(type) {
+	case optim.Alloc:
+		return e.allocOp(o)
+	case optim.Free:
+		return e.free(o)
+	case optim.Copy:
+		return e.copyVec(s, o)
+	case optim.Fill:
+		return e.withOperand(s, x, o.Dst, o.Value, s.Fill, s.FillT)
+	case optim.FillRange:
+		return e.fillRange(s, o)
+	case optim.Scale:
+		return e.withOperand(s, x, o.Dst, o.Alpha, s.ScaleInPlace, s.ScaleT)
+	case optim.AddConst:
+		return e.withOperand(s, x, o.Dst, o.Value, s.AddScalarInPlace, s.AddT)
+	case optim.Axpy:
+		return e.axpy(s, x, o)
+	case optim.LinComb:
+		return e.lincomb(s, x, o)
+	case optim.Unary:
+		return e.unary(s, o)
+	case optim.Binary:
+		return e.binary(s, o)
+	case optim.RandN:
+		return e.randN(s, o)
+	case optim.BaseStep:
+		return e.baseStep(s, o)
+	case optim.SetLR:
+		return e.setLR(o)
+	case optim.TopKMask:
+		return e.topKMask(s, x, o)
 	case optim.Report:
-		return nil, e.report(s, x, o)
+		return e.report(s, x, o)
 	default:
 		// The Checker refuses nil and unknown ops first.
-		return nil, fmt.Errorf("unknown op %T: %w", op, errors.ErrUnsupported)
+		return fmt.Errorf("unknown op %T: %w", op, errors.ErrUnsupported)
 	}
-	return nil, nil
+}
+
+// oneReg returns the register an op sets as the registers of the op, or
+// its error.
+func oneReg(r register, err error) ([]register, error) {
+	if err != nil {
+		return nil, err
+	}
+	return []register{r}, nil
+}
+
+// allocOp runs an Alloc: a zeroed vector of member o.Member's layout under
+// the new handle o.ID.
+func (e *Engine) allocOp(o optim.Alloc) error {
+	if o.ID <= 0 {
+		return fmt.Errorf("alloc: handle %d is reserved (use IDs > 0)", o.ID)
+	}
+	if _, ok := e.vecs[o.ID]; ok {
+		return fmt.Errorf("alloc: handle %d already allocated", o.ID)
+	}
+	if int(o.Member) >= len(e.members) || o.Member < 0 {
+		return fmt.Errorf("alloc: no member %d", o.Member)
+	}
+	v, err := e.alloc(o.ID, e.members[o.Member].Model.Numel)
+	if err != nil {
+		return fmt.Errorf("alloc: %w", err)
+	}
+	v.member = int(o.Member)
+	e.vecs[o.ID] = v
+	return nil
+}
+
+// free runs a Free: it releases the vector of handle o.ID.
+func (e *Engine) free(o optim.Free) error {
+	v, ok := e.vecs[o.ID]
+	if !ok {
+		return fmt.Errorf("free: handle %d is not allocated", o.ID)
+	}
+	e.release(v)
+	delete(e.vecs, o.ID)
+	return nil
+}
+
+// withOperand runs an op that writes vector dst in place with operand n
+// (Fill, Scale, AddConst): an immediate through the scalar kernel imm, a
+// register through the tensor-coefficient kernel reg (see coef).
+func (e *Engine) withOperand(s *tensor.Scope, x *execState, dst optim.Vec, n optim.Num,
+	imm func(d tensor.T, v float64), reg func(d, c tensor.T)) error {
+	d, _, err := e.get(dst)
+	if err != nil {
+		return err
+	}
+	if v, ok := optim.Imm(n); ok {
+		imm(d, v)
+	} else {
+		reg(d, e.coef(s, x, n, d))
+	}
+	return nil
+}
+
+// fillRange runs a FillRange: Dst[Offset:Offset+Len] = Value, within the
+// vector.
+func (e *Engine) fillRange(s *tensor.Scope, o optim.FillRange) error {
+	d, _, err := e.get(o.Dst)
+	if err != nil {
+		return err
+	}
+	if n := d.Numel(); o.Offset < 0 || o.Len < 0 || o.Offset > n-o.Len {
+		return fmt.Errorf("fill range: [%d, %d+%d) is outside a vector of %d", o.Offset, o.Offset, o.Len, n)
+	}
+	if o.Len > 0 {
+		s.Fill(s.Narrow(d, 0, o.Offset, o.Len), o.Value)
+	}
+	return nil
+}
+
+// axpy runs an Axpy: Dst += Alpha·X.
+func (e *Engine) axpy(s *tensor.Scope, x *execState, o optim.Axpy) error {
+	d, v, err := e.same(s, o.Dst, o.X)
+	if err != nil {
+		return err
+	}
+	if a, ok := optim.Imm(o.Alpha); ok {
+		s.Axpy(d, a, v)
+	} else {
+		s.AxpyT(d, e.coef(s, x, o.Alpha, d), v)
+	}
+	return nil
+}
+
+// randN runs a RandN: independent N(0, Std²) draws into Dst, from Seed,
+// or from the engine's host stream when Seed is 0.
+func (e *Engine) randN(s *tensor.Scope, o optim.RandN) error {
+	d, _, err := e.get(o.Dst)
+	if err != nil {
+		return err
+	}
+	seed := o.Seed
+	if seed == 0 {
+		seed = e.rng.Int64()
+	}
+	tensor.ManualSeed(seed)
+	if d.Device() != e.cfg.Device {
+		// A spilled vector draws the device's numbers, as it would
+		// on the device (CPU and CUDA generators differ).
+		tmp := s.Zeros(d.Shape(), tensor.Float32, e.cfg.Device)
+		s.NormalInPlace(tmp, 0, o.Std)
+		s.CopyFrom(d, tmp)
+		return nil
+	}
+	s.NormalInPlace(d, 0, o.Std)
+	return nil
+}
+
+// dot runs a Dot and returns its register. As optim.Dot documents:
+// float64, cast chunk by chunk (no float64 copy of a whole vector; bitwise
+// the previous release's float64 dot up to 2²² elements).
+func (e *Engine) dot(s *tensor.Scope, o optim.Dot) ([]register, error) {
+	a, b, err := e.same(s, o.A, o.B)
+	if err != nil {
+		return nil, err
+	}
+	return []register{{t: e.toDevice(s, s.Dot(a, b))}}, nil
+}
+
+// norm runs a Norm and returns its register.
+func (e *Engine) norm(s *tensor.Scope, o optim.Norm) ([]register, error) {
+	v, _, err := e.get(o.X)
+	if err != nil {
+		return nil, err
+	}
+	return []register{{t: e.toDevice(s, s.Norm(v))}}, nil
+}
+
+// gradRegs runs op, a Grad or a JointGrad, and returns its outputs as
+// float64 registers.
+func (e *Engine) gradRegs(s *tensor.Scope, op optim.Op) ([]register, error) {
+	var out []tensor.T
+	var err error
+	if g, ok := op.(optim.Grad); ok {
+		out, err = e.grad(s, g)
+	} else {
+		out, err = e.jointGrad(s, op.(optim.JointGrad))
+	}
+	if err != nil {
+		return nil, err
+	}
+	regs := make([]register, len(out))
+	for i, t := range out {
+		regs[i] = register{t: s.Cast(t, tensor.Float64)}
+	}
+	return regs, nil
+}
+
+// setLR runs a SetLR: it sets the learning rate that member o.Member's
+// BaseStep uses for the rest of the step.
+func (e *Engine) setLR(o optim.SetLR) error {
+	if int(o.Member) >= len(e.members) || o.Member < 0 {
+		return fmt.Errorf("set_lr: no member %d", o.Member)
+	}
+	if math.IsNaN(o.LR) || o.LR < 0 {
+		return fmt.Errorf("set_lr: invalid learning rate %v", o.LR)
+	}
+	e.members[o.Member].lr = o.LR
+	return nil
 }
 
 // copyVec runs a Copy: the parameters, then the BatchNorm statistics as
 // optim.Copy documents (checked before anything is written).
-func (e *Engine) copyVec(s *tensor.Scope, o optim.Copy, d, src tensor.T) error {
+func (e *Engine) copyVec(s *tensor.Scope, o optim.Copy) error {
+	d, src, err := e.same(s, o.Dst, o.Src)
+	if err != nil {
+		return err
+	}
 	dv := e.vecs[o.Dst] // nil for live parameters and ρ
 	if !o.BN {
 		s.CopyFrom(d, src)

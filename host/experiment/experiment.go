@@ -22,7 +22,14 @@
 // location, keeps them as written.
 package experiment
 
-import "path/filepath"
+import (
+	"cmp"
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+)
 
 // Dataset names accepted in data.dataset (and, for some, data.ood).
 const (
@@ -135,11 +142,6 @@ func (e *Experiment) Line(key string) int { return e.lines[key] }
 // has reports whether key (outside [[method]]) is written in the file.
 func (e *Experiment) has(key string) bool { return e.defined[key] }
 
-// RunsPath returns <results_dir>/<name>/runs.jsonl.
-func (e *Experiment) RunsPath() string {
-	return filepath.Join(e.ResultsDir, e.Name, "runs.jsonl")
-}
-
 // Data is the [data] table.
 type Data struct {
 	// Dataset (default "uci-digits") is one of uci-digits, cifar10,
@@ -184,6 +186,98 @@ type Data struct {
 	// Synthetic is the [data.synthetic] table; it may be written only when
 	// dataset or ood is "synthetic".
 	Synthetic Synthetic `toml:"synthetic"`
+	// LabelNoise is the [data.label_noise] table: noise added to the
+	// training labels (and so to the validation split drawn from them).
+	LabelNoise LabelNoise `toml:"label_noise"`
+}
+
+// Label-noise kinds accepted in data.label_noise.kind.
+const (
+	// NoiseSymmetric moves a label to one of the other classes, chosen
+	// uniformly.
+	NoiseSymmetric = "symmetric"
+	// NoisePairflip moves a label of class c to class (c+1) mod K.
+	NoisePairflip = "pairflip"
+	// NoiseAsymmetric moves a label of a class the map lists to the class
+	// it maps to.
+	NoiseAsymmetric = "asymmetric"
+)
+
+// LabelNoise is the [data.label_noise] table: each training label is
+// replaced, with probability Rate and independently of the others, by a
+// wrong one chosen by Kind, deterministically from Seed. It applies to the
+// training set before the validation split is held out of it (so
+// validation labels are noisy too); the test set stays clean. Absent (Kind
+// "") means no noise.
+type LabelNoise struct {
+	// Kind (required when the table is written) is symmetric, pairflip or
+	// asymmetric.
+	Kind string `toml:"kind"`
+	// Rate (required when the table is written) is the probability, in
+	// [0, 1), that a sample's label is flipped: any sample for symmetric
+	// and pairflip, a sample of a mapped class for asymmetric (so the
+	// realised fraction of the whole training set is about Rate times the
+	// share of the mapped classes).
+	Rate float64 `toml:"rate"`
+	// Seed (default 0) selects which labels flip and, for symmetric, to
+	// what.
+	Seed int64 `toml:"seed"`
+	// Map (asymmetric only, required there) maps a class, written as a
+	// decimal key, to the class its flipped labels get: {9 = 1, 2 = 0} in
+	// CIFAR-10's convention (truck → automobile, bird → airplane, …).
+	// Classes are 0-based and below the dataset's number of classes; no
+	// class maps to itself. Classes the map does not list keep their
+	// labels.
+	Map map[string]int `toml:"map"`
+}
+
+// Active reports whether label noise is asked for.
+func (n LabelNoise) Active() bool { return n.Kind != "" }
+
+// ClassMap returns Map with its keys as class numbers; keys that are not
+// decimal integers (which Validate rejects) are left out.
+func (n LabelNoise) ClassMap() map[int]int {
+	if n.Map == nil {
+		return nil
+	}
+	out := make(map[int]int, len(n.Map))
+	for k, v := range n.Map {
+		if c, ok := classKey(k); ok {
+			out[c] = v
+		}
+	}
+	return out
+}
+
+// MapString writes Map as a TOML inline table with its classes in
+// numerical order, "{2 = 0, 9 = 1}"; "" when Map is empty.
+func (n LabelNoise) MapString() string {
+	if len(n.Map) == 0 {
+		return ""
+	}
+	keys := slices.SortedFunc(maps.Keys(n.Map), func(a, b string) int {
+		ca, okA := classKey(a)
+		cb, okB := classKey(b)
+		if okA && okB {
+			return cmp.Compare(ca, cb)
+		}
+		return cmp.Compare(a, b)
+	})
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = fmt.Sprintf("%s = %d", k, n.Map[k])
+	}
+	return "{" + strings.Join(parts, ", ") + "}"
+}
+
+// classKey parses a class id written as a map key: a decimal integer ≥ 0
+// without sign or leading zeros.
+func classKey(k string) (int, bool) {
+	c, err := strconv.Atoi(k)
+	if err != nil || c < 0 || strconv.Itoa(c) != k {
+		return 0, false
+	}
+	return c, true
 }
 
 // Synthetic is the [data.synthetic] table: random class-conditional

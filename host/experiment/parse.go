@@ -122,9 +122,36 @@ func Parse(data []byte, name string, sets ...string) (*Experiment, error) {
 	if err := textError(name, src); err != nil {
 		return nil, err
 	}
+	c, src, sweeps, err := checkSource(name, src, sets)
+	if err != nil {
+		return nil, err
+	}
+	doc, md, err := decodeDocument(name, src)
+	if err != nil {
+		return nil, err
+	}
+	e := newExperiment(name, &doc, &md, sweeps, c)
+	for i, m := range doc.Method {
+		c.decodeMethod(e, i, m, &md)
+	}
+	c.undecoded(&md)
+	if err := c.err(); err != nil {
+		return nil, err
+	}
+	e.applyDerivedDefaults()
+	return e, nil
+}
+
+// checkSource decodes src into a generic tree, merges the --set overrides
+// sets into it, takes out the [train] sweeps and checks every key against
+// the schema. It returns the checker, which holds the lines of the keys
+// and the overrides' origins for later messages; the text to decode (src,
+// or the checked tree written back when the overrides or the sweeps
+// changed it); and the sweeps.
+func checkSource(name, src string, sets []string) (*checker, string, []Sweep, error) {
 	var tree map[string]any
 	if _, err := decode(src, &tree); err != nil {
-		return nil, syntaxError(name, src, err)
+		return nil, "", nil, syntaxError(name, src, err)
 	}
 	lines := keyLines(src)
 
@@ -133,17 +160,22 @@ func Parse(data []byte, name string, sets ...string) (*Experiment, error) {
 	sweeps, changed := c.extractSweeps(tree)
 	c.table(tree, reflect.TypeFor[document](), nil)
 	if err := c.err(); err != nil {
-		return nil, err
+		return nil, "", nil, err
 	}
 	if len(sets) > 0 || changed {
 		// Decode what the checks saw: the file with the overrides merged
 		// and the [train] lists replaced by their first values.
 		var err error
 		if src, err = encodeTree(tree); err != nil {
-			return nil, &Error{File: name, Msg: printable(err.Error()), Err: err}
+			return nil, "", nil, &Error{File: name, Msg: printable(err.Error()), Err: err}
 		}
 	}
+	return c, src, sweeps, nil
+}
 
+// decodeDocument decodes src, which checkSource has checked, over the
+// defaults of Default.
+func decodeDocument(name, src string) (document, toml.MetaData, error) {
 	def := Default()
 	doc := document{
 		ResultsDir: def.ResultsDir,
@@ -156,9 +188,15 @@ func Parse(data []byte, name string, sets ...string) (*Experiment, error) {
 	if err != nil {
 		// The checks above should have caught everything the decoder
 		// rejects; report whatever slipped through with its position.
-		return nil, syntaxError(name, src, err)
+		return doc, md, syntaxError(name, src, err)
 	}
+	return doc, md, nil
+}
 
+// newExperiment returns the Experiment of the decoded doc, with room for
+// its methods (filled by decodeMethod), the sweeps, and the key lines and
+// override origins of c.
+func newExperiment(name string, doc *document, md *toml.MetaData, sweeps []Sweep, c *checker) *Experiment {
 	e := &Experiment{
 		File:        name,
 		Name:        doc.Name,
@@ -170,56 +208,79 @@ func Parse(data []byte, name string, sets ...string) (*Experiment, error) {
 		Eval:        doc.Eval,
 		Methods:     make([]Method, len(doc.Method)),
 		Sweeps:      sweeps,
-		lines:       lines,
+		lines:       c.lines,
 		sets:        c.sets,
 		defined:     make(map[string]bool, len(md.Keys())),
 	}
 	for _, k := range md.Keys() {
 		e.defined[k.String()] = true
 	}
-	for i, m := range doc.Method {
-		params := map[string]any{}
-		if err := md.PrimitiveDecode(m.Params, &params); err != nil {
-			p := keyPath{"method"}.index(i).child("params")
-			c.list = append(c.list, &Error{File: name, Line: lines[p.String()], Key: p.String(),
-				Msg: printable(fmt.Sprintf("%s: %v", p, err)), Err: err})
-			continue
+	return e
+}
+
+// decodeMethod fills e.Methods[i] from the [[method]] table m, decoding
+// its parameters from raw TOML with md (so that md no longer counts them
+// as undecoded) and checking their lists (paramLists). A parameter table
+// that does not decode is a problem recorded in c, and leaves
+// e.Methods[i] empty.
+func (c *checker) decodeMethod(e *Experiment, i int, m methodDoc, md *toml.MetaData) {
+	params := map[string]any{}
+	if err := md.PrimitiveDecode(m.Params, &params); err != nil {
+		p := keyPath{"method"}.index(i).child("params")
+		c.list = append(c.list, &Error{File: c.file, Line: c.lines[p.String()], Key: p.String(),
+			Msg: printable(fmt.Sprintf("%s: %v", p, err)), Err: err})
+		return
+	}
+	pp := keyPath{"method"}.index(i).child("params")
+	c.paramLists(params, pp)
+	pl, ps := c.paramOrigins(params, pp)
+	e.Methods[i] = Method{
+		Name: m.Name, Plugin: m.Plugin, Path: m.Path,
+		Params: params, ParamLines: pl,
+		File: c.file, Line: c.lines[keyPath{"method"}.index(i).String()],
+		sets: ps,
+	}
+}
+
+// paramOrigins returns where the parameters of the method whose params
+// table is at pp come from: the line of each one written in the file, and
+// the --set override of each one an override set, keyed
+// "params.<name>" (nil when no override set one).
+func (c *checker) paramOrigins(params map[string]any, pp keyPath) (map[string]int, map[string]string) {
+	pl := make(map[string]int, len(params))
+	var ps map[string]string
+	for k := range params {
+		if l, ok := c.lines[pp.child(k).String()]; ok {
+			pl[k] = l
 		}
-		pp := keyPath{"method"}.index(i).child("params")
-		c.paramLists(params, pp)
-		pl := make(map[string]int, len(params))
-		var ps map[string]string
-		for k := range params {
-			if l, ok := lines[pp.child(k).String()]; ok {
-				pl[k] = l
+		if a := origin(c.sets, pp.child(k).String()); a != "" {
+			if ps == nil {
+				ps = map[string]string{}
 			}
-			if a := origin(c.sets, pp.child(k).String()); a != "" {
-				if ps == nil {
-					ps = map[string]string{}
-				}
-				ps["params."+keyPath{k}.String()] = a
-			}
-		}
-		e.Methods[i] = Method{
-			Name: m.Name, Plugin: m.Plugin, Path: m.Path,
-			Params: params, ParamLines: pl,
-			File: name, Line: lines[keyPath{"method"}.index(i).String()],
-			sets: ps,
+			ps["params."+keyPath{k}.String()] = a
 		}
 	}
-	// Defence in depth: the decoder's own list of keys it had nowhere to
-	// put. Values nested inside a parameter are ValidateParams' business.
+	return pl, ps
+}
+
+// undecoded records as unknown every key the decoder had nowhere to put:
+// defence in depth behind the schema checks. Values nested inside a
+// parameter are ValidateParams' business.
+func (c *checker) undecoded(md *toml.MetaData) {
 	for _, k := range md.Undecoded() {
 		if len(k) >= 2 && k[0] == "method" && k[1] == "params" {
 			continue
 		}
 		p := keyPath(k)
-		c.add(lines[p.String()], p.String(), "unknown key %q", p.String())
+		c.add(c.lines[p.String()], p.String(), "unknown key %q", p.String())
 	}
-	if err := c.err(); err != nil {
-		return nil, err
-	}
+}
 
+// applyDerivedDefaults fills in the defaults that depend on other keys,
+// where the file does not write the key: data.augment (crop and flip for
+// CIFAR, none otherwise) and eval.temperature (validation when there is a
+// validation split, else test-halves, with a note).
+func (e *Experiment) applyDerivedDefaults() {
 	if !e.has("data.augment") {
 		switch e.Data.Dataset {
 		case DatasetCIFAR10, DatasetCIFAR100:
@@ -236,7 +297,6 @@ func Parse(data []byte, name string, sets ...string) (*Experiment, error) {
 			e.Notes = append(e.Notes, "eval.temperature defaults to \"test-halves\" because data.validation = 0")
 		}
 	}
-	return e, nil
 }
 
 // encodeTree writes a decoded tree back as TOML text.
@@ -494,6 +554,17 @@ func (c *checker) value(v any, t reflect.Type, p keyPath) {
 		}
 		for i, x := range elems {
 			c.value(x, t.Elem(), p.index(i))
+		}
+	case reflect.Map:
+		// Tables with free keys (data.label_noise.map): Validate checks the
+		// keys, the decoder their values' types.
+		m, ok := v.(map[string]any)
+		if !ok {
+			c.add(c.line(p), p.String(), "%s must be a table (got %s)", p, describe(v))
+			return
+		}
+		for k, x := range m {
+			c.value(x, t.Elem(), p.child(k))
 		}
 	case reflect.String:
 		if _, ok := v.(string); !ok {

@@ -220,8 +220,8 @@ func TestParseDefaults(t *testing.T) {
 	if err := Validate(e, testArchs()); err != nil {
 		t.Errorf("defaults do not validate: %v", err)
 	}
-	if got := e.RunsPath(); got != filepath.Join("results", "q", "runs.jsonl") {
-		t.Errorf("RunsPath = %q", got)
+	if e.ResultsDir != "results" {
+		t.Errorf("ResultsDir = %q, want results", e.ResultsDir)
 	}
 }
 

@@ -166,6 +166,7 @@ func (v *validator) data() {
 	} else {
 		v.notFor("data.ood_dir", d.OODDir == def.Data.OODDir, "when data.ood is cifar10, cifar100, fashion-mnist or mnist")
 	}
+	v.labelNoise()
 	if !synthUsed {
 		v.notFor("data.synthetic", d.Synthetic == def.Data.Synthetic, "when data.dataset or data.ood is \"synthetic\"")
 		return
@@ -178,6 +179,80 @@ func (v *validator) data() {
 	if d.OOD == DatasetSynthetic && s.Features > 0 {
 		v.fail("data.synthetic.features", "must be 0 (images) when synthetic data is the OOD set (got %d)", s.Features)
 	}
+}
+
+// labelNoise checks [data.label_noise].
+func (v *validator) labelNoise() {
+	n := v.e.Data.LabelNoise
+	const table = "data.label_noise"
+	if !n.Active() {
+		if v.e.has(table) {
+			v.add(v.line(table+".kind", table), table+".kind", "%s.kind is required when [%s] is written (symmetric, pairflip or asymmetric)", table, table)
+		}
+		return
+	}
+	v.enum(table+".kind", n.Kind, NoiseSymmetric, NoisePairflip, NoiseAsymmetric)
+	if !v.e.has(table + ".rate") {
+		v.add(v.line(table+".rate", table), table+".rate", "%s.rate is required with %s.kind", table, table)
+	} else {
+		v.floatIn(table+".rate", n.Rate, 0, 1, true, false)
+	}
+	if n.Kind != NoiseAsymmetric {
+		if len(n.Map) > 0 {
+			v.fail(table+".map", "applies only to kind \"asymmetric\" (kind is %q)", n.Kind)
+		}
+		return
+	}
+	if len(n.Map) == 0 {
+		v.add(v.line(table+".map", table), table+".map", "%s.map is required for kind \"asymmetric\": a table of class = class, e.g. {9 = 1, 2 = 0}", table)
+		return
+	}
+	classes := knownClasses(v.e.Data)
+	keys := make([]string, 0, len(n.Map))
+	for k := range n.Map {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		key := table + ".map." + k
+		to := n.Map[k]
+		from, ok := classKey(k)
+		switch {
+		case !ok:
+			v.add(v.line(key, table+".map"), key, "%s: key %q is not a class (a decimal integer ≥ 0, without leading zeros)", table+".map", k)
+		case classes > 0 && from >= classes:
+			v.add(v.line(key, table+".map"), key, "%s: class %d is out of range%s", table+".map", from, classRange(v.e.Data.Dataset, classes))
+		case to < 0 || (classes > 0 && to >= classes):
+			v.add(v.line(key, table+".map"), key, "%s: class %d maps to %d, out of range%s", table+".map", from, to, classRange(v.e.Data.Dataset, classes))
+		case to == from:
+			v.add(v.line(key, table+".map"), key, "%s: class %d maps to itself", table+".map", from)
+		}
+	}
+}
+
+// classRange describes the class ids of a dataset with the given number of
+// classes (0: not known before loading it) for a message.
+func classRange(dataset string, classes int) string {
+	if classes == 0 {
+		return " (classes are ≥ 0)"
+	}
+	return fmt.Sprintf(": dataset %q has %d classes (0..%d)", dataset, classes, classes-1)
+}
+
+// knownClasses returns the number of classes of the dataset d names, or 0
+// when only loading it tells (csv with classes = 0).
+func knownClasses(d Data) int {
+	switch d.Dataset {
+	case DatasetUCIDigits, DatasetCIFAR10, DatasetFashionMNIST, DatasetMNIST:
+		return 10
+	case DatasetCIFAR100:
+		return 100
+	case DatasetSynthetic:
+		return d.Synthetic.Classes
+	case DatasetCSV:
+		return d.Classes
+	}
+	return 0
 }
 
 // imageInputs tells whether the dataset's inputs are images (C×H×W), not

@@ -2,6 +2,7 @@ package experiment
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -42,6 +43,35 @@ func TestValidate(t *testing.T) {
 		{name: "synthetic table not used", body: "[data.synthetic]\ntrain = 10", want: []string{"t.toml:2: data.synthetic applies only when data.dataset or data.ood is \"synthetic\""}},
 		{name: "synthetic vectors no augment", body: "[data]\ndataset = \"synthetic\"\naugment = [\"crop\"]\n[data.synthetic]\nfeatures = 16", want: []string{"t.toml:4: data.augment must be empty for vector inputs"}},
 		{name: "synthetic ood must be images", body: "[data]\ndataset = \"cifar10\"\ndir = \"d\"\nood = \"synthetic\"\n[data.synthetic]\nfeatures = 5", want: []string{"t.toml:7: data.synthetic.features must be 0 (images)"}},
+		{name: "label noise symmetric", body: "[data.label_noise]\nkind = \"symmetric\"\nrate = 0.2\nseed = 7"},
+		{name: "label noise pairflip rate 0", body: "[data.label_noise]\nkind = \"pairflip\"\nrate = 0"},
+		{name: "label noise asymmetric cifar10", body: "[data]\ndataset = \"cifar10\"\ndir = \"d\"\n[data.label_noise]\nkind = \"asymmetric\"\nrate = 0.4\nmap = {9 = 1, 2 = 0, 3 = 5, 5 = 3, 4 = 7}"},
+		{name: "label noise csv classes unknown", body: "[data]\ndataset = \"csv\"\npath = \"a.csv\"\n[data.label_noise]\nkind = \"asymmetric\"\nrate = 0.4\nmap = {12 = 1}"},
+		{name: "label noise kind required", body: "[data.label_noise]\nrate = 0.2", want: []string{
+			"t.toml:2: data.label_noise.kind is required when [data.label_noise] is written"}},
+		{name: "label noise bad kind", body: "[data.label_noise]\nkind = \"pair-flip\"\nrate = 0.2", want: []string{
+			`t.toml:3: data.label_noise.kind must be one of symmetric, pairflip, asymmetric (got "pair-flip"); did you mean "pairflip"?`}},
+		{name: "label noise rate required", body: "[data.label_noise]\nkind = \"symmetric\"", want: []string{
+			"t.toml:2: data.label_noise.rate is required with data.label_noise.kind"}},
+		{name: "label noise rate one", body: "[data.label_noise]\nkind = \"symmetric\"\nrate = 1", want: []string{
+			"t.toml:4: data.label_noise.rate must be in [0, 1) (got 1)"}},
+		{name: "label noise rate negative", body: "[data.label_noise]\nkind = \"pairflip\"\nrate = -0.1", want: []string{
+			"t.toml:4: data.label_noise.rate must be in [0, 1) (got -0.1)"}},
+		{name: "label noise map not for symmetric", body: "[data.label_noise]\nkind = \"symmetric\"\nrate = 0.1\nmap = {1 = 2}", want: []string{
+			`t.toml:5: data.label_noise.map applies only to kind "asymmetric" (kind is "symmetric")`}},
+		{name: "label noise map required", body: "[data.label_noise]\nkind = \"asymmetric\"\nrate = 0.1", want: []string{
+			`t.toml:2: data.label_noise.map is required for kind "asymmetric"`}},
+		{name: "label noise bad map", body: "[data.label_noise]\nkind = \"asymmetric\"\nrate = 0.1\nmap = {1 = 1, 10 = 2, 3 = 10, 04 = 2, x = 1, 5 = -1}", want: []string{
+			"data.label_noise.map: class 1 maps to itself",
+			`data.label_noise.map: class 10 is out of range: dataset "uci-digits" has 10 classes (0..9)`,
+			`data.label_noise.map: class 3 maps to 10, out of range: dataset "uci-digits" has 10 classes (0..9)`,
+			`data.label_noise.map: class 5 maps to -1, out of range`,
+			`data.label_noise.map: key "04" is not a class`,
+			`data.label_noise.map: key "x" is not a class`}},
+		{name: "label noise map multiline", body: "[data.label_noise]\nkind = \"asymmetric\"\nrate = 0.1\n[data.label_noise.map]\n2 = 0\n3 = 3", want: []string{
+			"t.toml:7: data.label_noise.map: class 3 maps to itself"}},
+		{name: "label noise synthetic classes", body: "[data]\ndataset = \"synthetic\"\n[data.synthetic]\nclasses = 3\n[data.label_noise]\nkind = \"asymmetric\"\nrate = 0.1\nmap = {0 = 3}", want: []string{
+			`data.label_noise.map: class 0 maps to 3, out of range: dataset "synthetic" has 3 classes (0..2)`}},
 		{name: "archs empty", body: "[model]\narchs = []", want: []string{"t.toml:3: model.archs must list at least one arch spec"}},
 		{name: "arch unknown", body: "[model]\narchs = [\"resnet18+mobilnet\"]", want: []string{
 			`t.toml:3: model.archs[0]: unknown arch "mobilnet"; did you mean "mobilenet"?`}},
@@ -207,5 +237,41 @@ func TestValidateInCode(t *testing.T) {
 	}
 	if err := Validate(nil, nil); err == nil {
 		t.Error("Validate(nil) succeeded")
+	}
+}
+
+// TestLabelNoiseParse covers how [data.label_noise] decodes: the map as an
+// inline table, a wrong type for it or its values, and --set overrides.
+func TestLabelNoiseParse(t *testing.T) {
+	const body = "[data.label_noise]\nkind = \"asymmetric\"\nrate = 0.1\n"
+	e, err := Parse([]byte(withMethod(body+"map = {9 = 1, 2 = 0}")), "t.toml", "data.label_noise.map.3=5", "data.label_noise.seed=4")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := Validate(e, testArchs()); err != nil {
+		t.Fatal(err)
+	}
+	n := e.Data.LabelNoise
+	if !n.Active() || n.Kind != NoiseAsymmetric || n.Rate != 0.1 || n.Seed != 4 {
+		t.Errorf("decoded %+v", n)
+	}
+	if got, want := fmt.Sprint(n.ClassMap()), "map[2:0 3:5 9:1]"; got != want {
+		t.Errorf("ClassMap() = %s, want %s", got, want)
+	}
+	if got, want := n.MapString(), "{2 = 0, 3 = 5, 9 = 1}"; got != want {
+		t.Errorf("MapString() = %s, want %s", got, want)
+	}
+	if d := Default(); d.Data.LabelNoise.Active() {
+		t.Errorf("label noise is on by default: %+v", d.Data.LabelNoise)
+	}
+	for _, tc := range []struct{ line, want string }{
+		{"map = [9, 1]", "t.toml:5: data.label_noise.map must be a table (got an array)"},
+		{"map = {9 = \"1\"}", `t.toml:5: data.label_noise.map.9 must be an integer (got string "1")`},
+		{"mapping = {9 = 1}", `t.toml:5: unknown key "data.label_noise.mapping"`},
+	} {
+		_, err := Parse([]byte(withMethod(body+tc.line)), "t.toml")
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: error %v, want %q", tc.line, err, tc.want)
+		}
 	}
 }

@@ -470,7 +470,7 @@ func TestRecordMetric(t *testing.T) {
 		{"other experiment", "method=SAM/arch=cnn/seed=2", "other", 1, 1, false},
 	}
 	for _, tt := range tests {
-		ok, err := RecordMetric(path, tt.exp, tt.key, MetricName(tt.radius), tt.value)
+		ok, err := RecordMetric(results.LockWait{}, path, tt.exp, tt.key, MetricName(tt.radius), tt.value)
 		if err != nil || ok != tt.ok {
 			t.Errorf("%s: RecordMetric = %v, %v; want %v", tt.name, ok, err, tt.ok)
 		}
@@ -496,7 +496,7 @@ func TestRecordMetric(t *testing.T) {
 	if _, ok := merged[1].Metrics["sharpness_r1"]; ok {
 		t.Error("seed 2 got a sharpness")
 	}
-	if ok, err := RecordMetric(filepath.Join(t.TempDir(), "none.jsonl"), "exp", "k", "m", 1); ok || err != nil {
+	if ok, err := RecordMetric(results.LockWait{}, filepath.Join(t.TempDir(), "none.jsonl"), "exp", "k", "m", 1); ok || err != nil {
 		t.Errorf("missing file: %v, %v", ok, err)
 	}
 }

@@ -203,9 +203,9 @@ func MetricName(r float64) string {
 // RecordMetric sets metric name to value in the record of run key of
 // experiment in the results file at path, by appending an updated copy of
 // the record that results.Merge keeps (the newest, and among equally new
-// ones the last). It reports false, with no error, when the file has no
-// finished ("ok") record of that run.
-func RecordMetric(path, experiment, key, name string, value float64) (bool, error) {
+// ones the last), waiting for the file's lock as w says. It reports false,
+// with no error, when the file has no finished ("ok") record of that run.
+func RecordMetric(w results.LockWait, path, experiment, key, name string, value float64) (bool, error) {
 	recs, err := results.Read(path)
 	if errors.Is(err, os.ErrNotExist) {
 		return false, nil
@@ -236,7 +236,7 @@ func RecordMetric(path, experiment, key, name string, value float64) (bool, erro
 		rec.Undefined = nil
 	}
 	rec.Config = cloneConfig(recs[cur].Config)
-	if err := results.Append(path, rec); err != nil {
+	if err := w.Append(path, rec); err != nil {
 		return false, err
 	}
 	return true, nil

@@ -18,7 +18,7 @@ func curve(key string, vals ...float64) curves.Curve {
 	c := curves.Curve{Key: key, Method: m, Arch: a, Seed: s}
 	for i, v := range vals {
 		r := curves.NaNRow(i+1, int64(10*(i+1)))
-		r.TestAcc = v
+		r.EvalAcc = v
 		c.Rows = append(c.Rows, r)
 	}
 	return c
@@ -45,7 +45,7 @@ func TestMeanOverSeeds(t *testing.T) {
 			[][]float64{{10, 20, 30}, {10, 20}}, [][]float64{{0.6, 0.8, 0.8}, {0.4, 0.6}}, false},
 	}
 	for _, tt := range tests {
-		got, err := MeanOverSeeds(runs, curves.ColTestAcc, tt.opts)
+		got, err := MeanOverSeeds(runs, curves.ColEvalAcc, tt.opts)
 		if err != nil {
 			t.Fatalf("%s: %v", tt.name, err)
 		}
@@ -67,17 +67,17 @@ func TestMeanOverSeeds(t *testing.T) {
 			}
 		}
 	}
-	if s, err := MeanOverSeeds(runs, curves.ColTestAcc, MeanOptions{}); err != nil || s[0].Runs != 2 || s[1].Runs != 1 {
+	if s, err := MeanOverSeeds(runs, curves.ColEvalAcc, MeanOptions{}); err != nil || s[0].Runs != 2 || s[1].Runs != 1 {
 		t.Errorf("runs of %+v, %v: want 2 and 1", s, err)
 	}
-	for _, bad := range []struct{ metric, x string }{{"nll", ""}, {curves.ColEpoch, ""}, {curves.ColTestAcc, "lr"}, {curves.ColTrainLoss, ""}} {
+	for _, bad := range []struct{ metric, x string }{{"nll", ""}, {curves.ColEpoch, ""}, {curves.ColEvalAcc, "lr"}, {curves.ColTrainLoss, ""}} {
 		if _, err := MeanOverSeeds(runs, bad.metric, MeanOptions{X: bad.x}); err == nil {
 			t.Errorf("MeanOverSeeds(%q, x=%q): no error", bad.metric, bad.x)
 		}
 	}
 	// Several archs: the arch joins the label.
 	multi := append(runs[:1:1], curve("method=SAM/arch=mlp/seed=1", 0.1))
-	s, err := MeanOverSeeds(multi, curves.ColTestAcc, MeanOptions{})
+	s, err := MeanOverSeeds(multi, curves.ColEvalAcc, MeanOptions{})
 	if err != nil || len(s) != 2 || s[0].Label != "SAM (cnn)" || s[1].Label != "SAM (mlp)" {
 		t.Errorf("multi-arch series %+v, %v", s, err)
 	}
@@ -188,7 +188,7 @@ func TestHeatMapsPNG(t *testing.T) {
 // evaluated on the test set says how to get them.
 func TestMeanOverSeedsNoTestCurve(t *testing.T) {
 	nan := math.NaN()
-	_, err := MeanOverSeeds([]curves.Curve{curve("method=SAM/arch=cnn/seed=1", nan, nan)}, curves.ColTestAcc, MeanOptions{})
+	_, err := MeanOverSeeds([]curves.Curve{curve("method=SAM/arch=cnn/seed=1", nan, nan)}, curves.ColEvalAcc, MeanOptions{})
 	if err == nil || !strings.Contains(err.Error(), "eval.every_epochs") {
 		t.Fatalf("error %v, want a hint about eval.every_epochs", err)
 	}

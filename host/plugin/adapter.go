@@ -9,7 +9,9 @@ import (
 // AsOptimizer returns the plugin as an optim.Optimizer, so that the training
 // loop treats in-process and plugin optimizers alike. The value also
 // implements optim.Predictor and optim.Stateful exactly when the plugin's
-// optimizer does (as reported by its Info at Launch).
+// optimizer does (as reported by its Info at Launch), and always
+// optim.Resolver (Client.Resolved: the values come with Configure's reply,
+// none from an optimizer without Resolved).
 //
 // Configure's h is the host that the plugin will drive (it is served to the
 // plugin, see Client.Configure). Step's h is ignored: the plugin keeps
@@ -42,6 +44,8 @@ func (a adapter) Info() optim.Info {
 func (a adapter) Configure(ctx context.Context, h optim.Host, cfg optim.Config) error {
 	return a.c.Configure(ctx, h, cfg)
 }
+
+func (a adapter) Resolved() map[string]any { return a.c.Resolved() }
 
 func (a adapter) Step(ctx context.Context, _ optim.Host, in optim.StepInput) (optim.StepOutput, error) {
 	return a.c.Step(ctx, in)

@@ -3,6 +3,7 @@ package plugin
 import (
 	"context"
 	"fmt"
+	"maps"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -39,6 +40,7 @@ type Client struct {
 	info      optim.Info
 	predictor bool
 	stateful  bool
+	resolved  map[string]any // of the last Configure
 
 	closed    atomic.Bool
 	closeOnce sync.Once
@@ -262,15 +264,32 @@ func (c *Client) Info(ctx context.Context) (optim.Info, error) {
 // for the life of the plugin) and calls the plugin's Configure with cfg.
 // The plugin dials that ID once and sends all its Layout and Exec calls to
 // h, from goroutines of the gRPC server: the goroutine that calls Step must
-// not hold a lock that h.Exec takes.
+// not hold a lock that h.Exec takes. What the plugin's optimizer resolved
+// (optim.Resolver) is kept for Resolved.
 func (c *Client) Configure(ctx context.Context, h optim.Host, cfg optim.Config) error {
 	if h == nil {
 		return fmt.Errorf("plugin %s: Configure: nil host", c.name)
 	}
 	opts := protocol.HostOptions{Logger: c.logger, Interceptors: []grpc.UnaryServerInterceptor{c.countHostCall}}
-	return c.call(ctx, "Configure", c.timeouts.Configure, func(ctx context.Context) error {
-		return c.conn.Configure(ctx, h, cfg, opts)
+	var resolved map[string]any
+	err := c.call(ctx, "Configure", c.timeouts.Configure, func(ctx context.Context) (err error) {
+		resolved, err = c.conn.Configure(ctx, h, cfg, opts)
+		return err
 	})
+	c.mu.Lock()
+	c.resolved = resolved
+	c.mu.Unlock()
+	return err
+}
+
+// Resolved returns the hyperparameter values that the plugin's optimizer
+// derived in the last Configure (optim.Resolver): nil before a successful
+// Configure, for an optimizer that is no Resolver, and for a plugin built
+// before the protocol carried them.
+func (c *Client) Resolved() map[string]any {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return maps.Clone(c.resolved)
 }
 
 // Step calls the plugin's Step.

@@ -50,10 +50,6 @@ import (
 // working directory.
 const DefaultDir = "bin/plugins"
 
-// DefaultStartTimeout bounds the start of a plugin process (spawn and
-// go-plugin handshake).
-const DefaultStartTimeout = 15 * time.Second
-
 // Errors that the errors of this package wrap, for errors.Is.
 var (
 	// ErrCrashed: the plugin process exited while the host needed it.
@@ -72,6 +68,9 @@ var (
 // field takes its value from DefaultTimeouts. The deadline of a call also
 // bounds the Host.Exec calls the plugin makes while serving it.
 type Timeouts struct {
+	// Start bounds the start of a plugin process (spawn and go-plugin
+	// handshake; a Python plugin imports its modules first).
+	Start      time.Duration
 	Info       time.Duration
 	Configure  time.Duration
 	Step       time.Duration
@@ -80,10 +79,12 @@ type Timeouts struct {
 	State time.Duration
 }
 
-// DefaultTimeouts returns the default deadlines: Info 30 s, Configure 5 min,
-// Step 10 min, Predictive 1 min, SaveState/LoadState 5 min.
+// DefaultTimeouts returns the default deadlines: Start 1 min, Info 30 s,
+// Configure 5 min, Step 10 min, Predictive 1 min, SaveState/LoadState
+// 5 min.
 func DefaultTimeouts() Timeouts {
 	return Timeouts{
+		Start:      time.Minute,
 		Info:       30 * time.Second,
 		Configure:  5 * time.Minute,
 		Step:       10 * time.Minute,
@@ -94,12 +95,9 @@ func DefaultTimeouts() Timeouts {
 
 func (t Timeouts) withDefaults() Timeouts {
 	d := DefaultTimeouts()
-	for _, f := range []struct{ v, def *time.Duration }{
-		{&t.Info, &d.Info}, {&t.Configure, &d.Configure}, {&t.Step, &d.Step},
-		{&t.Predictive, &d.Predictive}, {&t.State, &d.State},
-	} {
-		if *f.v <= 0 {
-			*f.v = *f.def
+	for _, n := range timeoutNames {
+		if f := t.field(n); *f <= 0 {
+			*f = *d.field(n)
 		}
 	}
 	return t
@@ -125,8 +123,6 @@ type LaunchSpec struct {
 
 	// Timeouts are the per-call deadlines (zero fields: DefaultTimeouts).
 	Timeouts Timeouts
-	// StartTimeout bounds the process start (default DefaultStartTimeout).
-	StartTimeout time.Duration
 	// Logger receives go-plugin's and the plugin's log lines. The default
 	// is a logger named "optlab" at Warn level on os.Stderr: quiet, but
 	// plugin errors and panics still show.
@@ -149,20 +145,11 @@ type LaunchSpec struct {
 func Launch(ctx context.Context, spec LaunchSpec) (*Client, error) {
 	var stopServing func()
 	if spec.InProcess != nil {
-		sctx, cancel := context.WithCancel(context.Background())
-		rc, stopped, err := serve.ServeInProcess(sctx, spec.InProcess)
+		rc, stop, err := serveInProcess(spec.Name, spec.InProcess)
 		if err != nil {
-			cancel()
-			return nil, fmt.Errorf("plugin %s in process: %w", spec.Name, err)
+			return nil, err
 		}
-		spec.Reattach, spec.Path = rc, ""
-		stopServing = func() {
-			cancel()
-			select {
-			case <-stopped:
-			case <-time.After(closeTimeout):
-			}
-		}
+		spec.Reattach, spec.Path, stopServing = rc, "", stop
 	}
 	path, name, err := spec.resolve()
 	if err != nil {
@@ -171,6 +158,42 @@ func Launch(ctx context.Context, spec LaunchSpec) (*Client, error) {
 		}
 		return nil, err
 	}
+	c := newClient(spec, name, stopServing)
+	c.pc = goplugin.NewClient(c.clientConfig(spec, path))
+	if err := c.start(ctx, path); err != nil {
+		return nil, err
+	}
+	if err := c.checkProtocol(ctx); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// serveInProcess serves the optimizer that mk makes inside this process
+// (LaunchSpec.InProcess). It returns the configuration to reattach to it
+// and a function that stops serving it, waiting up to closeTimeout for the
+// server to end.
+func serveInProcess(name string, mk func() optim.Optimizer) (*goplugin.ReattachConfig, func(), error) {
+	sctx, cancel := context.WithCancel(context.Background())
+	rc, stopped, err := serve.ServeInProcess(sctx, mk)
+	if err != nil {
+		cancel()
+		return nil, nil, fmt.Errorf("plugin %s in process: %w", name, err)
+	}
+	stop := func() {
+		cancel()
+		select {
+		case <-stopped:
+		case <-time.After(closeTimeout):
+		}
+	}
+	return rc, stop, nil
+}
+
+// newClient returns the Client of the plugin named name, not yet started,
+// with spec's timeouts and logger (default: "optlab" at Warn level on
+// os.Stderr).
+func newClient(spec LaunchSpec, name string, stopServing func()) *Client {
 	c := &Client{
 		name:        name,
 		stderr:      newRing(stderrLines),
@@ -182,14 +205,19 @@ func Launch(ctx context.Context, spec LaunchSpec) (*Client, error) {
 	if c.logger == nil {
 		c.logger = hclog.New(&hclog.LoggerOptions{Name: "optlab", Level: hclog.Warn, Output: os.Stderr})
 	}
+	return c
+}
+
+// clientConfig returns the go-plugin configuration that starts the binary
+// at path, or reattaches to spec.Reattach (then c.pid is its Pid). The
+// plugin's output goes to c's stderr ring and to spec.Output (default
+// os.Stderr); a started process is kept in c.proc.
+func (c *Client) clientConfig(spec LaunchSpec, path string) *goplugin.ClientConfig {
 	output := spec.Output
 	if output == nil {
 		output = os.Stderr
 	}
-	startTimeout := spec.StartTimeout
-	if startTimeout <= 0 {
-		startTimeout = DefaultStartTimeout
-	}
+	startTimeout := spec.Timeouts.withDefaults().Start
 	plugins := goplugin.PluginSet{protocol.PluginName: protocol.HostPlugin{}}
 	cfg := &goplugin.ClientConfig{
 		HandshakeConfig:  protocol.Handshake(),
@@ -215,8 +243,16 @@ func Launch(ctx context.Context, spec LaunchSpec) (*Client, error) {
 			return r, err
 		}
 	}
-	c.pc = goplugin.NewClient(cfg)
+	return cfg
+}
 
+// start starts (or reattaches to) the plugin through c.pc, does the
+// go-plugin handshake and dispenses the optimizer connection, within ctx.
+// On failure everything started is stopped: in the background when ctx
+// ends first, else before start returns an error (ErrCrashed, or
+// ErrIncompatible for a failed handshake) with the plugin's last stderr
+// lines.
+func (c *Client) start(ctx context.Context, path string) error {
 	type started struct {
 		proto goplugin.ClientProtocol
 		raw   any
@@ -236,24 +272,24 @@ func Launch(ctx context.Context, spec LaunchSpec) (*Client, error) {
 		go func() {
 			<-ch
 			c.pc.Kill()
-			if stopServing != nil {
-				stopServing()
+			if c.stopServing != nil {
+				c.stopServing()
 			}
 		}()
-		return nil, fmt.Errorf("launch plugin %s: %w", name, ctx.Err())
+		return fmt.Errorf("launch plugin %s: %w", c.name, ctx.Err())
 	case s = <-ch:
 	}
 	if s.err != nil {
 		c.pc.Kill()
-		if stopServing != nil {
-			stopServing()
+		if c.stopServing != nil {
+			c.stopServing()
 		}
 		kind := ErrCrashed
 		if strings.Contains(s.err.Error(), "incompatible") {
 			kind = ErrIncompatible
 		}
-		return nil, &pluginError{
-			msg:  fmt.Sprintf("launch plugin %s (%s): %v; last stderr lines:\n%s", name, path, s.err, c.stderr.tail()),
+		return &pluginError{
+			msg:  fmt.Sprintf("launch plugin %s (%s): %v; last stderr lines:\n%s", c.name, path, s.err, c.stderr.tail()),
 			errs: []error{kind, s.err},
 		}
 	}
@@ -261,21 +297,27 @@ func Launch(ctx context.Context, spec LaunchSpec) (*Client, error) {
 	if c.proc != nil {
 		c.pid = c.proc.pid
 	}
+	return nil
+}
 
+// checkProtocol calls the plugin's Info and refuses (ErrIncompatible) a
+// plugin whose protocol minor version is newer than optim.ProtocolMinor.
+// On failure it closes c.
+func (c *Client) checkProtocol(ctx context.Context) error {
 	info, err := c.Info(ctx)
 	if err != nil {
 		_ = c.Close()
-		return nil, err
+		return err
 	}
 	if info.ProtocolMinor > optim.ProtocolMinor {
 		_ = c.Close()
-		return nil, &pluginError{
+		return &pluginError{
 			msg: fmt.Sprintf("plugin %s (%s %s) speaks protocol %d.%d, newer than this host's %d.%d: %s",
-				name, info.Name, info.Version, optim.ProtocolMajor, info.ProtocolMinor, optim.ProtocolMajor, optim.ProtocolMinor, RebuildAdvice),
+				c.name, info.Name, info.Version, optim.ProtocolMajor, info.ProtocolMinor, optim.ProtocolMajor, optim.ProtocolMinor, RebuildAdvice),
 			errs: []error{ErrIncompatible},
 		}
 	}
-	return c, nil
+	return nil
 }
 
 // RebuildAdvice says what to rebuild when a plugin speaks a newer protocol
@@ -366,4 +408,62 @@ func explicitPath(p string) string {
 		return p
 	}
 	return "." + string(filepath.Separator) + p
+}
+
+// timeoutNames are the names of Timeouts' fields in ParseTimeouts.
+var timeoutNames = []string{"start", "info", "configure", "step", "predictive", "state"}
+
+// field is the field of t named name (timeoutNames), or nil.
+func (t *Timeouts) field(name string) *time.Duration {
+	switch name {
+	case "start":
+		return &t.Start
+	case "info":
+		return &t.Info
+	case "configure":
+		return &t.Configure
+	case "step":
+		return &t.Step
+	case "predictive":
+		return &t.Predictive
+	case "state":
+		return &t.State
+	}
+	return nil
+}
+
+// ParseTimeouts reads deadlines written as a comma-separated list of
+// name=duration, e.g. "start=2m,configure=20m" (names: start, info,
+// configure, step, predictive, state; durations as time.ParseDuration
+// reads them, positive). The fields it does not name are zero (the
+// defaults).
+func ParseTimeouts(s string) (Timeouts, error) {
+	var t Timeouts
+	for _, item := range strings.Split(s, ",") {
+		item = strings.TrimSpace(item)
+		if item == "" {
+			continue
+		}
+		name, val, ok := strings.Cut(item, "=")
+		f := t.field(strings.TrimSpace(name))
+		if !ok || f == nil {
+			return Timeouts{}, fmt.Errorf("timeouts %q: want name=duration, e.g. configure=20m, with name one of %s", item, strings.Join(timeoutNames, ", "))
+		}
+		d, err := time.ParseDuration(strings.TrimSpace(val))
+		if err != nil || d <= 0 {
+			return Timeouts{}, fmt.Errorf("timeouts %q: want a positive duration, e.g. 20m", item)
+		}
+		*f = d
+	}
+	return t, nil
+}
+
+// String writes t, defaults filled in, as ParseTimeouts reads it.
+func (t Timeouts) String() string {
+	t = t.withDefaults()
+	parts := make([]string, len(timeoutNames))
+	for i, n := range timeoutNames {
+		parts[i] = n + "=" + t.field(n).String()
+	}
+	return strings.Join(parts, ",")
 }

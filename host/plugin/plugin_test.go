@@ -187,6 +187,40 @@ func TestOptionalInterfaces(t *testing.T) {
 	}
 }
 
+// The values a plugin's optimizer resolved in Configure come back with its
+// reply: AsOptimizer is an optim.Resolver that answers them, none for an
+// optimizer without Resolved (plain), and none again after a Configure
+// that resolved nothing.
+func TestResolved(t *testing.T) {
+	auto := map[string]any{"scale": -1.0}
+	for _, tc := range []struct {
+		plugin string
+		want   map[string]any
+	}{
+		{"toy", map[string]any{"scale": 1.0}},
+		{"plain", nil},
+	} {
+		c := launch(t, tc.plugin, Timeouts{})
+		r, ok := c.AsOptimizer().(optim.Resolver)
+		if !ok {
+			t.Fatalf("AsOptimizer of %s is not an optim.Resolver", tc.plugin)
+		}
+		if got := r.Resolved(); got != nil {
+			t.Errorf("%s: Resolved before Configure = %v, want nil", tc.plugin, got)
+		}
+		configure(t, c, protocoltest.NewFakeHost(10), auto)
+		if got := r.Resolved(); !reflect.DeepEqual(got, tc.want) {
+			t.Errorf("%s: Resolved = %#v, want %#v", tc.plugin, got, tc.want)
+		}
+	}
+	c := launch(t, "toy", Timeouts{})
+	configure(t, c, protocoltest.NewFakeHost(10), auto)
+	configure(t, c, protocoltest.NewFakeHost(10), map[string]any{"scale": 2.0})
+	if got := c.Resolved(); got != nil {
+		t.Errorf("Resolved after a Configure that resolved nothing = %v, want nil", got)
+	}
+}
+
 func TestLargeMessages(t *testing.T) {
 	c := launch(t, "toy", Timeouts{})
 	host := protocoltest.NewFakeHost(10)

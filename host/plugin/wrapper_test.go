@@ -111,7 +111,7 @@ func TestWrapperStartTimeout(t *testing.T) {
 	defer cancel()
 	var err error
 	within(t, "Launch", 15*time.Second, func() {
-		_, err = Launch(ctx, LaunchSpec{Path: wrapper(t, sleeper, "600"), StartTimeout: time.Second, Logger: quietLogger(t), Output: testWriter{t}})
+		_, err = Launch(ctx, LaunchSpec{Path: wrapper(t, sleeper, "600"), Timeouts: Timeouts{Start: time.Second}, Logger: quietLogger(t), Output: testWriter{t}})
 	})
 	if err == nil {
 		t.Fatal("a plugin that never answers the handshake was launched")
@@ -167,8 +167,13 @@ func TestDaemonHoldingOutputDoesNotHang(t *testing.T) {
 		t.Fatal(err)
 	}
 	configure(t, c, protocoltest.NewFakeHost(10), nil)
-	if len(childrenRunning(sleeper)) != 1 {
-		t.Fatalf("the daemon is not running")
+	// The script starts the daemon in the background before it execs the
+	// plugin: on a loaded machine the daemon may run only after the plugin
+	// was configured.
+	for deadline := time.Now().Add(10 * time.Second); len(childrenRunning(sleeper)) != 1; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the daemon is not running after 10s: %v", childrenRunning(sleeper))
+		}
 	}
 	within(t, "Close", 6*time.Second, func() { _ = c.Close() })
 	within(t, "CleanupAll", 6*time.Second, CleanupAll)

@@ -26,6 +26,11 @@ type claim struct {
 	Since time.Time `json:"since"`
 }
 
+// Claim is DefaultLockWait().Claim.
+func Claim(path, key, owner string, stale func(owner string) bool) (bool, error) {
+	return DefaultLockWait().Claim(path, key, owner, stale)
+}
+
 // Claim lets several processes share the runs of one results file: each
 // calls Claim before starting a run and runs it only when Claim returns
 // true, so that every run is claimed once. It works under the results
@@ -41,11 +46,11 @@ type claim struct {
 //
 // owner names the claiming process, normally Owner(). A claim lasts until
 // Release; the results file, not the claim, tells that a run is finished.
-func Claim(path, key, owner string, stale func(owner string) bool) (bool, error) {
+func (w LockWait) Claim(path, key, owner string, stale func(owner string) bool) (bool, error) {
 	if key == "" || owner == "" {
 		return false, fmt.Errorf("claim in %s: empty run key %q or owner %q", path, key, owner)
 	}
-	unlock, err := Lock(path)
+	unlock, err := w.Lock(path)
 	if err != nil {
 		return false, fmt.Errorf("claim %q in %s: %w", key, path, err)
 	}
@@ -83,11 +88,16 @@ func Claim(path, key, owner string, stale func(owner string) bool) (bool, error)
 	return true, nil
 }
 
+// Release is DefaultLockWait().Release.
+func Release(path, key, owner string) error {
+	return DefaultLockWait().Release(path, key, owner)
+}
+
 // Release drops owner's claim on the run key of the results file at path,
 // e.g. after the run failed, so that another process may claim it again.
 // Releasing a claim that owner does not hold does nothing.
-func Release(path, key, owner string) error {
-	unlock, err := Lock(path)
+func (w LockWait) Release(path, key, owner string) error {
+	unlock, err := w.Lock(path)
 	if err != nil {
 		return fmt.Errorf("release %q in %s: %w", key, path, err)
 	}
@@ -107,10 +117,15 @@ func Release(path, key, owner string) error {
 	return nil
 }
 
+// Claims is DefaultLockWait().Claims.
+func Claims(path string) (map[string]string, error) {
+	return DefaultLockWait().Claims(path)
+}
+
 // Claims returns the claims recorded for the results file at path, run key
 // to owner; an empty map when there are none.
-func Claims(path string) (map[string]string, error) {
-	unlock, err := Lock(path)
+func (w LockWait) Claims(path string) (map[string]string, error) {
+	unlock, err := w.Lock(path)
 	if err != nil {
 		return nil, fmt.Errorf("claims of %s: %w", path, err)
 	}

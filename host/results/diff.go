@@ -20,6 +20,11 @@ var OmittedDefaults = map[string]any{
 	"train.deterministic":   false,
 	"train.cudnn_benchmark": false,
 	"train.tf32":            false,
+	// [data.label_noise], recorded only when label noise is on.
+	"data.label_noise.kind": "",
+	"data.label_noise.rate": 0.0,
+	"data.label_noise.seed": int64(0),
+	"data.label_noise.map":  "",
 }
 
 // ConfigDiff lists how a run's configuration now differs from the one a

@@ -141,3 +141,24 @@ func TestMergeOlderRecord(t *testing.T) {
 		t.Errorf("different rho merged: %v", err)
 	}
 }
+
+// TestConfigDiffLabelNoise: the [data.label_noise] keys are recorded only
+// when label noise is on; a record without them is a run without noise,
+// another run than one with noise, both ways.
+func TestConfigDiffLabelNoise(t *testing.T) {
+	clean := map[string]any{"params.rho": 0.05}
+	noisy := map[string]any{"params.rho": 0.05, "data.label_noise.kind": "symmetric", "data.label_noise.rate": 0.2, "data.label_noise.seed": int64(0)}
+	if got, want := strings.Join(ConfigDiff(clean, noisy), "; "), `data.label_noise.kind: "" → "symmetric"; data.label_noise.rate: 0 → 0.2`; got != want {
+		t.Errorf("clean record, noise now: %q, want %q", got, want)
+	}
+	if got, want := strings.Join(ConfigDiff(noisy, clean), "; "), `data.label_noise.kind: "symmetric" → ""; data.label_noise.rate: 0.2 → 0`; got != want {
+		t.Errorf("noisy record, none now: %q, want %q", got, want)
+	}
+	if SameConfig(clean, noisy) {
+		t.Error("SameConfig: runs with and without label noise are the same")
+	}
+	asym := map[string]any{"params.rho": 0.05, "data.label_noise.kind": "asymmetric", "data.label_noise.rate": 0.2, "data.label_noise.seed": int64(0), "data.label_noise.map": "{9 = 1}"}
+	if got, want := strings.Join(ConfigDiff(noisy, asym), "; "), `data.label_noise.kind: "symmetric" → "asymmetric"; data.label_noise.map: "" → "{9 = 1}"`; got != want {
+		t.Errorf("symmetric record, asymmetric now: %q, want %q", got, want)
+	}
+}

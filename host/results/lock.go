@@ -39,21 +39,16 @@ const DefaultLockTimeout = 10 * time.Minute
 // LockNotice is how long Lock waits before it says that it is waiting.
 const LockNotice = 2 * time.Second
 
-var (
-	lockWaitMu sync.Mutex
-	lockWait   = LockWait{Log: os.Stderr}
-)
+// DefaultLockWait is how this package's functions wait for a lock
+// (Lock, Append, Claim, Release, Claims, Supersede, RemoveTemps): for
+// DefaultLockTimeout, uninterrupted, telling os.Stderr after LockNotice.
+// The methods of the same names on a LockWait wait as it says; a Store
+// waits as its StoreOptions say.
+func DefaultLockWait() LockWait { return LockWait{Log: os.Stderr} }
 
-// SetLockWait sets how every later Lock (and Append, Claim, Release,
-// Supersede) of this process waits for a held lock, and returns the
-// previous setting.
-func SetLockWait(w LockWait) LockWait {
-	lockWaitMu.Lock()
-	defer lockWaitMu.Unlock()
-	old := lockWait
-	lockWait = w
-	return old
-}
+// Lock takes the lock on the results file at path as DefaultLockWait
+// says; see LockWait.Lock.
+func Lock(path string) (unlock func(), err error) { return DefaultLockWait().Lock(path) }
 
 // Lock takes an exclusive lock on the results file at path, waiting while
 // another process (or another Lock call in this one) holds it, and returns
@@ -65,7 +60,7 @@ func SetLockWait(w LockWait) LockWait {
 // The holder writes its process id, host name and the time into the lock
 // file, so that a waiting process can say who holds it.
 //
-// A wait is bounded as SetLockWait says: after LockNotice it is reported
+// A wait is bounded as w says: after LockNotice it is reported
 // (the holder, since when, and whether it is stopped, e.g. by SIGSTOP or
 // Ctrl-Z); it ends with an error when the context is done or the timeout
 // has passed.
@@ -73,7 +68,7 @@ func SetLockWait(w LockWait) LockWait {
 // Append, Claim and Release take the lock themselves; do not call them while
 // holding it, or they wait for ever. Hold it to read and act on the results
 // file, or the claims, as one step. unlock may be called more than once.
-func Lock(path string) (unlock func(), err error) {
+func (w LockWait) Lock(path string) (unlock func(), err error) {
 	lockPath := path + LockSuffix
 	if err := os.MkdirAll(filepath.Dir(lockPath), 0o755); err != nil {
 		return nil, fmt.Errorf("lock %s: %w", lockPath, err)
@@ -82,7 +77,7 @@ func Lock(path string) (unlock func(), err error) {
 	if err != nil {
 		return nil, fmt.Errorf("lock %s: %w", lockPath, err)
 	}
-	if err := waitLock(f, lockPath); err != nil {
+	if err := w.wait(f, lockPath); err != nil {
 		return nil, err
 	}
 	// Who holds it, for those who wait (best effort: the lock works
@@ -100,11 +95,11 @@ func Lock(path string) (unlock func(), err error) {
 	}, nil
 }
 
-// waitLock takes the flock on f, the open lock file lockPath, waiting as
-// lockWait says. On error f is closed (at once, or by the abandoned wait
+// wait takes the flock on f, the open lock file lockPath, waiting as w
+// says. On error f is closed (at once, or by the abandoned wait
 // when it ends: a flock call cannot be interrupted, and takes the lock only
 // to release it).
-func waitLock(f *os.File, lockPath string) error {
+func (w LockWait) wait(f *os.File, lockPath string) error {
 	ok, err := tryFlock(f)
 	if err == nil && ok {
 		return nil
@@ -113,9 +108,6 @@ func waitLock(f *os.File, lockPath string) error {
 		_ = f.Close()
 		return fmt.Errorf("lock %s: %w", lockPath, err)
 	}
-	lockWaitMu.Lock()
-	w := lockWait
-	lockWaitMu.Unlock()
 	var done <-chan struct{}
 	if w.Ctx != nil {
 		done = w.Ctx.Done()

@@ -67,17 +67,17 @@ func TestHelperProcess(t *testing.T) {
 	os.Exit(0)
 }
 
-// TestConcurrentProcesses races several processes appending to one results
-// file and claiming the same runs: no line may be lost and every run must be
-// claimed exactly once.
-func TestConcurrentProcesses(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "exp", FileName)
+// runHelpers runs n copies of the test binary at once, each running only
+// the helper test named test with the environment env(p) added (p is its
+// index), waits for all, fails on any failure and returns their outputs.
+func runHelpers(t *testing.T, n int, test string, env func(p int) []string) []bytes.Buffer {
+	t.Helper()
 	var wg sync.WaitGroup
-	outs := make([]bytes.Buffer, racers)
-	errs := make([]error, racers)
-	for p := range racers {
-		cmd := exec.Command(os.Args[0], "-test.run=^TestHelperProcess$", "-test.count=1")
-		cmd.Env = append(os.Environ(), helperPath+"="+path, helperID+"="+strconv.Itoa(p))
+	outs := make([]bytes.Buffer, n)
+	errs := make([]error, n)
+	for p := range n {
+		cmd := exec.Command(os.Args[0], "-test.run=^"+test+"$", "-test.count=1")
+		cmd.Env = append(os.Environ(), env(p)...)
 		cmd.Stdout = &outs[p]
 		var stderr bytes.Buffer
 		cmd.Stderr = &stderr
@@ -96,6 +96,17 @@ func TestConcurrentProcesses(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	return outs
+}
+
+// TestConcurrentProcesses races several processes appending to one results
+// file and claiming the same runs: no line may be lost and every run must be
+// claimed exactly once.
+func TestConcurrentProcesses(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "exp", FileName)
+	outs := runHelpers(t, racers, "TestHelperProcess", func(p int) []string {
+		return []string{helperPath + "=" + path, helperID + "=" + strconv.Itoa(p)}
+	})
 	claimedBy := make(map[string][]int)
 	for p := range racers {
 		sc := bufio.NewScanner(&outs[p])

@@ -62,11 +62,11 @@ func TestLockWaitCancel(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancelCause(context.Background())
-	defer SetLockWait(SetLockWait(LockWait{Ctx: ctx}))
+	w := LockWait{Ctx: ctx}
 	sig := errors.New("interrupted by terminated")
 	time.AfterFunc(100*time.Millisecond, func() { cancel(sig) })
 	start := time.Now()
-	_, err = Lock(path)
+	_, err = w.Lock(path)
 	if !errors.Is(err, sig) || !strings.Contains(err.Error(), "while waiting for the lock "+path+LockSuffix) {
 		t.Errorf("err = %v, want the cancellation while waiting for the lock", err)
 	}
@@ -74,8 +74,7 @@ func TestLockWaitCancel(t *testing.T) {
 		t.Errorf("cancelled wait took %v", d)
 	}
 	unlock()
-	SetLockWait(LockWait{Timeout: 10 * time.Second})
-	again, err := Lock(path)
+	again, err := LockWait{Timeout: 10 * time.Second}.Lock(path)
 	if err != nil {
 		t.Fatalf("lock after an abandoned wait: %v", err)
 	}
@@ -91,8 +90,8 @@ func TestLockWaitTimeout(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer unlock()
-	defer SetLockWait(SetLockWait(LockWait{Timeout: 200 * time.Millisecond}))
-	_, err = Lock(path)
+	w := LockWait{Timeout: 200 * time.Millisecond}
+	_, err = w.Lock(path)
 	if err == nil || !strings.Contains(err.Error(), "lock "+path+LockSuffix+": gave up after waiting 200ms; it is held by PID ") {
 		t.Errorf("err = %v, want a timeout naming the holder", err)
 	}
@@ -124,8 +123,8 @@ func TestLockWaitStoppedHolder(t *testing.T) {
 	}
 	defer func() { _ = cmd.Process.Signal(syscall.SIGCONT) }()
 	var log syncBuffer
-	defer SetLockWait(SetLockWait(LockWait{Timeout: LockNotice + 500*time.Millisecond, Log: &log}))
-	_, err = Lock(path)
+	w := LockWait{Timeout: LockNotice + 500*time.Millisecond, Log: &log}
+	_, err = w.Lock(path)
 	pid := cmd.Process.Pid
 	held := fmt.Sprintf("it is held by PID %d since ", pid)
 	stopped := fmt.Sprintf("that process is stopped (SIGSTOP or Ctrl-Z): continue it with kill -CONT %d, or end it", pid)

@@ -20,7 +20,6 @@ import (
 	"io/fs"
 	"math"
 	"os"
-	"path/filepath"
 	"sort"
 	"time"
 )
@@ -32,10 +31,6 @@ const (
 	// StatusFailed marks a run that stopped with an error.
 	StatusFailed = "failed"
 )
-
-// FileName is the conventional name of a results file inside
-// results/<experiment>/.
-const FileName = "runs.jsonl"
 
 // Record is one finished run.
 type Record struct {
@@ -64,6 +59,15 @@ type Record struct {
 	Config map[string]any `json:"config"`
 	// ConfigHash is HashConfig(Config); Append fills it when empty.
 	ConfigHash string `json:"config_hash"`
+	// Resolved holds, under Config's keys ("params.rho2"), the values the
+	// optimizer chose in Configure for hyperparameters whose configured
+	// value left the choice to it (optim.Resolver: OT-MDR's rho2 = -1 is
+	// 2ρ₁): Config keeps the -1, and Config overlaid with Resolved is what
+	// trained. It is not part of the configuration that identifies the run
+	// (HashConfig, ConfigDiff): a new run, which knows only what it is
+	// configured with, must find its finished record the same. Empty for
+	// optimizers that resolve nothing and in records of earlier versions.
+	Resolved map[string]any `json:"resolved,omitempty"`
 	// Dataset names the dataset, e.g. "cifar10".
 	Dataset string `json:"dataset"`
 	// Arch names the architecture: "resnet18", or "resnet18+mobilenet" for
@@ -100,6 +104,9 @@ type Record struct {
 	// Numerics holds the determinism and precision switches the run was
 	// trained and evaluated with; nil in records of versions before them.
 	Numerics *Numerics `json:"numerics,omitempty"`
+	// LabelNoise is what the label noise of [data.label_noise] did to the
+	// training labels; nil for runs without label noise.
+	LabelNoise *LabelNoise `json:"label_noise,omitempty"`
 	// GitCommit is the commit of the optlab checkout.
 	GitCommit string `json:"git_commit"`
 	// Host is the machine's host name.
@@ -119,6 +126,21 @@ type Numerics struct {
 	TF32           bool `json:"tf32"`
 }
 
+// LabelNoise is what a run's label noise did to the training labels (all
+// of them, before the validation split was held out of them): the
+// realised counterpart of the configured data.label_noise.rate.
+type LabelNoise struct {
+	// Samples is the number of training labels the noise was applied to.
+	Samples int `json:"samples"`
+	// Flipped is the number of labels it changed.
+	Flipped int `json:"flipped"`
+	// Fraction is Flipped / Samples.
+	Fraction float64 `json:"fraction"`
+	// Transition counts the samples by clean label (row) and noisy label
+	// (column), classes × classes; the diagonal are the labels kept.
+	Transition [][]int `json:"transition"`
+}
+
 // MethodName returns the [[method]] name of the run: Base, or Method for a
 // run that is not part of a sweep.
 func (r *Record) MethodName() string {
@@ -126,12 +148,6 @@ func (r *Record) MethodName() string {
 		return r.Base
 	}
 	return r.Method
-}
-
-// Path returns the conventional results file of an experiment below root:
-// root/<experiment>/runs.jsonl.
-func Path(root, experiment string) string {
-	return filepath.Join(root, experiment, FileName)
 }
 
 // validate checks the fields every record must have.
@@ -213,6 +229,11 @@ func Marshal(rec Record) ([]byte, error) {
 	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
 }
 
+// Append is DefaultLockWait().Append.
+func Append(path string, rec Record) error {
+	return DefaultLockWait().Append(path, rec)
+}
+
 // Append adds rec as one line to the JSONL file at path, creating the file
 // and its directories when missing. The line is appended in one write and
 // synced, under the file's Lock, so appends from several processes (or
@@ -222,12 +243,12 @@ func Marshal(rec Record) ([]byte, error) {
 // tore). Before writing, Append fills an empty ConfigHash (and rejects
 // one that does not match Config), moves NaN/±Inf metrics to Undefined and
 // sets a zero Finished to the current UTC time.
-func Append(path string, rec Record) error {
+func (w LockWait) Append(path string, rec Record) error {
 	line, err := Marshal(rec)
 	if err != nil {
 		return fmt.Errorf("append to %s: %w", path, err)
 	}
-	unlock, err := Lock(path)
+	unlock, err := w.Lock(path)
 	if err != nil {
 		return fmt.Errorf("append to %s: %w", path, err)
 	}

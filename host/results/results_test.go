@@ -83,7 +83,7 @@ func TestHashConfigJSONRoundTrip(t *testing.T) {
 
 func TestAppendRead(t *testing.T) {
 	dir := t.TempDir()
-	path := Path(filepath.Join(dir, "results"), "exp")
+	path := NewLayout(filepath.Join(dir, "results"), "exp").Runs()
 	r1 := rec("k1", "SAM", 1, map[string]any{"rho": 0.05}, t0)
 	r2 := rec("k2", "SAM", 2, map[string]any{"rho": 0.05}, time.Time{})
 	r2.Status = StatusFailed

@@ -12,6 +12,11 @@ import (
 	"github.com/optlab/optlab/internal/atomicfile"
 )
 
+// Supersede is DefaultLockWait().Supersede.
+func Supersede(path, key, dst string, stale func(Record) bool, aside func() error) (moved int, fresh bool, err error) {
+	return DefaultLockWait().Supersede(path, key, dst, stale, aside)
+}
+
 // Supersede moves the records of run key that stale reports (made with
 // another configuration than the run's current one) from the results file
 // at path to the results file dst (appended, its folder created), and
@@ -33,8 +38,8 @@ import (
 // is removed from path, and a line dst already holds is not copied again:
 // a crash between the two writes leaves the record in both files, and the
 // next Supersede completes the move without duplicating it.
-func Supersede(path, key, dst string, stale func(Record) bool, aside func() error) (moved int, fresh bool, err error) {
-	unlock, err := Lock(path)
+func (w LockWait) Supersede(path, key, dst string, stale func(Record) bool, aside func() error) (moved int, fresh bool, err error) {
+	unlock, err := w.Lock(path)
 	if err != nil {
 		return 0, false, fmt.Errorf("supersede %s in %s: %w", key, path, err)
 	}

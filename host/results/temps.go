@@ -12,14 +12,19 @@ import (
 // such writes take seconds at most.
 const TempMaxAge = time.Hour
 
+// RemoveTemps is DefaultLockWait().RemoveTemps.
+func RemoveTemps(path string) ([]string, error) {
+	return DefaultLockWait().RemoveTemps(path)
+}
+
 // RemoveTemps removes the temporary files that processes killed in the
 // middle of an atomic write (kill -9, a crash) left in the experiment folder
 // of the results file at path: under path's Lock, every temporary file of
 // the results file and its claims (their writers hold that lock, so none is
 // in progress); in the folder, superseded/, checkpoints/ and the state
 // folder, those older than TempMaxAge. It returns the files removed.
-func RemoveTemps(path string) ([]string, error) {
-	unlock, err := Lock(path)
+func (w LockWait) RemoveTemps(path string) ([]string, error) {
+	unlock, err := w.Lock(path)
 	if err != nil {
 		return nil, err
 	}
@@ -27,7 +32,7 @@ func RemoveTemps(path string) ([]string, error) {
 	dir := filepath.Dir(path)
 	var removed []string
 	guarded := []string{"." + filepath.Base(path) + ".tmp-", "." + filepath.Base(path) + ClaimsSuffix + ".tmp-"}
-	for _, sub := range []string{"", "superseded", "checkpoints", "state", filepath.Join("superseded", "state")} {
+	for _, sub := range tempFolders() {
 		d := filepath.Join(dir, sub)
 		entries, err := os.ReadDir(d)
 		if err != nil {

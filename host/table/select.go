@@ -97,134 +97,216 @@ func checkSelect(metric string) error {
 // among several whose runs lack the metric, or no run with the metric at
 // all. The message says how to add a validation split.
 func choose(merged []results.Record, metric string) ([]results.Record, *selection, error) {
-	sel := &selection{metric: metric, settings: map[string]string{}}
-	var order []workload
-	groups := map[workload][]*candidate{}
-	anyMetric := false
-	for _, r := range merged {
-		w := workload{r.MethodName(), r.Dataset, r.Arch}
-		if _, seen := groups[w]; !seen {
-			order = append(order, w)
-		}
-		i := slices.IndexFunc(groups[w], func(c *candidate) bool { return c.setting == r.Setting })
-		if i < 0 {
-			i = len(groups[w])
-			groups[w] = append(groups[w], &candidate{setting: r.Setting})
-		}
-		c := groups[w][i]
-		c.recs = append(c.recs, r)
-		if r.Status != results.StatusOK {
-			c.failed++
-			continue
-		}
-		switch v, ok := metricValue(&r, metric); {
-		case ok:
-			c.vals = append(c.vals, v)
-			anyMetric = true
-		case slices.Contains(r.Undefined, metric):
-			c.undefined++
-			anyMetric = true
-		case c.missing == nil:
-			c.missing = &r
-		}
-	}
-	if !anyMetric {
+	g := groupCandidates(merged, metric)
+	if !g.anyMetric {
 		for _, r := range merged {
 			if r.Status == results.StatusOK {
 				return nil, nil, noValidation(metric, r)
 			}
 		}
 	}
+	sel := &selection{metric: metric, settings: map[string]string{}}
 	sp := metricSpec(metric)
 	chosen := map[string][]string{} // method → "setting" or "setting on workload", in order
 	var methods []string
 	var out []results.Record
-	for _, w := range order {
-		cands := groups[w]
+	for _, w := range g.order {
+		cands := g.cands[w]
 		if len(cands) == 1 {
 			out = append(out, renamed(cands[0].recs, w.method)...)
 			sel.settings[w.key()] = cands[0].setting
 			continue
 		}
-		var best *candidate
-		bestMean := math.NaN()
-		excluded, undefined := 0, 0
-		for _, c := range cands {
-			if c.missing != nil {
-				return nil, nil, noValidation(metric, *c.missing)
-			}
-			switch {
-			case c.failed > 0:
-				excluded++
-				continue
-			case c.undefined > 0:
-				undefined++
-				continue
-			case len(c.vals) == 0:
-				excluded++
-				continue
-			}
-			m := summarize(c.vals).mean
-			if best == nil || (sp.dir == up && m > bestMean) || (sp.dir == down && m < bestMean) {
-				best, bestMean = c, m
-			}
+		p, err := pickCandidate(cands, metric, sp)
+		if err != nil {
+			return nil, nil, err
 		}
 		if _, seen := chosen[w.method]; !seen {
 			methods = append(methods, w.method)
 		}
 		where := ""
-		if workloads(order, w.method) > 1 {
+		if workloads(g.order, w.method) > 1 {
 			where = " on " + displayValue(FieldDataset, w.dataset) + " / " + w.arch
 		}
-		if best == nil {
-			// No setting can be chosen: show the failures only, and say
-			// why each setting was left out.
-			for _, c := range cands {
-				for _, r := range c.recs {
-					if r.Status != results.StatusOK {
-						out = append(out, renamed([]results.Record{r}, w.method)...)
-					}
-				}
-			}
-			why := fmt.Sprintf("each of the %d settings has failed runs", len(cands))
-			switch {
-			case excluded == 0:
-				why = fmt.Sprintf("the %s of each of the %d settings is not finite", sp.label, len(cands))
-				sel.unchosen++
-			case undefined > 0:
-				why = fmt.Sprintf("of the %d settings, %d have failed runs and %d a %s that is not finite", len(cands), excluded, undefined, sp.label)
-				sel.unchosen++
-			}
-			chosen[w.method] = append(chosen[w.method], fmt.Sprintf("none%s (%s)", where, why))
-			continue
-		}
-		out = append(out, renamed(best.recs, w.method)...)
-		sel.settings[w.key()] = best.setting
-		name := quoteOdd(best.setting)
-		if name == "" {
-			name = "the runs without swept values"
-		}
-		text := fmt.Sprintf("%s%s (%s %s, best of %d settings", name, where, sp.label, sp.format(bestMean), len(cands))
-		if excluded > 0 {
-			text += fmt.Sprintf("; %d left out for failed runs", excluded)
-		}
-		if undefined > 0 {
-			text += fmt.Sprintf("; %d left out for a %s that is not finite", undefined, sp.label)
-		}
-		if uneven := unevenSeeds(cands); uneven != "" {
-			text += "; the settings' means are over unequal numbers of seeds: " + uneven
-		}
-		chosen[w.method] = append(chosen[w.method], text+")")
+		recs, text := sel.keep(w, p, sp, where)
+		out = append(out, recs...)
+		chosen[w.method] = append(chosen[w.method], text)
 	}
 	if len(methods) > 0 {
-		parts := make([]string, len(methods))
-		for i, m := range methods {
-			parts[i] = quoteOdd(m) + ": " + strings.Join(chosen[m], ", ")
-		}
-		sel.notes = append(sel.notes, fmt.Sprintf("Settings chosen per method on the validation split by the best mean %s %s over seeds; the table shows their test metrics. %s.",
-			sp.label, sp.arrow(), strings.Join(parts, "; ")))
+		sel.notes = append(sel.notes, choiceNote(methods, chosen, sp))
 	}
 	return out, sel, nil
+}
+
+// grouped are records grouped into candidates by workload and setting.
+type grouped struct {
+	// order is the workloads in the order of their first records.
+	order []workload
+	// cands are each workload's settings, in the order of their first
+	// records.
+	cands map[workload][]*candidate
+	// anyMetric says whether a successful run has the metric, finite or
+	// not.
+	anyMetric bool
+}
+
+// groupCandidates groups merged into the candidate settings of every
+// workload, with the values of metric of each one's successful runs.
+func groupCandidates(merged []results.Record, metric string) grouped {
+	g := grouped{cands: map[workload][]*candidate{}}
+	for _, r := range merged {
+		w := workload{r.MethodName(), r.Dataset, r.Arch}
+		if _, seen := g.cands[w]; !seen {
+			g.order = append(g.order, w)
+		}
+		i := slices.IndexFunc(g.cands[w], func(c *candidate) bool { return c.setting == r.Setting })
+		if i < 0 {
+			i = len(g.cands[w])
+			g.cands[w] = append(g.cands[w], &candidate{setting: r.Setting})
+		}
+		if g.cands[w][i].add(r, metric) {
+			g.anyMetric = true
+		}
+	}
+	return g
+}
+
+// add adds run r to the candidate: a failure, a value of metric, an
+// undefined value or, the first time, a run without the metric. It
+// reports whether r has the metric, finite or not.
+func (c *candidate) add(r results.Record, metric string) bool {
+	c.recs = append(c.recs, r)
+	if r.Status != results.StatusOK {
+		c.failed++
+		return false
+	}
+	switch v, ok := metricValue(&r, metric); {
+	case ok:
+		c.vals = append(c.vals, v)
+		return true
+	case slices.Contains(r.Undefined, metric):
+		c.undefined++
+		return true
+	case c.missing == nil:
+		c.missing = &r
+	}
+	return false
+}
+
+// pick is the choice among a workload's several settings.
+type pick struct {
+	cands []*candidate
+	// best is the chosen setting (nil: none can be chosen), mean its
+	// metric's mean.
+	best *candidate
+	mean float64
+	// excluded counts the settings left out for failed runs (or no runs
+	// with the metric), undefined those left out for a metric that is not
+	// finite.
+	excluded, undefined int
+}
+
+// pickCandidate chooses among cands the setting with the best mean of
+// metric whose runs all succeeded with a finite value, the first on a tie.
+// A setting with a run that lacks the metric is an error.
+func pickCandidate(cands []*candidate, metric string, sp spec) (pick, error) {
+	p := pick{cands: cands, mean: math.NaN()}
+	for _, c := range cands {
+		if c.missing != nil {
+			return pick{}, noValidation(metric, *c.missing)
+		}
+		switch {
+		case c.failed > 0:
+			p.excluded++
+			continue
+		case c.undefined > 0:
+			p.undefined++
+			continue
+		case len(c.vals) == 0:
+			p.excluded++
+			continue
+		}
+		m := summarize(c.vals).mean
+		if p.best == nil || (sp.dir == up && m > p.mean) || (sp.dir == down && m < p.mean) {
+			p.best, p.mean = c, m
+		}
+	}
+	return p, nil
+}
+
+// keep records the pick of workload w in the selection and returns the
+// records it keeps, renamed to the method's name, and the text that names
+// it in the note (where says which workload, when the method has several).
+func (s *selection) keep(w workload, p pick, sp spec, where string) ([]results.Record, string) {
+	if p.best == nil {
+		text, unchosen := p.noneText(sp, where)
+		if unchosen {
+			s.unchosen++
+		}
+		return p.failures(w.method), text
+	}
+	s.settings[w.key()] = p.best.setting
+	return renamed(p.best.recs, w.method), p.chosenText(sp, where)
+}
+
+// failures returns the failed runs of every setting under the method's
+// name: what a workload whose setting cannot be chosen shows.
+func (p pick) failures(method string) []results.Record {
+	var out []results.Record
+	for _, c := range p.cands {
+		for _, r := range c.recs {
+			if r.Status != results.StatusOK {
+				out = append(out, renamed([]results.Record{r}, method)...)
+			}
+		}
+	}
+	return out
+}
+
+// noneText says why no setting was chosen; unchosen is true when no run
+// failed (the metric was not finite).
+func (p pick) noneText(sp spec, where string) (text string, unchosen bool) {
+	n := len(p.cands)
+	why := fmt.Sprintf("each of the %d settings has failed runs", n)
+	switch {
+	case p.excluded == 0:
+		why = fmt.Sprintf("the %s of each of the %d settings is not finite", sp.label, n)
+		unchosen = true
+	case p.undefined > 0:
+		why = fmt.Sprintf("of the %d settings, %d have failed runs and %d a %s that is not finite", n, p.excluded, p.undefined, sp.label)
+		unchosen = true
+	}
+	return fmt.Sprintf("none%s (%s)", where, why), unchosen
+}
+
+// chosenText names the chosen setting, its mean and the settings left out.
+func (p pick) chosenText(sp spec, where string) string {
+	name := quoteOdd(p.best.setting)
+	if name == "" {
+		name = "the runs without swept values"
+	}
+	text := fmt.Sprintf("%s%s (%s %s, best of %d settings", name, where, sp.label, sp.format(p.mean), len(p.cands))
+	if p.excluded > 0 {
+		text += fmt.Sprintf("; %d left out for failed runs", p.excluded)
+	}
+	if p.undefined > 0 {
+		text += fmt.Sprintf("; %d left out for a %s that is not finite", p.undefined, sp.label)
+	}
+	if uneven := unevenSeeds(p.cands); uneven != "" {
+		text += "; the settings' means are over unequal numbers of seeds: " + uneven
+	}
+	return text + ")"
+}
+
+// choiceNote is the note that names the settings chosen for methods
+// (chosen holds each one's texts, workload by workload).
+func choiceNote(methods []string, chosen map[string][]string, sp spec) string {
+	parts := make([]string, len(methods))
+	for i, m := range methods {
+		parts[i] = quoteOdd(m) + ": " + strings.Join(chosen[m], ", ")
+	}
+	return fmt.Sprintf("Settings chosen per method on the validation split by the best mean %s %s over seeds; the table shows their test metrics. %s.",
+		sp.label, sp.arrow(), strings.Join(parts, "; "))
 }
 
 // workloads counts the dataset × arch workloads of method in order.

@@ -339,84 +339,114 @@ func build(recs []results.Record, opts Options) (*grid, error) {
 			return nil, err
 		}
 	}
-	var ok, failed []results.Record
-	for _, r := range merged {
+	ok, failed := splitByStatus(merged)
+	if err := checkMetrics(opts.Metrics, merged, ok); err != nil {
+		return nil, err
+	}
+	g := &grid{groupFields: opts.By, sel: sel}
+	g.metrics = chooseMetrics(ok, opts, opts.Format)
+	g.rowFields = varyingFields(ok, opts.By)
+	l, err := g.collect(ok)
+	if err != nil {
+		return nil, err
+	}
+	g.fillCells(l, g.rowOrder(l))
+	g.countFailed(failed)
+	if opts.Baseline != "" {
+		if err := g.compare(opts.Baseline); err != nil {
+			return nil, err
+		}
+	}
+	return g, nil
+}
+
+// splitByStatus separates the records with status "ok" from the others,
+// each in the order given.
+func splitByStatus(recs []results.Record) (ok, failed []results.Record) {
+	for _, r := range recs {
 		if r.Status == results.StatusOK {
 			ok = append(ok, r)
 		} else {
 			failed = append(failed, r)
 		}
 	}
-	if err := checkMetrics(opts.Metrics, merged, ok); err != nil {
-		return nil, err
-	}
-	g := &grid{groupFields: opts.By, sel: sel}
-	g.metrics = chooseMetrics(ok, opts, opts.Format)
+	return ok, failed
+}
 
-	// Fields not used for columns become row columns when they vary.
+// varyingFields returns the fields not used for columns (by) that take more
+// than one value among recs: they become leading row columns.
+func varyingFields(recs []results.Record, by []string) []string {
+	var out []string
 	for _, f := range []string{FieldDataset, FieldArch} {
-		if slices.Contains(opts.By, f) {
+		if slices.Contains(by, f) {
 			continue
 		}
 		vals := map[string]bool{}
-		for i := range ok {
-			vals[fieldValue(&ok[i], f)] = true
+		for i := range recs {
+			vals[fieldValue(&recs[i], f)] = true
 		}
 		if len(vals) > 1 {
-			g.rowFields = append(g.rowFields, f)
+			out = append(out, f)
 		}
 	}
+	return out
+}
 
-	values := func(r *results.Record, fields []string) []string {
-		out := make([]string, len(fields))
-		for i, f := range fields {
-			out[i] = fieldValue(r, f)
-		}
-		return out
+// fieldValues returns a record's values of the given grouping fields.
+func fieldValues(r *results.Record, fields []string) []string {
+	out := make([]string, len(fields))
+	for i, f := range fields {
+		out[i] = fieldValue(r, f)
 	}
-	join := func(vs []string) string { return strings.Join(vs, "\x00") }
+	return out
+}
 
-	methodOrder := map[string]int{}
-	rowFieldOrder := map[string]int{}
-	groupIndex := map[string]int{}
-	rowIndex := map[string]int{}
-	type cellAcc struct {
-		vals map[string][]float64
-		hash string
-		key  string
+// joinKey joins field values into one map key.
+func joinKey(vs []string) string { return strings.Join(vs, "\x00") }
+
+// cellAcc collects one cell's metric values, with the configuration hash
+// and key of the first record pooled into it.
+type cellAcc struct {
+	vals map[string][]float64
+	hash string
+	key  string
+}
+
+// layout is what collect gathers from the successful records: the order
+// in which methods and row-field values first appear, the index of each
+// row and group by key, and each cell's values.
+type layout struct {
+	methodOrder   map[string]int
+	rowFieldOrder map[string]int
+	groupIndex    map[string]int
+	rowIndex      map[string]int
+	acc           [][]*cellAcc // [row][group], grown as needed
+}
+
+// collect appends to g.rows and g.groups the rows and groups of ok in
+// first-appearance order and pools each record's metric values into its
+// cell. It fails when one cell would pool runs of different
+// configurations.
+func (g *grid) collect(ok []results.Record) (*layout, error) {
+	l := &layout{
+		methodOrder:   map[string]int{},
+		rowFieldOrder: map[string]int{},
+		groupIndex:    map[string]int{},
+		rowIndex:      map[string]int{},
 	}
-	var acc [][]*cellAcc // [row][group], grown as needed
 	for i := range ok {
 		r := &ok[i]
-		if _, seen := methodOrder[r.Method]; !seen {
-			methodOrder[r.Method] = len(methodOrder)
+		rf := fieldValues(r, g.rowFields)
+		ri := g.rowOf(l, r, rf)
+		gv := fieldValues(r, g.groupFields)
+		gi := g.groupOf(l, gv)
+		for len(l.acc[ri]) <= gi {
+			l.acc[ri] = append(l.acc[ri], nil)
 		}
-		rf := values(r, g.rowFields)
-		if _, seen := rowFieldOrder[join(rf)]; !seen {
-			rowFieldOrder[join(rf)] = len(rowFieldOrder)
-		}
-		rk := join(append(slices.Clone(rf), r.Method))
-		ri, seen := rowIndex[rk]
-		if !seen {
-			ri = len(g.rows)
-			rowIndex[rk] = ri
-			g.rows = append(g.rows, row{fields: rf, method: r.Method})
-			acc = append(acc, nil)
-		}
-		gv := values(r, g.groupFields)
-		gi, seen := groupIndex[join(gv)]
-		if !seen {
-			gi = len(g.groups)
-			groupIndex[join(gv)] = gi
-			g.groups = append(g.groups, gv)
-		}
-		for len(acc[ri]) <= gi {
-			acc[ri] = append(acc[ri], nil)
-		}
-		c := acc[ri][gi]
+		c := l.acc[ri][gi]
 		if c == nil {
 			c = &cellAcc{vals: map[string][]float64{}, hash: r.ConfigHash, key: r.Key}
-			acc[ri][gi] = c
+			l.acc[ri][gi] = c
 		}
 		if c.hash != r.ConfigHash {
 			return nil, fmt.Errorf("table cell %q %s pools runs with different configurations: %q (config hash %s) and %q (config hash %s)",
@@ -428,20 +458,64 @@ func build(recs []results.Record, opts Options) (*grid, error) {
 			}
 		}
 	}
+	return l, nil
+}
 
-	// Order rows by their row-field values' first appearance, then by the
-	// method's first appearance.
+// rowOf returns the index in g.rows of record r's row (its row-field
+// values rf and its method), adding the row when it is new and noting the
+// first appearance of its method and row-field values.
+func (g *grid) rowOf(l *layout, r *results.Record, rf []string) int {
+	if _, seen := l.methodOrder[r.Method]; !seen {
+		l.methodOrder[r.Method] = len(l.methodOrder)
+	}
+	if _, seen := l.rowFieldOrder[joinKey(rf)]; !seen {
+		l.rowFieldOrder[joinKey(rf)] = len(l.rowFieldOrder)
+	}
+	rk := joinKey(append(slices.Clone(rf), r.Method))
+	ri, seen := l.rowIndex[rk]
+	if !seen {
+		ri = len(g.rows)
+		l.rowIndex[rk] = ri
+		g.rows = append(g.rows, row{fields: rf, method: r.Method})
+		l.acc = append(l.acc, nil)
+	}
+	return ri
+}
+
+// groupOf returns the index in g.groups of the group with values gv,
+// adding the group when it is new.
+func (g *grid) groupOf(l *layout, gv []string) int {
+	gi, seen := l.groupIndex[joinKey(gv)]
+	if !seen {
+		gi = len(g.groups)
+		l.groupIndex[joinKey(gv)] = gi
+		g.groups = append(g.groups, gv)
+	}
+	return gi
+}
+
+// rowOrder returns the display order of g.rows as a permutation: by their
+// row-field values' first appearance, then by the method's first
+// appearance.
+func (g *grid) rowOrder(l *layout) []int {
 	perm := make([]int, len(g.rows))
 	for i := range perm {
 		perm[i] = i
 	}
 	slices.SortStableFunc(perm, func(a, b int) int {
 		ra, rb := g.rows[a], g.rows[b]
-		if d := rowFieldOrder[join(ra.fields)] - rowFieldOrder[join(rb.fields)]; d != 0 {
+		if d := l.rowFieldOrder[joinKey(ra.fields)] - l.rowFieldOrder[joinKey(rb.fields)]; d != 0 {
 			return d
 		}
-		return methodOrder[ra.method] - methodOrder[rb.method]
+		return l.methodOrder[ra.method] - l.methodOrder[rb.method]
 	})
+	return perm
+}
+
+// fillCells reorders g.rows by perm and summarises each cell's values into
+// g.cells, noting whether any cell has a value and whether all non-empty
+// cells have the same number of values.
+func (g *grid) fillCells(l *layout, perm []int) {
 	rows := make([]row, len(perm))
 	g.cells = make([][][]stat, len(perm))
 	ns := map[int]bool{}
@@ -449,23 +523,11 @@ func build(recs []results.Record, opts Options) (*grid, error) {
 		rows[i] = g.rows[p]
 		g.cells[i] = make([][]stat, len(g.groups))
 		for gi := range g.groups {
-			g.cells[i][gi] = make([]stat, len(g.metrics))
 			var c *cellAcc
-			if gi < len(acc[p]) {
-				c = acc[p][gi]
+			if gi < len(l.acc[p]) {
+				c = l.acc[p][gi]
 			}
-			for mi, m := range g.metrics {
-				if c == nil {
-					g.cells[i][gi][mi] = summarize(nil)
-					continue
-				}
-				s := summarize(c.vals[m])
-				g.cells[i][gi][mi] = s
-				if s.n > 0 {
-					ns[s.n] = true
-					g.anyValues = true
-				}
-			}
+			g.cells[i][gi] = g.cellStats(c, ns)
 		}
 	}
 	g.rows = rows
@@ -475,12 +537,34 @@ func build(recs []results.Record, opts Options) (*grid, error) {
 			g.uniformN = n
 		}
 	}
+}
 
-	// Failed runs, counted per row and group in first-appearance order.
+// cellStats summarises cell c (nil when the cell has no run) for each of
+// g.metrics, adding to ns the number of values of each non-empty one.
+func (g *grid) cellStats(c *cellAcc, ns map[int]bool) []stat {
+	out := make([]stat, len(g.metrics))
+	for mi, m := range g.metrics {
+		if c == nil {
+			out[mi] = summarize(nil)
+			continue
+		}
+		s := summarize(c.vals[m])
+		out[mi] = s
+		if s.n > 0 {
+			ns[s.n] = true
+			g.anyValues = true
+		}
+	}
+	return out
+}
+
+// countFailed counts the failed runs per row and group into g.failed, in
+// first-appearance order.
+func (g *grid) countFailed(failed []results.Record) {
 	fi := map[string]int{}
 	for i := range failed {
 		r := &failed[i]
-		label := r.Method + " / " + g.describe(values(r, g.groupFields), values(r, g.rowFields))
+		label := r.Method + " / " + g.describe(fieldValues(r, g.groupFields), fieldValues(r, g.rowFields))
 		label = strings.TrimSuffix(label, " / ")
 		if j, seen := fi[label]; seen {
 			g.failed[j].count++
@@ -489,12 +573,6 @@ func build(recs []results.Record, opts Options) (*grid, error) {
 		fi[label] = len(g.failed)
 		g.failed = append(g.failed, failure{label: label, count: 1})
 	}
-	if opts.Baseline != "" {
-		if err := g.compare(opts.Baseline); err != nil {
-			return nil, err
-		}
-	}
-	return g, nil
 }
 
 // describe names a cell's group and row-field values for messages.

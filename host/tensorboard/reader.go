@@ -7,6 +7,7 @@ import (
 	"io"
 	"math"
 	"os"
+	"path/filepath"
 
 	"google.golang.org/protobuf/encoding/protowire"
 )
@@ -163,4 +164,49 @@ func forFields(b []byte, f func(num protowire.Number, typ protowire.Type, v []by
 		}
 	}
 	return nil
+}
+
+// Point is one value of a series.
+type Point struct {
+	Step  int64
+	Value float64
+}
+
+// ReadRun reads the event files of a run's folder as TensorBoard's loader
+// merges them: files in name order, and a session start after the first
+// drops the values logged at steps ≥ its step (what an interrupted attempt
+// logged past the state it resumed from). It returns each tag's series and
+// the number of files.
+func ReadRun(dir string) (map[string][]Point, int, error) {
+	files, err := filepath.Glob(filepath.Join(dir, "events.out.tfevents.*"))
+	if err != nil {
+		return nil, 0, err
+	}
+	view := map[string][]Point{}
+	starts := 0
+	for _, f := range files {
+		evs, err := ReadFile(f)
+		if err != nil {
+			return nil, 0, err
+		}
+		for _, ev := range evs {
+			if ev.SessionStart {
+				if starts++; starts > 1 {
+					for tag, ps := range view {
+						kept := ps[:0]
+						for _, p := range ps {
+							if p.Step < ev.Step {
+								kept = append(kept, p)
+							}
+						}
+						view[tag] = kept
+					}
+				}
+			}
+			for _, v := range ev.Values {
+				view[v.Tag] = append(view[v.Tag], Point{ev.Step, v.Value})
+			}
+		}
+	}
+	return view, len(files), nil
 }

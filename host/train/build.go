@@ -7,10 +7,10 @@ import (
 	"os"
 
 	"github.com/optlab/optlab/host/checkpoint/statedict"
-	"github.com/optlab/optlab/host/curves"
 	"github.com/optlab/optlab/host/engine"
 	"github.com/optlab/optlab/host/experiment"
 	"github.com/optlab/optlab/host/model"
+	"github.com/optlab/optlab/host/observe"
 	"github.com/optlab/optlab/host/tensor"
 	"github.com/optlab/optlab/sdk/optim"
 )
@@ -19,8 +19,11 @@ import (
 // (or restores) the random streams, schedule and curve, and the loop
 // advances it.
 type training struct {
-	run     experiment.Run
-	m       Method
+	run experiment.Run
+	m   Optimizer
+	// cfg is the run's configuration as its record has it (Config.Map),
+	// saved with its training state.
+	cfg     map[string]any
 	eng     *engine.Engine
 	members int
 	// perEpoch and total are the optimizer steps per epoch and in all.
@@ -39,8 +42,7 @@ type training struct {
 	// is the loop state the run starts at (read from it, or zero).
 	statePath string
 	from      loopState
-	curve     *curves.Writer // nil without a results folder
-	tb        *tbLog         // nil without a results folder or eval.tensorboard
+	obs       observe.All
 
 	// The loop's progress: steps and epochs done, and the last epoch's
 	// mean training loss and accuracy.
@@ -54,7 +56,7 @@ type training struct {
 // has a step, and configures the optimizer, which validates its
 // hyperparameters. host check uses it so that it fails exactly where and
 // how a run would. The engine is closed again.
-func (r *Runner) Preflight(ctx context.Context, run experiment.Run, m Method) error {
+func (r *Runner) Preflight(ctx context.Context, run experiment.Run, m Optimizer) error {
 	t, err := r.forRun(run).build(ctx, run, m)
 	if err == nil {
 		t.eng.Close()
@@ -82,7 +84,7 @@ func ModelNumerics(e *experiment.Experiment) (model.Numerics, error) {
 // and configures the optimizer; the training it returns has the engine,
 // the number of members, the steps per epoch and the total steps. On error
 // nothing is left open.
-func (r *Runner) build(ctx context.Context, run experiment.Run, m Method) (*training, error) {
+func (r *Runner) build(ctx context.Context, run experiment.Run, m Optimizer) (*training, error) {
 	num, err := ModelNumerics(r.Exp)
 	if err != nil {
 		return nil, err

@@ -7,6 +7,7 @@ import (
 	"github.com/optlab/optlab/host/data/devset"
 	"github.com/optlab/optlab/host/eval"
 	"github.com/optlab/optlab/host/metrics"
+	"github.com/optlab/optlab/host/observe"
 	"github.com/optlab/optlab/host/results"
 	"github.com/optlab/optlab/host/tensor"
 	"github.com/optlab/optlab/sdk/optim"
@@ -27,10 +28,7 @@ func (r *Runner) score(ctx context.Context, t *training, rec results.Record, wal
 	if err != nil {
 		return rec, err
 	}
-	if err := t.tb.final(t.step, rep); err != nil {
-		return rec, err
-	}
-	if err := t.tb.Close(); err != nil {
+	if err := t.obs.Final(observe.Final{Step: t.step, Test: rep}); err != nil {
 		return rec, err
 	}
 	rec.Metrics = rep.Map()

@@ -28,7 +28,7 @@ func TestRecordIdentifiesFiles(t *testing.T) {
 	exp.Model.InitFrom = init
 	r := &Runner{Exp: exp}
 	run := experiment.Run{Key: "k", Label: "SGD"}
-	cfg := r.Record(run, Method{}).Config
+	cfg := r.Record(run, Optimizer{}).Config
 	sum := sha256.Sum256([]byte("weights"))
 	if want := fmt.Sprintf("7 bytes, sha256 %x", sum); cfg["model.init_from.content"] != want {
 		t.Errorf("model.init_from.content = %v, want %q", cfg["model.init_from.content"], want)
@@ -41,7 +41,7 @@ func TestRecordIdentifiesFiles(t *testing.T) {
 	os.WriteFile(csv, []byte("1,2,0\n3,4,2\n"), 0o644)
 	later := time.Now().Add(time.Minute)
 	os.Chtimes(csv, later, later)
-	if now := r.Record(run, Method{}).Config; now["data.path.content"] == cfg["data.path.content"] {
+	if now := r.Record(run, Optimizer{}).Config; now["data.path.content"] == cfg["data.path.content"] {
 		t.Errorf("edited csv: identity unchanged %v", now["data.path.content"])
 	}
 	// Not there, or a FIFO (not opened, which would block): no key.
@@ -51,7 +51,7 @@ func TestRecordIdentifiesFiles(t *testing.T) {
 	}
 	exp.Data.Path = fifo
 	exp.Model.InitFrom = filepath.Join(dir, "missing")
-	now := r.Record(run, Method{}).Config
+	now := r.Record(run, Optimizer{}).Config
 	if _, ok := now["data.path.content"]; ok {
 		t.Errorf("FIFO identified: %v", now["data.path.content"])
 	}

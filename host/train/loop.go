@@ -6,10 +6,10 @@ import (
 	"math"
 	"time"
 
-	"github.com/optlab/optlab/host/curves"
 	"github.com/optlab/optlab/host/data/devset"
 	"github.com/optlab/optlab/host/engine"
 	"github.com/optlab/optlab/host/metrics"
+	"github.com/optlab/optlab/host/observe"
 	"github.com/optlab/optlab/host/tensor"
 	"github.com/optlab/optlab/sdk/optim"
 )
@@ -24,7 +24,7 @@ import (
 // (evaluating the predictive on the validation, else test, set when the
 // schedule needs the metric or eval.every_epochs says so) and saves the
 // training state. start is when Run began.
-func (r *Runner) loop(ctx context.Context, t *training, prog *progress, cfg map[string]any, start time.Time) error {
+func (r *Runner) loop(ctx context.Context, t *training, start time.Time) error {
 	var lastLR float64
 	var pending *stepMetrics // the step issued last, not processed yet
 	defer func() { pending.drop() }()
@@ -51,7 +51,7 @@ func (r *Runner) loop(ctx context.Context, t *training, prog *progress, cfg map[
 			if err != nil {
 				// A non-finite loss of the step before explains a failure
 				// of this one better than the failure itself.
-				if perr := r.processStep(ctx, t, prog, sums, pending); perr != nil {
+				if perr := r.processStep(ctx, t, sums, pending); perr != nil {
 					return perr
 				}
 				pending = nil
@@ -63,7 +63,7 @@ func (r *Runner) loop(ctx context.Context, t *training, prog *progress, cfg map[
 			}
 			cur := &stepMetrics{step: t.step, epoch: epoch, lr: lr, reports: reps, out: out.Metrics}
 			t.step++
-			err = r.processStep(ctx, t, prog, sums, pending)
+			err = r.processStep(ctx, t, sums, pending)
 			pending = cur
 			if err != nil {
 				return err
@@ -72,7 +72,7 @@ func (r *Runner) loop(ctx context.Context, t *training, prog *progress, cfg map[
 				r.StepHook(cur.step, t.eng)
 			}
 		}
-		err = r.processStep(ctx, t, prog, sums, pending)
+		err = r.processStep(ctx, t, sums, pending)
 		pending = nil
 		r.dropEpoch(ep)
 		ep = nil
@@ -84,7 +84,7 @@ func (r *Runner) loop(ctx context.Context, t *training, prog *progress, cfg map[
 		if math.IsNaN(t.trainLoss) || math.IsInf(t.trainLoss, 0) { // finite steps whose sum overflowed
 			return fmt.Errorf("epoch %d: the mean training loss of the epoch is not finite (%v; every step's was): %w; lower the learning rate or ρ", t.epochs, t.trainLoss, ErrNaN)
 		}
-		if err := r.endEpoch(ctx, t, cfg, lastLR, start); err != nil {
+		if err := r.endEpoch(ctx, t, lastLR, start); err != nil {
 			return err
 		}
 	}
@@ -115,9 +115,8 @@ type epochSums struct {
 }
 
 // processStep reads the metrics of step m (nil: none) and processes them:
-// the finiteness check of the loss, the epoch's sums, TensorBoard's values
-// and the progress line.
-func (r *Runner) processStep(ctx context.Context, t *training, prog *progress, sums *epochSums, m *stepMetrics) error {
+// the finiteness check of the loss, the epoch's sums, and the observers.
+func (r *Runner) processStep(ctx context.Context, t *training, sums *epochSums, m *stepMetrics) error {
 	if m == nil {
 		return nil
 	}
@@ -132,11 +131,7 @@ func (r *Runner) processStep(ctx context.Context, t *training, prog *progress, s
 	sums.loss += loss
 	sums.acc += metrics["acc"]
 	sums.n++
-	if err := t.tb.step(m.step+1, metrics); err != nil {
-		return err
-	}
-	prog.update(m.epoch+1, r.Exp.Train.Epochs, m.step+1-t.from.Step, loss, metrics["acc"])
-	return nil
+	return t.obs.Step(observe.Step{Step: m.step + 1, Epoch: m.epoch + 1, LR: m.lr, Metrics: metrics})
 }
 
 // stepValues returns a step's metrics: its reports, read back, merged with
@@ -229,39 +224,30 @@ func (r *Runner) feed(ctx context.Context, t *training, ep *devset.Epoch, i int)
 }
 
 // endEpoch finishes an epoch: it evaluates when needed (feeding the
-// schedule's plateau detection), appends the curve's row, writes the
-// epoch's TensorBoard values, and saves the training state unless the run
-// is done.
-func (r *Runner) endEpoch(ctx context.Context, t *training, cfg map[string]any, lastLR float64, start time.Time) error {
-	row := curves.NaNRow(t.epochs, t.step)
-	row.LR, row.TrainLoss, row.TrainAcc = lastLR, t.trainLoss, t.trainAcc
+// schedule's plateau detection), tells the observers, and saves the
+// training state unless the run is done.
+func (r *Runner) endEpoch(ctx context.Context, t *training, lastLR float64, start time.Time) error {
+	e := observe.Epoch{Epoch: t.epochs, Step: t.step, LR: lastLR, TrainLoss: t.trainLoss, TrainAcc: t.trainAcc, Validation: r.Data.Val != nil}
 	every := r.Exp.Eval.EveryEpochs
-	var rep metrics.Report
-	evaluated := t.sched.NeedsMetric() || (every > 0 && t.epochs%every == 0)
-	if evaluated {
+	if t.sched.NeedsMetric() || (every > 0 && t.epochs%every == 0) {
 		set := r.Data.Val
 		if set == nil {
 			set = r.Data.Test
 		}
-		var err error
-		if rep, err = r.evaluate(ctx, t, set, metrics.CalNone); err != nil {
+		rep, err := r.evaluate(ctx, t, set, metrics.CalNone)
+		if err != nil {
 			return err
 		}
 		t.sched.Observe(rep.NLL)
-		row.TestLoss, row.TestAcc = rep.NLL, rep.Acc
+		e.Eval = &rep
 	}
-	if err := t.tb.epoch(t.step, lastLR, t.trainLoss, t.trainAcc, rep, evaluated, r.Data.Val != nil); err != nil {
+	e.Seconds = t.from.Elapsed + time.Since(start).Seconds()
+	if err := t.obs.Epoch(e); err != nil {
 		return err
-	}
-	row.Seconds = t.from.Elapsed + time.Since(start).Seconds()
-	if t.curve != nil {
-		if err := t.curve.Append(row); err != nil {
-			return err
-		}
 	}
 	if t.statePath != "" && t.step < t.total {
 		ls := loopState{Epoch: t.epochs, Step: t.step, TrainLoss: t.trainLoss, TrainAcc: t.trainAcc, Elapsed: t.from.Elapsed + time.Since(start).Seconds()}
-		if err := r.saveState(ctx, t, cfg, ls); err != nil {
+		if err := r.saveState(ctx, t, ls); err != nil {
 			return fmt.Errorf("saving the training state after epoch %d: %w", t.epochs, err)
 		}
 	}

@@ -6,19 +6,16 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io/fs"
 	"math"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
-	"time"
 
 	"github.com/optlab/optlab/host/checkpoint"
 	"github.com/optlab/optlab/host/checkpoint/statedict"
-	"github.com/optlab/optlab/host/curves"
 	"github.com/optlab/optlab/host/experiment"
+	"github.com/optlab/optlab/host/observe"
 	"github.com/optlab/optlab/host/results"
 	"github.com/optlab/optlab/sdk/optim"
 )
@@ -44,83 +41,22 @@ type schedSave struct {
 	BadEpochs int     `json:"bad_epochs"`
 }
 
-// StatePath is where run's resumable training state lives.
-func (r *Runner) StatePath(run experiment.Run) string {
-	if r.StateDir == "" {
+// statePath is where run's resumable training state lives ("" without
+// Checkpoints).
+func (r *Runner) statePath(run experiment.Run) string {
+	if r.Checkpoints == nil {
 		return ""
 	}
-	return filepath.Join(r.StateDir, results.KeyFileStem(run.Key)+".safetensors")
+	return r.Checkpoints.State(run.Key)
 }
 
-// ModelPath is where run's final model checkpoint goes.
-func (r *Runner) ModelPath(run experiment.Run) string {
-	if r.StateDir == "" {
-		return ""
-	}
-	return filepath.Join(filepath.Dir(r.StateDir), ModelFile(run.Key))
-}
-
-// ModelFile is the final model of run key, relative to the experiment's
-// results folder.
-func ModelFile(key string) string {
-	return filepath.Join("checkpoints", results.KeyFileStem(key)+".safetensors")
-}
-
-// KeepAside moves the file (or folder) rel of an experiment's results
-// folder dir (if it exists) to dir/superseded/rel with the time appended to
-// its name, where a run's files go when its configuration changed; it
-// returns the new path, or "" when there was none. The name is never one
-// that is taken: when something was kept aside under it already (twice in
-// one second, or by another host), -2, -3, … is added. The name is
-// reserved first (an empty file or folder created exclusively), then src is
-// renamed over the reservation, so two hosts never pick the same one.
-func KeepAside(dir, rel string) (string, error) {
-	src := filepath.Join(dir, rel)
-	st, err := os.Lstat(src)
-	if err != nil {
-		return "", nil
-	}
-	base := filepath.Join(dir, SupersededDir, rel+"."+time.Now().UTC().Format("20060102T150405Z"))
-	if err := os.MkdirAll(filepath.Dir(base), 0o755); err != nil {
-		return "", fmt.Errorf("keeping the old %s aside: %w", rel, err)
-	}
-	for n := 1; n <= 10000; n++ {
-		dst := base
-		if n > 1 {
-			dst = fmt.Sprintf("%s-%d", base, n)
-		}
-		if st.IsDir() {
-			err = os.Mkdir(dst, 0o755)
-		} else {
-			var f *os.File
-			if f, err = os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644); err == nil {
-				err = f.Close()
-			}
-		}
-		if errors.Is(err, fs.ErrExist) {
-			continue
-		}
-		if err == nil {
-			// syscall.Rename: os.Rename refuses any folder as the
-			// target, also the empty one reserved here.
-			if err = syscall.Rename(src, dst); err == nil {
-				return dst, nil
-			}
-			_ = os.Remove(dst)
-			err = &os.LinkError{Op: "rename", Old: src, New: dst, Err: err}
-		}
-		return "", fmt.Errorf("keeping the old %s aside: %w", rel, err)
-	}
-	return "", fmt.Errorf("keeping the old %s aside: every name %s-N up to 10000 is taken; remove old files from %s", rel, base, filepath.Join(dir, SupersededDir))
-}
-
-// resume prepares the loop of a built run: the schedule, the random streams
-// of the data orders and the augmentations, the curve file and the
-// TensorBoard log. When the
-// run has a saved training state (made with the configuration cfg; one made
-// with another is moved aside), it restores them and the engine's and the
-// optimizer's state from it, and the loop continues after its epoch.
-func (r *Runner) resume(ctx context.Context, t *training, cfg map[string]any) error {
+// resume prepares the loop of a built run: the schedule and the random
+// streams of the data orders and the augmentations; when the run has a
+// saved training state (made with the run's configuration; one made with
+// another is moved aside), it restores them and the engine's and the
+// optimizer's state from it, and the loop continues after its epoch. Then
+// it opens the run's observers.
+func (r *Runner) resume(ctx context.Context, t *training) error {
 	t.sched = NewSchedule(r.Exp.Train)
 	t.orders = 1
 	if t.m.Optimizer.Info().Has(optim.CapMemberDataOrder) {
@@ -134,44 +70,25 @@ func (r *Runner) resume(ctx context.Context, t *training, cfg map[string]any) er
 	}
 	t.augSrc = rand.NewPCG(uint64(t.run.Seed), 2)
 	t.augRNG = rand.New(t.augSrc)
-	t.statePath = r.StatePath(t.run)
-	if err := r.retireStaleState(t.run, t.statePath, cfg); err != nil {
+	t.statePath = r.statePath(t.run)
+	if err := r.retireStaleState(t.run, t.statePath, t.cfg); err != nil {
 		return err
 	}
 	ls, resumed, err := r.loadState(ctx, t)
 	if err != nil {
 		return err
 	}
-	if resumed && r.Progress != nil {
-		fmt.Fprintf(r.Progress, "%s: resuming after epoch %d (step %d) from %s\n", t.run.Key, ls.Epoch, ls.Step, t.statePath)
-	}
 	t.from = ls
 	t.step, t.epochs, t.trainLoss, t.trainAcc = ls.Step, ls.Epoch, ls.TrainLoss, ls.TrainAcc
-	if r.Exp.ResultsDir != "" {
-		path := curves.Path(r.Exp.ResultsDir, r.Exp.Name, t.run.Key)
-		if resumed {
-			t.curve, err = curves.Continue(path, ls.Epoch)
-		} else {
-			t.curve, err = curves.Create(path)
-		}
-		if err != nil {
-			return err
-		}
-		if ev := r.Exp.Eval; ev.TensorBoard {
-			dir := filepath.Join(r.Exp.ResultsDir, r.Exp.Name, TensorBoardDir(t.run.Key))
-			if t.tb, err = openTB(dir, resumed, ls.Step, ev.TensorBoardEverySteps); err != nil {
-				_ = t.curve.Close()
-				return err
-			}
-		}
-	}
-	return nil
+	t.obs, err = observe.Open(r.Observers, observe.Start{Run: t.run, Resumed: resumed, StatePath: t.statePath,
+		FromEpoch: ls.Epoch, FromStep: ls.Step, TotalSteps: t.total, Epochs: r.Exp.Train.Epochs})
+	return err
 }
 
 // saveState writes the training state at the end of an epoch: the engine's
 // (saveEngineState), the optimizer's, and the loop's ls with the random
 // streams and the schedule.
-func (r *Runner) saveState(ctx context.Context, t *training, cfg map[string]any, ls loopState) error {
+func (r *Runner) saveState(ctx context.Context, t *training, ls loopState) error {
 	var vecs []optim.Vec
 	if st, ok := t.m.Optimizer.(optim.Stateful); ok {
 		blob, v, err := st.SaveState(ctx)
@@ -208,7 +125,7 @@ func (r *Runner) saveState(ctx context.Context, t *training, cfg map[string]any,
 		return err
 	}
 	meta["optlab.loop"] = base64.StdEncoding.EncodeToString(j)
-	c, err := json.Marshal(cfg)
+	c, err := json.Marshal(t.cfg)
 	if err != nil {
 		return err
 	}
@@ -223,10 +140,10 @@ func (r *Runner) saveState(ctx context.Context, t *training, cfg map[string]any,
 // names, see statedict) when the runner keeps files, and removes the
 // training state, which is no longer needed.
 func (r *Runner) saveModel(ctx context.Context, t *training) error {
-	p := r.ModelPath(t.run)
-	if p == "" {
+	if r.Checkpoints == nil {
 		return nil
 	}
+	p := r.Checkpoints.Model(t.run.Key)
 	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 		return err
 	}
@@ -242,10 +159,6 @@ func (r *Runner) saveModel(ctx context.Context, t *training) error {
 // metaConfig is the training-state metadata key holding the run's
 // configuration (its record's Config, as JSON).
 const metaConfig = "optlab.config"
-
-// SupersededDir is the folder, inside results/<experiment>/, where the
-// records and files of runs whose configuration was changed are kept.
-const SupersededDir = "superseded"
 
 // retireStaleState moves run's saved training state aside when it was saved
 // with another configuration than cfg (the experiment was edited since), so
@@ -275,8 +188,7 @@ func (r *Runner) retireStaleState(run experiment.Run, path string, cfg map[strin
 	if len(diff) == 0 {
 		return nil
 	}
-	dir := filepath.Dir(r.StateDir)
-	dst, err := KeepAside(dir, filepath.Join(filepath.Base(r.StateDir), filepath.Base(path)))
+	dst, err := r.Checkpoints.KeepAside(path)
 	if err != nil {
 		return err
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/optlab/optlab/host/curves"
 	"github.com/optlab/optlab/host/experiment"
+	"github.com/optlab/optlab/host/results"
 	"github.com/optlab/optlab/host/tensor"
 	"github.com/optlab/optlab/plugins/otmdr"
 	"github.com/optlab/optlab/plugins/sam"
@@ -36,12 +37,12 @@ func TestResumeMidRun(t *testing.T) {
 			r, exp := newRunner(t, w, digitsTOML)
 			run := experiment.Grid(exp)[0]
 			dir := t.TempDir()
-			r.StateDir = filepath.Join(dir, "full", "state")
+			r.Checkpoints = &results.Layout{Dir: filepath.Join(dir, "full")}
 			full, err := r.Run(context.Background(), run, method(t, c.newOp(), c.given))
 			if err != nil {
 				t.Fatal(err)
 			}
-			r.StateDir = filepath.Join(dir, "cut", "state")
+			r.Checkpoints = &results.Layout{Dir: filepath.Join(dir, "cut")}
 			crash := errors.New("simulated crash")
 			r.afterEpoch = func(e int) error {
 				if e == 2 {
@@ -52,7 +53,7 @@ func TestResumeMidRun(t *testing.T) {
 			if _, err := r.Run(context.Background(), run, method(t, c.newOp(), c.given)); !errors.Is(err, crash) {
 				t.Fatalf("interrupted run: %v", err)
 			}
-			if _, err := os.Stat(r.StatePath(run)); err != nil {
+			if _, err := os.Stat(r.statePath(run)); err != nil {
 				t.Fatalf("no training state after the interruption: %v", err)
 			}
 			r.afterEpoch = nil
@@ -68,13 +69,13 @@ func TestResumeMidRun(t *testing.T) {
 			if resumed.Steps != full.Steps {
 				t.Errorf("steps: resumed %d, uninterrupted %d", resumed.Steps, full.Steps)
 			}
-			if _, err := os.Stat(r.StatePath(run)); !os.IsNotExist(err) {
+			if _, err := os.Stat(r.statePath(run)); !os.IsNotExist(err) {
 				t.Errorf("training state not removed after the run finished: %v", err)
 			}
-			if _, err := os.Stat(r.ModelPath(run)); err != nil {
+			if _, err := os.Stat(r.Checkpoints.Model(run.Key)); err != nil {
 				t.Errorf("final model checkpoint: %v", err)
 			}
-			rows, err := curves.Read(curves.Path(exp.ResultsDir, exp.Name, run.Key))
+			rows, err := curves.Read(results.NewLayout(exp.ResultsDir, exp.Name).Curve(run.Key))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -102,14 +103,14 @@ func TestStaleStateNotResumed(t *testing.T) {
 
 	lr := exp.Train.Optimizer.LR
 	exp.Train.Optimizer.LR = 2 * lr
-	r.StateDir = filepath.Join(dir, "full", "state")
+	r.Checkpoints = &results.Layout{Dir: filepath.Join(dir, "full")}
 	full, err := r.Run(context.Background(), run, method(t, sam.New(), given))
 	if err != nil {
 		t.Fatal(err)
 	}
 
 	exp.Train.Optimizer.LR = lr
-	r.StateDir = filepath.Join(dir, "cut", "state")
+	r.Checkpoints = &results.Layout{Dir: filepath.Join(dir, "cut")}
 	crash := errors.New("simulated crash")
 	r.afterEpoch = func(e int) error {
 		if e == 1 {
@@ -136,7 +137,7 @@ func TestStaleStateNotResumed(t *testing.T) {
 			t.Errorf("%s: rerun %v, uninterrupted run at the new rate %v", k, rerun.Metrics[k], full.Metrics[k])
 		}
 	}
-	kept, _ := filepath.Glob(filepath.Join(dir, "cut", SupersededDir, "state", "*"))
+	kept, _ := filepath.Glob(filepath.Join(r.Checkpoints.Superseded(), results.StateDir, "*"))
 	if len(kept) != 1 {
 		t.Errorf("the old state was not kept aside: %v", kept)
 	}

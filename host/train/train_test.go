@@ -6,8 +6,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/optlab/optlab/host/data/devset"
 	"github.com/optlab/optlab/host/experiment"
 	"github.com/optlab/optlab/host/model"
+	"github.com/optlab/optlab/host/observe"
 	"github.com/optlab/optlab/host/results"
 	"github.com/optlab/optlab/host/tensor"
 	"github.com/optlab/optlab/plugins/otmdr"
@@ -52,21 +54,22 @@ func newRunner(t *testing.T, w *tensor.Worker, src string) (*Runner, *experiment
 		t.Fatal(err)
 	}
 	exp.ResultsDir = t.TempDir()
-	d, err := Upload(context.Background(), w, tensor.CPU, exp.Data)
+	d, err := devset.Load(context.Background(), w, tensor.CPU, exp.Data)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(d.Drop)
-	return &Runner{W: w, Dev: tensor.CPU, Exp: exp, Data: d, Zoo: model.Builtin()}, exp
+	obs := observe.Standard(exp, results.NewLayout(exp.ResultsDir, exp.Name), observe.Progress{})
+	return &Runner{W: w, Dev: tensor.CPU, Exp: exp, Data: d, Zoo: model.Builtin(), Observers: obs}, exp
 }
 
-func method(t *testing.T, opt optim.Optimizer, given map[string]any) Method {
+func method(t *testing.T, opt optim.Optimizer, given map[string]any) Optimizer {
 	t.Helper()
 	p, err := hparams.Resolve(opt.Info().Params, given)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return Method{Optimizer: opt, Plugin: opt.Info().Name, Params: p}
+	return Optimizer{Optimizer: opt, Plugin: opt.Info().Name, Params: p}
 }
 
 func runOnce(t *testing.T, r *Runner, exp *experiment.Experiment, opt optim.Optimizer, given map[string]any) results.Record {

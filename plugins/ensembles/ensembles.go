@@ -174,6 +174,7 @@ var (
 	_ optim.Optimizer = (*Ensemble)(nil)
 	_ optim.Predictor = (*Ensemble)(nil)
 	_ optim.Stateful  = (*Ensemble)(nil)
+	_ optim.Resolver  = (*Ensemble)(nil)
 )
 
 // New returns an ensemble optimizer with the default hyperparameters whose
@@ -395,6 +396,29 @@ func (e *Ensemble) Predictive(ctx context.Context) (optim.Predictive, error) {
 		return optim.Predictive{Kind: optim.Members, Vecs: []optim.Vec{optim.Params}}, nil
 	}
 	return optim.Predictive{Kind: optim.Members, Vecs: e.Snapshots()}, nil
+}
+
+// Resolved implements optim.Resolver: pretrain_epochs for fge with -1, the
+// epochs that floor(pretrain_fraction × run epochs) gave, and what the
+// member optimizer resolved (an optim.Resolver), under its prefixed names
+// (otmdr_rho2). Nil before Configure.
+func (e *Ensemble) Resolved() map[string]any {
+	if e.inner == nil {
+		return nil
+	}
+	out := map[string]any{}
+	if e.cfg.Kind == FGE && e.cfg.PretrainEpochs < 0 {
+		out["pretrain_epochs"] = e.pretrain
+	}
+	if r, ok := e.inner.(optim.Resolver); ok {
+		for name, v := range r.Resolved() {
+			out[e.cfg.Member+"_"+name] = v
+		}
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	return out
 }
 
 // state is the checkpointed blob.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"maps"
 	"math"
 	"reflect"
 	"slices"
@@ -631,6 +632,43 @@ func TestFGE(t *testing.T) {
 			optimtest.MustRun(t, sgd.New(), ref, epochs*spe, optimtest.WithSchedule(func(s int64, _ int) float64 { return rec.lr[s] }))
 			if !slices.Equal(ref.Params(0), h.Params(0)) {
 				t.Error("FGE's SGD differs from the sgd plugin at the same rates")
+			}
+		})
+	}
+}
+
+// Resolved reports fge's pretrain_epochs for -1 (floor(pretrain_fraction ×
+// run epochs)) and what the member optimizer resolved, prefixed; nothing
+// for a kind that does not use pretrain_epochs, or when all was given.
+func TestResolved(t *testing.T) {
+	const epochs, spe = 20, 4
+	otmdrAuto := map[string]any{"otmdr_rho2": 0.2, "otmdr_noise_std": 0.0, "otmdr_particle_reduction": "mean", "otmdr_split": "random"}
+	fgeOTMDR := maps.Clone(otmdrAuto)
+	fgeOTMDR["pretrain_epochs"] = int64(16)
+	tests := []struct {
+		name   string
+		params map[string]any
+		want   map[string]any
+	}{
+		{"fge", map[string]any{"kind": "fge"}, map[string]any{"pretrain_epochs": int64(16)}},
+		{"fge, fraction", map[string]any{"kind": "fge", "pretrain_fraction": 0.3}, map[string]any{"pretrain_epochs": int64(6)}},
+		{"fge, epochs given", map[string]any{"kind": "fge", "pretrain_epochs": 4}, nil},
+		{"deep", map[string]any{"kind": "deep"}, nil},
+		{"deep otmdr", map[string]any{"kind": "deep", "member": "otmdr", "otmdr_rho1": 0.1}, otmdrAuto},
+		{"fge otmdr", map[string]any{"kind": "fge", "member": "otmdr", "otmdr_rho1": 0.1}, fgeOTMDR},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			opt := newEnsemble()
+			if got := opt.(optim.Resolver).Resolved(); got != nil {
+				t.Errorf("Resolved before Configure = %v", got)
+			}
+			h := optimtest.MustHost(t, mlp(), optimtest.WithBatchSize(16))
+			if err := optimtest.NewHarness(opt, h, hp(tt.params)).Configure(context.Background(), epochs*spe); err != nil {
+				t.Fatal(err)
+			}
+			if got := opt.(optim.Resolver).Resolved(); !reflect.DeepEqual(got, tt.want) {
+				t.Errorf("Resolved = %#v, want %#v", got, tt.want)
 			}
 		})
 	}

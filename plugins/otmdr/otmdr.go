@@ -83,6 +83,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 
 	"github.com/optlab/optlab/sdk/hparams"
@@ -126,10 +127,24 @@ func DefaultConfig() Config {
 // ParseConfig applies params (as Config.Params carries them) to the
 // defaults, resolves the mode's choices and validates the result.
 func ParseConfig(params map[string]any) (Config, error) {
+	c, err := givenConfig(params)
+	if err != nil {
+		return Config{}, err
+	}
+	return c.resolve()
+}
+
+// givenConfig applies params to the defaults, unresolved.
+func givenConfig(params map[string]any) (Config, error) {
 	c := DefaultConfig()
 	if err := hparams.Apply(&c, params); err != nil {
 		return Config{}, fmt.Errorf("otmdr: %w", err)
 	}
+	return c, nil
+}
+
+// resolve returns c with its StepConfig resolved.
+func (c Config) resolve() (Config, error) {
 	s, err := c.StepConfig.Resolve()
 	if err != nil {
 		return Config{}, err
@@ -251,6 +266,8 @@ type OTMDR struct {
 	hs    *optim.Handles
 	vecs  []memberVecs // per member
 	rng   *rand.PCG
+	// resolved is what resolving cfg changed (Resolved).
+	resolved map[string]any
 }
 
 // memberVecs holds one member's handles: the perturbed vector, g¹, g² (g¹'s
@@ -273,15 +290,14 @@ func New() optim.Optimizer { return &OTMDR{cfg: DefaultConfig()} }
 // that run it inside themselves. Its Configure takes no params: pass it a
 // Config with Params nil and Handles set to the wrapper's namespace.
 func NewFrom(c Config, hk Hooks) (*OTMDR, error) {
-	s, err := c.StepConfig.Resolve()
+	r, err := c.resolve()
 	if err != nil {
 		return nil, err
 	}
-	c.StepConfig = s
 	if c.Joint && (hk.Grad != nil || hk.Norm != nil) {
 		return nil, errors.New("otmdr: joint = true: the Grad and Norm hooks edit per-member Grad passes, which joint mode does not use")
 	}
-	return &OTMDR{cfg: c, typed: true, hooks: hk}, nil
+	return &OTMDR{cfg: r, typed: true, hooks: hk, resolved: hparams.Changed(c, r)}, nil
 }
 
 // grad appends the Grad op of pass at, edited by the Grad hook.
@@ -314,18 +330,22 @@ func (o *OTMDR) Info() optim.Info {
 // Configure implements optim.Optimizer: it seeds the plugin's stream with
 // the run seed and allocates the members' buffers in cfg.Namespace("otmdr").
 func (o *OTMDR) Configure(ctx context.Context, h optim.Host, cfg optim.Config) error {
-	c := o.cfg
+	c, resolved := o.cfg, o.resolved
 	switch {
 	case !o.typed:
-		var err error
-		if c, err = ParseConfig(cfg.Params); err != nil {
+		given, err := givenConfig(cfg.Params)
+		if err != nil {
 			return err
 		}
+		if c, err = given.resolve(); err != nil {
+			return err
+		}
+		resolved = hparams.Changed(given, c)
 	case len(cfg.Params) > 0:
 		return fmt.Errorf("otmdr: made by NewFrom with its hyperparameters, Configure takes no params (got %d)", len(cfg.Params))
 	}
 	members := max(cfg.Members, 1)
-	o.cfg, o.rng = c, rand.NewPCG(uint64(cfg.Seed), 0x6f746d6472)
+	o.cfg, o.resolved, o.rng = c, resolved, rand.NewPCG(uint64(cfg.Seed), 0x6f746d6472)
 	o.bn, _ = bnPasses(c.BN)
 	l, err := h.Layout(ctx)
 	if err != nil {
@@ -370,6 +390,12 @@ func (o *OTMDR) Configure(ctx context.Context, h optim.Host, cfg optim.Config) e
 	}
 	return nil
 }
+
+// Resolved implements optim.Resolver: the hyperparameters whose values the
+// mode decided in Configure (or NewFrom), with those values: rho2 = 2ρ₁
+// and noise_std = 0 for -1, particle_reduction and split for "", and
+// merge_grad forced on by mode = reference.
+func (o *OTMDR) Resolved() map[string]any { return maps.Clone(o.resolved) }
 
 // draw holds the seeds of one particle of one member.
 type draw struct{ split, noise1, noise2 int64 }

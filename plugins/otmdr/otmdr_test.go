@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"math"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -125,6 +126,43 @@ func TestParseConfig(t *testing.T) {
 				t.Errorf("got %+v, %v\nwant %+v", got, err, tt.want)
 			}
 		})
+	}
+}
+
+// Resolved reports what the mode decided in Configure (the values that
+// trained, for the run's record): rho2 = 2ρ₁ and noise_std = 0 for -1,
+// particle_reduction and split for "", merge_grad forced by reference mode;
+// nothing when every value was given. NewFrom's optimizer reports its own.
+func TestResolved(t *testing.T) {
+	tests := []struct {
+		name   string
+		params map[string]any
+		want   map[string]any
+	}{
+		{"paper defaults", map[string]any{"rho1": 0.1},
+			map[string]any{"rho2": 0.2, "noise_std": 0.0, "particle_reduction": "mean", "split": "random"}},
+		{"reference", map[string]any{"mode": "reference", "rho2": 0.3},
+			map[string]any{"noise_std": 0.0, "particle_reduction": "sum", "split": "loader", "merge_grad": true}},
+		{"all given", map[string]any{"rho2": 0.3, "noise_std": 0.01, "particle_reduction": "sum", "split": "loader"}, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			opt := otmdr.New()
+			if err := optimtest.NewHarness(opt, optimtest.MustHost(t, mlp()), hp(tt.params)).Configure(context.Background(), 1); err != nil {
+				t.Fatal(err)
+			}
+			if got := opt.(optim.Resolver).Resolved(); !reflect.DeepEqual(got, tt.want) {
+				t.Errorf("Resolved = %#v, want %#v", got, tt.want)
+			}
+		})
+	}
+	o, err := otmdr.NewFrom(otmdr.DefaultConfig(), otmdr.Hooks{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]any{"rho2": 0.1, "noise_std": 0.0, "particle_reduction": "mean", "split": "random"}
+	if got := o.Resolved(); !reflect.DeepEqual(got, want) {
+		t.Errorf("NewFrom: Resolved = %#v, want %#v", got, want)
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 
 	"github.com/optlab/optlab/plugins/otmdr"
 	"github.com/optlab/optlab/sdk/hparams"
@@ -88,10 +89,24 @@ func otmdrSpecs() []optim.ParamSpec {
 // otmdr-sgvb's defaults, resolves the mode's choices (the OT-MDR ones with
 // otmdr.StepConfig.Resolve) and validates the result.
 func ParseOTMDRConfig(params map[string]any) (OTMDRConfig, error) {
+	c, err := givenOTMDRConfig(params)
+	if err != nil {
+		return OTMDRConfig{}, err
+	}
+	return c.resolve()
+}
+
+// givenOTMDRConfig applies params to otmdr-sgvb's defaults, unresolved.
+func givenOTMDRConfig(params map[string]any) (OTMDRConfig, error) {
 	c := otmdrDefaults()
 	if err := hparams.Apply(&c, params); err != nil {
 		return OTMDRConfig{}, fmt.Errorf("otmdr-sgvb: %w", err)
 	}
+	return c, nil
+}
+
+// resolve makes the mode's choices and validates the result.
+func (c OTMDRConfig) resolve() (OTMDRConfig, error) {
 	ref := c.Mode == "reference"
 	pick := func(v *string, paper, reference string) {
 		if *v == "" {
@@ -146,6 +161,8 @@ type OTMDRSGVB struct {
 	// particleRho[k] is particle k's ρ-gradient with rho_grad = "perturbed"
 	// (gρ itself for one particle).
 	particleRho []optim.Vec
+	// resolved is what resolving the configuration changed (Resolved).
+	resolved map[string]any
 }
 
 // particleKappa holds the κ of a particle's B¹ pass and of its B² and full
@@ -190,7 +207,11 @@ func (o *OTMDRSGVB) outRho(at otmdr.Pass) optim.Vec {
 // otmdr-sgvb/otmdr, seeds the κ stream with the run seed and allocates gρ,
 // κ and the scratch vectors (2 Exec calls).
 func (o *OTMDRSGVB) Configure(ctx context.Context, h optim.Host, cfg optim.Config) error {
-	c, err := ParseOTMDRConfig(cfg.Params)
+	given, err := givenOTMDRConfig(cfg.Params)
+	if err != nil {
+		return err
+	}
+	c, err := given.resolve()
 	if err != nil {
 		return err
 	}
@@ -202,7 +223,7 @@ func (o *OTMDRSGVB) Configure(ctx context.Context, h optim.Host, cfg optim.Confi
 	if err != nil {
 		return fmt.Errorf("otmdr-sgvb: %w", err)
 	}
-	o.cfg, o.seeds, o.hs = c, newSeeds(cfg.Seed), cfg.Namespace("otmdr-sgvb")
+	o.cfg, o.resolved, o.seeds, o.hs = c, hparams.Changed(given, c), newSeeds(cfg.Seed), cfg.Namespace("otmdr-sgvb")
 	innerCfg := cfg
 	innerCfg.Params, innerCfg.Handles = nil, o.hs
 	if err := inner.Configure(ctx, h, innerCfg); err != nil {
@@ -245,6 +266,12 @@ func (o *OTMDRSGVB) Configure(ctx context.Context, h optim.Host, cfg optim.Confi
 	}
 	return nil
 }
+
+// Resolved implements optim.Resolver: the hyperparameters whose values the
+// mode decided in Configure, with those values (rho2, noise_std and
+// rho_weight_decay for -1, kappa, norm, rho_grad, bn, particle_reduction
+// and split for "", merge_grad forced on by mode = reference).
+func (o *OTMDRSGVB) Resolved() map[string]any { return maps.Clone(o.resolved) }
 
 // begin draws the step's κ (one, or two per particle) at the start of its
 // first program.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"math"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -173,6 +174,36 @@ func TestParseOTMDRConfig(t *testing.T) {
 			}
 			if err != nil || got != tt.want {
 				t.Errorf("got %+v, %v\nwant %+v", got, err, tt.want)
+			}
+		})
+	}
+}
+
+// otmdr-sgvb's Resolved reports what the mode decided in Configure: its
+// own -1 and "" values and OT-MDR's, nothing when every value was given.
+func TestOTMDRResolved(t *testing.T) {
+	tests := []struct {
+		name   string
+		params map[string]any
+		want   map[string]any
+	}{
+		{"paper", nil, map[string]any{"rho2": 0.01, "noise_std": 0.01, "rho_weight_decay": 0.0, "kappa": "once", "norm": "mu",
+			"rho_grad": "full", "bn": "first", "particle_reduction": "mean", "split": "random"}},
+		{"reference", map[string]any{"mode": "reference", "rho2": 0.02, "noise_std": 0, "kappa": "once", "norm": "mu",
+			"rho_grad": "full", "bn": "halves", "particle_reduction": "mean", "split": "random"},
+			map[string]any{"rho_weight_decay": 5e-4, "merge_grad": true}},
+		{"all given", map[string]any{"rho2": 0.02, "noise_std": 0, "rho_weight_decay": 0, "kappa": "once", "norm": "mu",
+			"rho_grad": "full", "bn": "halves", "particle_reduction": "mean", "split": "random"}, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			opt := sgvb.NewOTMDR()
+			h := optimtest.MustHost(t, mlp(), vari(-5, 0))
+			if err := optimtest.NewHarness(opt, h, hp(tt.params)).Configure(context.Background(), 1); err != nil {
+				t.Fatal(err)
+			}
+			if got := opt.(optim.Resolver).Resolved(); !reflect.DeepEqual(got, tt.want) {
+				t.Errorf("Resolved = %#v, want %#v", got, tt.want)
 			}
 		})
 	}

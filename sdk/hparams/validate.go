@@ -47,3 +47,34 @@ func canonical(fv reflect.Value, t optim.ParamType) any {
 	}
 	return fv.String()
 }
+
+// Changed returns, by name and in canonical types (float64, int64, bool,
+// string), the hyperparameters of after whose values differ from before's:
+// what an optimizer's Configure derived, for optim.Resolver, when before
+// is its configuration as given (defaults and params applied) and after
+// the one it resolved (-1 "auto" and "" "the mode's" made concrete). Nil
+// when nothing differs. before and after must be values of, or non-nil
+// pointers to, one struct type that Specs accepts; anything else is a
+// programming error, and Changed panics.
+func Changed(before, after any) map[string]any {
+	b, a := reflect.Indirect(reflect.ValueOf(before)), reflect.Indirect(reflect.ValueOf(after))
+	if !b.IsValid() || !a.IsValid() || b.Type() != a.Type() {
+		panic(fmt.Sprintf("hparams: Changed needs two values of one struct type, got %T and %T", before, after))
+	}
+	fs, err := fields(a.Type())
+	if err != nil {
+		panic(err)
+	}
+	var out map[string]any
+	for _, f := range fs {
+		bv, av := canonical(b.FieldByIndex(f.index), f.spec.Type), canonical(a.FieldByIndex(f.index), f.spec.Type)
+		if bv == av {
+			continue
+		}
+		if out == nil {
+			out = map[string]any{}
+		}
+		out[f.spec.Name] = av
+	}
+	return out
+}

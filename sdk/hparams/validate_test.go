@@ -1,6 +1,7 @@
 package hparams
 
 import (
+	"reflect"
 	"strings"
 	"testing"
 )
@@ -42,5 +43,40 @@ func TestValidate(t *testing.T) {
 				t.Fatalf("Validate: %v, want an error containing %q", err, tt.want)
 			}
 		})
+	}
+}
+
+func TestChanged(t *testing.T) {
+	type Inner struct {
+		Mode  string `hp:"mode"`
+		Split string `hp:"split"`
+	}
+	type config struct {
+		Inner
+		Rho1   float64 `hp:"rho1"`
+		Rho2   float64 `hp:"rho2"`
+		K      int     `hp:"k"`
+		Merge  bool    `hp:"merge"`
+		hidden int
+	}
+	given := config{Inner: Inner{Mode: "paper"}, Rho1: 0.05, Rho2: -1, K: -1, hidden: 1}
+	resolved := given
+	resolved.Rho2, resolved.K, resolved.Split, resolved.Merge, resolved.hidden = 0.1, 3, "random", true, 2
+	want := map[string]any{"rho2": 0.1, "k": int64(3), "split": "random", "merge": true}
+	if got := Changed(given, &resolved); !reflect.DeepEqual(got, want) {
+		t.Errorf("Changed = %#v, want %#v", got, want)
+	}
+	if got := Changed(given, given); got != nil {
+		t.Errorf("Changed of equal values = %#v, want nil", got)
+	}
+	for _, bad := range [][2]any{{given, Inner{}}, {3, 3}, {(*config)(nil), given}} {
+		func() {
+			defer func() {
+				if recover() == nil {
+					t.Errorf("Changed(%T, %T) did not panic", bad[0], bad[1])
+				}
+			}()
+			Changed(bad[0], bad[1])
+		}()
 	}
 }

@@ -168,6 +168,8 @@ func segmentation(by Segmentation) error {
 	return nil
 }
 
+// check checks op before it runs: a value of a known op kind whose
+// handles, registers and arguments are valid here.
 func (c *Checker) check(op Op, allocated func(Vec) (int, bool)) error {
 	if op == nil {
 		return errors.New("nil op")
@@ -178,146 +180,59 @@ func (c *Checker) check(op Op, allocated func(Vec) (int, bool)) error {
 	if _, ok := SpecOf(op); !ok {
 		return fmt.Errorf("unknown op %T: %w", op, errors.ErrUnsupported)
 	}
+	return c.checkVecOp(op, allocated)
+}
+
+// checkVecOp checks an op that frees, writes or reads vectors; the others
+// go to checkRegOp.
+func (c *Checker) checkVecOp(op Op, allocated func(Vec) (int, bool)) error {
 	switch o := op.(type) {
 	case Copy:
-		_, err := c.same(allocated, o.Dst, o.Src)
-		return err
+		return c.sameLayout(allocated, o.Dst, o.Src)
 	case Free:
-		_, err := c.vec(o.ID, allocated)
-		return err
+		return c.handle(o.ID, allocated)
 	case Grad:
-		vs := []Vec{o.At}
-		for _, v := range []Vec{o.Out, o.Eps, o.OutRho} {
-			if v < 0 {
-				if _, err := c.vec(v, allocated); err != nil {
-					return err
-				}
-				return &VecError{Vec: v, Msg: "is reserved: a gradient's Out, Eps and OutRho are allocated vectors (> 0), or 0 for none"}
-			}
-			if v != 0 {
-				vs = append(vs, v)
-			}
-		}
-		_, err := c.same(allocated, vs...)
-		return err
+		return c.grad(o, allocated)
 	case JointGrad:
-		for _, v := range o.Outs {
-			if v < 0 {
-				if _, err := c.vec(v, allocated); err != nil {
-					return err
-				}
-				return &VecError{Vec: v, Msg: "is reserved: a gradient target is an allocated vector (> 0), or 0 for none"}
-			}
-		}
-		for i, v := range o.Ats {
-			vs := []Vec{v}
-			if i < len(o.Outs) && o.Outs[i] != 0 {
-				vs = append(vs, o.Outs[i])
-			}
-			if _, err := c.same(allocated, vs...); err != nil {
-				return err
-			}
-		}
+		return c.jointGrad(o, allocated)
 	case BaseStep:
-		_, err := c.same(allocated, o.Params, o.Grad)
-		return err
+		return c.sameLayout(allocated, o.Params, o.Grad)
 	case Fill:
-		m, err := c.vec(o.Dst, allocated)
-		if err != nil {
-			return err
-		}
-		return c.coef(o.Value, m)
+		return c.withCoef(o.Dst, o.Value, allocated)
 	case FillRange:
-		_, err := c.vec(o.Dst, allocated)
-		return err
+		return c.handle(o.Dst, allocated)
 	case Scale:
-		m, err := c.vec(o.Dst, allocated)
-		if err != nil {
-			return err
-		}
-		return c.coef(o.Alpha, m)
+		return c.withCoef(o.Dst, o.Alpha, allocated)
 	case AddConst:
-		m, err := c.vec(o.Dst, allocated)
-		if err != nil {
-			return err
-		}
-		return c.coef(o.Value, m)
+		return c.withCoef(o.Dst, o.Value, allocated)
 	case Axpy:
-		m, err := c.same(allocated, o.Dst, o.X)
-		if err != nil {
-			return err
-		}
-		return c.coef(o.Alpha, m)
+		return c.axpy(o, allocated)
 	case LinComb:
-		vs := []Vec{o.Dst}
-		for _, t := range o.Terms {
-			vs = append(vs, t.X)
-		}
-		m, err := c.same(allocated, vs...)
-		if err != nil {
-			return err
-		}
-		for _, t := range o.Terms {
-			if err := c.coef(t.Coef, m); err != nil {
-				return err
-			}
-		}
+		return c.linComb(o, allocated)
 	case Unary:
-		if o.Kind < Abs || o.Kind > Reciprocal {
-			return fmt.Errorf("unknown unary kind %d: %w", o.Kind, errors.ErrUnsupported)
-		}
-		_, err := c.same(allocated, o.Dst, o.Src)
-		return err
+		return c.unary(o, allocated)
 	case Binary:
-		if o.Kind < Mul || o.Kind > Min {
-			return fmt.Errorf("unknown binary kind %d: %w", o.Kind, errors.ErrUnsupported)
-		}
-		_, err := c.same(allocated, o.Dst, o.A, o.B)
-		return err
+		return c.binary(o, allocated)
 	case RandN:
-		_, err := c.vec(o.Dst, allocated)
-		return err
+		return c.handle(o.Dst, allocated)
+	case TopKMask:
+		return c.topKMask(o, allocated)
+	}
+	return c.checkRegOp(op, allocated)
+}
+
+// checkRegOp checks an op that sets or reads registers; other ops (Alloc,
+// SetLR) have nothing to check here.
+func (c *Checker) checkRegOp(op Op, allocated func(Vec) (int, bool)) error {
+	switch o := op.(type) {
 	case Dot:
-		_, err := c.same(allocated, o.A, o.B)
-		return err
+		return c.sameLayout(allocated, o.A, o.B)
 	case Norm:
-		_, err := c.vec(o.X, allocated)
-		return err
+		return c.handle(o.X, allocated)
 	case Arith:
 		return c.arith(o)
 	case SegReduce:
-		if o.Kind < SegSumSq || o.Kind > SegMaxAbs {
-			return fmt.Errorf("unknown segment reduction %d: %w", o.Kind, errors.ErrUnsupported)
-		}
-		if err := segmentation(o.By); err != nil {
-			return err
-		}
-		if o.Kind == SegDot {
-			_, err := c.same(allocated, o.X, o.Y)
-			return err
-		}
-		_, err := c.vec(o.X, allocated)
-		return err
-	case TopKMask:
-		if err := segmentation(o.By); err != nil {
-			return err
-		}
-		m, err := c.same(allocated, o.Dst, o.X)
-		if err != nil {
-			return err
-		}
-		if k, ok := Imm(o.Frac); ok && !(k >= 0 && k <= 1) {
-			return fmt.Errorf("top-k fraction %v is outside [0, 1]", k)
-		}
-		if r, ok := o.Frac.(Reg); ok {
-			ri, err := c.reg(r)
-			if err != nil {
-				return err
-			}
-			if ri.segs && (ri.by != o.By || !c.sameTensors(ri.member, m)) {
-				return fmt.Errorf("segment register %s segments member %d per %s; the mask is per %s of member %d", r, ri.member, ri.by, o.By, m)
-			}
-		}
+		return c.segReduce(o, allocated)
 	case Read:
 		return c.scalar(o.X)
 	case Report:
@@ -325,6 +240,157 @@ func (c *Checker) check(op Op, allocated func(Vec) (int, bool)) error {
 			return errors.New("report needs a metric name")
 		}
 		return c.scalar(o.X)
+	}
+	return nil
+}
+
+// handle checks that v names a vector: a member's parameters or ρ, or an
+// allocated vector.
+func (c *Checker) handle(v Vec, allocated func(Vec) (int, bool)) error {
+	_, err := c.vec(v, allocated)
+	return err
+}
+
+// sameLayout checks that vs name vectors of one layout.
+func (c *Checker) sameLayout(allocated func(Vec) (int, bool), vs ...Vec) error {
+	_, err := c.same(allocated, vs...)
+	return err
+}
+
+// withCoef checks an op that writes vector dst with operand n (Fill, Scale,
+// AddConst).
+func (c *Checker) withCoef(dst Vec, n Num, allocated func(Vec) (int, bool)) error {
+	m, err := c.vec(dst, allocated)
+	if err != nil {
+		return err
+	}
+	return c.coef(n, m)
+}
+
+// grad checks a Grad: its Out, Eps and OutRho are allocated vectors or 0,
+// of At's layout.
+func (c *Checker) grad(o Grad, allocated func(Vec) (int, bool)) error {
+	vs := []Vec{o.At}
+	for _, v := range []Vec{o.Out, o.Eps, o.OutRho} {
+		if v < 0 {
+			if _, err := c.vec(v, allocated); err != nil {
+				return err
+			}
+			return &VecError{Vec: v, Msg: "is reserved: a gradient's Out, Eps and OutRho are allocated vectors (> 0), or 0 for none"}
+		}
+		if v != 0 {
+			vs = append(vs, v)
+		}
+	}
+	return c.sameLayout(allocated, vs...)
+}
+
+// jointGrad checks a JointGrad: its Outs are allocated vectors or 0, each
+// of its At's layout.
+func (c *Checker) jointGrad(o JointGrad, allocated func(Vec) (int, bool)) error {
+	for _, v := range o.Outs {
+		if v < 0 {
+			if _, err := c.vec(v, allocated); err != nil {
+				return err
+			}
+			return &VecError{Vec: v, Msg: "is reserved: a gradient target is an allocated vector (> 0), or 0 for none"}
+		}
+	}
+	for i, v := range o.Ats {
+		vs := []Vec{v}
+		if i < len(o.Outs) && o.Outs[i] != 0 {
+			vs = append(vs, o.Outs[i])
+		}
+		if _, err := c.same(allocated, vs...); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// axpy checks an Axpy: Dst and X of one layout, Alpha an operand for it.
+func (c *Checker) axpy(o Axpy, allocated func(Vec) (int, bool)) error {
+	m, err := c.same(allocated, o.Dst, o.X)
+	if err != nil {
+		return err
+	}
+	return c.coef(o.Alpha, m)
+}
+
+// linComb checks a LinComb: Dst and every term's X of one layout, every
+// coefficient an operand for it.
+func (c *Checker) linComb(o LinComb, allocated func(Vec) (int, bool)) error {
+	vs := []Vec{o.Dst}
+	for _, t := range o.Terms {
+		vs = append(vs, t.X)
+	}
+	m, err := c.same(allocated, vs...)
+	if err != nil {
+		return err
+	}
+	for _, t := range o.Terms {
+		if err := c.coef(t.Coef, m); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// unary checks a Unary: a known kind, Dst and Src of one layout.
+func (c *Checker) unary(o Unary, allocated func(Vec) (int, bool)) error {
+	if o.Kind < Abs || o.Kind > Reciprocal {
+		return fmt.Errorf("unknown unary kind %d: %w", o.Kind, errors.ErrUnsupported)
+	}
+	return c.sameLayout(allocated, o.Dst, o.Src)
+}
+
+// binary checks a Binary: a known kind, Dst, A and B of one layout.
+func (c *Checker) binary(o Binary, allocated func(Vec) (int, bool)) error {
+	if o.Kind < Mul || o.Kind > Min {
+		return fmt.Errorf("unknown binary kind %d: %w", o.Kind, errors.ErrUnsupported)
+	}
+	return c.sameLayout(allocated, o.Dst, o.A, o.B)
+}
+
+// segReduce checks a SegReduce: a known kind and segmentation, and X (and
+// Y, for SegDot, of X's layout).
+func (c *Checker) segReduce(o SegReduce, allocated func(Vec) (int, bool)) error {
+	if o.Kind < SegSumSq || o.Kind > SegMaxAbs {
+		return fmt.Errorf("unknown segment reduction %d: %w", o.Kind, errors.ErrUnsupported)
+	}
+	if err := segmentation(o.By); err != nil {
+		return err
+	}
+	if o.Kind == SegDot {
+		return c.sameLayout(allocated, o.X, o.Y)
+	}
+	return c.handle(o.X, allocated)
+}
+
+// topKMask checks a TopKMask: a known segmentation, Dst and X of one
+// layout, and a fraction in [0, 1] or a register of the mask's
+// segmentation.
+func (c *Checker) topKMask(o TopKMask, allocated func(Vec) (int, bool)) error {
+	if err := segmentation(o.By); err != nil {
+		return err
+	}
+	m, err := c.same(allocated, o.Dst, o.X)
+	if err != nil {
+		return err
+	}
+	if k, ok := Imm(o.Frac); ok && !(k >= 0 && k <= 1) {
+		return fmt.Errorf("top-k fraction %v is outside [0, 1]", k)
+	}
+	r, ok := o.Frac.(Reg)
+	if !ok {
+		return nil
+	}
+	ri, err := c.reg(r)
+	if err != nil {
+		return err
+	}
+	if ri.segs && (ri.by != o.By || !c.sameTensors(ri.member, m)) {
+		return fmt.Errorf("segment register %s segments member %d per %s; the mask is per %s of member %d", r, ri.member, ri.by, o.By, m)
 	}
 	return nil
 }

@@ -202,3 +202,19 @@ type Stateful interface {
 	SaveState(ctx context.Context) (blob []byte, vecs []Vec, err error)
 	LoadState(ctx context.Context, blob []byte) error
 }
+
+// Resolver is implemented by optimizers whose hyperparameters may leave a
+// value to the optimizer (a -1 "auto", a "" "the mode's"), so that the host
+// records the value that trained beside the one configured. Resolved
+// returns, by hyperparameter name, the values the optimizer derived in
+// Configure, in Config.Params' types (float64, int64, bool or string); it
+// is called after a successful Configure. Nil or empty: nothing derived.
+// The host records the values in the run's record ("resolved"), apart from
+// the configuration that decides whether a run is trained again.
+//
+// Over the wire the values travel in Configure's reply, so a plugin's
+// optimizer as the host sees it (host/plugin's AsOptimizer) always
+// implements Resolver, answering what the last Configure reply carried.
+type Resolver interface {
+	Resolved() map[string]any
+}

@@ -582,142 +582,14 @@ func (h *Host) get2(dst, src optim.Vec) ([]float64, []float64, error) {
 	return d, s, err
 }
 
+// apply runs one op of a program: the ops that set registers (or the
+// Exec's reads and reports) here, the others in applyVecOp.
 func (h *Host) apply(op optim.Op, x *execState) error {
 	switch op := op.(type) {
-	case optim.Alloc:
-		if op.ID <= 0 {
-			return fmt.Errorf("alloc of reserved handle %d", op.ID)
-		}
-		if _, ok := h.vecs[op.ID]; ok {
-			return fmt.Errorf("handle %d is already allocated", op.ID)
-		}
-		if op.Member < 0 || int(op.Member) >= len(h.members) {
-			return fmt.Errorf("alloc for member %d of %d", op.Member, len(h.members))
-		}
-		h.vecs[op.ID] = &vector{data: make([]float64, h.prob.Numel()), member: int(op.Member)}
-	case optim.Free:
-		if _, ok := h.vecs[op.ID]; !ok || op.ID <= 0 {
-			return fmt.Errorf("free of handle %d, which is not allocated", op.ID)
-		}
-		delete(h.vecs, op.ID)
-	case optim.Copy:
-		d, s, err := h.get2(op.Dst, op.Src)
-		if err != nil {
-			return err
-		}
-		if err := h.copyStats(op); err != nil {
-			return err
-		}
-		copy(d, s)
-	case optim.Fill:
-		d, err := h.get(op.Dst)
-		if err != nil {
-			return err
-		}
-		c := x.num(op.Value)
-		for i := range d {
-			d[i] = c.at(i)
-		}
-	case optim.FillRange:
-		d, err := h.get(op.Dst)
-		if err != nil {
-			return err
-		}
-		if n := int64(len(d)); op.Offset < 0 || op.Len < 0 || op.Offset > n-op.Len {
-			return fmt.Errorf("fill range: [%d, %d+%d) is outside a vector of %d", op.Offset, op.Offset, op.Len, n)
-		}
-		for i := range op.Len {
-			d[op.Offset+i] = op.Value
-		}
-	case optim.Scale:
-		d, err := h.get(op.Dst)
-		if err != nil {
-			return err
-		}
-		c := x.num(op.Alpha)
-		for i := range d {
-			d[i] *= c.at(i)
-		}
-	case optim.AddConst:
-		d, err := h.get(op.Dst)
-		if err != nil {
-			return err
-		}
-		c := x.num(op.Value)
-		for i := range d {
-			d[i] += c.at(i)
-		}
-	case optim.Axpy:
-		d, v, err := h.get2(op.Dst, op.X)
-		if err != nil {
-			return err
-		}
-		c := x.num(op.Alpha)
-		for i := range d {
-			d[i] += c.at(i) * v[i]
-		}
-	case optim.LinComb:
-		return h.linComb(op, x)
-	case optim.Unary:
-		d, s, err := h.get2(op.Dst, op.Src)
-		if err != nil {
-			return err
-		}
-		f, err := unaryFunc(op.Kind)
-		if err != nil {
-			return err
-		}
-		for i := range d {
-			d[i] = f(s[i])
-		}
-	case optim.Binary:
-		d, err := h.get(op.Dst)
-		if err != nil {
-			return err
-		}
-		a, b, err := h.get2(op.A, op.B)
-		if err != nil {
-			return err
-		}
-		f, err := binaryFunc(op.Kind)
-		if err != nil {
-			return err
-		}
-		for i := range d {
-			d[i] = f(a[i], b[i])
-		}
-	case optim.RandN:
-		d, err := h.get(op.Dst)
-		if err != nil {
-			return err
-		}
-		r := h.rng
-		if op.Seed != 0 {
-			r = rand.New(rand.NewPCG(uint64(op.Seed), 0x72616e646e))
-		}
-		for i := range d {
-			d[i] = op.Std * r.NormFloat64()
-		}
 	case optim.Dot:
-		a, b, err := h.get2(op.A, op.B)
-		if err != nil {
-			return err
-		}
-		var s float64
-		for i := range a {
-			s += a[i] * b[i]
-		}
-		x.scalar(s)
+		return h.dot(op, x)
 	case optim.Norm:
-		v, err := h.get(op.X)
-		if err != nil {
-			return err
-		}
-		var s float64
-		for _, e := range v {
-			s += e * e
-		}
-		x.scalar(math.Sqrt(s))
+		return h.norm(op, x)
 	case optim.Grad:
 		return h.grad(op, x)
 	case optim.JointGrad:
@@ -726,37 +598,245 @@ func (h *Host) apply(op optim.Op, x *execState) error {
 		x.set(arith(op, x))
 	case optim.SegReduce:
 		return h.segReduce(op, x)
-	case optim.TopKMask:
-		return h.topKMask(op, x)
 	case optim.Read:
 		x.reads = append(x.reads, x.regs[op.X.Index()-1].v)
 	case optim.Report:
-		if _, dup := x.reports[op.Name]; dup {
-			return fmt.Errorf("metric %q reported twice in one program", op.Name)
-		}
-		if _, dup := h.reports[op.Name]; dup && h.step >= 0 {
-			return fmt.Errorf("metric %q already reported in this step", op.Name)
-		}
-		if x.reports == nil {
-			x.reports = map[string]float64{}
-		}
-		x.reports[op.Name] = x.regs[op.X.Index()-1].v
-	case optim.BaseStep:
-		return h.baseStep(op)
-	case optim.SetLR:
-		if op.Member < 0 || int(op.Member) >= len(h.members) {
-			return fmt.Errorf("set lr of member %d of %d", op.Member, len(h.members))
-		}
-		if math.IsNaN(op.LR) || op.LR < 0 {
-			return fmt.Errorf("set lr of member %d: invalid learning rate %v", op.Member, op.LR)
-		}
-		m := h.members[op.Member]
-		m.lr, m.lrSet = op.LR, true
+		return h.report(op, x)
 	case nil:
 		return errors.New("nil op")
 	default:
+		return h.applyVecOp(op, x)
+	}
+	return nil
+}
+
+// applyVecOp runs an op that allocates, frees or writes vectors, or
+// changes the host's optimizer state.
+func (h *Host) applyVecOp(op optim.Op, x *execState) error {
+	switch op := op.(type) {
+	case optim.Alloc:
+		return h.alloc(op)
+	case optim.Free:
+		return h.free(op)
+	case optim.Copy:
+		return h.copyVec(op)
+	case optim.Fill:
+		return h.withOperand(x, op.Dst, op.Value, func(_, c float64) float64 { return c })
+	case optim.FillRange:
+		return h.fillRange(op)
+	case optim.Scale:
+		return h.withOperand(x, op.Dst, op.Alpha, func(d, c float64) float64 { return d * c })
+	case optim.AddConst:
+		return h.withOperand(x, op.Dst, op.Value, func(d, c float64) float64 { return d + c })
+	case optim.Axpy:
+		return h.axpy(op, x)
+	case optim.LinComb:
+		return h.linComb(op, x)
+	case optim.Unary:
+		return h.unary(op)
+	case optim.Binary:
+		return h.binary(op)
+	case optim.RandN:
+		return h.randN(op)
+	case optim.TopKMask:
+		return h.topKMask(op, x)
+	case optim.BaseStep:
+		return h.baseStep(op)
+	case optim.SetLR:
+		return h.setLR(op)
+	default:
 		return fmt.Errorf("unknown op %T: %w", op, errors.ErrUnsupported)
 	}
+}
+
+// alloc runs an Alloc: a zeroed vector of member op.Member under the new
+// handle op.ID.
+func (h *Host) alloc(op optim.Alloc) error {
+	if op.ID <= 0 {
+		return fmt.Errorf("alloc of reserved handle %d", op.ID)
+	}
+	if _, ok := h.vecs[op.ID]; ok {
+		return fmt.Errorf("handle %d is already allocated", op.ID)
+	}
+	if op.Member < 0 || int(op.Member) >= len(h.members) {
+		return fmt.Errorf("alloc for member %d of %d", op.Member, len(h.members))
+	}
+	h.vecs[op.ID] = &vector{data: make([]float64, h.prob.Numel()), member: int(op.Member)}
+	return nil
+}
+
+// free runs a Free: handle op.ID is forgotten.
+func (h *Host) free(op optim.Free) error {
+	if _, ok := h.vecs[op.ID]; !ok || op.ID <= 0 {
+		return fmt.Errorf("free of handle %d, which is not allocated", op.ID)
+	}
+	delete(h.vecs, op.ID)
+	return nil
+}
+
+// copyVec runs a Copy: the source's values, and its statistics as
+// copyStats carries them.
+func (h *Host) copyVec(op optim.Copy) error {
+	d, s, err := h.get2(op.Dst, op.Src)
+	if err != nil {
+		return err
+	}
+	if err := h.copyStats(op); err != nil {
+		return err
+	}
+	copy(d, s)
+	return nil
+}
+
+// withOperand runs an op that sets every element of vector dst to
+// f(element, operand n's value for it): Fill, Scale and AddConst.
+func (h *Host) withOperand(x *execState, dst optim.Vec, n optim.Num, f func(d, c float64) float64) error {
+	d, err := h.get(dst)
+	if err != nil {
+		return err
+	}
+	c := x.num(n)
+	for i := range d {
+		d[i] = f(d[i], c.at(i))
+	}
+	return nil
+}
+
+// fillRange runs a FillRange: op.Len elements from op.Offset set to
+// op.Value.
+func (h *Host) fillRange(op optim.FillRange) error {
+	d, err := h.get(op.Dst)
+	if err != nil {
+		return err
+	}
+	if n := int64(len(d)); op.Offset < 0 || op.Len < 0 || op.Offset > n-op.Len {
+		return fmt.Errorf("fill range: [%d, %d+%d) is outside a vector of %d", op.Offset, op.Offset, op.Len, n)
+	}
+	for i := range op.Len {
+		d[op.Offset+i] = op.Value
+	}
+	return nil
+}
+
+// axpy runs an Axpy: dst += α·x.
+func (h *Host) axpy(op optim.Axpy, x *execState) error {
+	d, v, err := h.get2(op.Dst, op.X)
+	if err != nil {
+		return err
+	}
+	c := x.num(op.Alpha)
+	for i := range d {
+		d[i] += c.at(i) * v[i]
+	}
+	return nil
+}
+
+// unary runs a Unary: dst = f(src) elementwise.
+func (h *Host) unary(op optim.Unary) error {
+	d, s, err := h.get2(op.Dst, op.Src)
+	if err != nil {
+		return err
+	}
+	f, err := unaryFunc(op.Kind)
+	if err != nil {
+		return err
+	}
+	for i := range d {
+		d[i] = f(s[i])
+	}
+	return nil
+}
+
+// binary runs a Binary: dst = f(a, b) elementwise.
+func (h *Host) binary(op optim.Binary) error {
+	d, err := h.get(op.Dst)
+	if err != nil {
+		return err
+	}
+	a, b, err := h.get2(op.A, op.B)
+	if err != nil {
+		return err
+	}
+	f, err := binaryFunc(op.Kind)
+	if err != nil {
+		return err
+	}
+	for i := range d {
+		d[i] = f(a[i], b[i])
+	}
+	return nil
+}
+
+// randN runs a RandN: Gaussian noise of standard deviation op.Std, from
+// the host's generator or, with a seed, from a generator of its own.
+func (h *Host) randN(op optim.RandN) error {
+	d, err := h.get(op.Dst)
+	if err != nil {
+		return err
+	}
+	r := h.rng
+	if op.Seed != 0 {
+		r = rand.New(rand.NewPCG(uint64(op.Seed), 0x72616e646e))
+	}
+	for i := range d {
+		d[i] = op.Std * r.NormFloat64()
+	}
+	return nil
+}
+
+// dot runs a Dot: a scalar register of a·b.
+func (h *Host) dot(op optim.Dot, x *execState) error {
+	a, b, err := h.get2(op.A, op.B)
+	if err != nil {
+		return err
+	}
+	var s float64
+	for i := range a {
+		s += a[i] * b[i]
+	}
+	x.scalar(s)
+	return nil
+}
+
+// norm runs a Norm: a scalar register of ‖x‖₂.
+func (h *Host) norm(op optim.Norm, x *execState) error {
+	v, err := h.get(op.X)
+	if err != nil {
+		return err
+	}
+	var s float64
+	for _, e := range v {
+		s += e * e
+	}
+	x.scalar(math.Sqrt(s))
+	return nil
+}
+
+// report runs a Report: a metric, once per program and per step.
+func (h *Host) report(op optim.Report, x *execState) error {
+	if _, dup := x.reports[op.Name]; dup {
+		return fmt.Errorf("metric %q reported twice in one program", op.Name)
+	}
+	if _, dup := h.reports[op.Name]; dup && h.step >= 0 {
+		return fmt.Errorf("metric %q already reported in this step", op.Name)
+	}
+	if x.reports == nil {
+		x.reports = map[string]float64{}
+	}
+	x.reports[op.Name] = x.regs[op.X.Index()-1].v
+	return nil
+}
+
+// setLR runs a SetLR: member op.Member's learning rate from now on.
+func (h *Host) setLR(op optim.SetLR) error {
+	if op.Member < 0 || int(op.Member) >= len(h.members) {
+		return fmt.Errorf("set lr of member %d of %d", op.Member, len(h.members))
+	}
+	if math.IsNaN(op.LR) || op.LR < 0 {
+		return fmt.Errorf("set lr of member %d: invalid learning rate %v", op.Member, op.LR)
+	}
+	m := h.members[op.Member]
+	m.lr, m.lrSet = op.LR, true
 	return nil
 }
 

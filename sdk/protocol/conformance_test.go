@@ -71,7 +71,17 @@ func (s *switchHost) Exec(ctx context.Context, p *optim.Program) (optim.Result, 
 func pluginHost(t *testing.T, h optim.Host) optim.Host {
 	t.Helper()
 	got := make(chan optim.Host, 1)
-	newOpt := func() optim.Optimizer { return &keeper{got: got} }
+	conn := dispense(t, func() optim.Optimizer { return &keeper{got: got} })
+	if _, err := conn.Configure(context.Background(), h, optim.Config{Members: 1}, protocol.HostOptions{}); err != nil {
+		t.Fatalf("Configure: %v", err)
+	}
+	return <-got
+}
+
+// dispense connects the optimizer newOpt returns, served by sdk/serve, over
+// in-process gRPC and returns the host's Conn to it.
+func dispense(t *testing.T, newOpt func() optim.Optimizer) *protocol.Conn {
+	t.Helper()
 	side := serve.PluginMap(newOpt)[protocol.PluginName].(goplugin.GRPCPlugin)
 	client, server := goplugin.TestPluginGRPCConn(t, false, map[string]goplugin.Plugin{
 		protocol.PluginName: bothSides{server: side},
@@ -81,10 +91,7 @@ func pluginHost(t *testing.T, h optim.Host) optim.Host {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := raw.(*protocol.Conn).Configure(context.Background(), h, optim.Config{Members: 1}, protocol.HostOptions{}); err != nil {
-		t.Fatalf("Configure: %v", err)
-	}
-	return <-got
+	return raw.(*protocol.Conn)
 }
 
 // bothSides is the plugin side of sdk/serve and the host side of this

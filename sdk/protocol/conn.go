@@ -3,6 +3,7 @@ package protocol
 import (
 	"context"
 	"errors"
+	"fmt"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/go-plugin"
@@ -73,14 +74,15 @@ type HostOptions struct {
 // plugin sends all its Layout and Exec calls to h, from goroutines of the
 // gRPC server: the goroutine that calls Step must not hold a lock that
 // h.Exec takes. An error converting cfg is returned as it is, before any
-// call.
-func (c *Conn) Configure(ctx context.Context, h optim.Host, cfg optim.Config, opts HostOptions) error {
+// call. resolved is what the plugin's optimizer resolved in Configure
+// (optim.Resolver; nil for none, and from plugins that predate it).
+func (c *Conn) Configure(ctx context.Context, h optim.Host, cfg optim.Config, opts HostOptions) (resolved map[string]any, err error) {
 	if h == nil {
-		return errors.New("nil host")
+		return nil, errors.New("nil host")
 	}
 	pcfg, err := wire.ConfigToProto(cfg)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	logger := opts.Logger
 	if logger == nil {
@@ -97,8 +99,15 @@ func (c *Conn) Configure(ctx context.Context, h optim.Host, cfg optim.Config, op
 		pb.RegisterHostServer(s, srv)
 		return s
 	})
-	_, err = c.rpc.Configure(ctx, &pb.ConfigureRequest{HostBrokerId: id, Config: pcfg})
-	return err
+	resp, err := c.rpc.Configure(ctx, &pb.ConfigureRequest{HostBrokerId: id, Config: pcfg})
+	if err != nil {
+		return nil, err
+	}
+	resolved, err = wire.ParamsFromProto(resp.GetResolved())
+	if err != nil {
+		return nil, fmt.Errorf("resolved: %w", err)
+	}
+	return resolved, nil
 }
 
 // Step calls the plugin's Step.

@@ -35,9 +35,11 @@ const (
 const GradVec optim.Vec = 1
 
 // Toy is a toy optimizer: normalized gradient descent, g = ∇L(θ),
-// θ ← θ − lr·scale·g/‖g‖. It implements optim.Predictor and optim.Stateful.
+// θ ← θ − lr·scale·g/‖g‖. It implements optim.Predictor, optim.Stateful
+// and optim.Resolver (a scale of -1 is 1).
 type Toy struct {
 	scale     float64
+	resolved  map[string]any
 	mode      string
 	bigTerms  int64
 	steps     int64
@@ -49,8 +51,9 @@ type Toy struct {
 // New returns a Toy (as optim.Optimizer for serve.Serve).
 func New() optim.Optimizer { return &Toy{} }
 
-// NewPlain returns an optimizer that implements neither optim.Predictor nor
-// optim.Stateful: a Toy hidden behind the bare interface.
+// NewPlain returns an optimizer that implements none of optim.Predictor,
+// optim.Stateful and optim.Resolver: a Toy hidden behind the bare
+// interface.
 func NewPlain() optim.Optimizer { return plain{&Toy{}} }
 
 type plain struct{ t *Toy }
@@ -91,7 +94,7 @@ func (t *Toy) Info() optim.Info {
 		ProtocolMinor: optim.ProtocolMinor,
 		Capabilities:  []optim.Capability{optim.CapMembers},
 		Params: []optim.ParamSpec{
-			{Name: "scale", Type: optim.Float, Default: 1, Doc: "step size multiplier"},
+			{Name: "scale", Type: optim.Float, Default: 1, Doc: "step size multiplier; -1: 1 (reported by Resolved)"},
 			{Name: "mode", Type: optim.String, Default: ModeNormal, Doc: "test behaviour of Step"},
 			{Name: "big_terms", Type: optim.Int, Default: 0, Doc: "terms of an extra LinComb per step (message size tests)"},
 			{Name: "verbose", Type: optim.Bool, Default: false},
@@ -106,6 +109,11 @@ func (t *Toy) Configure(ctx context.Context, h optim.Host, cfg optim.Config) err
 	t.scale, t.mode, t.bigTerms = 1, ModeNormal, 0
 	if v, ok := cfg.Params["scale"].(float64); ok {
 		t.scale = v
+	}
+	t.resolved = nil
+	if t.scale == -1 {
+		t.scale = 1
+		t.resolved = map[string]any{"scale": t.scale}
 	}
 	if v, ok := cfg.Params["mode"].(string); ok {
 		t.mode = v
@@ -129,6 +137,9 @@ func (t *Toy) Configure(ctx context.Context, h optim.Host, cfg optim.Config) err
 	}
 	return nil
 }
+
+// Resolved implements optim.Resolver: the scale used for a scale of -1.
+func (t *Toy) Resolved() map[string]any { return t.resolved }
 
 // Step implements optim.Optimizer.
 func (t *Toy) Step(ctx context.Context, h optim.Host, in optim.StepInput) (optim.StepOutput, error) {

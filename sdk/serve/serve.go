@@ -243,7 +243,8 @@ func (s *server) Info(context.Context, *pb.InfoRequest) (*pb.InfoResponse, error
 
 // Configure implements pb.OptimizerServer: it dials the host's broker ID
 // once, keeps the connection (closing the one of an earlier Configure) and
-// calls the optimizer's Configure with it.
+// calls the optimizer's Configure with it; the reply carries what an
+// optim.Resolver resolved.
 func (s *server) Configure(ctx context.Context, req *pb.ConfigureRequest) (*pb.ConfigureResponse, error) {
 	cfg, err := wire.ConfigFromProto(req.GetConfig())
 	if err != nil {
@@ -265,10 +266,26 @@ func (s *server) Configure(ctx context.Context, req *pb.ConfigureRequest) (*pb.C
 	if old != nil {
 		_ = old.conn.Close()
 	}
-	if err := s.guard("Configure", func() error { return s.opt.Configure(ctx, h, cfg) }); err != nil {
+	resp := &pb.ConfigureResponse{}
+	err = s.guard("Configure", func() error {
+		if err := s.opt.Configure(ctx, h, cfg); err != nil {
+			return err
+		}
+		r, ok := s.opt.(optim.Resolver)
+		if !ok {
+			return nil
+		}
+		resolved, err := wire.ParamsToProto(r.Resolved())
+		if err != nil {
+			return &wire.Error{Code: codes.Internal, Msg: fmt.Sprintf("invalid Resolved: %v", err)}
+		}
+		resp.Resolved = resolved
+		return nil
+	})
+	if err != nil {
 		return nil, wire.ToStatus(err)
 	}
-	return &pb.ConfigureResponse{}, nil
+	return resp, nil
 }
 
 // Step implements pb.OptimizerServer.

@@ -1,7 +1,7 @@
 // Command toyplugin serves the testplugin toy optimizer as an optlab
 // plugin. The file name it is installed under picks a variant: a name
-// starting with "plain" serves one that implements neither optim.Predictor
-// nor optim.Stateful, "future" one that claims a newer protocol minor.
+// starting with "plain" serves one that implements none of optim.Predictor,
+// optim.Stateful and optim.Resolver, "future" one that claims a newer protocol minor.
 package main
 
 import (

@@ -1001,7 +1001,13 @@ func (x *ConfigureRequest) GetConfig() *Config {
 }
 
 type ConfigureResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// resolved holds the values the optimizer derived in Configure for
+	// hyperparameters whose configured value left the choice to it (a -1
+	// "auto", a "" "the mode's"), by name: what optim.Resolver.Resolved
+	// returned. Empty from an optimizer without one, and from plugins built
+	// before the field existed; a host that predates it ignores it.
+	Resolved      map[string]*Value `protobuf:"bytes,1,rep,name=resolved,proto3" json:"resolved,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1034,6 +1040,13 @@ func (x *ConfigureResponse) ProtoReflect() protoreflect.Message {
 // Deprecated: Use ConfigureResponse.ProtoReflect.Descriptor instead.
 func (*ConfigureResponse) Descriptor() ([]byte, []int) {
 	return file_optlab_plugin_v1_plugin_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *ConfigureResponse) GetResolved() map[string]*Value {
+	if x != nil {
+		return x.Resolved
+	}
+	return nil
 }
 
 // StepInput mirrors optim.StepInput.
@@ -4177,8 +4190,12 @@ const file_optlab_plugin_v1_plugin_proto_rawDesc = "" +
 	"\x05value\x18\x02 \x01(\v2\x17.optlab.plugin.v1.ValueR\x05value:\x028\x01\"j\n" +
 	"\x10ConfigureRequest\x12$\n" +
 	"\x0ehost_broker_id\x18\x01 \x01(\rR\fhostBrokerId\x120\n" +
-	"\x06config\x18\x02 \x01(\v2\x18.optlab.plugin.v1.ConfigR\x06config\"\x13\n" +
-	"\x11ConfigureResponse\"E\n" +
+	"\x06config\x18\x02 \x01(\v2\x18.optlab.plugin.v1.ConfigR\x06config\"\xb8\x01\n" +
+	"\x11ConfigureResponse\x12M\n" +
+	"\bresolved\x18\x01 \x03(\v21.optlab.plugin.v1.ConfigureResponse.ResolvedEntryR\bresolved\x1aT\n" +
+	"\rResolvedEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12-\n" +
+	"\x05value\x18\x02 \x01(\v2\x17.optlab.plugin.v1.ValueR\x05value:\x028\x01\"E\n" +
 	"\tStepInput\x12\x12\n" +
 	"\x04step\x18\x01 \x01(\x03R\x04step\x12\x14\n" +
 	"\x05epoch\x18\x02 \x01(\x03R\x05epoch\x12\x0e\n" +
@@ -4460,7 +4477,7 @@ func file_optlab_plugin_v1_plugin_proto_rawDescGZIP() []byte {
 }
 
 var file_optlab_plugin_v1_plugin_proto_enumTypes = make([]protoimpl.EnumInfo, 8)
-var file_optlab_plugin_v1_plugin_proto_msgTypes = make([]protoimpl.MessageInfo, 58)
+var file_optlab_plugin_v1_plugin_proto_msgTypes = make([]protoimpl.MessageInfo, 59)
 var file_optlab_plugin_v1_plugin_proto_goTypes = []any{
 	(ParamType)(0),             // 0: optlab.plugin.v1.ParamType
 	(PredictiveKind)(0),        // 1: optlab.plugin.v1.PredictiveKind
@@ -4527,7 +4544,8 @@ var file_optlab_plugin_v1_plugin_proto_goTypes = []any{
 	(*ExecResponse)(nil),       // 62: optlab.plugin.v1.ExecResponse
 	(*OpError)(nil),            // 63: optlab.plugin.v1.OpError
 	nil,                        // 64: optlab.plugin.v1.Config.ParamsEntry
-	nil,                        // 65: optlab.plugin.v1.StepOutput.MetricsEntry
+	nil,                        // 65: optlab.plugin.v1.ConfigureResponse.ResolvedEntry
+	nil,                        // 66: optlab.plugin.v1.StepOutput.MetricsEntry
 }
 var file_optlab_plugin_v1_plugin_proto_depIdxs = []int32{
 	0,  // 0: optlab.plugin.v1.ParamSpec.type:type_name -> optlab.plugin.v1.ParamType
@@ -4536,82 +4554,84 @@ var file_optlab_plugin_v1_plugin_proto_depIdxs = []int32{
 	10, // 3: optlab.plugin.v1.InfoResponse.info:type_name -> optlab.plugin.v1.Info
 	64, // 4: optlab.plugin.v1.Config.params:type_name -> optlab.plugin.v1.Config.ParamsEntry
 	13, // 5: optlab.plugin.v1.ConfigureRequest.config:type_name -> optlab.plugin.v1.Config
-	65, // 6: optlab.plugin.v1.StepOutput.metrics:type_name -> optlab.plugin.v1.StepOutput.MetricsEntry
-	16, // 7: optlab.plugin.v1.StepRequest.input:type_name -> optlab.plugin.v1.StepInput
-	17, // 8: optlab.plugin.v1.StepResponse.output:type_name -> optlab.plugin.v1.StepOutput
-	1,  // 9: optlab.plugin.v1.Predictive.kind:type_name -> optlab.plugin.v1.PredictiveKind
-	20, // 10: optlab.plugin.v1.PredictiveResponse.predictive:type_name -> optlab.plugin.v1.Predictive
-	27, // 11: optlab.plugin.v1.MemberLayout.tensors:type_name -> optlab.plugin.v1.Tensor
-	28, // 12: optlab.plugin.v1.Layout.members:type_name -> optlab.plugin.v1.MemberLayout
-	29, // 13: optlab.plugin.v1.LayoutResponse.layout:type_name -> optlab.plugin.v1.Layout
-	36, // 14: optlab.plugin.v1.FillOp.value_num:type_name -> optlab.plugin.v1.Num
-	36, // 15: optlab.plugin.v1.ScaleOp.alpha_num:type_name -> optlab.plugin.v1.Num
-	36, // 16: optlab.plugin.v1.AddConstOp.value_num:type_name -> optlab.plugin.v1.Num
-	36, // 17: optlab.plugin.v1.AxpyOp.alpha_num:type_name -> optlab.plugin.v1.Num
-	36, // 18: optlab.plugin.v1.Term.coef_num:type_name -> optlab.plugin.v1.Num
-	42, // 19: optlab.plugin.v1.LinCombOp.terms:type_name -> optlab.plugin.v1.Term
-	2,  // 20: optlab.plugin.v1.UnaryOp.kind:type_name -> optlab.plugin.v1.UnaryKind
-	3,  // 21: optlab.plugin.v1.BinaryOp.kind:type_name -> optlab.plugin.v1.BinaryKind
-	32, // 22: optlab.plugin.v1.GradOp.batch:type_name -> optlab.plugin.v1.Batch
-	7,  // 23: optlab.plugin.v1.GradOp.bn:type_name -> optlab.plugin.v1.BNMode
-	32, // 24: optlab.plugin.v1.JointGradOp.batch:type_name -> optlab.plugin.v1.Batch
-	7,  // 25: optlab.plugin.v1.JointGradOp.bn:type_name -> optlab.plugin.v1.BNMode
-	4,  // 26: optlab.plugin.v1.ArithOp.kind:type_name -> optlab.plugin.v1.ArithKind
-	36, // 27: optlab.plugin.v1.ArithOp.a:type_name -> optlab.plugin.v1.Num
-	36, // 28: optlab.plugin.v1.ArithOp.b:type_name -> optlab.plugin.v1.Num
-	36, // 29: optlab.plugin.v1.ArithOp.c:type_name -> optlab.plugin.v1.Num
-	5,  // 30: optlab.plugin.v1.SegReduceOp.kind:type_name -> optlab.plugin.v1.SegKind
-	6,  // 31: optlab.plugin.v1.SegReduceOp.by:type_name -> optlab.plugin.v1.Segmentation
-	6,  // 32: optlab.plugin.v1.TopKMaskOp.by:type_name -> optlab.plugin.v1.Segmentation
-	36, // 33: optlab.plugin.v1.TopKMaskOp.frac:type_name -> optlab.plugin.v1.Num
-	33, // 34: optlab.plugin.v1.Op.alloc:type_name -> optlab.plugin.v1.AllocOp
-	34, // 35: optlab.plugin.v1.Op.free:type_name -> optlab.plugin.v1.FreeOp
-	35, // 36: optlab.plugin.v1.Op.copy:type_name -> optlab.plugin.v1.CopyOp
-	37, // 37: optlab.plugin.v1.Op.fill:type_name -> optlab.plugin.v1.FillOp
-	39, // 38: optlab.plugin.v1.Op.scale:type_name -> optlab.plugin.v1.ScaleOp
-	40, // 39: optlab.plugin.v1.Op.add_const:type_name -> optlab.plugin.v1.AddConstOp
-	41, // 40: optlab.plugin.v1.Op.axpy:type_name -> optlab.plugin.v1.AxpyOp
-	43, // 41: optlab.plugin.v1.Op.lin_comb:type_name -> optlab.plugin.v1.LinCombOp
-	44, // 42: optlab.plugin.v1.Op.unary:type_name -> optlab.plugin.v1.UnaryOp
-	45, // 43: optlab.plugin.v1.Op.binary:type_name -> optlab.plugin.v1.BinaryOp
-	46, // 44: optlab.plugin.v1.Op.rand_n:type_name -> optlab.plugin.v1.RandNOp
-	47, // 45: optlab.plugin.v1.Op.dot:type_name -> optlab.plugin.v1.DotOp
-	48, // 46: optlab.plugin.v1.Op.norm:type_name -> optlab.plugin.v1.NormOp
-	49, // 47: optlab.plugin.v1.Op.grad:type_name -> optlab.plugin.v1.GradOp
-	50, // 48: optlab.plugin.v1.Op.base_step:type_name -> optlab.plugin.v1.BaseStepOp
-	51, // 49: optlab.plugin.v1.Op.set_lr:type_name -> optlab.plugin.v1.SetLROp
-	52, // 50: optlab.plugin.v1.Op.joint_grad:type_name -> optlab.plugin.v1.JointGradOp
-	38, // 51: optlab.plugin.v1.Op.fill_range:type_name -> optlab.plugin.v1.FillRangeOp
-	53, // 52: optlab.plugin.v1.Op.arith:type_name -> optlab.plugin.v1.ArithOp
-	54, // 53: optlab.plugin.v1.Op.seg_reduce:type_name -> optlab.plugin.v1.SegReduceOp
-	55, // 54: optlab.plugin.v1.Op.top_k_mask:type_name -> optlab.plugin.v1.TopKMaskOp
-	56, // 55: optlab.plugin.v1.Op.read:type_name -> optlab.plugin.v1.ReadOp
-	57, // 56: optlab.plugin.v1.Op.report:type_name -> optlab.plugin.v1.ReportOp
-	58, // 57: optlab.plugin.v1.Program.ops:type_name -> optlab.plugin.v1.Op
-	59, // 58: optlab.plugin.v1.ExecRequest.program:type_name -> optlab.plugin.v1.Program
-	60, // 59: optlab.plugin.v1.ExecResponse.result:type_name -> optlab.plugin.v1.Result
-	8,  // 60: optlab.plugin.v1.Config.ParamsEntry.value:type_name -> optlab.plugin.v1.Value
-	11, // 61: optlab.plugin.v1.Optimizer.Info:input_type -> optlab.plugin.v1.InfoRequest
-	14, // 62: optlab.plugin.v1.Optimizer.Configure:input_type -> optlab.plugin.v1.ConfigureRequest
-	18, // 63: optlab.plugin.v1.Optimizer.Step:input_type -> optlab.plugin.v1.StepRequest
-	21, // 64: optlab.plugin.v1.Optimizer.Predictive:input_type -> optlab.plugin.v1.PredictiveRequest
-	23, // 65: optlab.plugin.v1.Optimizer.SaveState:input_type -> optlab.plugin.v1.SaveStateRequest
-	25, // 66: optlab.plugin.v1.Optimizer.LoadState:input_type -> optlab.plugin.v1.LoadStateRequest
-	30, // 67: optlab.plugin.v1.Host.Layout:input_type -> optlab.plugin.v1.LayoutRequest
-	61, // 68: optlab.plugin.v1.Host.Exec:input_type -> optlab.plugin.v1.ExecRequest
-	12, // 69: optlab.plugin.v1.Optimizer.Info:output_type -> optlab.plugin.v1.InfoResponse
-	15, // 70: optlab.plugin.v1.Optimizer.Configure:output_type -> optlab.plugin.v1.ConfigureResponse
-	19, // 71: optlab.plugin.v1.Optimizer.Step:output_type -> optlab.plugin.v1.StepResponse
-	22, // 72: optlab.plugin.v1.Optimizer.Predictive:output_type -> optlab.plugin.v1.PredictiveResponse
-	24, // 73: optlab.plugin.v1.Optimizer.SaveState:output_type -> optlab.plugin.v1.SaveStateResponse
-	26, // 74: optlab.plugin.v1.Optimizer.LoadState:output_type -> optlab.plugin.v1.LoadStateResponse
-	31, // 75: optlab.plugin.v1.Host.Layout:output_type -> optlab.plugin.v1.LayoutResponse
-	62, // 76: optlab.plugin.v1.Host.Exec:output_type -> optlab.plugin.v1.ExecResponse
-	69, // [69:77] is the sub-list for method output_type
-	61, // [61:69] is the sub-list for method input_type
-	61, // [61:61] is the sub-list for extension type_name
-	61, // [61:61] is the sub-list for extension extendee
-	0,  // [0:61] is the sub-list for field type_name
+	65, // 6: optlab.plugin.v1.ConfigureResponse.resolved:type_name -> optlab.plugin.v1.ConfigureResponse.ResolvedEntry
+	66, // 7: optlab.plugin.v1.StepOutput.metrics:type_name -> optlab.plugin.v1.StepOutput.MetricsEntry
+	16, // 8: optlab.plugin.v1.StepRequest.input:type_name -> optlab.plugin.v1.StepInput
+	17, // 9: optlab.plugin.v1.StepResponse.output:type_name -> optlab.plugin.v1.StepOutput
+	1,  // 10: optlab.plugin.v1.Predictive.kind:type_name -> optlab.plugin.v1.PredictiveKind
+	20, // 11: optlab.plugin.v1.PredictiveResponse.predictive:type_name -> optlab.plugin.v1.Predictive
+	27, // 12: optlab.plugin.v1.MemberLayout.tensors:type_name -> optlab.plugin.v1.Tensor
+	28, // 13: optlab.plugin.v1.Layout.members:type_name -> optlab.plugin.v1.MemberLayout
+	29, // 14: optlab.plugin.v1.LayoutResponse.layout:type_name -> optlab.plugin.v1.Layout
+	36, // 15: optlab.plugin.v1.FillOp.value_num:type_name -> optlab.plugin.v1.Num
+	36, // 16: optlab.plugin.v1.ScaleOp.alpha_num:type_name -> optlab.plugin.v1.Num
+	36, // 17: optlab.plugin.v1.AddConstOp.value_num:type_name -> optlab.plugin.v1.Num
+	36, // 18: optlab.plugin.v1.AxpyOp.alpha_num:type_name -> optlab.plugin.v1.Num
+	36, // 19: optlab.plugin.v1.Term.coef_num:type_name -> optlab.plugin.v1.Num
+	42, // 20: optlab.plugin.v1.LinCombOp.terms:type_name -> optlab.plugin.v1.Term
+	2,  // 21: optlab.plugin.v1.UnaryOp.kind:type_name -> optlab.plugin.v1.UnaryKind
+	3,  // 22: optlab.plugin.v1.BinaryOp.kind:type_name -> optlab.plugin.v1.BinaryKind
+	32, // 23: optlab.plugin.v1.GradOp.batch:type_name -> optlab.plugin.v1.Batch
+	7,  // 24: optlab.plugin.v1.GradOp.bn:type_name -> optlab.plugin.v1.BNMode
+	32, // 25: optlab.plugin.v1.JointGradOp.batch:type_name -> optlab.plugin.v1.Batch
+	7,  // 26: optlab.plugin.v1.JointGradOp.bn:type_name -> optlab.plugin.v1.BNMode
+	4,  // 27: optlab.plugin.v1.ArithOp.kind:type_name -> optlab.plugin.v1.ArithKind
+	36, // 28: optlab.plugin.v1.ArithOp.a:type_name -> optlab.plugin.v1.Num
+	36, // 29: optlab.plugin.v1.ArithOp.b:type_name -> optlab.plugin.v1.Num
+	36, // 30: optlab.plugin.v1.ArithOp.c:type_name -> optlab.plugin.v1.Num
+	5,  // 31: optlab.plugin.v1.SegReduceOp.kind:type_name -> optlab.plugin.v1.SegKind
+	6,  // 32: optlab.plugin.v1.SegReduceOp.by:type_name -> optlab.plugin.v1.Segmentation
+	6,  // 33: optlab.plugin.v1.TopKMaskOp.by:type_name -> optlab.plugin.v1.Segmentation
+	36, // 34: optlab.plugin.v1.TopKMaskOp.frac:type_name -> optlab.plugin.v1.Num
+	33, // 35: optlab.plugin.v1.Op.alloc:type_name -> optlab.plugin.v1.AllocOp
+	34, // 36: optlab.plugin.v1.Op.free:type_name -> optlab.plugin.v1.FreeOp
+	35, // 37: optlab.plugin.v1.Op.copy:type_name -> optlab.plugin.v1.CopyOp
+	37, // 38: optlab.plugin.v1.Op.fill:type_name -> optlab.plugin.v1.FillOp
+	39, // 39: optlab.plugin.v1.Op.scale:type_name -> optlab.plugin.v1.ScaleOp
+	40, // 40: optlab.plugin.v1.Op.add_const:type_name -> optlab.plugin.v1.AddConstOp
+	41, // 41: optlab.plugin.v1.Op.axpy:type_name -> optlab.plugin.v1.AxpyOp
+	43, // 42: optlab.plugin.v1.Op.lin_comb:type_name -> optlab.plugin.v1.LinCombOp
+	44, // 43: optlab.plugin.v1.Op.unary:type_name -> optlab.plugin.v1.UnaryOp
+	45, // 44: optlab.plugin.v1.Op.binary:type_name -> optlab.plugin.v1.BinaryOp
+	46, // 45: optlab.plugin.v1.Op.rand_n:type_name -> optlab.plugin.v1.RandNOp
+	47, // 46: optlab.plugin.v1.Op.dot:type_name -> optlab.plugin.v1.DotOp
+	48, // 47: optlab.plugin.v1.Op.norm:type_name -> optlab.plugin.v1.NormOp
+	49, // 48: optlab.plugin.v1.Op.grad:type_name -> optlab.plugin.v1.GradOp
+	50, // 49: optlab.plugin.v1.Op.base_step:type_name -> optlab.plugin.v1.BaseStepOp
+	51, // 50: optlab.plugin.v1.Op.set_lr:type_name -> optlab.plugin.v1.SetLROp
+	52, // 51: optlab.plugin.v1.Op.joint_grad:type_name -> optlab.plugin.v1.JointGradOp
+	38, // 52: optlab.plugin.v1.Op.fill_range:type_name -> optlab.plugin.v1.FillRangeOp
+	53, // 53: optlab.plugin.v1.Op.arith:type_name -> optlab.plugin.v1.ArithOp
+	54, // 54: optlab.plugin.v1.Op.seg_reduce:type_name -> optlab.plugin.v1.SegReduceOp
+	55, // 55: optlab.plugin.v1.Op.top_k_mask:type_name -> optlab.plugin.v1.TopKMaskOp
+	56, // 56: optlab.plugin.v1.Op.read:type_name -> optlab.plugin.v1.ReadOp
+	57, // 57: optlab.plugin.v1.Op.report:type_name -> optlab.plugin.v1.ReportOp
+	58, // 58: optlab.plugin.v1.Program.ops:type_name -> optlab.plugin.v1.Op
+	59, // 59: optlab.plugin.v1.ExecRequest.program:type_name -> optlab.plugin.v1.Program
+	60, // 60: optlab.plugin.v1.ExecResponse.result:type_name -> optlab.plugin.v1.Result
+	8,  // 61: optlab.plugin.v1.Config.ParamsEntry.value:type_name -> optlab.plugin.v1.Value
+	8,  // 62: optlab.plugin.v1.ConfigureResponse.ResolvedEntry.value:type_name -> optlab.plugin.v1.Value
+	11, // 63: optlab.plugin.v1.Optimizer.Info:input_type -> optlab.plugin.v1.InfoRequest
+	14, // 64: optlab.plugin.v1.Optimizer.Configure:input_type -> optlab.plugin.v1.ConfigureRequest
+	18, // 65: optlab.plugin.v1.Optimizer.Step:input_type -> optlab.plugin.v1.StepRequest
+	21, // 66: optlab.plugin.v1.Optimizer.Predictive:input_type -> optlab.plugin.v1.PredictiveRequest
+	23, // 67: optlab.plugin.v1.Optimizer.SaveState:input_type -> optlab.plugin.v1.SaveStateRequest
+	25, // 68: optlab.plugin.v1.Optimizer.LoadState:input_type -> optlab.plugin.v1.LoadStateRequest
+	30, // 69: optlab.plugin.v1.Host.Layout:input_type -> optlab.plugin.v1.LayoutRequest
+	61, // 70: optlab.plugin.v1.Host.Exec:input_type -> optlab.plugin.v1.ExecRequest
+	12, // 71: optlab.plugin.v1.Optimizer.Info:output_type -> optlab.plugin.v1.InfoResponse
+	15, // 72: optlab.plugin.v1.Optimizer.Configure:output_type -> optlab.plugin.v1.ConfigureResponse
+	19, // 73: optlab.plugin.v1.Optimizer.Step:output_type -> optlab.plugin.v1.StepResponse
+	22, // 74: optlab.plugin.v1.Optimizer.Predictive:output_type -> optlab.plugin.v1.PredictiveResponse
+	24, // 75: optlab.plugin.v1.Optimizer.SaveState:output_type -> optlab.plugin.v1.SaveStateResponse
+	26, // 76: optlab.plugin.v1.Optimizer.LoadState:output_type -> optlab.plugin.v1.LoadStateResponse
+	31, // 77: optlab.plugin.v1.Host.Layout:output_type -> optlab.plugin.v1.LayoutResponse
+	62, // 78: optlab.plugin.v1.Host.Exec:output_type -> optlab.plugin.v1.ExecResponse
+	71, // [71:79] is the sub-list for method output_type
+	63, // [63:71] is the sub-list for method input_type
+	63, // [63:63] is the sub-list for extension type_name
+	63, // [63:63] is the sub-list for extension extendee
+	0,  // [0:63] is the sub-list for field type_name
 }
 
 func init() { file_optlab_plugin_v1_plugin_proto_init() }
@@ -4660,7 +4680,7 @@ func file_optlab_plugin_v1_plugin_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_optlab_plugin_v1_plugin_proto_rawDesc), len(file_optlab_plugin_v1_plugin_proto_rawDesc)),
 			NumEnums:      8,
-			NumMessages:   58,
+			NumMessages:   59,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

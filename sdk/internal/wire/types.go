@@ -242,16 +242,11 @@ func ConfigToProto(c optim.Config) (*pb.Config, error) {
 		StepsPerEpoch: c.StepsPerEpoch,
 		Members:       int32(c.Members),
 	}
-	if c.Params != nil {
-		out.Params = make(map[string]*pb.Value, len(c.Params))
+	params, err := ParamsToProto(c.Params)
+	if err != nil {
+		return nil, err
 	}
-	for _, name := range slices.Sorted(maps.Keys(c.Params)) {
-		v, err := ValueToProto(c.Params[name])
-		if err != nil {
-			return nil, fmt.Errorf("hyperparameter %q: %w", name, err)
-		}
-		out.Params[name] = v
-	}
+	out.Params = params
 	return out, nil
 }
 
@@ -264,15 +259,45 @@ func ConfigFromProto(c *pb.Config) (optim.Config, error) {
 		StepsPerEpoch: c.GetStepsPerEpoch(),
 		Members:       int(c.GetMembers()),
 	}
-	if c.GetParams() != nil {
-		out.Params = make(map[string]any, len(c.GetParams()))
+	params, err := ParamsFromProto(c.GetParams())
+	if err != nil {
+		return optim.Config{}, err
 	}
-	for _, name := range slices.Sorted(maps.Keys(c.GetParams())) {
-		v, err := ValueFromProto(c.GetParams()[name])
+	out.Params = params
+	return out, nil
+}
+
+// ParamsToProto converts hyperparameter values by name (Config.Params, or
+// what optim.Resolver.Resolved returned); see ValueToProto for the accepted
+// types. A nil map gives a nil map.
+func ParamsToProto(params map[string]any) (map[string]*pb.Value, error) {
+	if params == nil {
+		return nil, nil
+	}
+	out := make(map[string]*pb.Value, len(params))
+	for _, name := range slices.Sorted(maps.Keys(params)) {
+		v, err := ValueToProto(params[name])
 		if err != nil {
-			return optim.Config{}, fmt.Errorf("hyperparameter %q: %w", name, err)
+			return nil, fmt.Errorf("hyperparameter %q: %w", name, err)
 		}
-		out.Params[name] = v
+		out[name] = v
+	}
+	return out, nil
+}
+
+// ParamsFromProto converts received hyperparameter values by name; they
+// come back as float64, int64, bool or string. A nil map gives a nil map.
+func ParamsFromProto(params map[string]*pb.Value) (map[string]any, error) {
+	if params == nil {
+		return nil, nil
+	}
+	out := make(map[string]any, len(params))
+	for _, name := range slices.Sorted(maps.Keys(params)) {
+		v, err := ValueFromProto(params[name])
+		if err != nil {
+			return nil, fmt.Errorf("hyperparameter %q: %w", name, err)
+		}
+		out[name] = v
 	}
 	return out, nil
 }

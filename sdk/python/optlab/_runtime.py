@@ -41,11 +41,12 @@ import grpc
 from ._pb import plugin_pb2 as pb
 from ._pb import runtime_pb2 as rt
 from .errors import Code, Error, name_handles
-from .optimizer import PROTOCOL_MAJOR, is_predictor, is_stateful
+from .optimizer import PROTOCOL_MAJOR, is_predictor, is_resolver, is_stateful
 from .program import Result
 from .trace import TRACE_ENV, Trace
 from .wire import (config_from_pb, exec_request_to_pb, info_to_pb, layout_from_pb, op_error_from_pb,
-                   op_error_to_pb, predictive_to_pb, result_from_pb, step_input_from_pb, step_output_to_pb)
+                   op_error_to_pb, params_to_pb, predictive_to_pb, result_from_pb, step_input_from_pb,
+                   step_output_to_pb)
 
 CORE_PROTOCOL_VERSION = 1
 HOST_PID_ENV = "OPTLAB_HOST_PID"
@@ -319,7 +320,14 @@ class _OptimizerService:
         if old is not None:
             old.channel.close()
         self.guard("Configure", lambda: self.opt.configure(view, cfg))
-        return pb.ConfigureResponse()
+        resp = pb.ConfigureResponse()
+        if is_resolver(self.opt):
+            resolved = self.guard("Configure", self.opt.resolved)
+            try:
+                params_to_pb(resolved, resp.resolved)
+            except (ValueError, TypeError) as e:
+                raise _Failure(Code.INTERNAL, f"invalid Resolved: {e}") from None
+        return resp
 
     def _current_host(self):
         with self._mu:

@@ -151,6 +151,9 @@ class Optimizer:
       predictive(self) -> Predictive        (optim.Predictor)
       save_state(self) -> (bytes, [Vec])    (optim.Stateful, with load_state)
       load_state(self, blob: bytes) -> None
+      resolved(self) -> dict                (optim.Resolver: the values of
+          hyperparameters configure derived, a -1 "auto" made concrete, by
+          name; called after a successful configure, recorded by the host)
     """
 
     def info(self) -> Info:  # pragma: no cover - interface
@@ -171,9 +174,13 @@ def is_stateful(opt) -> bool:
     return callable(getattr(opt, "save_state", None)) and callable(getattr(opt, "load_state", None))
 
 
+def is_resolver(opt) -> bool:
+    return callable(getattr(opt, "resolved", None))
+
+
 __all__ = [
     "PROTOCOL_MAJOR", "PROTOCOL_MINOR", "CAP_MEMBERS", "CAP_MEMBER_DATA_ORDER",
     "FLOAT", "INT", "BOOL", "STRING", "ParamSpec", "Info", "Tensor", "MemberLayout", "Layout",
     "Config", "StepInput", "PredictiveKind", "Predictive", "Host", "Optimizer",
-    "is_predictor", "is_stateful",
+    "is_predictor", "is_stateful", "is_resolver",
 ]

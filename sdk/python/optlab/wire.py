@@ -90,6 +90,16 @@ def config_from_pb(c: pb.Config) -> Config:
                   members=c.members)
 
 
+def params_to_pb(params, out) -> None:
+    """Write hyperparameter values by name (what an optimizer's resolved()
+    returned) into the protobuf map out, as Go's wire.ParamsToProto."""
+    for name in sorted(params or {}):
+        try:
+            out[name].CopyFrom(value_to_pb(params[name]))
+        except ValueError as e:
+            raise ValueError(f'hyperparameter "{name}": {e}') from None
+
+
 def step_input_from_pb(s: pb.StepInput) -> StepInput:
     return StepInput(step=s.step, epoch=s.epoch, lr=s.lr)
 
@@ -313,7 +323,7 @@ def op_error_from_pb(oe: pb.OpError) -> OpError:
 
 __all__ = [
     "value_to_pb", "value_from_pb", "param_spec_to_pb", "info_to_pb", "config_from_pb",
-    "step_input_from_pb", "step_output_to_pb", "predictive_to_pb", "layout_from_pb", "program_to_pb",
+    "params_to_pb", "step_input_from_pb", "step_output_to_pb", "predictive_to_pb", "layout_from_pb", "program_to_pb",
     "program_from_pb", "exec_request_to_pb", "exec_request_from_pb", "result_from_pb", "result_to_pb",
     "op_error_to_pb", "op_error_from_pb",
 ]

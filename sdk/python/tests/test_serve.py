@@ -183,7 +183,8 @@ class ServeTest(unittest.TestCase):
         self.assertIn("raise", fault.enum)
 
     def test_configure_and_step(self):
-        self.p.configure(scale=2.0)
+        r = self.p.configure(scale=2.0)
+        self.assertEqual(dict(r.resolved), {"scale": pb.Value(float_value=2.0)})
         out = self.p.step().output.metrics
         self.assertEqual(dict(out), {"loss": 1.0, "acc": 0.5, "norm": 0.5, "lr": 0.1})
         alloc, step = self.p.host.programs

@@ -261,6 +261,16 @@ class WireTest(unittest.TestCase):
             wire.info_to_pb(bad)
         self.assertIn("info of 'x': hyperparameter 'k': default 'one' (str) does not match type int", str(cm.exception))
 
+    def test_params_to_pb(self):
+        r = pb.ConfigureResponse()
+        wire.params_to_pb({"rho2": 0.1, "m": 2, "on": True, "s": "all"}, r.resolved)
+        self.assertEqual({k: v.WhichOneof("kind") for k, v in r.resolved.items()},
+                         {"rho2": "float_value", "m": "int_value", "on": "bool_value", "s": "string_value"})
+        wire.params_to_pb(None, r.resolved)
+        with self.assertRaises(ValueError) as cm:
+            wire.params_to_pb({"rho2": [0.1]}, pb.ConfigureResponse().resolved)
+        self.assertIn('hyperparameter "rho2": unsupported hyperparameter value', str(cm.exception))
+
     def test_config(self):
         c = pb.Config(seed=3, total_steps=10, steps_per_epoch=5, members=2)
         c.params["rho"].float_value = 0.1

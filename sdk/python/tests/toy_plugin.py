@@ -65,6 +65,9 @@ class Toy(optlab.Optimizer):
         loss, acc = r.mean(evs)
         return {"loss": loss * self.cfg.scale, "acc": acc, "norm": r.get(n), "lr": inp.lr}
 
+    def resolved(self):
+        return {"scale": self.cfg.scale}
+
     def predictive(self):
         return optlab.Predictive(kind=optlab.PredictiveKind.MEMBERS, vecs=list(self.g), weights=[1.0] * len(self.g))
 

@@ -1,4 +1,4 @@
-package train
+package results
 
 import (
 	"path/filepath"
@@ -26,7 +26,7 @@ func TestCheckPaths(t *testing.T) {
 		{"/tmp/res/e", "method=" + strings.Repeat("m", 200) + "/arch=mlp/seed=1", "its file names would be up to 268 bytes long, more than the 255 file systems allow; shorten the method or architecture names"},
 		{filepath.Join(deep, "e"), key, "its files' paths would be up to 4"},
 	} {
-		err := CheckPaths(tc.dir, []string{"method=A/arch=mlp/seed=1", tc.key})
+		err := Layout{Dir: tc.dir}.CheckPaths([]string{"method=A/arch=mlp/seed=1", tc.key})
 		switch {
 		case tc.want == "" && err != nil:
 			t.Errorf("%.40s…: %v", tc.dir, err)

@@ -1,13 +1,10 @@
-package train
+package results
 
 import (
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
-
-	"github.com/optlab/optlab/host/curves"
-	"github.com/optlab/optlab/host/results"
 )
 
 // MaxPath is the longest path (in bytes) a system call accepts: PATH_MAX
@@ -23,58 +20,55 @@ const keptAsideRoom = len(".20060102T150405Z") + 16
 // a host name being at most 64 bytes (HOST_NAME_MAX).
 const tbFileRoom = len("events.out.tfevents.0123456789.") + 64 + len(".1000")
 
-// RunPaths returns the paths, under dir (the results folder of an
-// experiment, results_dir/name), of what a run with key creates, each in
-// its longest form: its results file (runs.jsonl, or a shard's), curve,
+// RunPaths returns the paths, in the results folder, of what a run with
+// key creates, each in its longest form: its results file (runs.jsonl, or a shard's), curve,
 // training state, final model, TensorBoard folder and event file, and where
 // KeepAside moves them when the run is superseded. A name is padded with
 // 'x' where the run adds a part it only knows then (a time stamp, the host
 // name), so their lengths are upper bounds.
-func RunPaths(dir, key string) []string {
-	stem := results.KeyFileStem(key)
+func (l Layout) RunPaths(key string) []string {
 	kept := strings.Repeat("x", keptAsideRoom)
-	tb := TensorBoardDir(key)
+	tb := tensorBoardFile(key)
 	rels := []string{
-		"runs-1000of1000.jsonl" + results.LockSuffix,
-		filepath.Join(curves.Dir, curves.KeyFileName(key)),
-		filepath.Join("state", stem+".safetensors"),
-		ModelFile(key),
+		"runs-1000of1000.jsonl" + LockSuffix,
+		CurveFile(key),
+		stateFile(key),
+		modelFile(key),
 		filepath.Join(tb, strings.Repeat("x", tbFileRoom)),
 	}
 	out := make([]string, 0, 2*len(rels))
 	for _, rel := range rels {
-		out = append(out, filepath.Join(dir, rel))
+		out = append(out, filepath.Join(l.Dir, rel))
 	}
 	for _, rel := range []string{
-		filepath.Join(curves.Dir, curves.KeyFileName(key)+kept),
-		filepath.Join("state", stem+".safetensors"+kept),
-		ModelFile(key) + kept,
+		CurveFile(key) + kept,
+		stateFile(key) + kept,
+		modelFile(key) + kept,
 		filepath.Join(tb+kept, strings.Repeat("x", tbFileRoom)),
 	} {
-		out = append(out, filepath.Join(dir, SupersededDir, rel))
+		out = append(out, filepath.Join(l.Superseded(), rel))
 	}
 	return out
 }
 
-// CheckPaths reports, for the run keys of an experiment whose results
-// folder is dir, a path a run would create that the file system refuses: a
-// name longer than results.MaxFileName bytes (the experiment's name, which
-// names dir, or a run's file) or a path longer than MaxPath. Only the
-// longest key is tried (every name grows with the key). "" keys are skipped.
-func CheckPaths(dir string, keys []string) error {
-	parent, name := filepath.Split(filepath.Clean(dir))
+// CheckPaths reports, for the run keys of the experiment, a path a run
+// would create that the file system refuses: a name longer than
+// MaxFileName bytes (the experiment's name, which names the folder, or a
+// run's file) or a path longer than MaxPath. Only the longest key is tried (every name grows with the key). "" keys are skipped.
+func (l Layout) CheckPaths(keys []string) error {
+	parent, name := filepath.Split(filepath.Clean(l.Dir))
 	for _, c := range strings.Split(parent, string(os.PathSeparator)) {
-		if len(c) > results.MaxFileName {
-			return fmt.Errorf("results_dir: the folder name %s… is %d bytes long, more than the %d file systems allow; shorten it", c[:24], len(c), results.MaxFileName)
+		if len(c) > MaxFileName {
+			return fmt.Errorf("results_dir: the folder name %s… is %d bytes long, more than the %d file systems allow; shorten it", c[:24], len(c), MaxFileName)
 		}
 	}
-	if len(name) > results.MaxFileName {
+	if len(name) > MaxFileName {
 		return fmt.Errorf("name: %d bytes long, more than the %d file systems allow in a file name (it names the experiment's folder in %s); shorten it",
-			len(name), results.MaxFileName, parent)
+			len(name), MaxFileName, parent)
 	}
 	longest := ""
 	for _, k := range keys {
-		if len(results.KeyFileStem(k)) > len(results.KeyFileStem(longest)) {
+		if len(KeyFileStem(k)) > len(KeyFileStem(longest)) {
 			longest = k
 		}
 	}
@@ -82,7 +76,7 @@ func CheckPaths(dir string, keys []string) error {
 		return nil
 	}
 	name, path := "", ""
-	for _, p := range RunPaths(dir, longest) {
+	for _, p := range l.RunPaths(longest) {
 		for _, c := range strings.Split(p, string(os.PathSeparator)) {
 			if len(c) > len(name) {
 				name = c
@@ -92,9 +86,9 @@ func CheckPaths(dir string, keys []string) error {
 			path = p
 		}
 	}
-	if len(name) > results.MaxFileName {
+	if len(name) > MaxFileName {
 		return fmt.Errorf("run %s: its file names would be up to %d bytes long, more than the %d file systems allow; shorten the method or architecture names",
-			longest, len(name), results.MaxFileName)
+			longest, len(name), MaxFileName)
 	}
 	if len(path) > MaxPath {
 		return fmt.Errorf("run %s: its files' paths would be up to %d bytes long, more than the %d the system allows; choose a shorter results_dir or shorten the experiment, method or architecture names",

@@ -1,4 +1,4 @@
-package train
+package results
 
 import (
 	"fmt"
@@ -34,7 +34,7 @@ func TestKeepAsideUniqueNames(t *testing.T) {
 	for i := range n {
 		make1(i)
 		for _, rel := range []string{curve, tb} {
-			if _, err := KeepAside(dir, rel); err != nil {
+			if _, err := (Layout{Dir: dir}).KeepAside(filepath.Join(dir, rel)); err != nil {
 				t.Fatalf("edit %d: %v", i, err)
 			}
 		}
@@ -48,7 +48,7 @@ func TestKeepAsideUniqueNames(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			_, err := KeepAside(dir, src)
+			_, err := Layout{Dir: dir}.KeepAside(filepath.Join(dir, src))
 			errs <- err
 		}()
 	}

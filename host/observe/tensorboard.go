@@ -1,4 +1,4 @@
-package train
+package observe
 
 import (
 	"fmt"
@@ -6,30 +6,23 @@ import (
 	"path/filepath"
 	"slices"
 
-	"github.com/optlab/optlab/host/metrics"
 	"github.com/optlab/optlab/host/results"
 	"github.com/optlab/optlab/host/tensorboard"
 )
 
-// TensorBoardDir is the folder of run key's TensorBoard event files,
-// relative to the experiment's results folder: tb/<KeyFileStem(key)>.
-func TensorBoardDir(key string) string {
-	return filepath.Join("tb", results.KeyFileStem(key))
-}
-
 // Tags of the values a run writes to TensorBoard (docs/EXPERIMENTS.md,
 // "TensorBoard files"). Every other metric an optimizer step reports is
-// written per epoch as tbMethodPrefix + its name.
+// written per epoch as TagMethodPrefix + its name.
 const (
-	tbTrainLossStep = "train/loss_step"
-	tbTrainLoss     = "train/loss"
-	tbTrainAcc      = "train/acc"
-	tbLR            = "lr"
-	tbValLoss       = "val/loss"
-	tbValAcc        = "val/acc"
-	tbTestLoss      = "test/loss"
-	tbTestAcc       = "test/acc"
-	tbMethodPrefix  = "method/"
+	TagTrainLossStep = "train/loss_step"
+	TagTrainLoss     = "train/loss"
+	TagTrainAcc      = "train/acc"
+	TagLR            = "lr"
+	TagValLoss       = "val/loss"
+	TagValAcc        = "val/acc"
+	TagTestLoss      = "test/loss"
+	TagTestAcc       = "test/acc"
+	TagMethodPrefix  = "method/"
 )
 
 // tbLog writes a run's TensorBoard events (eval.tensorboard), with the
@@ -37,7 +30,7 @@ const (
 // every-th step; at every epoch end the epoch's means of the training loss,
 // accuracy and the optimizer's other metrics, the learning rate, and the
 // evaluation when the epoch evaluates; after training, the test loss and
-// accuracy. Every method of a nil *tbLog does nothing.
+// accuracy.
 type tbLog struct {
 	w     *tensorboard.Writer
 	every int64
@@ -47,6 +40,15 @@ type tbLog struct {
 	counts map[string]int
 	// testAt is the step of the last test/* values (-1: none yet).
 	testAt int64
+}
+
+// TensorBoard observes a run by its TensorBoard events in the results
+// folder l (results.Layout.TensorBoard), the training loss of every
+// every-th step among them (0: none).
+func TensorBoard(l results.Layout, every int) Opener {
+	return func(s Start) (Observer, error) {
+		return openTB(l.TensorBoard(s.Run.Key), s.Resumed, s.FromStep, every)
+	}
 }
 
 // openTB starts a run's event file in dir. A run that starts from scratch
@@ -77,12 +79,10 @@ func openTB(dir string, resumed bool, from int64, every int) (*tbLog, error) {
 	return &tbLog{w: w, every: int64(every), sums: map[string]float64{}, counts: map[string]int{}, testAt: -1}, nil
 }
 
-// step records the metrics of the optimizer step that made step steps
-// taken, and writes its loss when step is a multiple of the interval.
-func (l *tbLog) step(step int64, m map[string]float64) error {
-	if l == nil {
-		return nil
-	}
+// Step records the metrics of the optimizer step that made s.Step steps
+// taken, and writes its loss when s.Step is a multiple of the interval.
+func (l *tbLog) Step(s Step) error {
+	step, m := s.Step, s.Metrics
 	for k, v := range m {
 		if k != "loss" && k != "acc" {
 			l.sums[k] += v
@@ -90,35 +90,33 @@ func (l *tbLog) step(step int64, m map[string]float64) error {
 		}
 	}
 	if l.every > 0 && step%l.every == 0 {
-		return l.w.Scalar(step, tbTrainLossStep, m["loss"])
+		return l.w.Scalar(step, TagTrainLossStep, m["loss"])
 	}
 	return nil
 }
 
-// epoch writes an epoch's values at step and flushes the file: the
-// training means, the learning rate lr, the means of the optimizer's other
-// metrics, and rep when the epoch evaluated (eval; on the validation split
-// when val, else on the test set).
-func (l *tbLog) epoch(step int64, lr, trainLoss, trainAcc float64, rep metrics.Report, eval, val bool) error {
-	if l == nil {
-		return nil
-	}
-	vs := []tensorboard.Value{{Tag: tbTrainLoss, Value: trainLoss}, {Tag: tbTrainAcc, Value: trainAcc}, {Tag: tbLR, Value: lr}}
+// Epoch writes an epoch's values at its step and flushes the file: the
+// training means, the learning rate, the means of the optimizer's other
+// metrics, and the evaluation when the epoch evaluated (on the validation
+// split, else on the test set).
+func (l *tbLog) Epoch(e Epoch) error {
+	step := e.Step
+	vs := []tensorboard.Value{{Tag: TagTrainLoss, Value: e.TrainLoss}, {Tag: TagTrainAcc, Value: e.TrainAcc}, {Tag: TagLR, Value: e.LR}}
 	keys := make([]string, 0, len(l.sums))
 	for k := range l.sums {
 		keys = append(keys, k)
 	}
 	slices.Sort(keys)
 	for _, k := range keys {
-		vs = append(vs, tensorboard.Value{Tag: tbMethodPrefix + k, Value: l.sums[k] / float64(l.counts[k])})
+		vs = append(vs, tensorboard.Value{Tag: TagMethodPrefix + k, Value: l.sums[k] / float64(l.counts[k])})
 	}
 	clear(l.sums)
 	clear(l.counts)
-	switch {
-	case eval && val:
-		vs = append(vs, tensorboard.Value{Tag: tbValLoss, Value: rep.NLL}, tensorboard.Value{Tag: tbValAcc, Value: rep.Acc})
-	case eval:
-		vs = append(vs, tensorboard.Value{Tag: tbTestLoss, Value: rep.NLL}, tensorboard.Value{Tag: tbTestAcc, Value: rep.Acc})
+	switch rep := e.Eval; {
+	case rep != nil && e.Validation:
+		vs = append(vs, tensorboard.Value{Tag: TagValLoss, Value: rep.NLL}, tensorboard.Value{Tag: TagValAcc, Value: rep.Acc})
+	case rep != nil:
+		vs = append(vs, tensorboard.Value{Tag: TagTestLoss, Value: rep.NLL}, tensorboard.Value{Tag: TagTestAcc, Value: rep.Acc})
 		l.testAt = step
 	}
 	if err := l.w.Scalars(step, vs...); err != nil {
@@ -127,19 +125,16 @@ func (l *tbLog) epoch(step int64, lr, trainLoss, trainAcc float64, rep metrics.R
 	return l.w.Flush()
 }
 
-// final writes the test loss and accuracy of the trained run at step,
+// Final writes the test loss and accuracy of the trained run at its step,
 // unless the last epoch wrote them at that step already.
-func (l *tbLog) final(step int64, rep metrics.Report) error {
-	if l == nil || l.testAt == step {
+func (l *tbLog) Final(f Final) error {
+	if l.testAt == f.Step {
 		return nil
 	}
-	return l.w.Scalars(step, tensorboard.Value{Tag: tbTestLoss, Value: rep.NLL}, tensorboard.Value{Tag: tbTestAcc, Value: rep.Acc})
+	return l.w.Scalars(f.Step, tensorboard.Value{Tag: TagTestLoss, Value: f.Test.NLL}, tensorboard.Value{Tag: TagTestAcc, Value: f.Test.Acc})
 }
 
 // Close flushes and closes the event file.
 func (l *tbLog) Close() error {
-	if l == nil {
-		return nil
-	}
 	return l.w.Close()
 }

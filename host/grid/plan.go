@@ -1,0 +1,159 @@
+// Package grid runs an experiment's grid of runs: Prepare validates the
+// experiment with its plugins' schemas into a Plan; Open starts a Session
+// (the torch worker, the device and the data on it) for it; Run trains each
+// unfinished run through package train, with the results folder's
+// bookkeeping of results.Store, and Check tries everything a run needs
+// without training. The host command (package cli) parses flags, calls
+// these and prints.
+package grid
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"path/filepath"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/optlab/optlab/host/experiment"
+	"github.com/optlab/optlab/host/model"
+	"github.com/optlab/optlab/host/plugin"
+	"github.com/optlab/optlab/host/train"
+	"github.com/optlab/optlab/sdk/optim"
+)
+
+// Plugins says where and how a plan's plugins run.
+type Plugins struct {
+	// Dir is the plugin directory.
+	Dir string
+	// Output receives the plugins' output and log lines.
+	Output io.Writer
+	// Timeouts are the deadlines of the calls into the plugins (zero
+	// fields: plugin.DefaultTimeouts).
+	Timeouts plugin.Timeouts
+	// InProcess, when set, lists the methods served inside this process
+	// (host run --in-process) instead of as plugin processes.
+	InProcess *optim.Registry
+}
+
+// Plan is a validated experiment, its grid of runs and what its plugins
+// said about themselves.
+type Plan struct {
+	Exp  *experiment.Experiment
+	Runs []experiment.Run
+	// Params are each run's validated hyperparameters (defaults filled
+	// in), by run label.
+	Params map[string]map[string]any
+	// Infos are the plugins' answers, by method name.
+	Infos   map[string]optim.Info
+	plugins Plugins
+}
+
+// Method is what a run's record says about its optimizer (without the
+// optimizer itself, which a launched plugin provides).
+func (p *Plan) Method(run experiment.Run) train.Optimizer {
+	info := p.Infos[run.Method.Name]
+	return train.Optimizer{Plugin: info.Name, Version: info.Version, Params: p.Params[run.Label]}
+}
+
+// Launch starts the plugin of method m.
+func (p *Plan) Launch(ctx context.Context, m experiment.Method) (*plugin.Client, error) {
+	name := m.Plugin
+	if name == "" {
+		name = filepath.Base(m.Path)
+	}
+	spec := plugin.LaunchSpec{
+		Name: name, Path: m.Path, Dir: p.plugins.Dir, Timeouts: p.plugins.Timeouts, Output: p.plugins.Output,
+		Logger: hclog.New(&hclog.LoggerOptions{Name: "optlab", Level: hclog.Warn, Output: p.plugins.Output}),
+	}
+	if e, ok := p.plugins.InProcess.Lookup(m.Plugin); ok && m.Path == "" {
+		spec.InProcess = e.New
+	}
+	return plugin.Launch(ctx, spec)
+}
+
+// Load reads the experiment file at path with the --set overrides sets and
+// validates it.
+func Load(path string, sets ...string) (*experiment.Experiment, error) {
+	exp, err := experiment.Load(path, sets...)
+	if err != nil {
+		return nil, err
+	}
+	if err := experiment.Validate(exp, model.Builtin().Names()); err != nil {
+		return nil, err
+	}
+	return exp, nil
+}
+
+// Prepare expands the experiment's grid, starts every method's plugin once
+// to learn its schema (plugin.Launch checks its protocol) and validates the
+// hyperparameters against it: every value of a sweep, then each run's
+// setting. Every problem is reported, joined.
+func Prepare(ctx context.Context, exp *experiment.Experiment, plugins Plugins) (*Plan, error) {
+	p := &Plan{Exp: exp, Runs: experiment.Grid(exp), Params: map[string]map[string]any{}, Infos: map[string]optim.Info{}, plugins: plugins}
+	var errs []error
+	for _, m := range exp.Methods {
+		info, err := p.info(ctx, m)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s:%d: method %q: %w", exp.File, m.Line, m.Name, err))
+			continue
+		}
+		if _, err := experiment.ValidateParams(m, info.Params); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		p.Infos[m.Name] = info
+		if err := p.validateRuns(m, info); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	return p, nil
+}
+
+// info launches method m's plugin for its Info and checks that it can
+// train the experiment's members.
+func (p *Plan) info(ctx context.Context, m experiment.Method) (optim.Info, error) {
+	c, err := p.Launch(ctx, m)
+	if err != nil {
+		return optim.Info{}, err
+	}
+	info := c.AsOptimizer().Info()
+	_ = c.Close() // the answer is in; how the plugin exits does not matter
+	return info, checkMembers(p.Exp, info)
+}
+
+// validateRuns validates the hyperparameters of each of method m's
+// settings (its first run's) within the run's bounds, and records them.
+func (p *Plan) validateRuns(m experiment.Method, info optim.Info) error {
+	for _, run := range p.Runs {
+		if _, done := p.Params[run.Label]; done || run.Method.Name != m.Name {
+			continue
+		}
+		params, err := experiment.ValidateParamsIn(run.Method, info.Params, experiment.RunBounds(run.Experiment(p.Exp)))
+		if err != nil {
+			return err
+		}
+		p.Params[run.Label] = params
+	}
+	return nil
+}
+
+// checkMembers refuses an optimizer that trains member 0 only (it does not
+// declare optim.CapMembers) for an experiment with several members, which
+// would otherwise train one model and evaluate the others untrained.
+func checkMembers(exp *experiment.Experiment, info optim.Info) error {
+	if info.Has(optim.CapMembers) {
+		return nil
+	}
+	for _, spec := range exp.Model.Archs {
+		if _, members, err := experiment.ParseArch(spec); err == nil && len(members) > 1 {
+			return fmt.Errorf("plugin %s trains one member (its Info lacks the %q capability), but archs entry %q has %d members",
+				info.Name, optim.CapMembers, spec, len(members))
+		}
+	}
+	return nil
+}

@@ -1,0 +1,205 @@
+package results
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+)
+
+// Store is one host's bookkeeping in an experiment's results folder, the
+// life of each run it may train:
+//
+//	Begin   finished with this configuration? → skip;
+//	        finished with another? → its record and files move to superseded/;
+//	        claimed by another host? → skip; else claim it (train it)
+//	Finish  append the run's record, release the claim
+//	Abandon release the claim without a record (the host was interrupted)
+//
+// Several hosts (processes, machines sharing the folder) may work on one
+// experiment at once, each with its own Store: every step that reads and
+// changes the records or the claims does so under the records file's Lock,
+// on the files as they are then, so each run is trained once and no
+// finished record is lost.
+type Store struct {
+	// Layout is the results folder.
+	Layout Layout
+	// file is the records file this host appends to: runs.jsonl or its
+	// shard's.
+	file  string
+	owner string
+	wait  LockWait
+	// done are the runs finished when the store was opened, in any records
+	// file of the folder (unsharded or any shard), by key.
+	done map[string]finished
+}
+
+// Shard selects the records file of a part of the grid (host run --shard
+// i/n); the zero value is the whole grid's runs.jsonl.
+type Shard struct{ I, N int }
+
+// finished is a run's finished record and the records file holding it.
+type finished struct {
+	rec  Record
+	file string
+}
+
+// StoreOptions say how a Store works.
+type StoreOptions struct {
+	// Shard selects the records file this host appends to.
+	Shard Shard
+	// Owner names this host in its claims ("": Owner()).
+	Owner string
+	// Wait says how to wait for the records file's lock when another host
+	// holds it (the zero value: DefaultLockTimeout, uninterrupted,
+	// silent).
+	Wait LockWait
+}
+
+// Open opens the results folder for one host: it removes the temporary
+// files that interrupted hosts left (RemoveTemps; returned) and reads which
+// runs are finished, in every records file of the folder.
+func Open(l Layout, o StoreOptions) (s *Store, removed []string, err error) {
+	file := l.Runs()
+	if o.Shard.N > 0 {
+		file = l.Shard(o.Shard.I, o.Shard.N)
+	}
+	owner := o.Owner
+	if owner == "" {
+		owner = Owner()
+	}
+	s = &Store{Layout: l, file: file, owner: owner, wait: o.Wait}
+	if removed, err = s.wait.RemoveTemps(file); err != nil {
+		return nil, nil, err
+	}
+	if s.done, err = l.finished(); err != nil {
+		return nil, removed, err
+	}
+	return s, removed, nil
+}
+
+// File is the records file this host appends to.
+func (s *Store) File() string { return s.file }
+
+// finished returns the runs recorded as finished (status ok) in the
+// folder's records files, by key; the latest record wins.
+func (l Layout) finished() (map[string]finished, error) {
+	files, err := l.RecordFiles()
+	if err != nil {
+		return nil, err
+	}
+	done := map[string]finished{}
+	for _, f := range files {
+		recs, err := Read(f)
+		if err != nil {
+			return nil, err
+		}
+		for _, rec := range recs {
+			if rec.Status == StatusOK {
+				done[rec.Key] = finished{rec, f}
+			}
+		}
+	}
+	return done, nil
+}
+
+// Skip says why Begin does not give a run to this host to train.
+type Skip int
+
+const (
+	// NotSkipped: the run is this host's to train.
+	NotSkipped Skip = iota
+	// SkipFinished: it is finished with the same configuration.
+	SkipFinished
+	// SkipFresh: another host has just trained it with this
+	// configuration (after superseding its old result).
+	SkipFresh
+	// SkipClaimed: another host is training it, or has just finished it.
+	SkipClaimed
+)
+
+// Start is what Begin decided for a run.
+type Start struct {
+	// Skip is why the run is not this host's; NotSkipped when it is
+	// claimed: train it, then Finish or Abandon it.
+	Skip Skip
+	// Superseded, when the run had finished with another configuration
+	// and its record and files were moved aside, is the folder that keeps
+	// them; Diff says what changed.
+	Superseded string
+	Diff       []string
+}
+
+// Train reports whether the run is this host's to train.
+func (st Start) Train() bool { return st.Skip == NotSkipped }
+
+// Begin decides whether this host trains run key, whose configuration is
+// now cfg (the record's Config), and claims it when it does. A run that
+// finished with another configuration is superseded first: its records
+// move to superseded/runs.jsonl, its curve, final model and TensorBoard
+// folder under superseded/ with the time in their names (KeepAside).
+// When ctx is done before the claim, Begin returns its cause.
+func (s *Store) Begin(ctx context.Context, key string, cfg map[string]any) (Start, error) {
+	var st Start
+	if fin, ok := s.done[key]; ok {
+		diff := ConfigDiff(fin.rec.Config, cfg)
+		if len(diff) == 0 {
+			return Start{Skip: SkipFinished}, nil
+		}
+		stale := func(r Record) bool { return len(ConfigDiff(r.Config, cfg)) > 0 }
+		aside := func() error {
+			for _, f := range RunFiles(key) {
+				if _, err := s.Layout.KeepAside(filepath.Join(s.Layout.Dir, f)); err != nil {
+					return err
+				}
+			}
+			return nil
+		}
+		n, fresh, err := s.wait.Supersede(fin.file, key, s.Layout.SupersededRecords(), stale, aside)
+		if err != nil {
+			return st, err
+		}
+		if fresh {
+			return Start{Skip: SkipFresh}, nil
+		}
+		if n > 0 {
+			st.Superseded, st.Diff = s.Layout.Superseded(), diff
+		}
+	}
+	if ctx.Err() != nil {
+		return st, context.Cause(ctx)
+	}
+	mine, err := s.wait.Claim(s.file, key, s.owner, OwnerGone)
+	if err != nil {
+		return st, err
+	}
+	if !mine {
+		st.Skip = SkipClaimed
+	}
+	return st, nil
+}
+
+// Finish records a run this host trained (whatever its status) and
+// releases its claim.
+func (s *Store) Finish(rec Record) error {
+	if err := s.wait.Append(s.file, rec); err != nil {
+		return fmt.Errorf("saving result of %s: %w", rec.Key, err)
+	}
+	return s.wait.Release(s.file, rec.Key, s.owner)
+}
+
+// Abandon releases the claim on run key without a record: the host was
+// interrupted, and another (or this one run again) trains it later.
+func (s *Store) Abandon(key string) error {
+	return s.wait.Release(s.file, key, s.owner)
+}
+
+// Records reads every records file of the folder (runs.jsonl and every
+// shard's), returning the files and their records.
+func (s *Store) Records() ([]string, []Record, error) {
+	files, err := s.Layout.RecordFiles()
+	if err != nil {
+		return nil, nil, err
+	}
+	recs, err := Read(files...)
+	return files, recs, err
+}
