@@ -30,11 +30,13 @@ commands:
   table FILE.jsonl…        print result tables [--by dataset,arch] [--metrics …] [--format markdown|csv|latex] [--time]
       [--baseline METHOD]    Δ to METHOD with a 95 % Welch t interval over seeds
       [--select val_acc]     per method, the sweep's setting that is best on validation data
+      [--corruptions]        corrupted ACC, retained, mCE (with --baseline), family × severity
   landscape --checkpoint A.safetensors [--checkpoint B …] --experiment E.toml
       [--steps 21] [--radius 1] [--2d] [--samples 2048] [--out DIR]
                            loss along filter-normalized random directions, sharpness
   plot results/<experiment> [--metric test_acc,train_loss] [--out FILE.png]
                            training curves per method (mean ± std over seeds)
+  plot RUNS --corruptions  test accuracy against corruption severity
   data get NAME --dir D    download and verify cifar10, cifar100, fashion-mnist or mnist [--url BASE] [--md5 HEX]
       [--no-apt] [--debian-dir DIR]  fashion-mnist: copied from Debian's dataset-fashion-mnist, installed with apt when root
   plugins [--plugins DIR]  list installed optimizer plugins

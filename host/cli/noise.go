@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/optlab/optlab/host/corrupt"
 	"github.com/optlab/optlab/host/data"
 	"github.com/optlab/optlab/host/experiment"
 )
@@ -15,16 +16,41 @@ import (
 // matrix noiseSummary prints whole; for more it lists the largest flips.
 const maxMatrixClasses = 20
 
+// noiseSummaries describes, for host check, what the label noise of each
+// data setting of the runs does (datas, as grid.DataSettings gives them;
+// first is the data of datas[0]): a noiseSummary for each setting with
+// noise (a sweep of data.label_noise.rate or seed has several; the data is
+// loaded again for each), and, among several, a line for the runs without
+// (rate 0). "" when no run has label noise.
+func noiseSummaries(datas []experiment.Data, first data.Split) (string, error) {
+	var b strings.Builder
+	for i, d := range datas {
+		n := d.LabelNoise
+		if !n.Active() {
+			if len(datas) > 1 {
+				b.WriteString("label noise: none for the runs with rate 0 (clean training labels)\n")
+			}
+			continue
+		}
+		st := first.Noise
+		if i > 0 {
+			sp, err := data.Load(d)
+			if err != nil {
+				return "", err
+			}
+			st = sp.Noise
+		}
+		b.WriteString(noiseSummary(n, st))
+	}
+	return b.String(), nil
+}
+
 // noiseSummary describes, for host check, what the label noise n did (st):
 // the realised flip fraction and the transition matrix (rows the clean
 // label, columns the noisy one), or for many classes the largest flips.
 func noiseSummary(n experiment.LabelNoise, st *data.NoiseStats) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "label noise: %s, rate %g, seed %d", n.Kind, n.Rate, n.Seed)
-	if m := n.MapString(); m != "" {
-		fmt.Fprintf(&b, ", map %s", m)
-	}
-	fmt.Fprintf(&b, ": %d of %d training labels flipped (%.2f%%)\n", st.Flipped, st.Samples, 100*st.Fraction())
+	fmt.Fprintf(&b, "label noise: %s: %d of %d training labels flipped (%.2f%%)\n", n, st.Flipped, st.Samples, 100*st.Fraction())
 	k := len(st.Transition)
 	if k <= maxMatrixClasses {
 		width := len(strconv.Itoa(k - 1))
@@ -66,5 +92,28 @@ func noiseSummary(n experiment.LabelNoise, st *data.NoiseStats) string {
 		}
 	}
 	b.WriteByte('\n')
+	return b.String()
+}
+
+// evalSummary says what a run is scored on besides the final clean test
+// set: the best epoch's test metrics and the corrupted test sets; "" for
+// neither.
+func evalSummary(e experiment.Eval) string {
+	var b strings.Builder
+	if e.BestEpoch != "" {
+		fmt.Fprintf(&b, "best epoch: the test metrics of the epoch with the best validation %s are recorded as best_* (evaluated every %d epochs)\n", e.BestEpoch, e.EveryEpochs)
+	}
+	if c := e.Corruptions; c.Active() {
+		fams, err := corrupt.Select(c.Families)
+		if err != nil {
+			return b.String()
+		}
+		names := make([]string, len(fams))
+		for i, f := range fams {
+			names[i] = f.Name
+		}
+		fmt.Fprintf(&b, "corrupted test sets: %d families × %d severities %v = %d sets, seed %d: %s\n",
+			len(fams), len(c.Severities), c.Severities, len(fams)*len(c.Severities), c.Seed, strings.Join(names, ", "))
+	}
 	return b.String()
 }

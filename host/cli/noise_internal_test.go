@@ -24,3 +24,17 @@ func TestNoiseSummaryManyClasses(t *testing.T) {
 		t.Errorf("got\n%s\nwant\n%s", got, want)
 	}
 }
+
+func TestEvalSummary(t *testing.T) {
+	e := experiment.Default().Eval
+	if got := evalSummary(e); got != "" {
+		t.Errorf("defaults: %q, want nothing", got)
+	}
+	e.BestEpoch, e.EveryEpochs = "acc", 2
+	e.Corruptions = experiment.Corruptions{Families: []string{"jpeg", "contrast"}, Severities: []int{1, 5}, Seed: 3}
+	want := "best epoch: the test metrics of the epoch with the best validation acc are recorded as best_* (evaluated every 2 epochs)\n" +
+		"corrupted test sets: 2 families × 2 severities [1 5] = 4 sets, seed 3: contrast, jpeg\n"
+	if got := evalSummary(e); got != want {
+		t.Errorf("got %q, want %q", got, want)
+	}
+}

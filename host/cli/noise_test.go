@@ -91,3 +91,45 @@ func TestLabelNoiseCheckAndRecord(t *testing.T) {
 		t.Errorf("transition holds %d samples, %d flipped; want %d, %d", total, off, samples, flipped)
 	}
 }
+
+// TestLabelNoiseSweepCheck: with a sweep of data.label_noise.rate, host
+// check prints what the noise of each rate does, and that the rate-0 runs
+// have none.
+func TestLabelNoiseSweepCheck(t *testing.T) {
+	dir := t.TempDir()
+	s := spec{Name: "noisesweep", Methods: []method{{Name: "SGD", Plugin: "sgd"}},
+		Data: "dataset = \"uci-digits\"\n[data.label_noise]\nkind = \"pairflip\"\nrate = [0, 0.25, 0.5]\nseed = 3"}
+	check := host(t, "check", "--plugins", pluginDir, s.write(t, dir))
+	if check.code != 0 {
+		t.Fatalf("check: exit code %d\n%s", check.code, check.stderr)
+	}
+	out := check.stdout
+	for _, want := range []string{
+		"label noise: none for the runs with rate 0 (clean training labels)\n",
+		"grid: 3 settings (SGD: 3, rate) × 1 arch × 1 seed = 3 runs",
+		"method=SGD rate=0/arch=", "method=SGD rate=0.25/arch=", "method=SGD rate=0.5/arch=",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("check's output lacks %q:\n%s", want, out)
+		}
+	}
+	var flipped [2]int
+	for i, rate := range []string{"0.25", "0.5"} {
+		head := "label noise: pairflip, rate " + rate + ", seed 3: "
+		j := strings.Index(out, head)
+		if j < 0 {
+			t.Fatalf("check does not describe the noise of rate %s:\n%s", rate, out)
+		}
+		var samples int
+		var pct float64
+		if _, err := fmt.Sscanf(out[j+len(head):], "%d of %d training labels flipped (%f%%)", &flipped[i], &samples, &pct); err != nil || samples != 1438 {
+			t.Fatalf("rate %s: %v (%d samples):\n%s", rate, err, samples, out)
+		}
+	}
+	if strings.Count(out, "transition (rows: clean label, columns: noisy label):") != 2 {
+		t.Errorf("check prints %d transition matrices, want 2:\n%s", strings.Count(out, "transition (rows"), out)
+	}
+	if f := flipped; f[0] < 300 || f[0] > 420 || f[1] < 650 || f[1] > 790 {
+		t.Errorf("rates 0.25 and 0.5 flipped %d and %d of 1438 labels", f[0], f[1])
+	}
+}

@@ -49,7 +49,8 @@ func checkCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
-	sp, err := data.Load(exp.Data)
+	datas := grid.DataSettings(exp, p.Runs)
+	sp, err := data.Load(datas[0])
 	if err != nil {
 		return fmt.Errorf("%s: data: %w", pos[0], err)
 	}
@@ -59,9 +60,12 @@ func checkCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	zoo := model.Builtin()
 	fmt.Fprintf(stdout, "%s: %s — %d train / %d test samples, %d classes, input %v\n", exp.File, exp.Data.Dataset, sp.Train.Len(), sp.Test.Len(), sp.Train.Classes, shape)
-	if sp.Noise != nil {
-		fmt.Fprint(stdout, noiseSummary(exp.Data.LabelNoise, sp.Noise))
+	noise, err := noiseSummaries(datas, sp)
+	if err != nil {
+		return fmt.Errorf("%s: data: %w", pos[0], err)
 	}
+	fmt.Fprint(stdout, noise)
+	fmt.Fprint(stdout, evalSummary(exp.Eval))
 	fmt.Fprintln(stdout, gridSummary(exp, p.Runs))
 	fmt.Fprintln(stdout, stepsSummary(exp, p.Runs, sp.Train.Len()))
 	if n := len(p.Runs); n > grid.DefaultWarnRuns {

@@ -76,3 +76,77 @@ func TestTableCmd(t *testing.T) {
 		})
 	}
 }
+
+// TestTableCorruptions checks host table --corruptions and the label-noise
+// rows through the command line.
+func TestTableCorruptions(t *testing.T) {
+	corrupt := filepath.Join(tableTestdata, "corrupt.jsonl")
+	noise := filepath.Join(tableTestdata, "noise.jsonl")
+	tests := []struct {
+		name string
+		args []string
+		want string
+		ok   bool
+	}{
+		{"summary without baseline", []string{corrupt, "--corruptions"}, "| CIFAR-10 corrupted ACC ↑ | CIFAR-10 retained ↑ |", true},
+		{"mCE with baseline", []string{corrupt, "--corruptions", "--baseline", "SGD"}, "75.94 ± 11.30 Δ -24.06", true},
+		{"family table", []string{corrupt, "--corruptions"}, "| noise      | 80.00 | 67.50 | 73.75 |", true},
+		{"csv", []string{"--format=csv", corrupt, "--corruptions"}, "SAM,cifar10,resnet18,corr.noise.2.acc,0.675,", true},
+		{"best-epoch headers", []string{corrupt, "--metrics", "best_acc,corr_acc"}, "CIFAR-10 best-epoch ACC ↑ | CIFAR-10 corrupted ACC ↑", true},
+		{"noise rows", []string{noise, "--metrics", "acc", "--baseline", "SGD"}, "| 0.4 symmetric | SAM    | 85.50 ± 0.71 Δ +4.50 [-2.42, 11.42] |", true},
+		{"no corr keys", []string{filepath.Join(tableTestdata, "baseline.jsonl"), "--corruptions"}, "--corruptions: no successful run has accuracies on corrupted test sets", false},
+		{"with --time", []string{corrupt, "--corruptions", "--time"}, "--time and --corruptions are different tables", false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var buf bytes.Buffer
+			err := tableCmd(&buf, tc.args)
+			if tc.ok {
+				if err != nil || !strings.Contains(buf.String(), tc.want) {
+					t.Fatalf("err %v, output:\n%s\nwant containing %q", err, buf.String(), tc.want)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("err = %v, want containing %q", err, tc.want)
+			}
+		})
+	}
+}
+
+// TestTableWhere: --where keeps the records that match every condition.
+func TestTableWhere(t *testing.T) {
+	noise := filepath.Join(tableTestdata, "noise.jsonl")
+	for _, tc := range []struct {
+		args      []string
+		want, not []string
+		err       string
+	}{
+		{args: []string{noise, "--where", "data.label_noise.rate=0.4"}, want: []string{"SGD", "SAM", "81.00 ± 1.41"}, not: []string{"Label noise"}},
+		{args: []string{noise, "--where", "data.label_noise.rate=0.4", "--where", "method=SAM"}, want: []string{"SAM"}, not: []string{"SGD"}},
+		{args: []string{noise, "--where", "seed=9"}, err: "no record of the 10 matches --where seed=9"},
+		{args: []string{noise, "--where", "rate"}, err: "want KEY=VALUE"},
+	} {
+		var out bytes.Buffer
+		err := tableCmd(&out, tc.args)
+		if tc.err != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.err) {
+				t.Errorf("%v: error %v, want %q", tc.args, err, tc.err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatalf("%v: %v", tc.args, err)
+		}
+		for _, w := range tc.want {
+			if !strings.Contains(out.String(), w) {
+				t.Errorf("%v: no %q in\n%s", tc.args, w, out.String())
+			}
+		}
+		for _, n := range tc.not {
+			if strings.Contains(out.String(), n) {
+				t.Errorf("%v: %q in\n%s", tc.args, n, out.String())
+			}
+		}
+	}
+}

@@ -9,7 +9,8 @@
 // plugin's hyperparameter schema, and Grid expands the file into the runs
 // to train: methods × settings × archs × seeds, where a method's settings
 // are the combinations of the values of the keys written as lists (sweeps:
-// its parameters and the numbers of [train]; see sweep.go). Load and
+// its parameters, the numbers of [train] and the rate and seed of
+// [data.label_noise]; see sweep.go). Load and
 // Parse also apply --set KEY=VALUE overrides (see set.go).
 //
 // The struct fields below document each key and its default; the defaults
@@ -115,9 +116,10 @@ type Experiment struct {
 	Eval Eval
 	// Methods are the [[method]] tables, in file order (at least one).
 	Methods []Method
-	// Sweeps are the [train] keys written as lists of two values or more
-	// (see SweepKeys), in file order; Train holds the first value of
-	// each, and Grid gives every run its own (Run.Experiment).
+	// Sweeps are the keys of SweepKeys ([train] numbers, the rate and seed
+	// of [data.label_noise]) written as lists of two values or more, in
+	// file order; Train and Data hold the first value of each, and Grid
+	// gives every run its own (Run.Experiment).
 	Sweeps []Sweep
 	// Notes are informational messages produced while decoding, e.g. a
 	// default that was adjusted to the rest of the file. They are not
@@ -203,12 +205,38 @@ const (
 	NoiseAsymmetric = "asymmetric"
 )
 
+// Best-epoch criteria accepted in eval.best_epoch.
+const (
+	BestAcc = "acc"
+	BestNLL = "nll"
+)
+
+// Corruptions is the [eval.corruptions] table: the final model of every
+// run is also scored on corrupted copies of the (clean) test set, made on
+// the device at evaluation time (host/corrupt: CIFAR-10-C's definitions).
+// Image datasets only.
+type Corruptions struct {
+	// Families lists the corruption families (host/corrupt's names), or
+	// ["all"]. Empty (the default) means no corrupted evaluation.
+	Families []string `toml:"families"`
+	// Severities (default [1, 2, 3, 4, 5]) lists the severities, each in
+	// 1..5.
+	Severities []int `toml:"severities"`
+	// Seed (default 0) seeds the random corruptions (noise, rotations);
+	// the corrupted images are a pure function of it and the test set.
+	Seed int64 `toml:"seed"`
+}
+
+// Active reports whether the table asks for corrupted evaluation.
+func (c Corruptions) Active() bool { return len(c.Families) > 0 }
+
 // LabelNoise is the [data.label_noise] table: each training label is
 // replaced, with probability Rate and independently of the others, by a
 // wrong one chosen by Kind, deterministically from Seed. It applies to the
 // training set before the validation split is held out of it (so
 // validation labels are noisy too); the test set stays clean. Absent (Kind
-// "") means no noise.
+// ""), or with Rate 0, it means no noise (see Active). Rate and Seed may
+// be swept (SweepKeys).
 type LabelNoise struct {
 	// Kind (required when the table is written) is symmetric, pairflip or
 	// asymmetric.
@@ -231,8 +259,25 @@ type LabelNoise struct {
 	Map map[string]int `toml:"map"`
 }
 
-// Active reports whether label noise is asked for.
-func (n LabelNoise) Active() bool { return n.Kind != "" }
+// Active reports whether label noise is asked for: a kind and a rate
+// above 0. Rate 0 (a value of a rate sweep, rate = [0, 0.2, 0.4]) is no
+// noise: such a run trains on the clean labels, and its configuration is
+// that of a run without [data.label_noise].
+func (n LabelNoise) Active() bool { return n.Kind != "" && n.Rate > 0 }
+
+// String describes the noise as host check and the logs name it:
+// "pairflip, rate 0.25, seed 3", with ", map {9 = 1}" for asymmetric
+// noise, or "none" when it is not Active.
+func (n LabelNoise) String() string {
+	if !n.Active() {
+		return "none"
+	}
+	s := fmt.Sprintf("%s, rate %g, seed %d", n.Kind, n.Rate, n.Seed)
+	if m := n.MapString(); m != "" {
+		s += ", map " + m
+	}
+	return s
+}
 
 // ClassMap returns Map with its keys as class numbers; keys that are not
 // decimal integers (which Validate rejects) are left out.
@@ -505,6 +550,17 @@ type Eval struct {
 	// EveryEpochs (default 0) evaluates every N epochs as well as at the
 	// end; 0 means only at the end.
 	EveryEpochs int `toml:"every_epochs"`
+	// BestEpoch (default "", off) names the validation metric that picks
+	// each run's best epoch among those evaluated (every_epochs): "acc"
+	// (highest) or "nll" (lowest). The record then also holds the test
+	// metrics of that epoch (best_acc, best_nll, …, best_epoch): early
+	// stopping on the validation split, which holds the training set's
+	// (possibly noisy) labels. Needs data.validation > 0 and
+	// every_epochs ≥ 1.
+	BestEpoch string `toml:"best_epoch"`
+	// Corruptions is the [eval.corruptions] table: the final model is also
+	// scored on corrupted copies of the test set.
+	Corruptions Corruptions `toml:"corruptions"`
 	// TensorBoard (default true) writes TensorBoard event files of every
 	// run to results/<experiment>/tb/<run>/ as it trains. It changes no
 	// result, so it is not part of a run's recorded configuration.
@@ -587,7 +643,8 @@ func Default() *Experiment {
 				LRMin:       1e-4,
 			},
 		},
-		Eval: Eval{Temperature: TemperatureTestHalves, AACSteps: 100, MCSamples: 30, TensorBoard: true, TensorBoardEverySteps: 10},
+		Eval: Eval{Temperature: TemperatureTestHalves, AACSteps: 100, MCSamples: 30, TensorBoard: true, TensorBoardEverySteps: 10,
+			Corruptions: Corruptions{Severities: []int{1, 2, 3, 4, 5}}},
 	}
 	return e
 }

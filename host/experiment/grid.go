@@ -19,7 +19,7 @@ type Run struct {
 	// parameter, Params holds this run's value in place of the list.
 	Method Method
 	// Setting lists the run's swept values (method parameters first, in
-	// line order, then the [train] keys, in file order); empty when
+	// line order, then the keys of SweepKeys, in file order); empty when
 	// nothing is swept.
 	Setting []Setting
 	// Label is the run's row label: the method name, followed by its
@@ -41,10 +41,11 @@ type Run struct {
 }
 
 // Experiment returns e as the run sees it: e itself when the run sweeps no
-// [train] key, else a copy whose Train holds the run's values (sharing
-// everything else with e). Apply it to the experiment the run is trained
-// with, after any change made to e since Grid (e.g. a device override).
-func (r Run) Experiment(e *Experiment) *Experiment { return withTrain(e, r.Setting) }
+// key of SweepKeys, else a copy whose Train and Data hold the run's values
+// (its Data.LabelNoise its rate and seed; sharing everything else with e).
+// Apply it to the experiment the run is trained with, after any change
+// made to e since Grid (e.g. a device override).
+func (r Run) Experiment(e *Experiment) *Experiment { return withSettings(e, r.Setting) }
 
 // SettingString returns the run's setting as its label writes it,
 // "rho=0.05 lr=0.1", or "" when nothing is swept.
@@ -114,8 +115,7 @@ func isArchName(s string) bool {
 // Grid expands a validated experiment into its runs: methods (file order)
 // × settings × archs (model.archs order) × seeds (train.seeds order), the
 // seed varying fastest. A method's settings are the combinations of its
-// swept values (its parameter lists, then the [train] lists of
-// e.Sweeps), the last list varying fastest; a method that sweeps nothing
+// swept values (its parameter lists, then the lists of e.Sweeps), the last list varying fastest; a method that sweeps nothing
 // has one. Index counts from 0 in that order. An arch spec that does not
 // parse (which Validate reports) yields Arch = the spec as written and no
 // Members; a method with more than MaxSettings settings (which Validate

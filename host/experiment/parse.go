@@ -104,10 +104,11 @@ func (e *Experiment) resolvePaths(dir string) {
 // their lines in Method.ParamLines, for ValidateParams.
 //
 // Lists of values (sweeps; see SweepKeys) are checked for their shape: not
-// empty, values of one type (the key's type for [train] keys), no value
-// twice. A list of one value is replaced by the value. [train] lists of
-// two values or more go to Experiment.Sweeps (Train holds their first
-// values); a method's parameter lists stay in Method.Params.
+// empty, values of one type (the key's type for the keys of SweepKeys), no
+// value twice. A list of one value is replaced by the value. Lists of two
+// values or more in the keys of SweepKeys go to Experiment.Sweeps (Train
+// and Data hold their first values); a method's parameter lists stay in
+// Method.Params.
 //
 // sets are --set overrides, KEY=VALUE each (see the package's overrides
 // documentation in set.go): they are merged into the decoded file before
@@ -143,7 +144,7 @@ func Parse(data []byte, name string, sets ...string) (*Experiment, error) {
 }
 
 // checkSource decodes src into a generic tree, merges the --set overrides
-// sets into it, takes out the [train] sweeps and checks every key against
+// sets into it, takes out the sweeps of SweepKeys and checks every key against
 // the schema. It returns the checker, which holds the lines of the keys
 // and the overrides' origins for later messages; the text to decode (src,
 // or the checked tree written back when the overrides or the sweeps
@@ -164,7 +165,7 @@ func checkSource(name, src string, sets []string) (*checker, string, []Sweep, er
 	}
 	if len(sets) > 0 || changed {
 		// Decode what the checks saw: the file with the overrides merged
-		// and the [train] lists replaced by their first values.
+		// and the lists of SweepKeys replaced by their first values.
 		var err error
 		if src, err = encodeTree(tree); err != nil {
 			return nil, "", nil, &Error{File: name, Msg: printable(err.Error()), Err: err}
@@ -603,7 +604,7 @@ func (c *checker) mismatch(p keyPath, want string, got any) {
 	hint := ""
 	if _, isArray := asArray(got); isArray && !strings.HasPrefix(want, "an array") &&
 		len(p) > 0 && !strings.HasPrefix(p[len(p)-1], indexPrefix) {
-		hint = "; a list of values (a sweep) may be written only for method parameters and the numbers of [train], [train.optimizer] and [train.schedule] other than eval_batch_size and threads"
+		hint = "; a list of values (a sweep) may be written only for method parameters, the numbers of [train], [train.optimizer] and [train.schedule] other than eval_batch_size and threads, and data.label_noise.rate and seed"
 	}
 	c.add(c.line(p), p.String(), "%s must be %s (got %s)%s", p, want, describe(got), hint)
 }

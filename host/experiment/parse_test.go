@@ -42,7 +42,7 @@ func TestParseStrictErrors(t *testing.T) {
 		{
 			name: "unknown key lists valid keys",
 			src:  withMethod("[eval]\nzzz = 1"),
-			want: []string{`t.toml:3: unknown key "eval.zzz" (valid keys: temperature, aac_steps, mc_samples, every_epochs, tensorboard, tensorboard_every_steps)`},
+			want: []string{`t.toml:3: unknown key "eval.zzz" (valid keys: temperature, aac_steps, mc_samples, every_epochs, best_epoch, corruptions, tensorboard, tensorboard_every_steps)`},
 		},
 		{
 			name: "unknown top-level table",

@@ -11,17 +11,18 @@ import (
 )
 
 // A sweep is a key written as a list of values: any method parameter
-// (rho = [0.02, 0.05, 0.1]) and the numbers of [train], [train.optimizer]
-// and [train.schedule] that SweepKeys lists (lr = [0.05, 0.1]). Each list
+// (rho = [0.02, 0.05, 0.1]), the numbers of [train], [train.optimizer]
+// and [train.schedule], and the rate and seed of [data.label_noise], as
+// SweepKeys lists them (lr = [0.05, 0.1], rate = [0, 0.2, 0.4]). Each list
 // is a grid dimension: the runs of a method are its settings (every
-// combination of the values of its own parameter lists and of the [train]
-// lists) × archs × seeds. A list of one value is the value itself.
+// combination of the values of its own parameter lists and of the lists
+// of SweepKeys) × archs × seeds. A list of one value is the value itself.
 
 // MaxSettings bounds the number of settings (combinations of swept values)
 // of one method.
 const MaxSettings = 10000
 
-// Sweep is one swept [train] key.
+// Sweep is one swept key of SweepKeys.
 type Sweep struct {
 	// Key is the dotted key, e.g. "train.optimizer.lr".
 	Key string
@@ -33,31 +34,46 @@ type Sweep struct {
 // Setting is one swept key's value in one run.
 type Setting struct {
 	// Key is the swept key: "params.<name>" for a method parameter (as in
-	// ValidateParams' messages), the dotted key for [train] keys
-	// ("train.optimizer.lr").
+	// ValidateParams' messages), the dotted key for the keys of SweepKeys
+	// ("train.optimizer.lr", "data.label_noise.rate").
 	Key string
-	// Name is how run labels and keys name the key: the parameter's name,
-	// the last element of a [train] key ("lr"), or the whole [train] key
-	// when the method sweeps a parameter of that name too.
+	// Name is how run labels and keys name the key: the parameter's name;
+	// for a key of SweepKeys its last element ("lr", "rate"), or the whole
+	// key when the method sweeps a parameter of that name too, and
+	// "label_noise.seed" for data.label_noise.seed (which "seed" would
+	// confuse with the run's seed).
 	Name string
 	// Value is the value: as decoded from TOML for a parameter (string,
-	// int64, float64, bool), int64 or float64 for a [train] key.
+	// int64, float64, bool), int64 or float64 for a key of SweepKeys.
 	Value any
 }
 
 // String returns "name=value", the value as FormatValue writes it.
 func (s Setting) String() string { return s.Name + "=" + FormatValue(s.Value) }
 
-// SweepKeys returns the [train] keys that may be lists of values (sweeps):
-// the numbers of [train] except eval_batch_size and threads (which do not
-// change what is trained), of [train.optimizer] and of [train.schedule].
+// SweepKeys returns the keys outside [[method]] that may be lists of
+// values (sweeps): the numbers of [train] except eval_batch_size and
+// threads (which do not change what is trained), of [train.optimizer] and
+// of [train.schedule], and the rate and seed of [data.label_noise].
 func SweepKeys() []string {
 	return []string{
 		"train.epochs", "train.batch_size", "train.label_smoothing", "train.max_steps",
 		"train.optimizer.lr", "train.optimizer.momentum", "train.optimizer.weight_decay", "train.optimizer.eps",
 		"train.schedule.gamma", "train.schedule.warmup_epochs", "train.schedule.patience", "train.schedule.factor",
 		"train.schedule.min_lr", "train.schedule.cycle_epochs", "train.schedule.lr_max", "train.schedule.lr_min",
+		"data.label_noise.rate", "data.label_noise.seed",
 	}
+}
+
+// sweepName is how run labels name the swept key (of SweepKeys) when no
+// parameter of the method has that name: its last element, except for
+// data.label_noise.seed, which "seed" would confuse with the run's seed
+// (method=SGD seed=3/arch=cnn/seed=1).
+func sweepName(key string) string {
+	if key == "data.label_noise.seed" {
+		return "label_noise.seed"
+	}
+	return key[strings.LastIndexByte(key, '.')+1:]
 }
 
 // FormatValue writes a swept value the way run labels and keys show it:
@@ -110,15 +126,26 @@ func sweepField(t reflect.Value, path []string) (reflect.Value, bool) {
 	return t, true
 }
 
-// setTrain sets the [train] key (dotted, "train.optimizer.lr") of tr to v
-// (int64 or float64). It reports false for a key that is not a number of
-// [train].
-func setTrain(tr *Train, key string, v any) bool {
-	path, ok := strings.CutPrefix(key, "train.")
-	if !ok {
-		return false
+// sweepTarget returns the field of e that the key of SweepKeys (dotted,
+// "train.optimizer.lr", "data.label_noise.rate") names, or false.
+func sweepTarget(e *Experiment, key string) (reflect.Value, bool) {
+	root, path, _ := strings.Cut(key, ".")
+	var t reflect.Value
+	switch root {
+	case "train":
+		t = reflect.ValueOf(&e.Train).Elem()
+	case "data":
+		t = reflect.ValueOf(&e.Data).Elem()
+	default:
+		return reflect.Value{}, false
 	}
-	f, ok := sweepField(reflect.ValueOf(tr).Elem(), strings.Split(path, "."))
+	return sweepField(t, strings.Split(path, "."))
+}
+
+// setSwept sets the key of SweepKeys (dotted) of e to v (int64 or
+// float64). It reports false for a key that is not a number of e.
+func setSwept(e *Experiment, key string, v any) bool {
+	f, ok := sweepTarget(e, key)
 	if !ok {
 		return false
 	}
@@ -144,14 +171,15 @@ func setTrain(tr *Train, key string, v any) bool {
 	return true
 }
 
-// withTrain returns a copy of e whose [train] has the given values; e
-// itself when there are none. The copy shares everything else with e.
-func withTrain(e *Experiment, settings []Setting) *Experiment {
+// withSettings returns a copy of e that holds the values the settings give
+// the keys of SweepKeys (method parameters are left to withParams); e
+// itself when they give none. The copy shares everything else with e.
+func withSettings(e *Experiment, settings []Setting) *Experiment {
 	c := *e
 	changed := false
 	for _, s := range settings {
-		if strings.HasPrefix(s.Key, "train.") {
-			changed = setTrain(&c.Train, s.Key, s.Value) || changed
+		if !strings.HasPrefix(s.Key, "params.") {
+			changed = setSwept(&c, s.Key, s.Value) || changed
 		}
 	}
 	if !changed {
@@ -160,8 +188,8 @@ func withTrain(e *Experiment, settings []Setting) *Experiment {
 	return &c
 }
 
-// extractSweeps finds the lists written in the sweepable [train] keys of
-// the decoded tree (see SweepKeys), checks them (non-empty, elements of the
+// extractSweeps finds the lists written in the sweepable keys of the
+// decoded tree (see SweepKeys), checks them (non-empty, elements of the
 // key's type, distinct), replaces each by its first value so that the
 // schema check and the decoder see a scalar, and returns the lists of two
 // values or more, and whether it changed the tree.
@@ -186,7 +214,7 @@ func (c *checker) extractSweeps(tree map[string]any) (out []Sweep, changed bool)
 			continue
 		}
 		p := keyPath(path)
-		f, _ := sweepField(reflect.ValueOf(&Train{}).Elem(), path[1:])
+		f, _ := sweepTarget(&Experiment{}, key)
 		changed = true
 		values, ok := c.sweepList(list, f.Type(), p)
 		if !ok {
@@ -333,7 +361,7 @@ func settings(e *Experiment, m Method) (out [][]Setting, n int) {
 		dims = append(dims, dim{"params." + k, keyPath{k}.String(), m.Params[k].([]any)})
 	}
 	for _, s := range e.Sweeps {
-		name := s.Key[strings.LastIndexByte(s.Key, '.')+1:]
+		name := sweepName(s.Key)
 		if l, ok := m.Params[name].([]any); ok && len(l) > 1 {
 			name = s.Key
 		}
@@ -374,9 +402,9 @@ func settings(e *Experiment, m Method) (out [][]Setting, n int) {
 	}
 }
 
-// trainCombos returns every combination of the values of e.Sweeps, as
-// settings (at most MaxSettings; nil when e sweeps no [train] key).
-func trainCombos(e *Experiment) [][]Setting {
+// sweepCombos returns every combination of the values of e.Sweeps, as
+// settings (at most MaxSettings; nil when e sweeps no key of SweepKeys).
+func sweepCombos(e *Experiment) [][]Setting {
 	if len(e.Sweeps) == 0 {
 		return nil
 	}

@@ -59,7 +59,7 @@ func TestParseSweeps(t *testing.T) {
 		{name: "zero and negative zero twice", train: "optimizer.weight_decay = [0.0, -0.0]",
 			errs: []string{"s.toml:3: train.optimizer.weight_decay lists 0 twice (elements 0 and 1)"}},
 		{name: "key that cannot sweep", train: "eval_batch_size = [100, 200]",
-			errs: []string{"s.toml:3: train.eval_batch_size must be an integer (got an array); a list of values (a sweep) may be written only for method parameters and the numbers of [train]"}},
+			errs: []string{"s.toml:3: train.eval_batch_size must be an integer (got an array); a list of values (a sweep) may be written only for method parameters, the numbers of [train], [train.optimizer] and [train.schedule] other than eval_batch_size and threads, and data.label_noise.rate and seed"}},
 		{name: "data key cannot sweep", train: "optimizer.name = [\"sgd\", \"adam\"]",
 			errs: []string{`s.toml:3: train.optimizer.name must be a string (got an array); a list of values (a sweep)`}},
 		{name: "empty parameter list", params: "rho = []",
@@ -325,6 +325,133 @@ func TestValidateParamsLists(t *testing.T) {
 			}
 			if err != nil || !reflect.DeepEqual(got, tc.want) {
 				t.Errorf("ValidateParams = %#v, %v; want %#v", got, err, tc.want)
+			}
+		})
+	}
+}
+
+// TestGridLabelNoiseSweep: the rate and seed of [data.label_noise] are grid
+// dimensions like lr: every run sees its own values in Data.LabelNoise
+// (through Run.Experiment), and its label and key name them; the
+// experiment keeps the first values. Rate 0 is no noise.
+func TestGridLabelNoiseSweep(t *testing.T) {
+	src := `name = "robust"
+[data.label_noise]
+kind = "symmetric"
+rate = [0, 0.2, 0.4, 0.6]
+seed = [5, 6]
+[train]
+seeds = [1, 2]
+optimizer.lr = [0.05, 0.1]
+[[method]]
+name = "SGD"
+plugin = "sgd"
+[[method]]
+name = "SAM"
+plugin = "sam"
+[method.params]
+rho = 0.05
+`
+	e, err := Parse([]byte(src), "robust.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := Validate(e, testArchs()); err != nil {
+		t.Fatal(err)
+	}
+	wantSweeps := []Sweep{{"data.label_noise.rate", []any{0.0, 0.2, 0.4, 0.6}}, {"data.label_noise.seed", []any{int64(5), int64(6)}}, {"train.optimizer.lr", []any{0.05, 0.1}}}
+	if !reflect.DeepEqual(e.Sweeps, wantSweeps) {
+		t.Errorf("Sweeps = %v, want %v", e.Sweeps, wantSweeps)
+	}
+	runs := Grid(e)
+	// 2 methods × (4 rates × 2 noise seeds × 2 lr) × 1 arch × 2 seeds.
+	if len(runs) != 2*16*2 {
+		t.Fatalf("%d runs, want 64", len(runs))
+	}
+	tests := []struct {
+		i     int
+		key   string
+		rate  float64
+		seed  int64
+		lr    float64
+		noisy bool
+	}{
+		{0, "method=SGD rate=0 label_noise.seed=5 lr=0.05/arch=cnn/seed=1", 0, 5, 0.05, false},
+		{3, "method=SGD rate=0 label_noise.seed=5 lr=0.1/arch=cnn/seed=2", 0, 5, 0.1, false},
+		{4, "method=SGD rate=0 label_noise.seed=6 lr=0.05/arch=cnn/seed=1", 0, 6, 0.05, false},
+		{8, "method=SGD rate=0.2 label_noise.seed=5 lr=0.05/arch=cnn/seed=1", 0.2, 5, 0.05, true},
+		{31, "method=SGD rate=0.6 label_noise.seed=6 lr=0.1/arch=cnn/seed=2", 0.6, 6, 0.1, true},
+		{32 + 17, "method=SAM rate=0.4 label_noise.seed=5 lr=0.05/arch=cnn/seed=2", 0.4, 5, 0.05, true},
+	}
+	for _, tc := range tests {
+		r := runs[tc.i]
+		if r.Key != tc.key {
+			t.Errorf("run %d: key %q, want %q", tc.i, r.Key, tc.key)
+		}
+		re := r.Experiment(e)
+		if n := re.Data.LabelNoise; n.Rate != tc.rate || n.Seed != tc.seed || n.Kind != NoiseSymmetric || n.Active() != tc.noisy {
+			t.Errorf("run %d: label noise %+v (active %v), want rate %v seed %d (active %v)", tc.i, n, n.Active(), tc.rate, tc.seed, tc.noisy)
+		}
+		if re.Train.Optimizer.LR != tc.lr {
+			t.Errorf("run %d: lr %v, want %v", tc.i, re.Train.Optimizer.LR, tc.lr)
+		}
+	}
+	if n := e.Data.LabelNoise; n.Rate != 0 || n.Seed != 5 {
+		t.Errorf("the experiment's label noise is %+v, want the first values (rate 0, seed 5)", n)
+	}
+}
+
+// TestLabelNoiseSweepChecks: every value of a label-noise list is checked,
+// each problem reported once however many other lists combine with it.
+func TestLabelNoiseSweepChecks(t *testing.T) {
+	file := func(noise string) string {
+		return "name = \"n\"\n" + // 1
+			"[data.label_noise]\n" + // 2
+			noise + "\n" + // 3, 4
+			"[train]\noptimizer.lr = [0.05, 0.1]\nepochs = [1, 2]\n" + // 5..7
+			"[[method]]\nname = \"SGD\"\nplugin = \"sgd\"\n"
+	}
+	tests := []struct {
+		name, noise  string
+		errs         []string
+		validateErrs []string
+	}{
+		{name: "valid", noise: "kind = \"pairflip\"\nrate = [0, 0.2, 0.99]"},
+		{name: "rate out of range", noise: "kind = \"pairflip\"\nrate = [0, 0.2, 1]",
+			validateErrs: []string{"n.toml:4: data.label_noise.rate must be in [0, 1) (got 1)"}},
+		{name: "negative rate", noise: "kind = \"symmetric\"\nrate = [-0.1, 0.2]",
+			validateErrs: []string{"n.toml:4: data.label_noise.rate must be in [0, 1) (got -0.1)"}},
+		{name: "rate list without kind", noise: "rate = [0.1, 0.2]",
+			validateErrs: []string{"n.toml:2: data.label_noise.kind is required when [data.label_noise] is written"}},
+		{name: "rate twice", noise: "kind = \"symmetric\"\nrate = [0.2, 0.20]",
+			errs: []string{"n.toml:4: data.label_noise.rate lists 0.2 twice (elements 0 and 1)"}},
+		{name: "empty rate list", noise: "kind = \"symmetric\"\nrate = []",
+			errs: []string{"n.toml:4: data.label_noise.rate is an empty list; a sweep needs at least one value"}},
+		{name: "float seed", noise: "kind = \"symmetric\"\nrate = 0.1\nseed = [1, 2.5]",
+			errs: []string{"n.toml:5: data.label_noise.seed[1] must be an integer (got float 2.5)"}},
+		{name: "map cannot sweep", noise: "kind = \"asymmetric\"\nrate = 0.1\nmap = [{1 = 2}, {2 = 1}]",
+			errs: []string{"data.label_noise.map must be a table"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			e, err := Parse([]byte(file(tc.noise)), "n.toml")
+			if tc.errs != nil {
+				checkErrs(t, err, tc.errs)
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			err = Validate(e, testArchs())
+			if tc.validateErrs == nil {
+				if err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			checkErrs(t, err, tc.validateErrs)
+			if n := strings.Count(err.Error(), "\n") + 1; n != len(tc.validateErrs) {
+				t.Errorf("%d problems reported, want %d:\n%v", n, len(tc.validateErrs), err)
 			}
 		})
 	}

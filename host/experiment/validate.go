@@ -8,6 +8,7 @@ import (
 	"strings"
 	"unicode"
 
+	"github.com/optlab/optlab/host/corrupt"
 	"github.com/optlab/optlab/internal/suggest"
 )
 
@@ -40,18 +41,19 @@ func Validate(exp *Experiment, knownArchs []string) error {
 	return v.err()
 }
 
-// sweeps validates [train] for every combination of the values of the
-// swept [train] keys (the values' ranges and how they combine with the
-// other keys, e.g. min_lr < lr), reporting each problem once, and checks
-// the number of settings of each method.
+// sweeps validates [train] and [data.label_noise] for every combination
+// of the values of the swept keys (the values' ranges and how they combine
+// with the other keys, e.g. min_lr < lr), reporting each problem once, and
+// checks the number of settings of each method.
 func (v *validator) sweeps() {
 	seen := map[string]bool{}
 	for _, e := range v.list {
 		seen[e.Error()] = true
 	}
-	for _, combo := range trainCombos(v.e) {
-		w := &validator{errs: errs{file: v.file, sets: v.sets}, e: withTrain(v.e, combo)}
+	for _, combo := range sweepCombos(v.e) {
+		w := &validator{errs: errs{file: v.file, sets: v.sets}, e: withSettings(v.e, combo)}
 		w.train()
+		w.labelNoise()
 		for _, e := range w.list {
 			if !seen[e.Error()] {
 				seen[e.Error()] = true
@@ -185,7 +187,7 @@ func (v *validator) data() {
 func (v *validator) labelNoise() {
 	n := v.e.Data.LabelNoise
 	const table = "data.label_noise"
-	if !n.Active() {
+	if n.Kind == "" {
 		if v.e.has(table) {
 			v.add(v.line(table+".kind", table), table+".kind", "%s.kind is required when [%s] is written (symmetric, pairflip or asymmetric)", table, table)
 		}
@@ -470,8 +472,53 @@ func (v *validator) eval() {
 	v.intMin("eval.mc_samples", ev.MCSamples, 1)
 	v.intMin("eval.every_epochs", ev.EveryEpochs, 0)
 	v.intMin("eval.tensorboard_every_steps", ev.TensorBoardEverySteps, 0)
+	if ev.BestEpoch != "" {
+		v.enum("eval.best_epoch", ev.BestEpoch, BestAcc, BestNLL)
+		switch {
+		case !(v.e.Data.Validation > 0):
+			v.fail("eval.best_epoch", "needs a validation split to choose on: set data.validation > 0")
+		case ev.EveryEpochs < 1:
+			v.fail("eval.best_epoch", "needs evaluations during training to choose among: set eval.every_epochs ≥ 1")
+		}
+	}
+	v.corruptions()
 	if !ev.TensorBoard {
 		v.notFor("eval.tensorboard_every_steps", ev.TensorBoardEverySteps == Default().Eval.TensorBoardEverySteps, "when eval.tensorboard = true")
+	}
+}
+
+// corruptions checks [eval.corruptions].
+func (v *validator) corruptions() {
+	c := v.e.Eval.Corruptions
+	const table = "eval.corruptions"
+	if !c.Active() {
+		if v.e.has(table) {
+			v.add(v.line(table+".families", table), table+".families", "%s.families is required when [%s] is written: a list of %s, or [\"all\"]", table, table, strings.Join(corrupt.Names(), ", "))
+		}
+		return
+	}
+	for _, n := range c.Families {
+		if _, err := corrupt.Lookup(n); err != nil && n != "all" {
+			v.fail(table+".families", "names an unknown corruption %q (the families are %s; \"all\" names every one)", n, strings.Join(corrupt.Names(), ", "))
+		}
+	}
+	if len(c.Severities) == 0 {
+		v.fail(table+".severities", "must list at least one severity in 1..%d", corrupt.Severities)
+	}
+	seen := map[int]bool{}
+	for _, s := range c.Severities {
+		switch {
+		case s < 1 || s > corrupt.Severities:
+			v.fail(table+".severities", "severity %d is not in 1..%d", s, corrupt.Severities)
+		case seen[s]:
+			v.fail(table+".severities", "lists severity %d twice", s)
+		}
+		seen[s] = true
+	}
+	switch v.e.Data.Dataset {
+	case DatasetCIFAR10, DatasetCIFAR100, DatasetFashionMNIST, DatasetMNIST:
+	default:
+		v.fail(table, "needs 8-bit images (cifar10, cifar100, fashion-mnist or mnist); dataset %q is not", v.e.Data.Dataset)
 	}
 }
 

@@ -43,6 +43,21 @@ func TestValidate(t *testing.T) {
 		{name: "synthetic table not used", body: "[data.synthetic]\ntrain = 10", want: []string{"t.toml:2: data.synthetic applies only when data.dataset or data.ood is \"synthetic\""}},
 		{name: "synthetic vectors no augment", body: "[data]\ndataset = \"synthetic\"\naugment = [\"crop\"]\n[data.synthetic]\nfeatures = 16", want: []string{"t.toml:4: data.augment must be empty for vector inputs"}},
 		{name: "synthetic ood must be images", body: "[data]\ndataset = \"cifar10\"\ndir = \"d\"\nood = \"synthetic\"\n[data.synthetic]\nfeatures = 5", want: []string{"t.toml:7: data.synthetic.features must be 0 (images)"}},
+		{name: "corruptions", body: "[data]\ndataset = \"fashion-mnist\"\ndir = \"d\"\nvalidation = 0.1\n[eval]\nevery_epochs = 1\nbest_epoch = \"nll\"\n[eval.corruptions]\nfamilies = [\"all\"]\nseed = 3"},
+		{name: "corruptions families required", body: "[data]\ndataset = \"mnist\"\ndir = \"d\"\n[eval.corruptions]\nseed = 3", want: []string{
+			"t.toml:5: eval.corruptions.families is required when [eval.corruptions] is written"}},
+		{name: "corruptions unknown family", body: "[data]\ndataset = \"mnist\"\ndir = \"d\"\n[eval.corruptions]\nfamilies = [\"fog\"]", want: []string{
+			`t.toml:6: eval.corruptions.families names an unknown corruption "fog" (the families are gaussian_noise, `}},
+		{name: "corruptions severities", body: "[data]\ndataset = \"mnist\"\ndir = \"d\"\n[eval.corruptions]\nfamilies = [\"jpeg\"]\nseverities = [0, 2, 2]", want: []string{
+			"t.toml:7: eval.corruptions.severities severity 0 is not in 1..5", "t.toml:7: eval.corruptions.severities lists severity 2 twice"}},
+		{name: "corruptions need images", body: "[eval.corruptions]\nfamilies = [\"jpeg\"]", want: []string{
+			`eval.corruptions needs 8-bit images (cifar10, cifar100, fashion-mnist or mnist); dataset "uci-digits" is not`}},
+		{name: "best epoch needs validation", body: "[eval]\nevery_epochs = 1\nbest_epoch = \"acc\"", want: []string{
+			"t.toml:4: eval.best_epoch needs a validation split to choose on"}},
+		{name: "best epoch needs evaluations", body: "[data]\nvalidation = 0.1\n[eval]\nbest_epoch = \"acc\"", want: []string{
+			"t.toml:5: eval.best_epoch needs evaluations during training to choose among"}},
+		{name: "best epoch criterion", body: "[data]\nvalidation = 0.1\n[eval]\nevery_epochs = 2\nbest_epoch = \"loss\"", want: []string{
+			`t.toml:6: eval.best_epoch must be one of acc, nll (got "loss")`}},
 		{name: "label noise symmetric", body: "[data.label_noise]\nkind = \"symmetric\"\nrate = 0.2\nseed = 7"},
 		{name: "label noise pairflip rate 0", body: "[data.label_noise]\nkind = \"pairflip\"\nrate = 0"},
 		{name: "label noise asymmetric cifar10", body: "[data]\ndataset = \"cifar10\"\ndir = \"d\"\n[data.label_noise]\nkind = \"asymmetric\"\nrate = 0.4\nmap = {9 = 1, 2 = 0, 3 = 5, 5 = 3, 4 = 7}"},

@@ -98,7 +98,9 @@ func Run(ctx context.Context, p *Plan, o RunOptions) (Result, error) {
 	if note := sess.DeviceNote(); note != "" {
 		fmt.Fprintln(o.Log, "host: note:", note)
 	}
-	if err := sess.Upload(ctx); err != nil {
+	// The data of the first run; a run with other label noise (a sweep of
+	// its rate or seed) loads its own before it trains (gridRun.useData).
+	if _, err := sess.Upload(ctx, DataSettings(exp, runs)[0]); err != nil {
 		return res, fmt.Errorf("%s: %w", exp.File, err)
 	}
 	store, removed, err := results.Open(results.NewLayout(exp.ResultsDir, exp.Name), results.StoreOptions{Shard: o.Shard, Wait: o.LockWait})
@@ -108,7 +110,7 @@ func Run(ctx context.Context, p *Plan, o RunOptions) (Result, error) {
 	if err != nil {
 		return res, err
 	}
-	g := &gridRun{plan: p, store: store, o: o, runner: newRunner(sess, store, o)}
+	g := &gridRun{plan: p, sess: sess, store: store, o: o, runner: newRunner(sess, store, o)}
 	if g.o.DeviceLost == nil {
 		g.o.DeviceLost = tensor.DeviceLost
 	}
@@ -137,6 +139,7 @@ func Run(ctx context.Context, p *Plan, o RunOptions) (Result, error) {
 // gridRun is one call of Run, working through the runs.
 type gridRun struct {
 	plan   *Plan
+	sess   *Session
 	store  *results.Store
 	runner *train.Runner
 	o      RunOptions
@@ -184,6 +187,9 @@ func (g *gridRun) run(ctx context.Context, run experiment.Run, res *Result) (los
 		fmt.Fprintf(log, "host: %s is being trained by another host, or has just finished; skipping\n", run.Key)
 		return nil, nil
 	}
+	if err := g.useData(ctx, run); err != nil {
+		return nil, fmt.Errorf("%s: %s: %w", g.plan.Exp.File, run.Key, joinErr(err, g.store.Abandon(run.Key)))
+	}
 	rec, err := g.train(ctx, run, m)
 	g.trained++
 	if err != nil && ctx.Err() != nil {
@@ -204,6 +210,24 @@ func (g *gridRun) run(ctx context.Context, run experiment.Run, res *Result) (los
 		rec.Finished = time.Now().UTC()
 	}
 	return lost, g.store.Finish(rec)
+}
+
+// useData makes the session's data, and so the runner's, that of run's own
+// settings before it trains: the data loaded for the runs before it, or,
+// when its label noise differs (a sweep of data.label_noise.rate or seed),
+// the data loaded again with its noise, so that its record's LabelNoise is
+// its own.
+func (g *gridRun) useData(ctx context.Context, run experiment.Run) error {
+	d := run.Experiment(g.plan.Exp).Data
+	loaded, err := g.sess.Upload(ctx, d)
+	if err != nil {
+		return err
+	}
+	if loaded {
+		fmt.Fprintf(g.o.Log, "host: %s: data loaded again for its label noise (%s)\n", run.Key, d.LabelNoise)
+	}
+	g.runner.Data = g.sess.Data
+	return nil
 }
 
 // train launches the method's plugin for one run and trains it.

@@ -3,6 +3,8 @@ package grid
 import (
 	"context"
 	"fmt"
+	"reflect"
+	"slices"
 
 	"github.com/optlab/optlab/host/data/devset"
 	"github.com/optlab/optlab/host/experiment"
@@ -17,6 +19,8 @@ type Session struct {
 	W    *tensor.Worker
 	Dev  tensor.Device
 	Data *devset.Data // nil until Upload
+	// loaded are the data settings Data was loaded with.
+	loaded experiment.Data
 }
 
 // Open starts a session for exp on its train.device.
@@ -40,14 +44,71 @@ func (s *Session) Describe(ctx context.Context) string {
 // DeviceNote says how train.device = "auto" chose, or "".
 func (s *Session) DeviceNote() string { return tensor.AutoDeviceNote(s.Exp.Train.Device, s.Dev) }
 
-// Upload loads the experiment's data and copies it to the device.
-func (s *Session) Upload(ctx context.Context) error {
-	d, err := devset.Load(ctx, s.W, s.Dev, s.Exp.Data)
-	if err != nil {
-		return fmt.Errorf("data: %w", err)
+// Upload makes Data the data of the settings d (the experiment's, or a
+// run's: Run.Experiment(exp).Data, which differ when the runs sweep label
+// noise): unless Data already holds them, it frees the data on the device,
+// then loads d and copies it there. It reports whether it loaded.
+func (s *Session) Upload(ctx context.Context, d experiment.Data) (loaded bool, err error) {
+	if s.Data != nil && SameData(s.loaded, d) {
+		return false, nil
 	}
-	s.Data = d
-	return nil
+	old := s.Data
+	s.Data = nil
+	if old != nil && !sameTest(s.loaded, d) {
+		old.Drop()
+		old = nil
+	}
+	dd, err := devset.Load(ctx, s.W, s.Dev, d)
+	if old != nil {
+		// Only the label noise changed: the test set, and so its
+		// corrupted copies, are the same.
+		if err == nil {
+			dd.TakeCorrupted(old)
+		}
+		old.Drop()
+	}
+	if err != nil {
+		return false, fmt.Errorf("data: %w", err)
+	}
+	s.Data, s.loaded = dd, d
+	return true, nil
+}
+
+// sameTest reports whether the data settings a and b differ at most in
+// their label noise, which changes only the training labels.
+func sameTest(a, b experiment.Data) bool {
+	a.LabelNoise, b.LabelNoise = experiment.LabelNoise{}, experiment.LabelNoise{}
+	return reflect.DeepEqual(a, b)
+}
+
+// SameData reports whether the data settings a and b give the same data:
+// they are equal, label noise that is not Active counting as none (rate 0
+// is no noise, whatever its kind and seed).
+func SameData(a, b experiment.Data) bool {
+	clean := func(d experiment.Data) experiment.Data {
+		if !d.LabelNoise.Active() {
+			d.LabelNoise = experiment.LabelNoise{}
+		}
+		return d
+	}
+	return reflect.DeepEqual(clean(a), clean(b))
+}
+
+// DataSettings returns the distinct data settings (SameData) of the runs
+// of exp, in grid order: one unless the runs sweep label noise; exp's own
+// when there are no runs.
+func DataSettings(exp *experiment.Experiment, runs []experiment.Run) []experiment.Data {
+	var out []experiment.Data
+	for _, r := range runs {
+		d := r.Experiment(exp).Data
+		if !slices.ContainsFunc(out, func(o experiment.Data) bool { return SameData(o, d) }) {
+			out = append(out, d)
+		}
+	}
+	if len(out) == 0 {
+		out = append(out, exp.Data)
+	}
+	return out
 }
 
 // Close frees the data and stops the worker.

@@ -101,7 +101,7 @@ func openSession(ctx context.Context, exp *experiment.Experiment, log io.Writer)
 		sess.Close()
 		return nil, err
 	}
-	if err := sess.Upload(ctx); err != nil {
+	if _, err := sess.Upload(ctx, exp.Data); err != nil {
 		sess.Close()
 		return nil, err
 	}

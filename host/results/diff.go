@@ -25,6 +25,11 @@ var OmittedDefaults = map[string]any{
 	"data.label_noise.rate": 0.0,
 	"data.label_noise.seed": int64(0),
 	"data.label_noise.map":  "",
+	// eval.best_epoch and [eval.corruptions], recorded only when asked for.
+	"eval.best_epoch":             "",
+	"eval.corruptions.families":   "",
+	"eval.corruptions.severities": "",
+	"eval.corruptions.seed":       int64(0),
 }
 
 // ConfigDiff lists how a run's configuration now differs from the one a

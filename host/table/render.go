@@ -19,8 +19,11 @@ const missing = "–"
 
 // fieldTitle is the header of a leading row column.
 func fieldTitle(f string) string {
-	if f == FieldArch {
+	switch f {
+	case FieldArch:
 		return "Arch"
+	case FieldNoise:
+		return "Label noise"
 	}
 	return "Dataset"
 }
@@ -72,14 +75,7 @@ func writeMarkdown(w io.Writer, g *grid) error {
 			align = append(align, tw.AlignRight)
 		}
 	}
-	t := tablewriter.NewTable(w,
-		tablewriter.WithRenderer(renderer.NewMarkdown()),
-		tablewriter.WithHeaderAutoFormat(tw.Off),
-		tablewriter.WithHeaderAutoWrap(tw.WrapNone),
-		tablewriter.WithRowAutoWrap(tw.WrapNone),
-		tablewriter.WithHeaderAlignmentConfig(tw.CellAlignment{PerColumn: align}),
-		tablewriter.WithRowAlignmentConfig(tw.CellAlignment{PerColumn: align}),
-	)
+	t := newMarkdownTable(w, align)
 	t.Header(header)
 	best := g.best()
 	for ri, r := range g.rows {
@@ -264,7 +260,8 @@ func writeLaTeX(w io.Writer, g *grid) error {
 }
 
 // writeCSV renders g as tidy rows. Values are as stored (accuracy as a
-// fraction), in full precision; std is empty when n < 2. With a selection
+// fraction), in full precision; std is empty when n < 2. A label_noise
+// column after arch names each row's label noise when it varies. With a selection
 // (Options.Select), a setting column after method names each cell's chosen
 // setting. With a baseline,
 // diff, diff_lo, diff_hi and significant follow; they are empty for the
@@ -273,6 +270,10 @@ func writeLaTeX(w io.Writer, g *grid) error {
 func writeCSV(w io.Writer, g *grid) error {
 	cw := csv.NewWriter(w)
 	head := []string{"method", "dataset", "arch", "metric", "mean", "std", "n"}
+	ni := indexOf(g.rowFields, FieldNoise)
+	if ni >= 0 {
+		head = slices.Insert(head, 3, "label_noise")
+	}
 	if g.sel != nil {
 		head = slices.Insert(head, 1, "setting")
 	}
@@ -297,8 +298,13 @@ func writeCSV(w io.Writer, g *grid) error {
 					std = num(s.std)
 				}
 				rec := []string{r.method, gv[di], gv[ai], m, num(s.mean), std, strconv.Itoa(s.n)}
+				noise := noClean
+				if ni >= 0 {
+					noise = r.fields[ni]
+					rec = slices.Insert(rec, 3, noise)
+				}
 				if g.sel != nil {
-					rec = slices.Insert(rec, 1, g.sel.cellSetting(r.method, gv[di], gv[ai]))
+					rec = slices.Insert(rec, 1, g.sel.cellSetting(workload{r.method, gv[di], gv[ai], noise}))
 				}
 				if g.diffs != nil {
 					d, cols := g.diffs[ri][gi][mi], []string{"", "", "", ""}
@@ -328,4 +334,74 @@ func indexOf(s []string, v string) int {
 		}
 	}
 	return -1
+}
+
+// newMarkdownTable is a Markdown table writer with the given column
+// alignments and no automatic formatting or wrapping.
+func newMarkdownTable(w io.Writer, align []tw.Align) *tablewriter.Table {
+	return tablewriter.NewTable(w,
+		tablewriter.WithRenderer(renderer.NewMarkdown()),
+		tablewriter.WithHeaderAutoFormat(tw.Off),
+		tablewriter.WithHeaderAutoWrap(tw.WrapNone),
+		tablewriter.WithRowAutoWrap(tw.WrapNone),
+		tablewriter.WithHeaderAlignmentConfig(tw.CellAlignment{PerColumn: align}),
+		tablewriter.WithRowAlignmentConfig(tw.CellAlignment{PerColumn: align}),
+	)
+}
+
+// writeSimpleMarkdown writes a titled Markdown table of text cells: the
+// first column left-aligned, the others right-aligned.
+func writeSimpleMarkdown(w io.Writer, title string, header []string, rows [][]string) error {
+	if _, err := fmt.Fprintf(w, "\n%s\n\n", escapeMarkdown(title)); err != nil {
+		return err
+	}
+	align := make([]tw.Align, len(header))
+	for i := range align {
+		align[i] = tw.AlignRight
+	}
+	align[0] = tw.AlignLeft
+	t := newMarkdownTable(w, align)
+	t.Header(header)
+	for i, r := range rows {
+		cells := make([]string, len(r))
+		for j, c := range r {
+			cells[j] = escapeMarkdown(c)
+		}
+		if err := t.Append(cells); err != nil {
+			return fmt.Errorf("markdown row %d: %w", i, err)
+		}
+	}
+	if err := t.Render(); err != nil {
+		return fmt.Errorf("markdown: %w", err)
+	}
+	return nil
+}
+
+// writeSimpleLaTeX writes a booktabs tabular of text cells, its title as
+// a comment, with a rule above the last row (a total) when there are
+// several; a missing value is "--".
+func writeSimpleLaTeX(w io.Writer, title string, header []string, rows [][]string) error {
+	bw := bufio.NewWriter(w)
+	p := func(format string, a ...any) { fmt.Fprintf(bw, format, a...) }
+	esc := func(cells []string) string {
+		out := make([]string, len(cells))
+		for i, c := range cells {
+			if c == missing {
+				c = "--"
+			}
+			out[i] = escapeLaTeX(c)
+		}
+		return strings.Join(out, " & ")
+	}
+	p("\n%% %s\n", escapeLaTeX(title))
+	p("\\begin{tabular}{l%s}\n\\toprule\n", strings.Repeat("c", len(header)-1))
+	p("%s \\\\\n\\midrule\n", esc(header))
+	for i, r := range rows {
+		if i == len(rows)-1 && len(rows) > 1 {
+			p("\\midrule\n")
+		}
+		p("%s \\\\\n", esc(r))
+	}
+	p("\\bottomrule\n\\end{tabular}\n")
+	return bw.Flush()
 }

@@ -28,12 +28,16 @@ type selection struct {
 	unchosen int
 }
 
-// workload is one (method, dataset, arch) whose settings compete.
+// workload is one (method, dataset, arch, label noise) whose settings
+// compete. Label noise is part of the workload, not of its settings: runs
+// at different noise rates are different experiments, never alternatives.
 type workload struct {
-	method, dataset, arch string
+	method, dataset, arch, noise string
 }
 
-func (w workload) key() string { return w.method + "\x00" + w.dataset + "\x00" + w.arch }
+func (w workload) key() string {
+	return joinKey([]string{w.method, w.dataset, w.arch, w.noise})
+}
 
 // candidate is one setting of a workload.
 type candidate struct {
@@ -127,6 +131,9 @@ func choose(merged []results.Record, metric string) ([]results.Record, *selectio
 		where := ""
 		if workloads(g.order, w.method) > 1 {
 			where = " on " + displayValue(FieldDataset, w.dataset) + " / " + w.arch
+			if noiseVaries(g.order, w.method) {
+				where += " / " + describeValue(FieldNoise, w.noise)
+			}
 		}
 		recs, text := sel.keep(w, p, sp, where)
 		out = append(out, recs...)
@@ -155,7 +162,7 @@ type grouped struct {
 func groupCandidates(merged []results.Record, metric string) grouped {
 	g := grouped{cands: map[workload][]*candidate{}}
 	for _, r := range merged {
-		w := workload{r.MethodName(), r.Dataset, r.Arch}
+		w := workload{r.MethodName(), r.Dataset, r.Arch, noiseValue(&r)}
 		if _, seen := g.cands[w]; !seen {
 			g.order = append(g.order, w)
 		}
@@ -320,6 +327,23 @@ func workloads(order []workload, method string) int {
 	return n
 }
 
+// noiseVaries reports whether method's workloads in order differ in label
+// noise.
+func noiseVaries(order []workload, method string) bool {
+	first := ""
+	for _, w := range order {
+		if w.method != method {
+			continue
+		}
+		if first == "" {
+			first = w.noise
+		} else if w.noise != first {
+			return true
+		}
+	}
+	return false
+}
+
 // renamed returns copies of recs under the method's name.
 func renamed(recs []results.Record, method string) []results.Record {
 	out := make([]results.Record, len(recs))
@@ -341,12 +365,12 @@ func noValidation(metric string, r results.Record) error {
 		quoteOdd(metric), quoteOdd(r.Key), v, quoteOdd(metric))
 }
 
-// cellSetting returns the chosen setting of a table cell, or "".
-func (s *selection) cellSetting(method, dataset, arch string) string {
+// cellSetting returns the chosen setting of a table cell's workload, or "".
+func (s *selection) cellSetting(w workload) string {
 	if s == nil {
 		return ""
 	}
-	return s.settings[workload{method, dataset, arch}.key()]
+	return s.settings[w.key()]
 }
 
 // unevenSeeds lists the competing candidates' numbers of runs with the metric

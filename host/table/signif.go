@@ -149,8 +149,10 @@ func regIncBeta(a, b, x, y float64) float64 {
 }
 
 // compare fills g.diffs with every cell's difference to the baseline
-// method's cell in the same group and with the same row-field values. It
-// fails when no row has the baseline method.
+// method's cell in the same group and with the same row-field values
+// (dataset, arch, label noise), and g.unpaired with the cells that have
+// values but no baseline value to compare with. It fails when no row has
+// the baseline method.
 func (g *grid) compare(baseline string) error {
 	var methods []string
 	for _, r := range g.rows {
@@ -171,15 +173,32 @@ func (g *grid) compare(baseline string) error {
 		g.diffs[ri] = make([][]diff, len(g.groups))
 		for gi := range g.groups {
 			g.diffs[ri][gi] = make([]diff, len(g.metrics))
-			if bi < 0 || bi == ri {
+			if bi == ri {
 				continue
 			}
 			for mi := range g.metrics {
+				if bi < 0 || g.cells[bi][gi][mi].n == 0 {
+					if g.cells[ri][gi][mi].n > 0 {
+						g.unpair(g.describe(g.groups[gi], r.fields))
+					}
+					continue
+				}
 				g.diffs[ri][gi][mi] = welch(g.cells[ri][gi][mi], g.cells[bi][gi][mi], confidence)
 			}
 		}
 	}
 	return nil
+}
+
+// unpair notes a place (as describe names it) where some cell has no
+// baseline value to compare with, once.
+func (g *grid) unpair(where string) {
+	if where == "" {
+		where = "some cells"
+	}
+	if !slices.Contains(g.unpaired, where) {
+		g.unpaired = append(g.unpaired, where)
+	}
 }
 
 // signed formats a difference in display units with an explicit sign
@@ -222,8 +241,8 @@ func diffText(d diff, sp spec, latex bool) string {
 // baselineNotes returns the footnote sentences of a --baseline table.
 func (g *grid) baselineNotes() []string {
 	out := []string{fmt.Sprintf("Δ vs %s: difference of means with a %g %% Welch t interval over seeds; * the interval excludes 0.", g.baseline, 100*confidence)}
-	if slices.ContainsFunc(g.metrics, func(m string) bool { return metricSpec(m).scale == 100 }) {
-		out[0] += " ACC differences in percentage points."
+	if pc := g.percentLabels(); pc != "" {
+		out[0] += " " + pc + " differences in percentage points."
 	}
 	noCI := false
 	for ri := range g.diffs {
@@ -235,6 +254,9 @@ func (g *grid) baselineNotes() []string {
 	}
 	if noCI {
 		out = append(out, "Δ without an interval: fewer than 2 seeds on a side or zero variance on both; never marked significant.")
+	}
+	if len(g.unpaired) > 0 {
+		out = append(out, fmt.Sprintf("No Δ where %s has no value to compare with: %s.", g.baseline, strings.Join(g.unpaired, "; ")))
 	}
 	return append(out, fmt.Sprintf("Bold: best per column and significantly better than %s (interval on the better side of 0); %s itself is never bold.", g.baseline, g.baseline))
 }

@@ -33,6 +33,13 @@ const (
 	wallSeconds     = "wall_seconds"
 )
 
+// Keys of the best-epoch metrics (early stopping on the validation split):
+// best_epoch is the epoch chosen, best_X metric X at that epoch.
+const (
+	bestEpoch  = "best_epoch"
+	bestPrefix = "best_"
+)
+
 // canonicalOrder returns the order of metrics when all present ones are
 // shown.
 func canonicalOrder() []string {
@@ -49,6 +56,15 @@ func canonicalOrder() []string {
 //   - cal_X: "cal " + X's label, ↓, 4 decimals;
 //   - val_X (the validation split's metrics): "val " + X's label, X's
 //     direction and format;
+//   - corr_X (X averaged over every corrupted test set): "corrupted " +
+//     X's label, X's direction and format; corr.F.X (family F, mean over
+//     its severities) and corr.F.S.X (severity S): "F S " + X's label,
+//     underscores in F shown as spaces;
+//   - best_epoch: "best epoch", no direction, 1 decimal; best_X (X at
+//     the epoch early stopping chose): "best-epoch " + X's label, X's
+//     direction and format;
+//   - mce and rel_mce (host table --corruptions): "mCE" and "rel. mCE",
+//     ↓, a percentage; retained: "retained", ↑, a percentage;
 //   - temperature: "T", no direction, 3 decimals;
 //   - *_loss: ↓, 4 decimals;
 //   - seconds_per_epoch ("s/epoch"), wall_seconds ("wall s") and other
@@ -76,8 +92,29 @@ func metricSpec(key string) spec {
 		return spec{"s/epoch", down, 1, 1}
 	case wallSeconds:
 		return spec{"wall s", down, 1, 1}
+	case bestEpoch:
+		return spec{"best epoch", neutral, 1, 1}
+	case mCE:
+		return spec{"mCE", down, 100, 2}
+	case relMCE:
+		return spec{"rel. mCE", down, 100, 2}
+	case retained:
+		return spec{"retained", up, 100, 2}
+	}
+	if family, sev, metric, ok := parseCorrKey(key); ok {
+		s := metricSpec(metric)
+		s.label = strings.TrimSpace(strings.ReplaceAll(family, "_", " ")+" "+sev) + " " + s.label
+		return s
 	}
 	switch {
+	case strings.HasPrefix(key, corrPrefix):
+		s := metricSpec(strings.TrimPrefix(key, corrPrefix))
+		s.label = "corrupted " + s.label
+		return s
+	case strings.HasPrefix(key, bestPrefix):
+		s := metricSpec(strings.TrimPrefix(key, bestPrefix))
+		s.label = "best-epoch " + s.label
+		return s
 	case strings.HasPrefix(key, "cal_"):
 		s := metricSpec(strings.TrimPrefix(key, "cal_"))
 		s.label = "cal " + s.label

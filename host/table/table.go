@@ -6,6 +6,9 @@
 // Only records with status "ok" are counted; failed runs are reported in a
 // footnote. Records are first combined with results.Merge, so duplicates
 // collapse and mixed configurations under one method name are refused.
+// Runs trained with different label noise get rows (or columns) of their
+// own. RenderCorruptions and SeverityCurves show accuracy on corrupted test
+// sets (mCE against a baseline; see docs/METRICS.md).
 package table
 
 import (
@@ -42,6 +45,9 @@ const (
 	FieldDataset = "dataset"
 	// FieldArch groups the columns by architecture.
 	FieldArch = "arch"
+	// FieldNoise groups the columns by the label noise the runs were
+	// trained with (data.label_noise.rate and kind; "0" without noise).
+	FieldNoise = "noise"
 	// ByNone in Options.By disables column grouping.
 	ByNone = "none"
 )
@@ -49,10 +55,14 @@ const (
 // Options configures Render.
 type Options struct {
 	// By lists the fields whose values group the columns: "dataset",
-	// "arch", or both (their combinations form the groups). Empty means
-	// {"dataset"}; {"none"} means no grouping. The other field becomes a
-	// leading row column when it takes more than one value. CSV ignores By
-	// and always has both fields.
+	// "arch", "noise", or several (their combinations form the groups).
+	// Empty means {"dataset"}; {"none"} means no grouping. A field not in
+	// By becomes a leading row column when it takes more than one value, so
+	// runs trained with different label noise are never pooled: each
+	// method gets a row per label-noise setting ("Label noise" column,
+	// "0.2 symmetric"; a sweep's label shows it there instead of in the
+	// method's name). CSV ignores By and always has dataset and arch, and
+	// a label_noise column when the noise varies.
 	By []string
 	// Metrics lists the metric keys to show, in order. Empty means acc,
 	// nll and ece, those of them present in some run (or every present
@@ -66,7 +76,8 @@ type Options struct {
 	// Baseline, when not empty, names the method (as in the Method column)
 	// every other row is compared with: each cell also shows the
 	// difference of its mean to the baseline's mean in the same column
-	// group, with a 95 % Welch t interval over seeds, and bold requires
+	// group and with the same leading row values (dataset, arch, label
+	// noise), with a 95 % Welch t interval over seeds, and bold requires
 	// that difference to be significantly better. CSV gets diff, diff_lo,
 	// diff_hi and significant columns. An unknown name is an error.
 	Baseline string
@@ -80,8 +91,16 @@ type Options struct {
 	// note names them (CSV: a setting column). A test or training metric
 	// is refused (a choice is never made on test data), and so are records
 	// without the metric, with a message saying how to hold out a
-	// validation split.
+	// validation split. Label-noise settings never compete: each is a
+	// row of its own.
 	Select string
+	// Corruptions renders the corrupted-test-set views instead of the
+	// table of Metrics (which must then be empty): a summary per row (ACC,
+	// corrupted ACC, retained and, with a Baseline, mCE and relative mCE)
+	// and, but for CSV, one table of corrupted ACC per family and severity
+	// for each row; CSV has every value as tidy rows. Records without
+	// corr.F.S.acc keys are an error. See RenderCorruptions.
+	Corruptions bool
 }
 
 // stat summarises one cell's values.
@@ -136,8 +155,14 @@ type grid struct {
 	// difference to it (nil without a baseline).
 	baseline string
 	diffs    [][][]diff
+	// unpaired names the places (dataset, arch, label noise, as describe
+	// writes them) where a cell has a value but the baseline has none.
+	unpaired []string
 	// sel is the outcome of Options.Select (nil without).
 	sel *selection
+	// extra are notes that follow the ones on values and baseline (the
+	// corruption views' definitions).
+	extra []string
 }
 
 // failure counts failed runs of one row/group.
@@ -148,8 +173,11 @@ type failure struct {
 
 // fieldValue returns a record's value of a grouping field.
 func fieldValue(r *results.Record, field string) string {
-	if field == FieldArch {
+	switch field {
+	case FieldArch:
 		return r.Arch
+	case FieldNoise:
+		return noiseValue(r)
 	}
 	return r.Dataset
 }
@@ -300,7 +328,7 @@ func normalize(opts Options) (Options, error) {
 	var by []string
 	for _, f := range opts.By {
 		switch f {
-		case FieldDataset, FieldArch:
+		case FieldDataset, FieldArch, FieldNoise:
 			if slices.Contains(by, f) {
 				return opts, fmt.Errorf("grouping field %q given twice", f)
 			}
@@ -310,7 +338,7 @@ func normalize(opts Options) (Options, error) {
 				return opts, errors.New(`grouping "none" cannot be combined with other fields`)
 			}
 		default:
-			return opts, fmt.Errorf("unknown grouping field %q (want dataset, arch or none)", f)
+			return opts, fmt.Errorf("unknown grouping field %q (want dataset, arch, noise or none)", f)
 		}
 	}
 	opts.By = by
@@ -329,20 +357,43 @@ func normalize(opts Options) (Options, error) {
 
 // build merges recs and lays out the grid.
 func build(recs []results.Record, opts Options) (*grid, error) {
-	merged, err := results.Merge(recs)
+	merged, sel, err := mergeSelect(recs, opts)
 	if err != nil {
 		return nil, err
 	}
+	if err := checkMetrics(opts.Metrics, merged, succeeded(merged)); err != nil {
+		return nil, err
+	}
+	return layoutGrid(merged, sel, opts)
+}
+
+// mergeSelect merges recs (results.Merge), takes the label noise out of
+// the method names (withoutNoise) and applies Options.Select.
+func mergeSelect(recs []results.Record, opts Options) ([]results.Record, *selection, error) {
+	merged, err := results.Merge(recs)
+	if err != nil {
+		return nil, nil, err
+	}
+	merged = withoutNoise(merged)
 	var sel *selection
 	if opts.Select != "" {
 		if merged, sel, err = choose(merged, opts.Select); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
+	return merged, sel, nil
+}
+
+// succeeded returns the records of recs with status "ok".
+func succeeded(recs []results.Record) []results.Record {
+	out, _ := splitByStatus(recs)
+	return out
+}
+
+// layoutGrid lays out the grid of merged records (mergeSelect's) with the
+// metrics opts.Metrics names (or the default ones).
+func layoutGrid(merged []results.Record, sel *selection, opts Options) (*grid, error) {
 	ok, failed := splitByStatus(merged)
-	if err := checkMetrics(opts.Metrics, merged, ok); err != nil {
-		return nil, err
-	}
 	g := &grid{groupFields: opts.By, sel: sel}
 	g.metrics = chooseMetrics(ok, opts, opts.Format)
 	g.rowFields = varyingFields(ok, opts.By)
@@ -377,7 +428,7 @@ func splitByStatus(recs []results.Record) (ok, failed []results.Record) {
 // than one value among recs: they become leading row columns.
 func varyingFields(recs []results.Record, by []string) []string {
 	var out []string
-	for _, f := range []string{FieldDataset, FieldArch} {
+	for _, f := range []string{FieldDataset, FieldArch, FieldNoise} {
 		if slices.Contains(by, f) {
 			continue
 		}
@@ -579,19 +630,28 @@ func (g *grid) countFailed(failed []results.Record) {
 func (g *grid) describe(groupVals, rowVals []string) string {
 	var parts []string
 	for i, f := range g.rowFields {
-		parts = append(parts, displayValue(f, rowVals[i]))
+		parts = append(parts, describeValue(f, rowVals[i]))
 	}
 	for i, f := range g.groupFields {
-		parts = append(parts, displayValue(f, groupVals[i]))
+		parts = append(parts, describeValue(f, groupVals[i]))
 	}
 	return strings.Join(parts, " / ")
+}
+
+// describeValue is displayValue for a message or a title, where a
+// label-noise value needs its name: "label noise 0.2 symmetric".
+func describeValue(field, v string) string {
+	if field == FieldNoise {
+		return "label noise " + v
+	}
+	return displayValue(field, v)
 }
 
 // groupLabel returns the display label of group gi.
 func (g *grid) groupLabel(gi int) string {
 	parts := make([]string, len(g.groupFields))
 	for i, f := range g.groupFields {
-		parts[i] = displayValue(f, g.groups[gi][i])
+		parts[i] = describeValue(f, g.groups[gi][i])
 	}
 	return strings.Join(parts, " ")
 }
@@ -655,8 +715,8 @@ func (g *grid) notes() []string {
 		default:
 			out = append(out, fmt.Sprintf("Mean ± sample standard deviation over %d seeds.", g.uniformN))
 		}
-		if slices.ContainsFunc(g.metrics, func(m string) bool { return metricSpec(m).scale == 100 }) {
-			out[len(out)-1] += " ACC in %."
+		if pc := g.percentLabels(); pc != "" {
+			out[len(out)-1] += " " + pc + " in %."
 		}
 		if g.diffs != nil {
 			out = append(out, g.baselineNotes()...)
@@ -667,6 +727,7 @@ func (g *grid) notes() []string {
 	if g.sel != nil {
 		out = append(out, g.sel.notes...)
 	}
+	out = append(out, g.extra...)
 	if len(g.failed) > 0 {
 		total := 0
 		parts := make([]string, len(g.failed))
@@ -681,6 +742,29 @@ func (g *grid) notes() []string {
 		out = append(out, fmt.Sprintf("Excluded %d failed %s (%s).", total, run, strings.Join(parts, "; ")))
 	}
 	return out
+}
+
+// percentLabels names the kinds of g.metrics shown as percentages, for a
+// note: "ACC", or "ACC, retained and mCE"; "" when there is none.
+func (g *grid) percentLabels() string {
+	var labels []string
+	for _, m := range g.metrics {
+		sp := metricSpec(m)
+		if sp.scale != 100 {
+			continue
+		}
+		l := sp.label
+		if strings.HasSuffix(l, "ACC") {
+			l = "ACC"
+		}
+		if !slices.Contains(labels, l) {
+			labels = append(labels, l)
+		}
+	}
+	if len(labels) < 2 {
+		return strings.Join(labels, "")
+	}
+	return strings.Join(labels[:len(labels)-1], ", ") + " and " + labels[len(labels)-1]
 }
 
 // cellText formats a cell's mean ± std, or "" when empty.
@@ -703,6 +787,16 @@ func Render(w io.Writer, recs []results.Record, opts Options) error {
 	}
 	if opts.Format == CSV {
 		opts.By = []string{FieldDataset, FieldArch}
+	}
+	if opts.Corruptions {
+		g, c, err := buildCorruptions(recs, opts)
+		if err == nil {
+			err = renderCorruptions(w, g, c, opts.Format)
+		}
+		if err != nil {
+			return fmt.Errorf("table: %w", err)
+		}
+		return nil
 	}
 	g, err := build(recs, opts)
 	if err != nil {

@@ -46,6 +46,15 @@ func TestGolden(t *testing.T) {
 		{"sweep_select.tex", []string{"sweep.jsonl"}, Options{Select: "val_acc", Format: LaTeX}, false},
 		{"sweep_select.csv", []string{"sweep.jsonl"}, Options{Select: "val_acc", Format: CSV, Metrics: []string{"acc", "val_acc"}}, false},
 		{"sweep_select_baseline.md", []string{"sweep.jsonl"}, Options{Select: "val_acc", Baseline: "SGD", Metrics: []string{"acc"}}, false},
+		{"corrupt.md", []string{"corrupt.jsonl"}, Options{Corruptions: true}, false},
+		{"corrupt_baseline.md", []string{"corrupt.jsonl"}, Options{Corruptions: true, Baseline: "SGD"}, false},
+		{"corrupt_baseline.tex", []string{"corrupt.jsonl"}, Options{Corruptions: true, Baseline: "SGD", Format: LaTeX}, false},
+		{"corrupt_baseline.csv", []string{"corrupt.jsonl"}, Options{Corruptions: true, Baseline: "SGD", Format: CSV}, false},
+		{"best.md", []string{"corrupt.jsonl"}, Options{Metrics: []string{"acc", "best_epoch", "best_val_acc", "best_acc", "best_nll", "corr_acc", "corr_nll", "corr.noise.acc", "corr.noise.1.acc"}}, false},
+		{"noise_baseline.md", []string{"noise.jsonl"}, Options{Baseline: "SGD", Metrics: []string{"acc", "corr_acc"}}, false},
+		{"noise_by_noise.md", []string{"noise.jsonl"}, Options{By: []string{FieldNoise}, Metrics: []string{"acc"}}, false},
+		{"noise_baseline.csv", []string{"noise.jsonl"}, Options{Baseline: "SGD", Format: CSV, Metrics: []string{"acc"}}, false},
+		{"noise_corrupt_baseline.md", []string{"noise.jsonl"}, Options{Corruptions: true, Baseline: "SGD"}, false},
 	}
 	for _, tc := range tests {
 		t.Run(tc.golden, func(t *testing.T) {

@@ -56,6 +56,19 @@ func TestMetricSpec(t *testing.T) {
 		{"train_acc", "train ACC", "↑", "99.00", 0.99},
 		{"epoch_time", "epoch time", "↓", "3.5", 3.5},
 		{"kl", "kl", "", "0.0010", 0.001},
+		{"best_acc", "best-epoch ACC", "↑", "95.00", 0.95},
+		{"best_nll", "best-epoch NLL", "↓", "0.2000", 0.2},
+		{"best_val_acc", "best-epoch val ACC", "↑", "91.00", 0.91},
+		{"best_epoch", "best epoch", "", "8.5", 8.5},
+		{"corr_acc", "corrupted ACC", "↑", "72.50", 0.725},
+		{"corr_nll", "corrupted NLL", "↓", "1.2000", 1.2},
+		{"corr_cal_ece", "corrupted cal ECE", "↓", "0.0300", 0.03},
+		{"corr.gaussian_noise.3.acc", "gaussian noise 3 ACC", "↑", "60.00", 0.6},
+		{"corr.contrast.ece", "contrast ECE", "↓", "0.1000", 0.1},
+		{"corr.2.acc", "severity 2 ACC", "↑", "70.00", 0.7},
+		{"mce", "mCE", "↓", "75.94", 0.759402},
+		{"rel_mce", "rel. mCE", "↓", "80.12", 0.801221},
+		{"retained", "retained", "↑", "83.89", 0.8389},
 	}
 	for _, tc := range tests {
 		sp := metricSpec(tc.key)

@@ -49,6 +49,8 @@ type training struct {
 	step                int64
 	epochs              int
 	trainLoss, trainAcc float64
+	// best is the best epoch so far under eval.best_epoch (nil: none yet).
+	best *bestEpoch
 }
 
 // Preflight does what the start of Run does, without training: it builds

@@ -3,6 +3,7 @@ package train
 import (
 	"fmt"
 	"reflect"
+	"strconv"
 	"strings"
 
 	"github.com/optlab/optlab/host/experiment"
@@ -130,6 +131,23 @@ func (c Config) Map() map[string]any {
 	// neither supersede finished runs nor retire saved states.
 	delete(cfg, "eval.tensorboard")
 	delete(cfg, "eval.tensorboard_every_steps")
+	// Best epoch and corruptions: only when asked for, like label noise
+	// (results.OmittedDefaults); the lists as comma-separated strings.
+	if c.Eval.BestEpoch == "" {
+		delete(cfg, "eval.best_epoch")
+	}
+	delete(cfg, "eval.corruptions.families")
+	delete(cfg, "eval.corruptions.severities")
+	delete(cfg, "eval.corruptions.seed")
+	if cr := c.Eval.Corruptions; cr.Active() {
+		cfg["eval.corruptions.families"] = strings.Join(cr.Families, ",")
+		sev := make([]string, len(cr.Severities))
+		for i, v := range cr.Severities {
+			sev[i] = strconv.Itoa(v)
+		}
+		cfg["eval.corruptions.severities"] = strings.Join(sev, ",")
+		cfg["eval.corruptions.seed"] = cr.Seed
+	}
 	return cfg
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/optlab/optlab/host/corrupt"
 	"github.com/optlab/optlab/host/data/devset"
 	"github.com/optlab/optlab/host/eval"
 	"github.com/optlab/optlab/host/metrics"
@@ -47,12 +48,50 @@ func (r *Runner) score(ctx context.Context, t *training, rec results.Record, wal
 			rec.Metrics[ValPrefix+k] = v
 		}
 	}
+	for k, v := range bestMetrics(r.Exp.Eval.BestEpoch, t.best) {
+		rec.Metrics[k] = v
+	}
+	if err := r.scoreCorrupted(ctx, t, rec.Metrics); err != nil {
+		return rec, err
+	}
 	rec.Steps = t.step
 	rec.Epochs = t.epochs
 	rec.WallSeconds = wall
 	rec.SecondsPerEpoch = wall / (float64(t.step) / float64(t.perEpoch))
 	rec.Status = results.StatusOK
 	return rec, nil
+}
+
+// scoreCorrupted scores the run on the corrupted test sets of
+// [eval.corruptions], calibrated like the clean test set, and adds the
+// metrics to m (corrupt.Record's keys).
+func (r *Runner) scoreCorrupted(ctx context.Context, t *training, m map[string]float64) error {
+	c := r.Exp.Eval.Corruptions
+	if !c.Active() {
+		return nil
+	}
+	fams, err := corrupt.Select(c.Families)
+	if err != nil {
+		return err
+	}
+	var res []corrupt.Result
+	for _, f := range fams {
+		for _, sev := range c.Severities {
+			set, err := r.Data.Corrupted(ctx, r.W, f, sev, c.Seed)
+			if err != nil {
+				return err
+			}
+			rep, err := r.evaluate(ctx, t, set, r.calibration())
+			if err != nil {
+				return fmt.Errorf("%s at severity %d: %w", f.Name, sev, err)
+			}
+			res = append(res, corrupt.Result{Family: f.Name, Severity: sev, Metrics: rep.Map()})
+		}
+	}
+	for k, v := range corrupt.Record(res) {
+		m[k] = v
+	}
+	return nil
 }
 
 func (r *Runner) calibration() metrics.Calibration {

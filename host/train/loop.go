@@ -240,13 +240,18 @@ func (r *Runner) endEpoch(ctx context.Context, t *training, lastLR float64, star
 		}
 		t.sched.Observe(rep.NLL)
 		e.Eval = &rep
+		if set == r.Data.Val {
+			if err := r.observeBest(ctx, t, rep); err != nil {
+				return err
+			}
+		}
 	}
 	e.Seconds = t.from.Elapsed + time.Since(start).Seconds()
 	if err := t.obs.Epoch(e); err != nil {
 		return err
 	}
 	if t.statePath != "" && t.step < t.total {
-		ls := loopState{Epoch: t.epochs, Step: t.step, TrainLoss: t.trainLoss, TrainAcc: t.trainAcc, Elapsed: t.from.Elapsed + time.Since(start).Seconds()}
+		ls := loopState{Epoch: t.epochs, Step: t.step, TrainLoss: t.trainLoss, TrainAcc: t.trainAcc, Elapsed: t.from.Elapsed + time.Since(start).Seconds(), Best: t.best}
 		if err := r.saveState(ctx, t, ls); err != nil {
 			return fmt.Errorf("saving the training state after epoch %d: %w", t.epochs, err)
 		}

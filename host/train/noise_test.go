@@ -69,3 +69,50 @@ func TestLabelNoiseRecorded(t *testing.T) {
 		t.Errorf("record's label noise %+v", ln)
 	}
 }
+
+// TestLabelNoiseRateZeroConfig: in a rate sweep, the run with rate 0 is a
+// run without label noise: its configuration (and hash) is that of the
+// same run in a file without [data.label_noise], while the other rates'
+// are their own.
+func TestLabelNoiseRateZeroConfig(t *testing.T) {
+	const body = "name = \"n\"\n%s\n[[method]]\nname = \"SGD\"\nplugin = \"sgd\"\n"
+	load := func(noise string) (*experiment.Experiment, []experiment.Run) {
+		t.Helper()
+		e, err := experiment.Parse([]byte(fmt.Sprintf(body, noise)), "n.toml")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := experiment.Validate(e, nil); err != nil {
+			t.Fatal(err)
+		}
+		return e, experiment.Grid(e)
+	}
+	cleanExp, cleanRuns := load("")
+	clean := (&Runner{Exp: cleanExp}).Record(cleanRuns[0], Optimizer{}).Config
+	tests := []struct {
+		noise string
+		runs  int
+	}{
+		{"[data.label_noise]\nkind = \"symmetric\"\nrate = [0, 0.2, 0.4, 0.6]\nseed = 3", 4},
+		{"[data.label_noise]\nkind = \"asymmetric\"\nrate = [0.4, 0]\nmap = {1 = 7}", 2},
+		{"[data.label_noise]\nkind = \"pairflip\"\nrate = 0", 1},
+	}
+	for _, tc := range tests {
+		e, runs := load(tc.noise)
+		if len(runs) != tc.runs {
+			t.Fatalf("%q: %d runs, want %d", tc.noise, len(runs), tc.runs)
+		}
+		r := &Runner{Exp: e}
+		for _, run := range runs {
+			cfg := r.Record(run, Optimizer{}).Config
+			rate := run.Experiment(e).Data.LabelNoise.Rate
+			same := results.ConfigDiff(clean, cfg) == nil && results.ConfigDiff(cfg, clean) == nil && results.HashConfig(cfg) == results.HashConfig(clean)
+			if same != (rate == 0) {
+				t.Errorf("%s (rate %v): configuration the same as without label noise: %v, want %v\n%v", run.Key, rate, same, rate == 0, results.ConfigDiff(clean, cfg))
+			}
+			if rate > 0 && cfg["data.label_noise.rate"] != rate {
+				t.Errorf("%s: data.label_noise.rate = %v, want %v", run.Key, cfg["data.label_noise.rate"], rate)
+			}
+		}
+	}
+}

@@ -32,6 +32,8 @@ type loopState struct {
 	Sched     schedSave `json:"schedule"`
 	Plugin    []byte    `json:"plugin_blob,omitempty"`
 	Vecs      []int32   `json:"plugin_vecs,omitempty"`
+	// Best is the best epoch so far (eval.best_epoch).
+	Best *bestEpoch `json:"best,omitempty"`
 }
 
 type schedSave struct {
@@ -79,6 +81,7 @@ func (r *Runner) resume(ctx context.Context, t *training) error {
 		return err
 	}
 	t.from = ls
+	t.best = ls.Best
 	t.step, t.epochs, t.trainLoss, t.trainAcc = ls.Step, ls.Epoch, ls.TrainLoss, ls.TrainAcc
 	t.obs, err = observe.Open(r.Observers, observe.Start{Run: t.run, Resumed: resumed, StatePath: t.statePath,
 		FromEpoch: ls.Epoch, FromStep: ls.Step, TotalSteps: t.total, Epochs: r.Exp.Train.Epochs})

@@ -10,6 +10,8 @@ import (
 	"fmt"
 	"math/rand/v2"
 
+	"github.com/optlab/optlab/host/corrupt"
+	"github.com/optlab/optlab/host/corrupt/render"
 	"github.com/optlab/optlab/host/data"
 	"github.com/optlab/optlab/host/tensor"
 )
@@ -71,6 +73,33 @@ func (ds *Set) Drop() {
 	ds.y.Drop()
 	ds.mean.Drop()
 	ds.std.Drop()
+}
+
+// Corrupt returns a copy of the set whose images are corrupted by f at
+// severity sev (render.Apply with seed); labels and normalization are the
+// set's. Only image sets (uint8, C×H×W) can be corrupted.
+func (ds *Set) Corrupt(ctx context.Context, w *tensor.Worker, f corrupt.Family, sev int, seed int64) (*Set, error) {
+	if !ds.raw8 || len(ds.Shape) != 3 {
+		return nil, fmt.Errorf("corruption %s: the test set is not made of images (8-bit C×H×W samples; its samples are %v)", f.Name, ds.Shape)
+	}
+	out := &Set{N: ds.N, Shape: ds.Shape, Classes: ds.Classes, raw8: true}
+	err := w.Do(ctx, func() error {
+		s := tensor.NewScope()
+		defer s.Close()
+		out.x = s.Keep(render.Apply(s, f, ds.x, sev, seed))
+		// Detached handles share the storage and are dropped on their own.
+		out.y = s.Keep(s.Detach(ds.y))
+		if ds.mean.Valid() {
+			out.mean = s.Keep(s.Detach(ds.mean))
+			out.std = s.Keep(s.Detach(ds.std))
+		}
+		return s.Err()
+	})
+	if err != nil {
+		out.Drop()
+		return nil, fmt.Errorf("corruption %s at severity %d: %w", f.Name, sev, err)
+	}
+	return out, nil
 }
 
 // Augment says which augmentations a batch gets.

@@ -2,7 +2,10 @@ package devset
 
 import (
 	"context"
+	"fmt"
+	"slices"
 
+	"github.com/optlab/optlab/host/corrupt"
 	"github.com/optlab/optlab/host/data"
 	"github.com/optlab/optlab/host/experiment"
 	"github.com/optlab/optlab/host/tensor"
@@ -20,6 +23,14 @@ type Data struct {
 	// LabelNoise is what the label noise of [data.label_noise] did to the
 	// training labels (data.Split.Noise); nil without label noise.
 	LabelNoise *data.NoiseStats
+	// corrupted caches Corrupted's sets.
+	corrupted map[corruptedKey]*Set
+}
+
+type corruptedKey struct {
+	family   string
+	severity int
+	seed     int64
 }
 
 // Load loads the experiment's data (data.Load, data.LoadOOD) and copies
@@ -69,8 +80,61 @@ func Load(ctx context.Context, w *tensor.Worker, dev tensor.Device, d experiment
 	return out, nil
 }
 
+// Corrupted returns the test set corrupted by f at severity sev with the
+// given seed (render.Apply), computed on the device the first time it is
+// asked for and kept until Drop: the corrupted images do not depend on the
+// model, so every run of a session scores on the same ones.
+func (d *Data) Corrupted(ctx context.Context, w *tensor.Worker, f corrupt.Family, sev int, seed int64) (*Set, error) {
+	k := corruptedKey{f.Name, sev, seed}
+	if s, ok := d.corrupted[k]; ok {
+		return s, nil
+	}
+	s, err := d.Test.Corrupt(ctx, w, f, sev, seed)
+	if err != nil {
+		return nil, err
+	}
+	if d.corrupted == nil {
+		d.corrupted = map[corruptedKey]*Set{}
+	}
+	d.corrupted[k] = s
+	return s, nil
+}
+
+// TakeCorrupted moves the corrupted test sets of old, whose test set is
+// d's, to d.
+func (d *Data) TakeCorrupted(old *Data) {
+	if len(old.corrupted) == 0 {
+		return
+	}
+	if d.corrupted == nil {
+		d.corrupted = map[corruptedKey]*Set{}
+	}
+	for k, s := range old.corrupted {
+		if prev, ok := d.corrupted[k]; ok {
+			prev.Drop()
+		}
+		d.corrupted[k] = s
+	}
+	old.corrupted = nil
+}
+
+// CorruptedKeys lists the corrupted sets made so far, as
+// "family/severity/seed".
+func (d *Data) CorruptedKeys() []string {
+	var out []string
+	for k := range d.corrupted {
+		out = append(out, fmt.Sprintf("%s/%d/%d", k.family, k.severity, k.seed))
+	}
+	slices.Sort(out)
+	return out
+}
+
 // Drop frees the device copies.
 func (d *Data) Drop() {
+	for _, s := range d.corrupted {
+		s.Drop()
+	}
+	d.corrupted = nil
 	for _, s := range []*Set{d.Train, d.Test, d.Val, d.OOD} {
 		if s != nil {
 			s.Drop()
