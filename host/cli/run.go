@@ -103,7 +103,7 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	o := runOpts{}
 	fs.Var((*setFlag)(&o.sets), "set", setUsage)
 	fs.StringVar(&o.plugins.Dir, "plugins", DefaultPluginDir(), "plugin directory")
-	fs.BoolVar(&o.grid.Smoke, "smoke", false, "run every run for a few steps on generated data (results to a temporary folder unless --results)")
+	fs.BoolVar(&o.grid.Smoke, "smoke", false, "run every run for 2 epochs of 2 steps on generated data (results to a temporary folder unless --results)")
 	shard := fs.String("shard", "", "run only shard i of n of the grid (i/n, 1-based); results go to runs-<i>of<n>.jsonl")
 	fs.StringVar(&o.resDir, "results", "", "results folder (default: the experiment's results_dir)")
 	fs.StringVar(&o.device, "device", "", "override train.device: auto, cpu, cuda or cuda:N")

@@ -152,7 +152,7 @@ func newRunner(sess *Session, store *results.Store, o RunOptions) *train.Runner 
 	obs := observe.Standard(sess.Exp, store.Layout, observe.Progress{W: o.Progress, Terminal: o.Terminal})
 	r := &train.Runner{W: sess.W, Dev: sess.Dev, Exp: sess.Exp, Data: sess.Data, Zoo: model.Builtin(), Observers: obs, Log: o.Log, Meta: o.Meta}
 	if o.Smoke {
-		r.SmokeSteps = smokeSteps
+		r.Smoke = &train.Smoke{Epochs: smokeEpochs, StepsPerEpoch: smokeSteps}
 	}
 	if sess.Exp.Train.Checkpoint {
 		r.Checkpoints = &store.Layout

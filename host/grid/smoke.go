@@ -10,9 +10,12 @@ import (
 	"github.com/optlab/optlab/host/experiment"
 )
 
-// smoke settings: a few steps with small batches on generated data.
+// smoke settings: two epochs of two steps (the epoch structure of a real
+// run, so that an optimizer with an epoch-based schedule meets an epoch
+// boundary) with small batches on generated data.
 const (
-	smokeSteps     = 2
+	smokeEpochs    = 2
+	smokeSteps     = 2 // per epoch
 	smokeBatch     = 8  // the smallest batch bSAM's m = 8 allows
 	smokeTrainPerB = 16 // CIFAR-format records per training batch file
 	smokeTest      = 16

@@ -41,8 +41,12 @@ type Runner struct {
 	Log io.Writer
 	// Meta fills the provenance fields of every record.
 	Meta Meta
-	// Smoke caps every run at a few steps (host run --smoke).
-	SmokeSteps int
+	// Smoke, when set (host run --smoke), caps every run at a few short
+	// epochs, keeping the run's epoch structure: the optimizer sees
+	// Smoke.Epochs epochs of Smoke.StepsPerEpoch steps (Config.TotalSteps
+	// and StepsPerEpoch, StepInput.Epoch), the curves a row per epoch, and
+	// the schedule the learning rates of the run's first epochs.
+	Smoke *Smoke
 	// Checkpoints, when set (train.checkpoint), is the results folder
 	// whose state/ receives each run's training state at every epoch end
 	// (removed when the run finishes), so that an interrupted run resumes
@@ -82,14 +86,22 @@ var ErrNaN = errors.New("loss is not finite")
 func (r *Runner) Steps() (perEpoch, total int64) {
 	tr := r.Exp.Train
 	perEpoch = int64(r.Data.TrainSize / tr.BatchSize)
-	total = perEpoch * int64(tr.Epochs)
+	epochs := int64(tr.Epochs)
+	if sm := r.Smoke; sm != nil {
+		perEpoch = min(perEpoch, int64(sm.StepsPerEpoch))
+		epochs = min(epochs, int64(sm.Epochs))
+	}
+	total = perEpoch * epochs
 	if tr.MaxSteps > 0 && int64(tr.MaxSteps) < total {
 		total = int64(tr.MaxSteps)
 	}
-	if r.SmokeSteps > 0 && int64(r.SmokeSteps) < total {
-		total = int64(r.SmokeSteps)
-	}
 	return perEpoch, total
+}
+
+// Smoke is the shape of a smoke run (Runner.Smoke): at most Epochs epochs
+// of at most StepsPerEpoch steps each.
+type Smoke struct {
+	Epochs, StepsPerEpoch int
 }
 
 // forRun returns the runner for run: r itself, or, when the run sweeps
