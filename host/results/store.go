@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"time"
 )
 
 // Store is one host's bookkeeping in an experiment's results folder, the
@@ -179,18 +180,42 @@ func (s *Store) Begin(ctx context.Context, key string, cfg map[string]any) (Star
 }
 
 // Finish records a run this host trained (whatever its status) and
-// releases its claim.
+// releases its claim, waiting for the lock as afterStop says.
 func (s *Store) Finish(rec Record) error {
-	if err := s.wait.Append(s.file, rec); err != nil {
+	w := s.afterStop()
+	if err := w.Append(s.file, rec); err != nil {
 		return fmt.Errorf("saving result of %s: %w", rec.Key, err)
 	}
-	return s.wait.Release(s.file, rec.Key, s.owner)
+	return w.Release(s.file, rec.Key, s.owner)
 }
 
 // Abandon releases the claim on run key without a record: the host was
-// interrupted, and another (or this one run again) trains it later.
+// interrupted, and another (or this one run again) trains it later. It
+// waits for the lock as afterStop says.
 func (s *Store) Abandon(key string) error {
-	return s.wait.Release(s.file, key, s.owner)
+	return s.afterStop().Release(s.file, key, s.owner)
+}
+
+// StopGrace is how long Finish and Abandon still wait for the records
+// file's lock once the store's context is done.
+const StopGrace = 3 * time.Second
+
+// afterStop is how Finish and Abandon wait for the lock: as the store's
+// LockWait says, except that once its context is done (the host was
+// interrupted) they still wait, uninterrupted, for up to StopGrace. The
+// other hosts hold the lock for milliseconds at a time, and one Ctrl-C
+// often stops several at once; without the grace, a record finished as the
+// signal came, or a claim's release, would be dropped whenever another host
+// held the lock at that moment (seen: two hosts of one grid stopped
+// together left a claim behind). A holder that is stuck still ends the
+// wait within StopGrace.
+func (s *Store) afterStop() LockWait {
+	w := s.wait
+	if w.Ctx != nil && w.Ctx.Err() != nil {
+		w.Ctx = nil
+		w.Timeout = StopGrace
+	}
+	return w
 }
 
 // Records reads every records file of the folder (runs.jsonl and every

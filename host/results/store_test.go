@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 )
 
 // Environment of the helper processes of TestStoreHosts.
@@ -173,5 +174,55 @@ func TestStoreBeginCancelled(t *testing.T) {
 	}
 	if claims, err := Claims(s.File()); err != nil || len(claims) != 0 {
 		t.Errorf("claims %v, %v; want none", claims, err)
+	}
+}
+
+// Finish and Abandon on a store whose context is done (the host was
+// interrupted) still wait for a lock that another host holds briefly, so
+// that neither the finished record nor the claim's release is dropped; a
+// lock held past StopGrace still ends the wait.
+func TestStoreFinishAfterStop(t *testing.T) {
+	ctx, cancel := context.WithCancelCause(context.Background())
+	s, _, err := Open(Layout{Dir: t.TempDir()}, StoreOptions{Owner: "me", Wait: LockWait{Ctx: ctx}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"done", "dropped"} {
+		if st, err := s.Begin(ctx, k, nil); err != nil || st.Skip != NotSkipped {
+			t.Fatalf("Begin(%s): %+v, %v", k, st, err)
+		}
+	}
+	cancel(fmt.Errorf("interrupt"))
+	// Another holder for a moment: the waits outlast it.
+	holdFor := func(d time.Duration) {
+		unlock, err := Lock(s.File())
+		if err != nil {
+			t.Fatal(err)
+		}
+		time.AfterFunc(d, unlock)
+	}
+	holdFor(300 * time.Millisecond)
+	if err := s.Finish(Record{Experiment: "e", Key: "done", Method: "m", Status: StatusOK}); err != nil {
+		t.Fatalf("Finish after the interrupt: %v", err)
+	}
+	holdFor(300 * time.Millisecond)
+	if err := s.Abandon("dropped"); err != nil {
+		t.Fatalf("Abandon after the interrupt: %v", err)
+	}
+	recs, err := Read(s.File())
+	if err != nil || len(recs) != 1 || recs[0].Key != "done" {
+		t.Errorf("records %v, %v; want the finished one", recs, err)
+	}
+	if claims, err := Claims(s.File()); err != nil || len(claims) != 0 {
+		t.Errorf("claims %v, %v; want none left", claims, err)
+	}
+	// A holder that does not let go: the wait ends after StopGrace.
+	holdFor(StopGrace + 5*time.Second)
+	start := time.Now()
+	if err := s.Abandon("dropped"); err == nil {
+		t.Error("Abandon waited past a stuck holder without an error")
+	}
+	if d := time.Since(start); d > StopGrace+2*time.Second {
+		t.Errorf("Abandon waited %v for a stuck holder, want about %v", d, StopGrace)
 	}
 }
