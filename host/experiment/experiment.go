@@ -155,12 +155,6 @@ func (e *Experiment) has(key string) bool {
 	return e.defined[key]
 }
 
-// Written reports whether key is written in the file or set by a --set
-// override: a key outside [[method]] ("train.optimizer.momentum"), or a
-// key of a method's [method.optimizer] or [method.schedule]
-// ("method[1].optimizer.lr"). Keys are written as in messages.
-func (e *Experiment) Written(key string) bool { return e.has(key) }
-
 // Data is the [data] table.
 type Data struct {
 	// Dataset (default "uci-digits") is one of uci-digits, cifar10,
@@ -675,12 +669,12 @@ func (m Method) Train(t Train) Train {
 	return t
 }
 
-// MethodKey returns the key that sets the value of the [train.optimizer]
+// methodKey returns the key that sets the value of the [train.optimizer]
 // or [train.schedule] key table.key ("optimizer", "lr") in the runs of
 // method i: "method[i].optimizer.lr" when the method writes that key, or
 // names another optimizer (schedule kind) than the experiment's and so
 // starts from its defaults; "train.optimizer.lr" otherwise.
-func (e *Experiment) MethodKey(i int, table, key string) string {
+func (e *Experiment) methodKey(i int, table, key string) string {
 	m := e.Methods[i]
 	if m.resets(table, e.Train) || slices.Contains(m.keys(table), key) {
 		return fmt.Sprintf("method[%d].%s.%s", i, table, key)

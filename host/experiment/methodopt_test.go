@@ -193,14 +193,14 @@ lr = 0.01
 	if lrs["Adam"] != 0.002 || lrs["Slow momentum=0.9"] != 0.01 || lrs["SGD lr=0.1 momentum=0.8"] != 0.1 {
 		t.Errorf("learning rates %v", lrs)
 	}
-	if !e.Written("method[1].optimizer.lr") || e.Written("method[0].optimizer.lr") || !e.Written("train.optimizer.momentum") {
-		t.Errorf("Written is wrong")
+	if !e.has("method[1].optimizer.lr") || e.has("method[0].optimizer.lr") || !e.has("train.optimizer.momentum") {
+		t.Errorf("has is wrong")
 	}
-	if k := e.MethodKey(1, "optimizer", "momentum"); k != "method[1].optimizer.momentum" {
-		t.Errorf("MethodKey of a reset optimizer's key = %q", k)
+	if k := e.methodKey(1, "optimizer", "momentum"); k != "method[1].optimizer.momentum" {
+		t.Errorf("methodKey of a reset optimizer's key = %q", k)
 	}
-	if k := e.MethodKey(2, "optimizer", "momentum"); k != "train.optimizer.momentum" {
-		t.Errorf("MethodKey of an inherited key = %q", k)
+	if k := e.methodKey(2, "optimizer", "momentum"); k != "train.optimizer.momentum" {
+		t.Errorf("methodKey of an inherited key = %q", k)
 	}
 }
 

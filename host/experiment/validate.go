@@ -388,12 +388,12 @@ func (v *validator) train() {
 
 // optKey returns the full key of the optimizer key k ("lr") being
 // validated: "train.optimizer.lr", or for a method's runs the key that
-// sets it (Experiment.MethodKey).
+// sets it (Experiment.methodKey).
 func (v *validator) optKey(k string) string {
 	if v.method < 0 {
 		return "train.optimizer." + k
 	}
-	return v.e.MethodKey(v.method, "optimizer", k)
+	return v.e.methodKey(v.method, "optimizer", k)
 }
 
 // schedKey is optKey for the schedule's keys.
@@ -401,7 +401,7 @@ func (v *validator) schedKey(k string) string {
 	if v.method < 0 {
 		return "train.schedule." + k
 	}
-	return v.e.MethodKey(v.method, "schedule", k)
+	return v.e.methodKey(v.method, "schedule", k)
 }
 
 // optimizer checks the optimizer of v.e.Train: [train.optimizer], or a
