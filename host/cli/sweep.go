@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/optlab/optlab/host/experiment"
+	"github.com/optlab/optlab/host/train"
 )
 
 // setUsage documents --set.
@@ -94,6 +95,34 @@ func stepsSummary(exp *experiment.Experiment, runs []experiment.Run, trainSize i
 		lo, hi = min(lo, s.total), max(hi, s.total)
 	}
 	return fmt.Sprintf("%d runs × %d to %d steps (the swept [train] keys differ)", len(runs), lo, hi)
+}
+
+// optimizerSummary describes, one line each, the base optimizer and
+// schedule of the methods that do not train with the experiment's: those
+// with their own [method.optimizer] or [method.schedule], and those whose
+// plugin applies its own update (owns, by method name); "" when there is
+// none. Swept values are the first ones.
+func optimizerSummary(exp *experiment.Experiment, owns func(method string) bool) string {
+	var b strings.Builder
+	for _, m := range exp.Methods {
+		own := owns(m.Name)
+		if !own && !m.Overrides() {
+			continue
+		}
+		tr := m.Train(exp.Train)
+		o := tr.Optimizer
+		var opt string
+		switch {
+		case own:
+			opt = fmt.Sprintf("%s, lr=%g", train.NoBaseOptimizer, o.LR)
+		case o.Name == experiment.OptimizerAdam:
+			opt = fmt.Sprintf("adam lr=%g betas=%v eps=%g wd=%g", o.LR, o.Betas, o.Eps, o.WeightDecay)
+		default:
+			opt = fmt.Sprintf("%s lr=%g mom=%g nesterov=%v wd=%g", o.Name, o.LR, o.Momentum, o.Nesterov, o.WeightDecay)
+		}
+		fmt.Fprintf(&b, "method %s: optimizer %s; schedule %s\n", m.Name, opt, tr.Schedule.Kind)
+	}
+	return b.String()
 }
 
 // plural writes "1 arch", "2 archs".

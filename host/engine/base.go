@@ -35,7 +35,17 @@ func (b *baseState) drop() {
 	b.t = 0
 }
 
+// errOwnsUpdate is the error of op (base_step, set_lr) sent by an
+// optimizer that declared it applies its own update.
+func errOwnsUpdate(op string) error {
+	return fmt.Errorf("%s: the optimizer declared the %q capability (it applies its own update, and the run has no base optimizer), so it may not send %s",
+		op, optim.CapOwnsUpdate, op)
+}
+
 func (e *Engine) baseStep(s *tensor.Scope, o optim.BaseStep) error {
+	if e.cfg.OwnsUpdate {
+		return errOwnsUpdate("base_step")
+	}
 	p, mi, err := e.get(o.Params)
 	if err != nil {
 		return fmt.Errorf("base_step: %w", err)

@@ -74,6 +74,10 @@ type Config struct {
 	// variable OPTLAB_DEBUG_NONFINITE=1). Every check reads a flag back
 	// from the device: for debugging only.
 	DebugNonFinite bool
+	// OwnsUpdate says that the optimizer applies its own update
+	// (optim.CapOwnsUpdate): Base is not used, and a BaseStep or SetLR
+	// fails, naming itself.
+	OwnsUpdate bool
 }
 
 // Member is one model of a run with its flat vectors on the device.
@@ -231,6 +235,11 @@ func (e *Engine) BeginStep(step int64, lr float64) {
 		return nil
 	})
 }
+
+// LR returns the learning rate member m's BaseStep uses in the current
+// step: BeginStep's, or the last SetLR's override. Call it off the worker,
+// between Execs (after the optimizer's Step, say).
+func (e *Engine) LR(m int) float64 { return e.members[m].lr }
 
 // SetBatch makes (x, y) member m's current batch; the engine takes
 // ownership and drops the previous one. Members may share one batch (pass
@@ -628,6 +637,9 @@ func (e *Engine) gradRegs(s *tensor.Scope, op optim.Op) ([]register, error) {
 // setLR runs a SetLR: it sets the learning rate that member o.Member's
 // BaseStep uses for the rest of the step.
 func (e *Engine) setLR(o optim.SetLR) error {
+	if e.cfg.OwnsUpdate {
+		return errOwnsUpdate("set_lr")
+	}
 	if int(o.Member) >= len(e.members) || o.Member < 0 {
 		return fmt.Errorf("set_lr: no member %d", o.Member)
 	}

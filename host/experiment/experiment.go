@@ -27,6 +27,7 @@ import (
 	"cmp"
 	"fmt"
 	"maps"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -141,8 +142,18 @@ type Experiment struct {
 // (method indices are 0-based).
 func (e *Experiment) Line(key string) int { return e.lines[key] }
 
-// has reports whether key (outside [[method]]) is written in the file.
-func (e *Experiment) has(key string) bool { return e.defined[key] }
+// has reports whether key is written in the file (or set by --set):
+// a key outside [[method]], or a key of a method's [method.optimizer] or
+// [method.schedule] ("method[1].optimizer.lr").
+func (e *Experiment) has(key string) bool {
+	if rest, ok := strings.CutPrefix(key, "method["); ok {
+		n, rest, _ := strings.Cut(rest, "]")
+		i, err := strconv.Atoi(n)
+		table, k, _ := strings.Cut(strings.TrimPrefix(rest, "."), ".")
+		return err == nil && i >= 0 && i < len(e.Methods) && slices.Contains(e.Methods[i].keys(table), k)
+	}
+	return e.defined[key]
+}
 
 // Data is the [data] table.
 type Data struct {
@@ -595,9 +606,134 @@ type Method struct {
 	File string
 	// Line is the line of the method's [[method]] header (0 if unknown).
 	Line int
+	// Optimizer is [method.optimizer]: the keys of [train.optimizer] this
+	// method sets for itself, those named in OptimizerKeys (the other
+	// fields are zero). See Train.
+	Optimizer Optimizer
+	// OptimizerKeys lists the keys written in [method.optimizer] (TOML
+	// names, "lr", "momentum"), sorted; empty when the method keeps the
+	// experiment's optimizer.
+	OptimizerKeys []string
+	// Schedule is [method.schedule], like Optimizer: the keys of
+	// [train.schedule] named in ScheduleKeys.
+	Schedule Schedule
+	// ScheduleKeys lists the keys written in [method.schedule], sorted.
+	ScheduleKeys []string
 
 	// sets maps "params.<name>" to the --set override that set it.
 	sets map[string]string
+}
+
+// BaseOptimizerKeys are the keys of [train.optimizer] that configure only
+// the base optimizer (the BaseStep op): a plugin that applies its own
+// update (optim.CapOwnsUpdate) ignores them. lr is not among them: the
+// schedule's learning rate reaches every plugin as StepInput.LR.
+func BaseOptimizerKeys() []string {
+	return []string{"name", "momentum", "nesterov", "weight_decay", "betas", "eps"}
+}
+
+// Overrides reports whether the method writes [method.optimizer] or
+// [method.schedule] keys.
+func (m Method) Overrides() bool { return len(m.OptimizerKeys) > 0 || len(m.ScheduleKeys) > 0 }
+
+// Train returns t, the experiment's [train] table (with a run's swept
+// values), with the method's [method.optimizer] and [method.schedule]
+// applied: every key the method writes replaces the experiment's. When the
+// method names another optimizer than t's (train.optimizer.name), its
+// optimizer starts from that optimizer's defaults (Default) instead of
+// t's other keys, so that no key of one optimizer leaks into another; the
+// same goes for the schedule when it names another kind. t is returned
+// as it is when the method writes neither table; otherwise the result
+// shares no slice with t.
+func (m Method) Train(t Train) Train {
+	if !m.Overrides() {
+		return t
+	}
+	def := Default().Train
+	if len(m.OptimizerKeys) > 0 {
+		base := t.Optimizer
+		if slices.Contains(m.OptimizerKeys, "name") && m.Optimizer.Name != base.Name {
+			base = def.Optimizer
+		}
+		base.Betas = slices.Clone(base.Betas)
+		t.Optimizer = overlay(base, m.Optimizer, m.OptimizerKeys)
+	}
+	if len(m.ScheduleKeys) > 0 {
+		base := t.Schedule
+		if slices.Contains(m.ScheduleKeys, "kind") && m.Schedule.Kind != base.Kind {
+			base = def.Schedule
+		}
+		base.Milestones = slices.Clone(base.Milestones)
+		t.Schedule = overlay(base, m.Schedule, m.ScheduleKeys)
+	}
+	return t
+}
+
+// methodKey returns the key that sets the value of the [train.optimizer]
+// or [train.schedule] key table.key ("optimizer", "lr") in the runs of
+// method i: "method[i].optimizer.lr" when the method writes that key, or
+// names another optimizer (schedule kind) than the experiment's and so
+// starts from its defaults; "train.optimizer.lr" otherwise.
+func (e *Experiment) methodKey(i int, table, key string) string {
+	m := e.Methods[i]
+	if m.resets(table, e.Train) || slices.Contains(m.keys(table), key) {
+		return fmt.Sprintf("method[%d].%s.%s", i, table, key)
+	}
+	return "train." + table + "." + key
+}
+
+// keys returns the keys the method writes in [method.<table>].
+func (m Method) keys(table string) []string {
+	switch table {
+	case "optimizer":
+		return m.OptimizerKeys
+	case "schedule":
+		return m.ScheduleKeys
+	}
+	return nil
+}
+
+// resets reports whether the method's [method.<table>] names another
+// optimizer (schedule kind) than t, so that its table starts from the
+// defaults.
+func (m Method) resets(table string, t Train) bool {
+	if table == "optimizer" {
+		return slices.Contains(m.OptimizerKeys, "name") && m.Optimizer.Name != t.Optimizer.Name
+	}
+	return slices.Contains(m.ScheduleKeys, "kind") && m.Schedule.Kind != t.Schedule.Kind
+}
+
+// overrides reports whether the method's tables decide the value of the
+// [train] key key ("train.optimizer.lr"), so that the experiment's value,
+// or sweep, of it does not apply to the method's runs.
+func (m Method) overrides(key string, t Train) bool {
+	rest, ok := strings.CutPrefix(key, "train.")
+	if !ok {
+		return false
+	}
+	table, k, ok := strings.Cut(rest, ".")
+	if !ok || (table != "optimizer" && table != "schedule") {
+		return false
+	}
+	return m.resets(table, t) || slices.Contains(m.keys(table), k)
+}
+
+// overlay returns base with the fields of over named (by TOML key) in
+// keys.
+func overlay[T any](base, over T, keys []string) T {
+	b := reflect.ValueOf(&base).Elem()
+	o := reflect.ValueOf(over)
+	for i := range b.NumField() {
+		tag, _, _ := strings.Cut(b.Type().Field(i).Tag.Get("toml"), ",")
+		if slices.Contains(keys, tag) {
+			v := o.Field(i)
+			if v.Kind() == reflect.Slice {
+				v = reflect.AppendSlice(reflect.MakeSlice(v.Type(), 0, v.Len()), v)
+			}
+			b.Field(i).Set(v)
+		}
+	}
+	return base
 }
 
 // Default returns an Experiment with every default applied and no methods;

@@ -41,11 +41,15 @@ type Run struct {
 }
 
 // Experiment returns e as the run sees it: e itself when the run sweeps no
-// key of SweepKeys, else a copy whose Train and Data hold the run's values
-// (its Data.LabelNoise its rate and seed; sharing everything else with e).
-// Apply it to the experiment the run is trained with, after any change
-// made to e since Grid (e.g. a device override).
-func (r Run) Experiment(e *Experiment) *Experiment { return withSettings(e, r.Setting) }
+// key of SweepKeys and its method writes neither [method.optimizer] nor
+// [method.schedule], else a copy whose Train and Data hold the run's
+// values (its Data.LabelNoise its rate and seed, its Train.Optimizer and
+// Train.Schedule its method's, see Method.Train; sharing everything else
+// with e). Apply it to the experiment the run is trained with, after any
+// change made to e since Grid (e.g. a device override).
+func (r Run) Experiment(e *Experiment) *Experiment {
+	return methodView(withSettings(e, r.Setting), r.Method)
+}
 
 // SettingString returns the run's setting as its label writes it,
 // "rho=0.05 lr=0.1", or "" when nothing is swept.

@@ -216,3 +216,37 @@ func typeErr(want string, got any) error {
 	}
 	return fmt.Errorf("must be %s (got %s)", want, d)
 }
+
+// ValidateOwnsUpdate refuses the base optimizer's keys that would be
+// ignored because the methods' plugins apply their own update
+// (optim.CapOwnsUpdate; owns reports it for the method of each index):
+// the keys of BaseOptimizerKeys written in the [method.optimizer] of such
+// a method, and those written in [train.optimizer] (or set by --set) when
+// every method owns its update (otherwise they are for the other
+// methods). lr stays allowed: it reaches the plugin as StepInput.LR. The
+// problems cite the keys' lines, as an ErrorList; nil when there are none.
+func ValidateOwnsUpdate(e *Experiment, owns func(method int) bool) error {
+	c := &errs{file: e.File, sets: e.sets}
+	all := len(e.Methods) > 0
+	for i, m := range e.Methods {
+		if !owns(i) {
+			all = false
+			continue
+		}
+		for _, k := range BaseOptimizerKeys() {
+			if key := fmt.Sprintf("method[%d].optimizer.%s", i, k); e.has(key) {
+				c.add(e.Line(key), key, "%s would be ignored: method %q's plugin applies its own update (capability %q) and uses no base optimizer; remove it (only lr applies, as the plugin's StepInput.LR)",
+					key, m.Name, optim.CapOwnsUpdate)
+			}
+		}
+	}
+	if all {
+		for _, k := range BaseOptimizerKeys() {
+			if key := "train.optimizer." + k; e.has(key) {
+				c.add(e.Line(key), key, "%s would be ignored: every method's plugin applies its own update (capability %q) and uses no base optimizer; remove it (only lr applies, as the plugins' StepInput.LR)",
+					key, optim.CapOwnsUpdate)
+			}
+		}
+	}
+	return c.err()
+}

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"os"
 	"path/filepath"
@@ -32,10 +33,12 @@ type document struct {
 
 // methodDoc is one [[method]] table as decoded.
 type methodDoc struct {
-	Name   string         `toml:"name"`
-	Plugin string         `toml:"plugin"`
-	Path   string         `toml:"path"`
-	Params toml.Primitive `toml:"params"`
+	Name      string         `toml:"name"`
+	Plugin    string         `toml:"plugin"`
+	Path      string         `toml:"path"`
+	Params    toml.Primitive `toml:"params"`
+	Optimizer Optimizer      `toml:"optimizer"`
+	Schedule  Schedule       `toml:"schedule"`
 }
 
 // Load reads and decodes the experiment file at path, with the --set
@@ -163,6 +166,7 @@ func checkSource(name, src string, sets []string) (*checker, string, []Sweep, er
 	if err := c.err(); err != nil {
 		return nil, "", nil, err
 	}
+	c.written = methodTables(tree)
 	if len(sets) > 0 || changed {
 		// Decode what the checks saw: the file with the overrides merged
 		// and the lists of SweepKeys replaced by their first values.
@@ -239,8 +243,27 @@ func (c *checker) decodeMethod(e *Experiment, i int, m methodDoc, md *toml.MetaD
 		Name: m.Name, Plugin: m.Plugin, Path: m.Path,
 		Params: params, ParamLines: pl,
 		File: c.file, Line: c.lines[keyPath{"method"}.index(i).String()],
+		Optimizer: m.Optimizer, OptimizerKeys: c.written[keyPath{"method"}.index(i).child("optimizer").String()],
+		Schedule: m.Schedule, ScheduleKeys: c.written[keyPath{"method"}.index(i).child("schedule").String()],
 		sets: ps,
 	}
+}
+
+// methodTables returns the keys written in every method's
+// [method.optimizer] and [method.schedule] of the checked tree, sorted,
+// by the table's key ("method[1].optimizer").
+func methodTables(tree map[string]any) map[string][]string {
+	out := map[string][]string{}
+	list, _ := asArray(tree["method"])
+	for i, x := range list {
+		m, _ := x.(map[string]any)
+		for _, table := range []string{"optimizer", "schedule"} {
+			if t, ok := m[table].(map[string]any); ok && len(t) > 0 {
+				out[keyPath{"method"}.index(i).child(table).String()] = slices.Sorted(maps.Keys(t))
+			}
+		}
+	}
+	return out
 }
 
 // paramOrigins returns where the parameters of the method whose params
@@ -458,6 +481,9 @@ func textError(name, src string) *Error {
 type checker struct {
 	errs
 	lines map[string]int
+	// written lists the keys written in each method's [method.optimizer]
+	// and [method.schedule] (methodTables).
+	written map[string][]string
 }
 
 func (c *checker) line(p keyPath) int { return c.lines[p.String()] }
@@ -605,6 +631,9 @@ func (c *checker) mismatch(p keyPath, want string, got any) {
 	if _, isArray := asArray(got); isArray && !strings.HasPrefix(want, "an array") &&
 		len(p) > 0 && !strings.HasPrefix(p[len(p)-1], indexPrefix) {
 		hint = "; a list of values (a sweep) may be written only for method parameters, the numbers of [train], [train.optimizer] and [train.schedule] other than eval_batch_size and threads, and data.label_noise.rate and seed"
+		if len(p) > 2 && p[0] == "method" && (p[2] == "optimizer" || p[2] == "schedule") {
+			hint = fmt.Sprintf("; [method.%s] takes one value per key, not a sweep: sweep the key in [train.%s] (for the methods that do not set it), or write one [[method]] per value", p[2], p[2])
+		}
 	}
 	c.add(c.line(p), p.String(), "%s must be %s (got %s)%s", p, want, describe(got), hint)
 }

@@ -336,7 +336,9 @@ func valueKind(v any) string {
 
 // settings returns the settings of method m in e, in grid order: every
 // combination of the values of m's parameter lists (in line order) and of
-// e.Sweeps (in file order), the last dimension varying fastest. A method
+// e.Sweeps (in file order; but for the keys m's [method.optimizer] and
+// [method.schedule] decide, see Method.Train), the last dimension varying
+// fastest. A method
 // that sweeps nothing has one empty setting. At most MaxSettings are
 // returned; n is the number there would be (capped to avoid overflow).
 func settings(e *Experiment, m Method) (out [][]Setting, n int) {
@@ -361,6 +363,9 @@ func settings(e *Experiment, m Method) (out [][]Setting, n int) {
 		dims = append(dims, dim{"params." + k, keyPath{k}.String(), m.Params[k].([]any)})
 	}
 	for _, s := range e.Sweeps {
+		if m.overrides(s.Key, e.Train) {
+			continue // the method's own value applies, not the sweep
+		}
 		name := sweepName(s.Key)
 		if l, ok := m.Params[name].([]any); ok && len(l) > 1 {
 			name = s.Key
@@ -424,6 +429,18 @@ func label(name string, s []Setting) string {
 		parts[i+1] = x.String()
 	}
 	return strings.Join(parts, " ")
+}
+
+// methodView returns e as method m's runs see it: e itself when m writes
+// neither [method.optimizer] nor [method.schedule], else a copy whose
+// Train holds m's optimizer and schedule (Method.Train).
+func methodView(e *Experiment, m Method) *Experiment {
+	if !m.Overrides() {
+		return e
+	}
+	c := *e
+	c.Train = m.Train(e.Train)
+	return &c
 }
 
 // withParams returns m with the parameter values of setting s (a copy of

@@ -30,7 +30,7 @@ func Validate(exp *Experiment, knownArchs []string) error {
 	if exp == nil {
 		return fmt.Errorf("experiment: nil experiment")
 	}
-	v := &validator{errs: errs{file: exp.File, sets: exp.sets}, e: exp}
+	v := &validator{errs: errs{file: exp.File, sets: exp.sets}, e: exp, method: -1}
 	v.top()
 	v.data()
 	v.model(knownArchs)
@@ -51,13 +51,36 @@ func (v *validator) sweeps() {
 		seen[e.Error()] = true
 	}
 	for _, combo := range sweepCombos(v.e) {
-		w := &validator{errs: errs{file: v.file, sets: v.sets}, e: withSettings(v.e, combo)}
+		w := &validator{errs: errs{file: v.file, sets: v.sets}, e: withSettings(v.e, combo), method: -1}
 		w.train()
 		w.labelNoise()
 		for _, e := range w.list {
 			if !seen[e.Error()] {
 				seen[e.Error()] = true
 				v.list = append(v.list, e)
+			}
+		}
+	}
+	// Each method's own optimizer and schedule, with every combination of
+	// the swept [train] values its runs see.
+	combos := sweepCombos(v.e)
+	if combos == nil {
+		combos = [][]Setting{nil}
+	}
+	for i, m := range v.e.Methods {
+		if !m.Overrides() {
+			continue
+		}
+		for _, combo := range combos {
+			e := methodView(withSettings(v.e, combo), m)
+			w := &validator{errs: errs{file: v.file, sets: v.sets}, e: e, method: i}
+			w.optimizer()
+			w.schedule()
+			for _, e := range w.list {
+				if !seen[e.Error()] {
+					seen[e.Error()] = true
+					v.list = append(v.list, e)
+				}
 			}
 		}
 	}
@@ -71,11 +94,25 @@ func (v *validator) sweeps() {
 type validator struct {
 	errs
 	e *Experiment
+	// method is the index of the method whose optimizer and schedule
+	// (Method.Train) v.e.Train holds, or -1 for the experiment's own.
+	method int
 }
 
-// fail records a problem about key, citing the key's line.
+// fail records a problem about key, citing the key's line; a method's
+// key that is not written (its table names another optimizer, whose
+// defaults it gets) cites the nearest table above it that is.
 func (v *validator) fail(key, format string, args ...any) {
-	v.add(v.e.Line(key), key, "%s %s", key, fmt.Sprintf(format, args...))
+	line := v.e.Line(key)
+	for k := key; line == 0 && strings.HasPrefix(k, "method["); {
+		i := strings.LastIndexAny(k, ".[")
+		if i <= 0 {
+			break
+		}
+		k = k[:i]
+		line = v.e.Line(k)
+	}
+	v.add(line, key, "%s %s", key, fmt.Sprintf(format, args...))
 }
 
 // notFor reports key as not applicable when it is written in the file
@@ -345,82 +382,109 @@ func (v *validator) train() {
 	}
 	v.enum("train.precision", t.Precision, PrecisionFP32, PrecisionBF16)
 
-	o := &t.Optimizer
-	def := Default()
-	v.enum("train.optimizer.name", o.Name, OptimizerSGD, OptimizerAdam)
-	v.floatIn("train.optimizer.lr", o.LR, 0, math.Inf(1), false, false)
-	v.floatIn("train.optimizer.weight_decay", o.WeightDecay, 0, math.Inf(1), true, false)
-	switch o.Name {
-	case OptimizerSGD:
-		v.floatIn("train.optimizer.momentum", o.Momentum, 0, 1, true, false)
-		if o.Nesterov && !(o.Momentum > 0) {
-			v.fail("train.optimizer.nesterov", "needs train.optimizer.momentum > 0 (got %s)", formatFloat(o.Momentum))
-		}
-		v.notFor("train.optimizer.betas", slices.Equal(o.Betas, def.Train.Optimizer.Betas), "to optimizer adam")
-		v.notFor("train.optimizer.eps", o.Eps == def.Train.Optimizer.Eps, "to optimizer adam")
-	case OptimizerAdam:
-		if len(o.Betas) != 2 {
-			v.fail("train.optimizer.betas", "must have 2 elements (got %d)", len(o.Betas))
-		}
-		for i, b := range o.Betas {
-			key := fmt.Sprintf("train.optimizer.betas[%d]", i)
-			if !(b >= 0 && b < 1) {
-				v.add(v.line(key, "train.optimizer.betas"), key, "%s must be in [0, 1) (got %s)", key, formatFloat(b))
-			}
-		}
-		v.floatIn("train.optimizer.eps", o.Eps, 0, math.Inf(1), false, false)
-		v.notFor("train.optimizer.momentum", o.Momentum == def.Train.Optimizer.Momentum, "to optimizer sgd")
-		v.notFor("train.optimizer.nesterov", o.Nesterov == def.Train.Optimizer.Nesterov, "to optimizer sgd")
-	}
+	v.optimizer()
 	v.schedule()
 }
 
+// optKey returns the full key of the optimizer key k ("lr") being
+// validated: "train.optimizer.lr", or for a method's runs the key that
+// sets it (Experiment.methodKey).
+func (v *validator) optKey(k string) string {
+	if v.method < 0 {
+		return "train.optimizer." + k
+	}
+	return v.e.methodKey(v.method, "optimizer", k)
+}
+
+// schedKey is optKey for the schedule's keys.
+func (v *validator) schedKey(k string) string {
+	if v.method < 0 {
+		return "train.schedule." + k
+	}
+	return v.e.methodKey(v.method, "schedule", k)
+}
+
+// optimizer checks the optimizer of v.e.Train: [train.optimizer], or a
+// method's (v.method).
+func (v *validator) optimizer() {
+	o := &v.e.Train.Optimizer
+	def := Default()
+	v.enum(v.optKey("name"), o.Name, OptimizerSGD, OptimizerAdam)
+	v.floatIn(v.optKey("lr"), o.LR, 0, math.Inf(1), false, false)
+	v.floatIn(v.optKey("weight_decay"), o.WeightDecay, 0, math.Inf(1), true, false)
+	switch o.Name {
+	case OptimizerSGD:
+		v.floatIn(v.optKey("momentum"), o.Momentum, 0, 1, true, false)
+		if o.Nesterov && !(o.Momentum > 0) {
+			v.fail(v.optKey("nesterov"), "needs %s > 0 (got %s)", v.optKey("momentum"), formatFloat(o.Momentum))
+		}
+		v.notFor(v.optKey("betas"), slices.Equal(o.Betas, def.Train.Optimizer.Betas), "to optimizer adam")
+		v.notFor(v.optKey("eps"), o.Eps == def.Train.Optimizer.Eps, "to optimizer adam")
+	case OptimizerAdam:
+		betas := v.optKey("betas")
+		if len(o.Betas) != 2 {
+			v.fail(betas, "must have 2 elements (got %d)", len(o.Betas))
+		}
+		for i, b := range o.Betas {
+			key := fmt.Sprintf("%s[%d]", betas, i)
+			if !(b >= 0 && b < 1) {
+				v.add(v.line(key, betas), key, "%s must be in [0, 1) (got %s)", key, formatFloat(b))
+			}
+		}
+		v.floatIn(v.optKey("eps"), o.Eps, 0, math.Inf(1), false, false)
+		v.notFor(v.optKey("momentum"), o.Momentum == def.Train.Optimizer.Momentum, "to optimizer sgd")
+		v.notFor(v.optKey("nesterov"), o.Nesterov == def.Train.Optimizer.Nesterov, "to optimizer sgd")
+	}
+}
+
+// schedule checks the schedule of v.e.Train: [train.schedule], or a
+// method's (v.method).
 func (v *validator) schedule() {
 	t := &v.e.Train
 	s := &t.Schedule
-	v.enum("train.schedule.kind", s.Kind, ScheduleConstant, ScheduleStep, ScheduleCosine, SchedulePlateau, ScheduleCyclic)
-	v.intMin("train.schedule.warmup_epochs", s.WarmupEpochs, 0)
+	v.enum(v.schedKey("kind"), s.Kind, ScheduleConstant, ScheduleStep, ScheduleCosine, SchedulePlateau, ScheduleCyclic)
+	v.intMin(v.schedKey("warmup_epochs"), s.WarmupEpochs, 0)
 	if t.Epochs > 0 && s.WarmupEpochs >= t.Epochs {
-		v.fail("train.schedule.warmup_epochs", "must be < train.epochs = %d (got %d)", t.Epochs, s.WarmupEpochs)
+		v.fail(v.schedKey("warmup_epochs"), "must be < train.epochs = %d (got %d)", t.Epochs, s.WarmupEpochs)
 	}
 	def := Default().Train.Schedule
 	uses := func(key string, isDefault bool, kinds ...string) bool {
 		if slices.Contains(kinds, s.Kind) {
 			return true
 		}
-		v.notFor("train.schedule."+key, isDefault, "to schedule kind "+strings.Join(kinds, " and "))
+		v.notFor(v.schedKey(key), isDefault, "to schedule kind "+strings.Join(kinds, " and "))
 		return false
 	}
 	if uses("milestones", slices.Equal(s.Milestones, def.Milestones), ScheduleStep) {
 		v.milestones(s.Milestones, t.Epochs)
 	}
 	if uses("gamma", s.Gamma == def.Gamma, ScheduleStep) {
-		v.floatIn("train.schedule.gamma", s.Gamma, 0, 1, false, true)
+		v.floatIn(v.schedKey("gamma"), s.Gamma, 0, 1, false, true)
 	}
 	if uses("patience", s.Patience == def.Patience, SchedulePlateau) {
-		v.intMin("train.schedule.patience", s.Patience, 1)
+		v.intMin(v.schedKey("patience"), s.Patience, 1)
 	}
 	if uses("factor", s.Factor == def.Factor, SchedulePlateau) {
-		v.floatIn("train.schedule.factor", s.Factor, 0, 1, false, false)
+		v.floatIn(v.schedKey("factor"), s.Factor, 0, 1, false, false)
 	}
 	if uses("min_lr", s.MinLR == def.MinLR, ScheduleCosine, SchedulePlateau) {
-		v.floatIn("train.schedule.min_lr", s.MinLR, 0, math.Inf(1), true, false)
+		v.floatIn(v.schedKey("min_lr"), s.MinLR, 0, math.Inf(1), true, false)
 		if lr := t.Optimizer.LR; s.MinLR >= lr && lr > 0 {
-			v.fail("train.schedule.min_lr", "must be < train.optimizer.lr = %s (got %s)", formatFloat(lr), formatFloat(s.MinLR))
+			v.fail(v.schedKey("min_lr"), "must be < %s = %s (got %s)", v.optKey("lr"), formatFloat(lr), formatFloat(s.MinLR))
 		}
 	}
 	if uses("cycle_epochs", s.CycleEpochs == def.CycleEpochs, ScheduleCyclic) {
-		v.intMin("train.schedule.cycle_epochs", s.CycleEpochs, 1)
+		v.intMin(v.schedKey("cycle_epochs"), s.CycleEpochs, 1)
 		if t.Epochs > 0 && s.CycleEpochs > t.Epochs {
-			v.fail("train.schedule.cycle_epochs", "must be ≤ train.epochs = %d (got %d)", t.Epochs, s.CycleEpochs)
+			v.fail(v.schedKey("cycle_epochs"), "must be ≤ train.epochs = %d (got %d)", t.Epochs, s.CycleEpochs)
 		}
 	}
 	lrMin := uses("lr_min", s.LRMin == def.LRMin, ScheduleCyclic)
 	if uses("lr_max", s.LRMax == def.LRMax, ScheduleCyclic) && lrMin {
-		v.floatIn("train.schedule.lr_min", s.LRMin, 0, math.Inf(1), false, false)
-		v.floatIn("train.schedule.lr_max", s.LRMax, 0, math.Inf(1), false, false)
+		v.floatIn(v.schedKey("lr_min"), s.LRMin, 0, math.Inf(1), false, false)
+		v.floatIn(v.schedKey("lr_max"), s.LRMax, 0, math.Inf(1), false, false)
 		if s.LRMax <= s.LRMin {
-			v.fail("train.schedule.lr_max", "must be > train.schedule.lr_min = %s (got %s)", formatFloat(s.LRMin), formatFloat(s.LRMax))
+			v.fail(v.schedKey("lr_max"), "must be > %s = %s (got %s)", v.schedKey("lr_min"), formatFloat(s.LRMin), formatFloat(s.LRMax))
 		}
 	}
 }
@@ -428,7 +492,7 @@ func (v *validator) schedule() {
 // milestones checks step milestones: all fractions in (0, 1) or all whole
 // epoch numbers in [1, epochs], strictly increasing.
 func (v *validator) milestones(ms []float64, epochs int) {
-	const key = "train.schedule.milestones"
+	key := v.schedKey("milestones")
 	if len(ms) == 0 {
 		v.fail(key, "must list at least one milestone for schedule kind step")
 		return

@@ -54,7 +54,8 @@ type Plan struct {
 // optimizer itself, which a launched plugin provides).
 func (p *Plan) Method(run experiment.Run) train.Optimizer {
 	info := p.Infos[run.Method.Name]
-	return train.Optimizer{Plugin: info.Name, Version: info.Version, Params: p.Params[run.Label]}
+	return train.Optimizer{Plugin: info.Name, Version: info.Version, Params: p.Params[run.Label],
+		OwnsUpdate: info.Has(optim.CapOwnsUpdate)}
 }
 
 // Launch starts the plugin of method m.
@@ -89,7 +90,9 @@ func Load(path string, sets ...string) (*experiment.Experiment, error) {
 // Prepare expands the experiment's grid, starts every method's plugin once
 // to learn its schema (plugin.Launch checks its protocol) and validates the
 // hyperparameters against it: every value of a sweep, then each run's
-// setting. Every problem is reported, joined.
+// setting; and it refuses the base optimizer's keys that plugins applying
+// their own update would ignore (experiment.ValidateOwnsUpdate). Every
+// problem is reported, joined.
 func Prepare(ctx context.Context, exp *experiment.Experiment, plugins Plugins) (*Plan, error) {
 	p := &Plan{Exp: exp, Runs: experiment.Grid(exp), Params: map[string]map[string]any{}, Infos: map[string]optim.Info{}, plugins: plugins}
 	var errs []error
@@ -107,6 +110,13 @@ func Prepare(ctx context.Context, exp *experiment.Experiment, plugins Plugins) (
 		if err := p.validateRuns(m, info); err != nil {
 			errs = append(errs, err)
 		}
+	}
+	owns := func(i int) bool {
+		info, ok := p.Infos[exp.Methods[i].Name]
+		return ok && info.Has(optim.CapOwnsUpdate)
+	}
+	if err := experiment.ValidateOwnsUpdate(exp, owns); err != nil {
+		errs = append(errs, err)
 	}
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)

@@ -29,7 +29,10 @@ type Start struct {
 }
 
 // Step is one optimizer step's metrics (its programs' reports merged with
-// its StepOutput's: "loss", "acc" and the method's own).
+// its StepOutput's: "loss", "acc" and the method's own). LR is the
+// learning rate the step used: its BaseSteps' (the schedule's, or member
+// 0's SetLR override), or the metric "lr" that an optimizer owning its
+// update (optim.CapOwnsUpdate) reports, else the schedule's.
 type Step struct {
 	Step    int64 // steps taken, this one included (1-based)
 	Epoch   int   // 1-based
@@ -37,7 +40,8 @@ type Step struct {
 	Metrics map[string]float64
 }
 
-// Epoch is an epoch's end.
+// Epoch is an epoch's end; LR is the learning rate of its last step
+// (Step.LR).
 type Epoch struct {
 	Epoch               int   // epochs finished
 	Step                int64 // steps taken

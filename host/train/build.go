@@ -28,6 +28,9 @@ type training struct {
 	members int
 	// perEpoch and total are the optimizer steps per epoch and in all.
 	perEpoch, total int64
+	// ownsUpdate says that the optimizer applies its own update
+	// (optim.CapOwnsUpdate).
+	ownsUpdate bool
 
 	sched *Schedule
 	// orders is the number of data orders: 1, or one per member when the
@@ -44,8 +47,10 @@ type training struct {
 	from      loopState
 	obs       observe.All
 
-	// The loop's progress: steps and epochs done, and the last epoch's
-	// mean training loss and accuracy.
+	// The loop's progress: steps and epochs done, the last epoch's mean
+	// training loss and accuracy, and the learning rate of the last step
+	// processed (stepLR).
+	lr                  float64
 	step                int64
 	epochs              int
 	trainLoss, trainAcc float64
@@ -102,6 +107,8 @@ func (r *Runner) build(ctx context.Context, run experiment.Run, m Optimizer) (*t
 		}
 		models[i] = mod
 	}
+	// r is the run's runner (forRun): its Train has the run's swept values
+	// and its method's optimizer and schedule.
 	tr := r.Exp.Train
 	o := tr.Optimizer
 	base := engine.BaseConfig{Name: o.Name, Momentum: o.Momentum, Nesterov: o.Nesterov, WeightDecay: o.WeightDecay, Eps: o.Eps}
@@ -109,7 +116,7 @@ func (r *Runner) build(ctx context.Context, run experiment.Run, m Optimizer) (*t
 		base.Beta1, base.Beta2 = o.Betas[0], o.Betas[1]
 	}
 	ecfg := engine.Config{
-		Device: r.Dev, Seed: run.Seed, LabelSmoothing: tr.LabelSmoothing, Base: base,
+		Device: r.Dev, Seed: run.Seed, LabelSmoothing: tr.LabelSmoothing, Base: base, OwnsUpdate: m.ownsUpdate(),
 		TrainSize: int64(r.Data.TrainSize), BatchSize: int64(tr.BatchSize),
 		DebugNonFinite: os.Getenv(engine.DebugNonFiniteEnv) == "1",
 		Spill:          tr.Spill,
@@ -148,7 +155,7 @@ func (r *Runner) build(ctx context.Context, run experiment.Run, m Optimizer) (*t
 	}); err != nil {
 		return fail(fmt.Errorf("configure: %w", err))
 	}
-	return &training{run: run, m: m, eng: eng, members: len(models), perEpoch: perEpoch, total: total}, nil
+	return &training{run: run, m: m, eng: eng, members: len(models), perEpoch: perEpoch, total: total, ownsUpdate: ecfg.OwnsUpdate}, nil
 }
 
 // logLine writes one of the engine's notices (a spilled vector) to the log,

@@ -29,12 +29,16 @@ type Config struct {
 	// file under the same name, or the same one edited, is another run.
 	// "" when there is none or it cannot be read.
 	DataContent, InitFromContent string
+	// OwnsUpdate says that the optimizer applies its own update
+	// (optim.CapOwnsUpdate): Train.Optimizer's base optimizer is not used,
+	// only its lr (StepInput.LR).
+	OwnsUpdate bool
 }
 
 // Config is run's configuration with method m.
 func (r *Runner) Config(run experiment.Run, m Optimizer) Config {
 	e := run.Experiment(r.Exp)
-	c := Config{Plugin: m.Plugin, Params: m.Params, Train: e.Train, Data: e.Data, Model: e.Model, Eval: e.Eval}
+	c := Config{Plugin: m.Plugin, Params: m.Params, Train: e.Train, Data: e.Data, Model: e.Model, Eval: e.Eval, OwnsUpdate: m.ownsUpdate()}
 	if d := e.Data; d.Dataset == experiment.DatasetCSV && d.Path != "" {
 		if id, ok := FileIdentity(d.Path); ok {
 			c.DataContent = id
@@ -54,7 +58,11 @@ func (r *Runner) Config(run experiment.Run, m Optimizer) Config {
 // records (train.optimizer also as one summary string, data.augment as
 // text) and settings added later appear only when not at their default
 // (results.OmittedDefaults), so that every earlier record keeps its
-// configuration and hash, and nothing finished is trained again.
+// configuration and hash, and nothing finished is trained again. The
+// optimizer and schedule are the run's method's (experiment.Method.Train,
+// through Runner.Config). An optimizer that owns its update has no base
+// optimizer: train.optimizer says so (NoBaseOptimizer) and only
+// train.optimizer.lr of its keys is recorded.
 func (c Config) Map() map[string]any {
 	cfg := map[string]any{}
 	for k, v := range c.Params {
@@ -95,6 +103,12 @@ func (c Config) Map() map[string]any {
 	cfg["data.ood"] = d.OOD
 	addTable(cfg, "train.schedule", tr.Schedule)
 	addTable(cfg, "train.optimizer", tr.Optimizer)
+	if c.OwnsUpdate {
+		cfg["train.optimizer"] = NoBaseOptimizer
+		for _, k := range experiment.BaseOptimizerKeys() {
+			delete(cfg, "train.optimizer."+k)
+		}
+	}
 	cfg["model.variational"] = c.Model.Variational
 	if c.Model.Variational {
 		addTable(cfg, "model.variational_opts", c.Model.VariationalOpts)
@@ -150,6 +164,10 @@ func (c Config) Map() map[string]any {
 	}
 	return cfg
 }
+
+// NoBaseOptimizer is the train.optimizer of the configuration of a run
+// whose optimizer applies its own update (optim.CapOwnsUpdate).
+const NoBaseOptimizer = "none (the plugin's own update)"
 
 // paramKey is the key of hyperparameter name in a record's Config (and
 // Resolved).

@@ -20,12 +20,12 @@ import (
 // (what its programs reported, merged with the StepOutput's) are processed
 // one step late, after the next step was issued, so that reading them back
 // does not make the device wait between steps; the last step of an epoch is
-// processed before the epoch ends. Every epoch end appends the curve's row
+// processed before the epoch ends. The learning rate the observers see is
+// the one the step used (stepLR). Every epoch end appends the curve's row
 // (evaluating the predictive on the validation, else test, set when the
 // schedule needs the metric or eval.every_epochs says so) and saves the
 // training state. start is when Run began.
 func (r *Runner) loop(ctx context.Context, t *training, start time.Time) error {
-	var lastLR float64
 	var pending *stepMetrics // the step issued last, not processed yet
 	defer func() { pending.drop() }()
 	var ep *devset.Epoch // the current epoch's batches on the device
@@ -45,7 +45,6 @@ func (r *Runner) loop(ctx context.Context, t *training, start time.Time) error {
 				return fmt.Errorf("batch: %w", err)
 			}
 			lr := t.sched.LR(epoch, i, int(t.perEpoch))
-			lastLR = lr
 			t.eng.BeginStep(t.step, lr)
 			out, err := t.m.Optimizer.Step(ctx, t.eng, optim.StepInput{Step: t.step, Epoch: epoch, LR: lr})
 			if err != nil {
@@ -60,6 +59,9 @@ func (r *Runner) loop(ctx context.Context, t *training, start time.Time) error {
 			reps, err := t.eng.TakeReports(ctx)
 			if err != nil {
 				return fmt.Errorf("step %d (epoch %d): %w", t.step, epoch+1, err)
+			}
+			if !t.ownsUpdate {
+				lr = t.eng.LR(0) // SetLR's override, if any
 			}
 			cur := &stepMetrics{step: t.step, epoch: epoch, lr: lr, reports: reps, out: out.Metrics}
 			t.step++
@@ -84,7 +86,7 @@ func (r *Runner) loop(ctx context.Context, t *training, start time.Time) error {
 		if math.IsNaN(t.trainLoss) || math.IsInf(t.trainLoss, 0) { // finite steps whose sum overflowed
 			return fmt.Errorf("epoch %d: the mean training loss of the epoch is not finite (%v; every step's was): %w; lower the learning rate or ρ", t.epochs, t.trainLoss, ErrNaN)
 		}
-		if err := r.endEpoch(ctx, t, lastLR, start); err != nil {
+		if err := r.endEpoch(ctx, t, start); err != nil {
 			return err
 		}
 	}
@@ -93,6 +95,10 @@ func (r *Runner) loop(ctx context.Context, t *training, start time.Time) error {
 
 // stepMetrics is an issued step whose metrics are not processed yet: the
 // reports its programs made (on the device) and its StepOutput's metrics.
+// lr is the learning rate the step used as far as the host knows it:
+// member 0's BaseStep rate (the schedule's, or a SetLR's override), or for
+// an optimizer that owns its update the schedule's (StepInput.LR), which
+// its metric "lr" replaces (stepLR).
 type stepMetrics struct {
 	step    int64 // 0-based
 	epoch   int   // 0-based
@@ -131,7 +137,18 @@ func (r *Runner) processStep(ctx context.Context, t *training, sums *epochSums, 
 	sums.loss += loss
 	sums.acc += metrics["acc"]
 	sums.n++
-	return t.obs.Step(observe.Step{Step: m.step + 1, Epoch: m.epoch + 1, LR: m.lr, Metrics: metrics})
+	t.lr = stepLR(t, m, metrics)
+	return t.obs.Step(observe.Step{Step: m.step + 1, Epoch: m.epoch + 1, LR: t.lr, Metrics: metrics})
+}
+
+// stepLR is the learning rate step m used, for the curves and TensorBoard:
+// the rate of its BaseSteps (m.lr), or, for an optimizer that owns its
+// update, the metric "lr" it reports, else StepInput.LR.
+func stepLR(t *training, m *stepMetrics, metrics map[string]float64) float64 {
+	if lr, ok := metrics["lr"]; ok && t.ownsUpdate {
+		return lr
+	}
+	return m.lr
 }
 
 // stepValues returns a step's metrics: its reports, read back, merged with
@@ -226,8 +243,8 @@ func (r *Runner) feed(ctx context.Context, t *training, ep *devset.Epoch, i int)
 // endEpoch finishes an epoch: it evaluates when needed (feeding the
 // schedule's plateau detection), tells the observers, and saves the
 // training state unless the run is done.
-func (r *Runner) endEpoch(ctx context.Context, t *training, lastLR float64, start time.Time) error {
-	e := observe.Epoch{Epoch: t.epochs, Step: t.step, LR: lastLR, TrainLoss: t.trainLoss, TrainAcc: t.trainAcc, Validation: r.Data.Val != nil}
+func (r *Runner) endEpoch(ctx context.Context, t *training, start time.Time) error {
+	e := observe.Epoch{Epoch: t.epochs, Step: t.step, LR: t.lr, TrainLoss: t.trainLoss, TrainAcc: t.trainAcc, Validation: r.Data.Val != nil}
 	every := r.Exp.Eval.EveryEpochs
 	if t.sched.NeedsMetric() || (every > 0 && t.epochs%every == 0) {
 		set := r.Data.Val

@@ -77,6 +77,17 @@ type Optimizer struct {
 	Version   string
 	// Params are the validated hyperparameters, defaults filled in.
 	Params map[string]any
+	// OwnsUpdate says that the optimizer applies its own update
+	// (optim.CapOwnsUpdate): the run has no base optimizer, and its record
+	// says so. grid.Plan.Method sets it from the plugin's Info, which a
+	// run's Optimizer declaring the capability implies too.
+	OwnsUpdate bool
+}
+
+// ownsUpdate reports whether the optimizer applies its own update: it
+// says so in OwnsUpdate or in its Info.
+func (m Optimizer) ownsUpdate() bool {
+	return m.OwnsUpdate || (m.Optimizer != nil && m.Optimizer.Info().Has(optim.CapOwnsUpdate))
 }
 
 // ErrNaN reports a diverged run.

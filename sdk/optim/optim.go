@@ -120,6 +120,17 @@ const (
 	// its own data order (deep ensembles); without it all members see the
 	// same minibatch.
 	CapMemberDataOrder Capability = "member-data-order"
+	// CapOwnsUpdate: the optimizer applies its own update to the
+	// parameters (Lion, say, with Axpy and LinComb) and never sends
+	// BaseStep or SetLR, so no base optimizer ([train.optimizer]) is used.
+	// The host then records no base optimizer for its runs (only the
+	// schedule's lr, which still arrives as StepInput.LR), refuses the
+	// base optimizer's keys that would be ignored (host check), and fails
+	// a run of it that sends BaseStep or SetLR. Its curves and TensorBoard
+	// show as the run's learning rate the step metric "lr" it reports
+	// (StepOutput.Metrics or a Report), or StepInput.LR when it reports
+	// none.
+	CapOwnsUpdate Capability = "owns-update"
 )
 
 // Config is what Configure receives.
@@ -150,6 +161,12 @@ type StepInput struct {
 }
 
 // StepOutput carries the step's training metrics (e.g. "loss", "acc").
+//
+// The metric "lr", when an optimizer that owns its update (CapOwnsUpdate)
+// reports it, is the learning rate its step used: the host's curves and
+// TensorBoard show it as the run's learning rate. For an optimizer that
+// steps with BaseStep the host shows the rate BaseStep used (StepInput.LR,
+// or a SetLR's override of member 0's), whatever "lr" says.
 type StepOutput struct {
 	Metrics map[string]float64
 }

@@ -39,8 +39,8 @@ examples/python-sam/sam.py.
 
 from .errors import Code, Error, OpError, VecError, name_handles, wrap_errors
 from .hparams import apply, param, specs
-from .optimizer import (BOOL, CAP_MEMBER_DATA_ORDER, CAP_MEMBERS, FLOAT, INT, PROTOCOL_MAJOR,
-                        PROTOCOL_MINOR, STRING, Config, Host, Info, Layout, MemberLayout, Optimizer,
+from .optimizer import (BOOL, CAP_MEMBER_DATA_ORDER, CAP_MEMBERS, CAP_OWNS_UPDATE, FLOAT, INT,
+                        PROTOCOL_MAJOR, PROTOCOL_MINOR, STRING, Config, Host, Info, Layout, MemberLayout, Optimizer,
                         ParamSpec, Predictive, PredictiveKind, StepInput, Tensor)
 from .program import *  # noqa: F401,F403 - the op set and the builder
 from .program import __all__ as _program_all
@@ -51,7 +51,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "Code", "Error", "OpError", "VecError", "name_handles", "wrap_errors", "apply", "param", "specs",
-    "BOOL", "CAP_MEMBER_DATA_ORDER", "CAP_MEMBERS", "FLOAT", "INT", "PROTOCOL_MAJOR", "PROTOCOL_MINOR",
-    "STRING", "Config", "Host", "Info", "Layout", "MemberLayout", "Optimizer", "ParamSpec", "Predictive",
-    "PredictiveKind", "StepInput", "Tensor", "serve", "Trace",
+    "BOOL", "CAP_MEMBER_DATA_ORDER", "CAP_MEMBERS", "CAP_OWNS_UPDATE", "FLOAT", "INT", "PROTOCOL_MAJOR",
+    "PROTOCOL_MINOR", "STRING", "Config", "Host", "Info", "Layout", "MemberLayout", "Optimizer", "ParamSpec",
+    "Predictive", "PredictiveKind", "StepInput", "Tensor", "serve", "Trace",
 ] + list(_program_all)

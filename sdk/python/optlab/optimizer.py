@@ -21,6 +21,10 @@ CAP_MEMBERS = "members"
 """The optimizer trains every member of a run with several members."""
 CAP_MEMBER_DATA_ORDER = "member-data-order"
 """Every member gets its own data order (deep ensembles)."""
+CAP_OWNS_UPDATE = "owns-update"
+"""The optimizer applies its own update and never sends base_step or set_lr:
+the host uses and records no base optimizer for it, and shows the step
+metric "lr" it reports as the run's learning rate."""
 
 # Hyperparameter types (optim.ParamType).
 FLOAT, INT, BOOL, STRING = "float", "int", "bool", "string"
