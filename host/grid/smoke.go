@@ -15,7 +15,7 @@ import (
 // boundary) with small batches on generated data.
 const (
 	smokeEpochs    = 2
-	smokeSteps     = 2 // per epoch
+	smokeSteps     = 2  // per epoch
 	smokeBatch     = 8  // the smallest batch bSAM's m = 8 allows
 	smokeTrainPerB = 16 // CIFAR-format records per training batch file
 	smokeTest      = 16
