@@ -21,7 +21,7 @@
 //     on a copy whose data.dir / data.ood_dir ("data/cifar") point at small
 //     generated CIFAR-format files (host/data.WriteCIFAR); nothing else is
 //     changed.
-//   - TestSmoke: `host run --smoke` (2 steps on generated data, batch ≤ 8)
+//   - TestSmoke: `host run --smoke` (2 epochs of 2 steps on generated data, batch ≤ 8)
 //     must finish the runs it is given, with results in a temporary folder.
 //     It runs the shipped files with `--set train.seeds=[first seed]` (seeds
 //     only change random streams) and `--set train.threads=1`. Even so,

@@ -216,6 +216,9 @@ type Host struct {
 	// det marks the elements that stay deterministic in variational
 	// members (tensors of Kind "bn").
 	det []bool
+	// ownsUpdate: the optimizer declared optim.CapOwnsUpdate (Harness
+	// sets it from Info), so BaseStep and SetLR fail, as on the real host.
+	ownsUpdate bool
 }
 
 var _ optim.Host = (*Host)(nil)
@@ -829,6 +832,9 @@ func (h *Host) report(op optim.Report, x *execState) error {
 
 // setLR runs a SetLR: member op.Member's learning rate from now on.
 func (h *Host) setLR(op optim.SetLR) error {
+	if h.ownsUpdate {
+		return errOwnsUpdate("set lr")
+	}
 	if op.Member < 0 || int(op.Member) >= len(h.members) {
 		return fmt.Errorf("set lr of member %d of %d", op.Member, len(h.members))
 	}
@@ -1221,6 +1227,9 @@ func (h *Host) jointGrad(op optim.JointGrad, x *execState) error {
 }
 
 func (h *Host) baseStep(op optim.BaseStep) error {
+	if h.ownsUpdate {
+		return errOwnsUpdate("base step")
+	}
 	mi, isRho := op.Params.Rho()
 	if !isRho {
 		var ok bool
@@ -1534,4 +1543,18 @@ func newMatrix(r, c int) [][]float64 {
 		m[i] = make([]float64, c)
 	}
 	return m
+}
+
+// errOwnsUpdate is the error of a BaseStep or SetLR (op) from an optimizer
+// that declared optim.CapOwnsUpdate: the real host fails the run for it.
+func errOwnsUpdate(op string) error {
+	return fmt.Errorf("%s: the optimizer declared the %q capability (it applies its own update; the run has no base optimizer), so it may not send this op", op, optim.CapOwnsUpdate)
+}
+
+// setOwnsUpdate makes BaseStep and SetLR fail from now on (Harness, for an
+// optimizer that declared optim.CapOwnsUpdate).
+func (h *Host) setOwnsUpdate(on bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.ownsUpdate = on
 }

@@ -116,6 +116,11 @@ func (r *Harness) Configure(ctx context.Context, totalSteps int64) error {
 	if err != nil {
 		return fmt.Errorf("optimtest: %s: %w", info.Name, err)
 	}
+	if h, ok := r.Host.(*Host); ok {
+		// As the real host: an optimizer that owns its update may not send
+		// BaseStep or SetLR.
+		h.setOwnsUpdate(info.Has(optim.CapOwnsUpdate))
+	}
 	layout, err := r.Host.Layout(ctx)
 	if err != nil {
 		return fmt.Errorf("optimtest: layout: %w", err)

@@ -117,3 +117,41 @@ func TestHarnessResume(t *testing.T) {
 		t.Errorf("params %v", got)
 	}
 }
+
+// owner is gd declaring that it owns its update; base makes it send a
+// BaseStep anyway.
+type owner struct {
+	gd
+	base bool
+}
+
+func (o *owner) Info() optim.Info {
+	i := o.gd.Info()
+	i.Capabilities = []optim.Capability{optim.CapOwnsUpdate}
+	return i
+}
+
+func (o *owner) Step(ctx context.Context, h optim.Host, in optim.StepInput) (optim.StepOutput, error) {
+	if !o.base {
+		return o.gd.Step(ctx, h, in)
+	}
+	p := optim.Prog()
+	ev := p.Grad(1, optim.Params, optim.Batch{}, optim.BNUpdate)
+	_, err := h.Exec(ctx, p.BaseStep(optim.Params, 1).Read(ev.Loss))
+	return optim.StepOutput{}, err
+}
+
+// The test host, like the real one, refuses BaseStep from an optimizer
+// that declared it owns its update, and lets it run otherwise.
+func TestHarnessOwnsUpdate(t *testing.T) {
+	for _, base := range []bool{false, true} {
+		h := optimtest.MustHost(t, &optimtest.Linear{C: []float64{1}})
+		_, err := optimtest.Run(context.Background(), &owner{base: base}, h, 2)
+		if base && (err == nil || !strings.Contains(err.Error(), string(optim.CapOwnsUpdate))) {
+			t.Errorf("BaseStep from an owns-update optimizer: %v, want an error naming the capability", err)
+		}
+		if !base && err != nil {
+			t.Errorf("its own update: %v", err)
+		}
+	}
+}
