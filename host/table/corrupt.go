@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"slices"
 	"strconv"
@@ -191,11 +192,16 @@ func (c *corruption) derive(r *results.Record, accs map[string]map[int]float64) 
 	if len(accs) == 0 {
 		return
 	}
+	// Sums in a fixed order (families, then severities, sorted): map order
+	// would change the last bits of a mean, and so now and then a rounded
+	// cell, from one printing to the next.
 	var all []float64
 	bySev := map[int][]float64{}
-	for f, sevs := range accs {
+	for _, f := range slices.Sorted(maps.Keys(accs)) {
+		sevs := accs[f]
 		var vs []float64
-		for s, v := range sevs {
+		for _, s := range slices.Sorted(maps.Keys(sevs)) {
+			v := sevs[s]
 			vs = append(vs, v)
 			bySev[s] = append(bySev[s], v)
 		}
