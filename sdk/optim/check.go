@@ -217,6 +217,11 @@ func (c *Checker) checkVecOp(op Op, allocated func(Vec) (int, bool)) error {
 		return c.handle(o.Dst, allocated)
 	case TopKMask:
 		return c.topKMask(o, allocated)
+	case UpdateBN:
+		if _, ok := o.X.Rho(); ok {
+			return fmt.Errorf("update_bn of ρ handle %d: X must hold parameters", o.X)
+		}
+		return c.handle(o.X, allocated)
 	}
 	return c.checkRegOp(op, allocated)
 }

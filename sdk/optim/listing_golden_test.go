@@ -43,7 +43,7 @@ func allOpsProgram() *optim.Program {
 	p.AddConst(g, p.Sqrt(m))
 	loss, acc := p.Mean([]optim.Eval{ev, ev2})
 	p.ReportMetrics(loss, acc).Report("norm", n)
-	p.Read(n, m).Free(t)
+	p.Read(n, m).UpdateBN(saved).UpdateBN(optim.Params).Free(t)
 	p.Ops = append(p.Ops, optim.Unary{Dst: t, Src: g, Kind: 42})
 	return p
 }

@@ -231,6 +231,7 @@ type SetLR struct {
 }
 
 func (JointGrad) isOp() {}
+func (UpdateBN) isOp()  {}
 func (Alloc) isOp()     {}
 func (Free) isOp()      {}
 func (Copy) isOp()      {}
@@ -375,6 +376,23 @@ type TopKMask struct {
 // program with no Read returns without waiting on the device. Protocol
 // minor 5.
 type Read struct{ X Reg }
+
+// UpdateBN recomputes the BatchNorm running statistics of the model that
+// vector X parameterizes, exactly, over the whole training set, as
+// torch.optim.swa_utils.update_bn does: the statistics are reset (mean 0,
+// variance 1), then every training batch, in order and without
+// augmentation, is passed forward in train mode with no gradient, and each
+// BatchNorm's running mean and variance become the cumulative average of
+// the batch means and of the (unbiased) batch variances, each batch
+// weighing the same (PyTorch's momentum = None). X is a member's live
+// parameters (their running statistics are replaced) or an allocated
+// vector, which then holds statistics of its own, as after a Copy with BN
+// (a snapshot): the host evaluates it with them, and a later Copy with BN
+// from it carries them. For a model without BatchNorm it does nothing. It
+// costs one forward pass over the training set: send it from an
+// optimizer's Finalize (optim.Finalizer), not every step. X must not be a
+// ρ handle. Protocol minor 6.
+type UpdateBN struct{ X Vec }
 
 // Report hands register X to the host's metrics under Name, without a
 // blocking read: the host averages each reported scalar over the steps of

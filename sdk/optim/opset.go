@@ -89,6 +89,7 @@ var opDocs = map[string]string{
 	"TopKMask":  "dst = 1 on the ⌊frac·size+½⌋ largest |x| of every segment, else 0",
 	"Read":      "the register's value comes back in the Result (a blocking read: for control flow only)",
 	"Report":    "the register becomes the step's metric name in the host's logs, without a blocking read",
+	"UpdateBN":  "recompute x's BatchNorm running statistics exactly over the training set (update_bn): reset, then a cumulative average over every batch in train mode, no gradient",
 }
 
 // opTable is the op table, built once; it is never modified (OpSet hands
@@ -136,6 +137,7 @@ func buildOpSet() []OpSpec {
 		spec[TopKMask]("TopKMask", "top_k_mask", 5, "{Dst} = top {Frac} of |{X}| per {By}"),
 		spec[Read]("Read", "read", 5, "{X}"),
 		spec[Report]("Report", "report", 5, "{Name} = {X}"),
+		spec[UpdateBN]("UpdateBN", "update_bn", 6, "BatchNorm statistics of {X} over the training set"),
 	}
 }
 

@@ -13,7 +13,7 @@ const ProtocolMajor = 1
 
 // ProtocolMinor is the in-band minor version carried by Info; hosts accept
 // plugins with a minor version up to their own.
-const ProtocolMinor = 5
+const ProtocolMinor = 6
 
 // Host is what an optimizer drives: it describes the parameter layout and
 // executes programs of ops on the device, returning only the values the
@@ -210,6 +210,17 @@ type Optimizer interface {
 // estimate of member 0 (ensembles, posteriors).
 type Predictor interface {
 	Predictive(ctx context.Context) (Predictive, error)
+}
+
+// Finalizer is implemented by optimizers that act once more after the last
+// step, before the run is evaluated and its model saved: averaging methods
+// (SWA) recompute their average's BatchNorm statistics over the whole
+// training set (UpdateBN), or take a last snapshot. The host calls
+// Finalize once, after the last Step of the run (a resumed run included),
+// with the host the optimizer drives; it may Exec programs of any ops (the
+// current batch is still the last step's). Its reports are dropped. Protocol minor 6; a host that predates it never calls it.
+type Finalizer interface {
+	Finalize(ctx context.Context, h Host) error
 }
 
 // Stateful is implemented by optimizers that keep state across steps, so the

@@ -287,6 +287,11 @@ func (p *Program) Report(name string, x Reg) *Program {
 	return p.add(Report{Name: name, X: x})
 }
 
+// UpdateBN appends an UpdateBN op: x's BatchNorm running statistics are
+// recomputed exactly over the training set (a full forward pass: for an
+// optimizer's Finalize).
+func (p *Program) UpdateBN(x Vec) *Program { return p.add(UpdateBN{X: x}) }
+
 // Mean returns the registers of the mean loss and accuracy over the
 // gradient passes evs, each term divided by the count and summed in order
 // (the float64 arithmetic of Result.Mean, on the device). With no passes

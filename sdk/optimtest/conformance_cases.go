@@ -262,6 +262,19 @@ func copyCases() []hostCase {
 		{name: "CopyState/from ρ", needs: needVariational, run: func(c *conf) {
 			c.fails("", func(p *optim.Program) { p.CopyState(optim.ParamsOf(c.vm), optim.RhoOf(c.vm)) })
 		}},
+		{name: "UpdateBN/gives a vector statistics, not new parameters", run: func(c *conf) {
+			s, x := c.alloc(0, "s"), c.randn(0, "x", 7)
+			c.p().Copy(s, x).UpdateBN(s).CopyState(optim.Params, s)
+			c.expectSame("params", optim.Params, x)
+		}},
+		{name: "UpdateBN/leaves the live parameters", run: func(c *conf) {
+			x := c.alloc(0, "x")
+			c.p().Copy(x, optim.Params).UpdateBN(optim.Params)
+			c.expectSame("params", optim.Params, x)
+		}},
+		{name: "UpdateBN/of ρ", needs: needVariational, run: func(c *conf) {
+			c.fails("", func(p *optim.Program) { p.UpdateBN(optim.RhoOf(c.vm)) })
+		}},
 	}
 }
 
@@ -1218,6 +1231,7 @@ func handleCases() []hostCase {
 		{"Copy.Dst", 0, func(c *conf, p *optim.Program, x optim.Vec) { p.Copy(x, c.alloc(0, "a")) }},
 		{"Copy.Src", 0, func(c *conf, p *optim.Program, x optim.Vec) { p.Copy(c.alloc(0, "a"), x) }},
 		{"CopyState.Src", 0, func(c *conf, p *optim.Program, x optim.Vec) { p.CopyState(c.alloc(0, "a"), x) }},
+		{"UpdateBN", 0, func(_ *conf, p *optim.Program, x optim.Vec) { p.UpdateBN(x) }},
 		{"Fill", 0, func(_ *conf, p *optim.Program, x optim.Vec) { p.Fill(x, optim.K(1)) }},
 		{"FillRange", 0, func(_ *conf, p *optim.Program, x optim.Vec) { p.FillRange(x, 0, 1, 1) }},
 		{"Scale", 0, func(_ *conf, p *optim.Program, x optim.Vec) { p.Scale(x, optim.K(2)) }},

@@ -109,6 +109,9 @@ type MemberStats struct {
 	BaseSteps int
 	// RhoSteps counts BaseStep ops applied to a variational member's ρ.
 	RhoSteps int
+	// BNRecomputed counts UpdateBN ops at the member's vectors (its live
+	// parameters or a vector of its layout).
+	BNRecomputed int
 }
 
 // ExecRecord is one Exec call as the host saw it.
@@ -517,6 +520,28 @@ func (h *Host) updateStats(m int) {
 	h.members[m].bn = h.bnLabels
 }
 
+// updateBN runs an UpdateBN: the toy problems have no BatchNorm, so the
+// statistics that X carries get a new label (those of a vector become its
+// own, as after a Copy with BN), and its member's BNRecomputed count
+// grows.
+func (h *Host) updateBN(op optim.UpdateBN) error {
+	if _, ok := op.X.Rho(); ok {
+		return fmt.Errorf("update_bn of ρ handle %d: X must hold parameters", op.X)
+	}
+	_, m, err := h.lookup(op.X)
+	if err != nil {
+		return err
+	}
+	h.bnLabels++
+	if mi, ok := op.X.Member(); ok {
+		h.members[mi].bn = h.bnLabels
+	} else {
+		h.vecs[op.X].bn = h.bnLabels
+	}
+	h.members[m].stats.BNRecomputed++
+	return nil
+}
+
 // copyStats carries the statistics of a Copy (see optim.Copy); it checks
 // everything before changing anything.
 func (h *Host) copyStats(op optim.Copy) error {
@@ -647,6 +672,8 @@ func (h *Host) applyVecOp(op optim.Op, x *execState) error {
 		return h.baseStep(op)
 	case optim.SetLR:
 		return h.setLR(op)
+	case optim.UpdateBN:
+		return h.updateBN(op)
 	default:
 		return fmt.Errorf("unknown op %T: %w", op, errors.ErrUnsupported)
 	}

@@ -185,14 +185,37 @@ func (r *Harness) Run(ctx context.Context, n int) ([]optim.StepOutput, error) {
 	return outs, nil
 }
 
+// Finalize calls the optimizer's Finalize (optim.Finalizer) as the real
+// host does after the run's last step, and drops what its programs
+// reported; for an optimizer without one it does nothing.
+func (r *Harness) Finalize(ctx context.Context) error {
+	f, ok := r.Opt.(optim.Finalizer)
+	if !ok {
+		return nil
+	}
+	if err := f.Finalize(ctx, r.view); err != nil {
+		return fmt.Errorf("optimtest: finalize: %w", err)
+	}
+	if rep, ok := r.Host.(Reporter); ok {
+		rep.TakeReports()
+	}
+	return nil
+}
+
 // Run configures opt against h and calls Step steps times, returning the
-// step outputs. It is NewHarness + Configure(steps) + Run(steps).
+// step outputs. It is NewHarness + Configure(steps) + Run(steps), then
+// Finalize when the steps reached the run's total (WithTotalSteps, else
+// steps), as the host does after a run's last step.
 func Run(ctx context.Context, opt optim.Optimizer, h optim.Host, steps int, opts ...RunOption) ([]optim.StepOutput, error) {
 	r := NewHarness(opt, h, opts...)
 	if err := r.Configure(ctx, int64(steps)); err != nil {
 		return nil, err
 	}
-	return r.Run(ctx, steps)
+	outs, err := r.Run(ctx, steps)
+	if err != nil || r.next < r.conf.TotalSteps {
+		return outs, err
+	}
+	return outs, r.Finalize(ctx)
 }
 
 // mergeReports returns out with the reported metrics added; a name that the

@@ -42,9 +42,9 @@ type Conn struct {
 // InfoReply is what a plugin's Info says.
 type InfoReply struct {
 	Info optim.Info
-	// Predictor and Stateful say which optional interfaces the optimizer
-	// implements.
-	Predictor, Stateful bool
+	// Predictor, Stateful and Finalizer say which optional interfaces the
+	// optimizer implements (Finalizer since minor 6).
+	Predictor, Stateful, Finalizer bool
 }
 
 // Info calls the plugin's Info.
@@ -57,7 +57,7 @@ func (c *Conn) Info(ctx context.Context) (InfoReply, error) {
 	if err != nil {
 		return InfoReply{}, err
 	}
-	return InfoReply{Info: info, Predictor: resp.GetPredictor(), Stateful: resp.GetStateful()}, nil
+	return InfoReply{Info: info, Predictor: resp.GetPredictor(), Stateful: resp.GetStateful(), Finalizer: resp.GetFinalizer()}, nil
 }
 
 // HostOptions are the options of the Host service that Configure serves.
@@ -142,6 +142,13 @@ func (c *Conn) SaveState(ctx context.Context) ([]byte, []optim.Vec, error) {
 // LoadState calls the plugin's LoadState.
 func (c *Conn) LoadState(ctx context.Context, blob []byte) error {
 	_, err := c.rpc.LoadState(ctx, &pb.LoadStateRequest{Blob: blob})
+	return err
+}
+
+// Finalize calls the plugin's Finalize; for an optimizer without one the
+// error's code is Unimplemented.
+func (c *Conn) Finalize(ctx context.Context) error {
+	_, err := c.rpc.Finalize(ctx, &pb.FinalizeRequest{})
 	return err
 }
 

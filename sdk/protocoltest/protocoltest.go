@@ -35,8 +35,8 @@ const (
 const GradVec optim.Vec = 1
 
 // Toy is a toy optimizer: normalized gradient descent, g = ∇L(θ),
-// θ ← θ − lr·scale·g/‖g‖. It implements optim.Predictor, optim.Stateful
-// and optim.Resolver (a scale of -1 is 1).
+// θ ← θ − lr·scale·g/‖g‖. It implements optim.Predictor, optim.Stateful,
+// optim.Finalizer and optim.Resolver (a scale of -1 is 1).
 type Toy struct {
 	scale     float64
 	resolved  map[string]any
@@ -52,7 +52,7 @@ type Toy struct {
 func New() optim.Optimizer { return &Toy{} }
 
 // NewPlain returns an optimizer that implements none of optim.Predictor,
-// optim.Stateful and optim.Resolver: a Toy hidden behind the bare
+// optim.Stateful, optim.Finalizer and optim.Resolver: a Toy hidden behind the bare
 // interface.
 func NewPlain() optim.Optimizer { return plain{&Toy{}} }
 
@@ -201,6 +201,13 @@ func (t *Toy) SaveState(context.Context) ([]byte, []optim.Vec, error) {
 func (t *Toy) LoadState(_ context.Context, blob []byte) error {
 	t.blob = blob
 	return nil
+}
+
+// Finalize implements optim.Finalizer: one program that recomputes the
+// live parameters' BatchNorm statistics (UpdateBN).
+func (t *Toy) Finalize(ctx context.Context, h optim.Host) error {
+	_, err := h.Exec(ctx, t.hs.Prog().UpdateBN(optim.Params))
+	return err
 }
 
 // FakeHost is the host of the protocol tests: optimtest's exact float64

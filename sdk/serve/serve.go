@@ -233,6 +233,7 @@ func (s *server) Info(context.Context, *pb.InfoRequest) (*pb.InfoResponse, error
 		resp.Info = info
 		_, resp.Predictor = s.opt.(optim.Predictor)
 		_, resp.Stateful = s.opt.(optim.Stateful)
+		_, resp.Finalizer = s.opt.(optim.Finalizer)
 		return nil
 	})
 	if err != nil {
@@ -355,6 +356,23 @@ func (s *server) LoadState(ctx context.Context, req *pb.LoadStateRequest) (*pb.L
 		return nil, wire.ToStatus(err)
 	}
 	return &pb.LoadStateResponse{}, nil
+}
+
+// Finalize implements pb.OptimizerServer; an optimizer that is not an
+// optim.Finalizer answers Unimplemented.
+func (s *server) Finalize(ctx context.Context, _ *pb.FinalizeRequest) (*pb.FinalizeResponse, error) {
+	f, ok := s.opt.(optim.Finalizer)
+	if !ok {
+		return nil, wire.ToStatus(&wire.Error{Code: codes.Unimplemented, Msg: "optimizer does not implement optim.Finalizer"})
+	}
+	h, err := s.currentHost()
+	if err != nil {
+		return nil, wire.ToStatus(err)
+	}
+	if err := s.guard("Finalize", func() error { return f.Finalize(ctx, h) }); err != nil {
+		return nil, wire.ToStatus(err)
+	}
+	return &pb.FinalizeResponse{}, nil
 }
 
 // hostClient is the optim.Host a plugin's optimizer drives: the Host

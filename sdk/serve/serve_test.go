@@ -116,9 +116,10 @@ func TestInfo(t *testing.T) {
 		newOpt    func() optim.Optimizer
 		predictor bool
 		stateful  bool
+		finalizer bool
 	}{
-		{"toy", protocoltest.New, true, true},
-		{"plain", protocoltest.NewPlain, false, false},
+		{"toy", protocoltest.New, true, true, true},
+		{"plain", protocoltest.NewPlain, false, false, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -133,6 +134,9 @@ func TestInfo(t *testing.T) {
 			}
 			if resp.GetPredictor() != tt.predictor || resp.GetStateful() != tt.stateful {
 				t.Fatalf("predictor, stateful = %v, %v; want %v, %v", resp.GetPredictor(), resp.GetStateful(), tt.predictor, tt.stateful)
+			}
+			if resp.GetFinalizer() != tt.finalizer {
+				t.Fatalf("finalizer = %v, want %v", resp.GetFinalizer(), tt.finalizer)
 			}
 		})
 	}
@@ -163,6 +167,27 @@ func TestStepThroughHost(t *testing.T) {
 		if left <= 0 || left > 30*time.Second {
 			t.Errorf("Exec %d had %v left, want the Step deadline", i+1, left)
 		}
+	}
+}
+
+// TestFinalizeThroughHost: Finalize reaches the optimizer, whose program
+// reaches the host.
+func TestFinalizeThroughHost(t *testing.T) {
+	w := wireUp(t, protocoltest.New)
+	host := protocoltest.NewFakeHost(4)
+	if err := w.configure(t, host, nil); err != nil {
+		t.Fatalf("Configure: %v", err)
+	}
+	if _, err := w.opt.Finalize(context.Background(), &pb.FinalizeRequest{}); err != nil {
+		t.Fatal(err)
+	}
+	ps := host.Programs()
+	last := ps[len(ps)-1]
+	if len(last.Ops) != 1 || last.Ops[0] != (optim.UpdateBN{X: optim.Params}) {
+		t.Fatalf("last program = %v, want one UpdateBN of the live parameters", last.Ops)
+	}
+	if n := host.Stats(0).BNRecomputed; n != 1 {
+		t.Fatalf("BNRecomputed = %d, want 1", n)
 	}
 }
 
@@ -215,6 +240,14 @@ func TestErrors(t *testing.T) {
 				return err
 			},
 			codes.Unimplemented, "optim.Stateful",
+		},
+		{
+			"finalize unimplemented", protocoltest.NewPlain,
+			func(t *testing.T, w *wired) error {
+				_, err := w.opt.Finalize(context.Background(), &pb.FinalizeRequest{})
+				return err
+			},
+			codes.Unimplemented, "optim.Finalizer",
 		},
 		{
 			"load state unimplemented", protocoltest.NewPlain,

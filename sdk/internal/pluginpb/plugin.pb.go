@@ -813,8 +813,10 @@ type InfoResponse struct {
 	Info  *Info                  `protobuf:"bytes,1,opt,name=info,proto3" json:"info,omitempty"`
 	// predictor and stateful are set by the SDK (not the author): whether the
 	// optimizer implements optim.Predictor and optim.Stateful.
-	Predictor     bool `protobuf:"varint,2,opt,name=predictor,proto3" json:"predictor,omitempty"`
-	Stateful      bool `protobuf:"varint,3,opt,name=stateful,proto3" json:"stateful,omitempty"`
+	Predictor bool `protobuf:"varint,2,opt,name=predictor,proto3" json:"predictor,omitempty"`
+	Stateful  bool `protobuf:"varint,3,opt,name=stateful,proto3" json:"stateful,omitempty"`
+	// finalizer (since minor 6): the optimizer implements optim.Finalizer.
+	Finalizer     bool `protobuf:"varint,4,opt,name=finalizer,proto3" json:"finalizer,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -866,6 +868,13 @@ func (x *InfoResponse) GetPredictor() bool {
 func (x *InfoResponse) GetStateful() bool {
 	if x != nil {
 		return x.Stateful
+	}
+	return false
+}
+
+func (x *InfoResponse) GetFinalizer() bool {
+	if x != nil {
+		return x.Finalizer
 	}
 	return false
 }
@@ -1576,6 +1585,78 @@ func (*LoadStateResponse) Descriptor() ([]byte, []int) {
 	return file_optlab_plugin_v1_plugin_proto_rawDescGZIP(), []int{18}
 }
 
+type FinalizeRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FinalizeRequest) Reset() {
+	*x = FinalizeRequest{}
+	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FinalizeRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FinalizeRequest) ProtoMessage() {}
+
+func (x *FinalizeRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FinalizeRequest.ProtoReflect.Descriptor instead.
+func (*FinalizeRequest) Descriptor() ([]byte, []int) {
+	return file_optlab_plugin_v1_plugin_proto_rawDescGZIP(), []int{19}
+}
+
+type FinalizeResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FinalizeResponse) Reset() {
+	*x = FinalizeResponse{}
+	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FinalizeResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FinalizeResponse) ProtoMessage() {}
+
+func (x *FinalizeResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FinalizeResponse.ProtoReflect.Descriptor instead.
+func (*FinalizeResponse) Descriptor() ([]byte, []int) {
+	return file_optlab_plugin_v1_plugin_proto_rawDescGZIP(), []int{20}
+}
+
 // Tensor mirrors optim.Tensor.
 type Tensor struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -1589,7 +1670,7 @@ type Tensor struct {
 
 func (x *Tensor) Reset() {
 	*x = Tensor{}
-	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[19]
+	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1601,7 +1682,7 @@ func (x *Tensor) String() string {
 func (*Tensor) ProtoMessage() {}
 
 func (x *Tensor) ProtoReflect() protoreflect.Message {
-	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[19]
+	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1614,7 +1695,7 @@ func (x *Tensor) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Tensor.ProtoReflect.Descriptor instead.
 func (*Tensor) Descriptor() ([]byte, []int) {
-	return file_optlab_plugin_v1_plugin_proto_rawDescGZIP(), []int{19}
+	return file_optlab_plugin_v1_plugin_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *Tensor) GetName() string {
@@ -1659,7 +1740,7 @@ type MemberLayout struct {
 
 func (x *MemberLayout) Reset() {
 	*x = MemberLayout{}
-	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[20]
+	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1671,7 +1752,7 @@ func (x *MemberLayout) String() string {
 func (*MemberLayout) ProtoMessage() {}
 
 func (x *MemberLayout) ProtoReflect() protoreflect.Message {
-	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[20]
+	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1684,7 +1765,7 @@ func (x *MemberLayout) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MemberLayout.ProtoReflect.Descriptor instead.
 func (*MemberLayout) Descriptor() ([]byte, []int) {
-	return file_optlab_plugin_v1_plugin_proto_rawDescGZIP(), []int{20}
+	return file_optlab_plugin_v1_plugin_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *MemberLayout) GetArch() string {
@@ -1727,7 +1808,7 @@ type Layout struct {
 
 func (x *Layout) Reset() {
 	*x = Layout{}
-	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[21]
+	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1739,7 +1820,7 @@ func (x *Layout) String() string {
 func (*Layout) ProtoMessage() {}
 
 func (x *Layout) ProtoReflect() protoreflect.Message {
-	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[21]
+	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1752,7 +1833,7 @@ func (x *Layout) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Layout.ProtoReflect.Descriptor instead.
 func (*Layout) Descriptor() ([]byte, []int) {
-	return file_optlab_plugin_v1_plugin_proto_rawDescGZIP(), []int{21}
+	return file_optlab_plugin_v1_plugin_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *Layout) GetMembers() []*MemberLayout {
@@ -1784,7 +1865,7 @@ type LayoutRequest struct {
 
 func (x *LayoutRequest) Reset() {
 	*x = LayoutRequest{}
-	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[22]
+	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1796,7 +1877,7 @@ func (x *LayoutRequest) String() string {
 func (*LayoutRequest) ProtoMessage() {}
 
 func (x *LayoutRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[22]
+	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1809,7 +1890,7 @@ func (x *LayoutRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LayoutRequest.ProtoReflect.Descriptor instead.
 func (*LayoutRequest) Descriptor() ([]byte, []int) {
-	return file_optlab_plugin_v1_plugin_proto_rawDescGZIP(), []int{22}
+	return file_optlab_plugin_v1_plugin_proto_rawDescGZIP(), []int{24}
 }
 
 type LayoutResponse struct {
@@ -1821,7 +1902,7 @@ type LayoutResponse struct {
 
 func (x *LayoutResponse) Reset() {
 	*x = LayoutResponse{}
-	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[23]
+	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1833,7 +1914,7 @@ func (x *LayoutResponse) String() string {
 func (*LayoutResponse) ProtoMessage() {}
 
 func (x *LayoutResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[23]
+	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1846,7 +1927,7 @@ func (x *LayoutResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LayoutResponse.ProtoReflect.Descriptor instead.
 func (*LayoutResponse) Descriptor() ([]byte, []int) {
-	return file_optlab_plugin_v1_plugin_proto_rawDescGZIP(), []int{23}
+	return file_optlab_plugin_v1_plugin_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *LayoutResponse) GetLayout() *Layout {
@@ -1868,7 +1949,7 @@ type Batch struct {
 
 func (x *Batch) Reset() {
 	*x = Batch{}
-	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[24]
+	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1880,7 +1961,7 @@ func (x *Batch) String() string {
 func (*Batch) ProtoMessage() {}
 
 func (x *Batch) ProtoReflect() protoreflect.Message {
-	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[24]
+	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1893,7 +1974,7 @@ func (x *Batch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Batch.ProtoReflect.Descriptor instead.
 func (*Batch) Descriptor() ([]byte, []int) {
-	return file_optlab_plugin_v1_plugin_proto_rawDescGZIP(), []int{24}
+	return file_optlab_plugin_v1_plugin_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *Batch) GetPart() int32 {
@@ -1928,7 +2009,7 @@ type AllocOp struct {
 
 func (x *AllocOp) Reset() {
 	*x = AllocOp{}
-	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[25]
+	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1940,7 +2021,7 @@ func (x *AllocOp) String() string {
 func (*AllocOp) ProtoMessage() {}
 
 func (x *AllocOp) ProtoReflect() protoreflect.Message {
-	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[25]
+	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1953,7 +2034,7 @@ func (x *AllocOp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AllocOp.ProtoReflect.Descriptor instead.
 func (*AllocOp) Descriptor() ([]byte, []int) {
-	return file_optlab_plugin_v1_plugin_proto_rawDescGZIP(), []int{25}
+	return file_optlab_plugin_v1_plugin_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *AllocOp) GetId() int32 {
@@ -1980,7 +2061,7 @@ type FreeOp struct {
 
 func (x *FreeOp) Reset() {
 	*x = FreeOp{}
-	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[26]
+	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1992,7 +2073,7 @@ func (x *FreeOp) String() string {
 func (*FreeOp) ProtoMessage() {}
 
 func (x *FreeOp) ProtoReflect() protoreflect.Message {
-	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[26]
+	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2005,7 +2086,7 @@ func (x *FreeOp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FreeOp.ProtoReflect.Descriptor instead.
 func (*FreeOp) Descriptor() ([]byte, []int) {
-	return file_optlab_plugin_v1_plugin_proto_rawDescGZIP(), []int{26}
+	return file_optlab_plugin_v1_plugin_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *FreeOp) GetId() int32 {
@@ -2028,7 +2109,7 @@ type CopyOp struct {
 
 func (x *CopyOp) Reset() {
 	*x = CopyOp{}
-	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[27]
+	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2040,7 +2121,7 @@ func (x *CopyOp) String() string {
 func (*CopyOp) ProtoMessage() {}
 
 func (x *CopyOp) ProtoReflect() protoreflect.Message {
-	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[27]
+	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2053,7 +2134,7 @@ func (x *CopyOp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CopyOp.ProtoReflect.Descriptor instead.
 func (*CopyOp) Descriptor() ([]byte, []int) {
-	return file_optlab_plugin_v1_plugin_proto_rawDescGZIP(), []int{27}
+	return file_optlab_plugin_v1_plugin_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *CopyOp) GetDst() int32 {
@@ -2094,7 +2175,7 @@ type Num struct {
 
 func (x *Num) Reset() {
 	*x = Num{}
-	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[28]
+	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2106,7 +2187,7 @@ func (x *Num) String() string {
 func (*Num) ProtoMessage() {}
 
 func (x *Num) ProtoReflect() protoreflect.Message {
-	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[28]
+	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2119,7 +2200,7 @@ func (x *Num) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Num.ProtoReflect.Descriptor instead.
 func (*Num) Descriptor() ([]byte, []int) {
-	return file_optlab_plugin_v1_plugin_proto_rawDescGZIP(), []int{28}
+	return file_optlab_plugin_v1_plugin_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *Num) GetKind() isNum_Kind {
@@ -2175,7 +2256,7 @@ type FillOp struct {
 
 func (x *FillOp) Reset() {
 	*x = FillOp{}
-	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[29]
+	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2187,7 +2268,7 @@ func (x *FillOp) String() string {
 func (*FillOp) ProtoMessage() {}
 
 func (x *FillOp) ProtoReflect() protoreflect.Message {
-	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[29]
+	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2200,7 +2281,7 @@ func (x *FillOp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FillOp.ProtoReflect.Descriptor instead.
 func (*FillOp) Descriptor() ([]byte, []int) {
-	return file_optlab_plugin_v1_plugin_proto_rawDescGZIP(), []int{29}
+	return file_optlab_plugin_v1_plugin_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *FillOp) GetDst() int32 {
@@ -2237,7 +2318,7 @@ type FillRangeOp struct {
 
 func (x *FillRangeOp) Reset() {
 	*x = FillRangeOp{}
-	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[30]
+	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2249,7 +2330,7 @@ func (x *FillRangeOp) String() string {
 func (*FillRangeOp) ProtoMessage() {}
 
 func (x *FillRangeOp) ProtoReflect() protoreflect.Message {
-	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[30]
+	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2262,7 +2343,7 @@ func (x *FillRangeOp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FillRangeOp.ProtoReflect.Descriptor instead.
 func (*FillRangeOp) Descriptor() ([]byte, []int) {
-	return file_optlab_plugin_v1_plugin_proto_rawDescGZIP(), []int{30}
+	return file_optlab_plugin_v1_plugin_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *FillRangeOp) GetDst() int32 {
@@ -2305,7 +2386,7 @@ type ScaleOp struct {
 
 func (x *ScaleOp) Reset() {
 	*x = ScaleOp{}
-	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[31]
+	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2317,7 +2398,7 @@ func (x *ScaleOp) String() string {
 func (*ScaleOp) ProtoMessage() {}
 
 func (x *ScaleOp) ProtoReflect() protoreflect.Message {
-	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[31]
+	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2330,7 +2411,7 @@ func (x *ScaleOp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScaleOp.ProtoReflect.Descriptor instead.
 func (*ScaleOp) Descriptor() ([]byte, []int) {
-	return file_optlab_plugin_v1_plugin_proto_rawDescGZIP(), []int{31}
+	return file_optlab_plugin_v1_plugin_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *ScaleOp) GetDst() int32 {
@@ -2366,7 +2447,7 @@ type AddConstOp struct {
 
 func (x *AddConstOp) Reset() {
 	*x = AddConstOp{}
-	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[32]
+	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2378,7 +2459,7 @@ func (x *AddConstOp) String() string {
 func (*AddConstOp) ProtoMessage() {}
 
 func (x *AddConstOp) ProtoReflect() protoreflect.Message {
-	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[32]
+	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2391,7 +2472,7 @@ func (x *AddConstOp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddConstOp.ProtoReflect.Descriptor instead.
 func (*AddConstOp) Descriptor() ([]byte, []int) {
-	return file_optlab_plugin_v1_plugin_proto_rawDescGZIP(), []int{32}
+	return file_optlab_plugin_v1_plugin_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *AddConstOp) GetDst() int32 {
@@ -2428,7 +2509,7 @@ type AxpyOp struct {
 
 func (x *AxpyOp) Reset() {
 	*x = AxpyOp{}
-	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[33]
+	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2440,7 +2521,7 @@ func (x *AxpyOp) String() string {
 func (*AxpyOp) ProtoMessage() {}
 
 func (x *AxpyOp) ProtoReflect() protoreflect.Message {
-	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[33]
+	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2453,7 +2534,7 @@ func (x *AxpyOp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AxpyOp.ProtoReflect.Descriptor instead.
 func (*AxpyOp) Descriptor() ([]byte, []int) {
-	return file_optlab_plugin_v1_plugin_proto_rawDescGZIP(), []int{33}
+	return file_optlab_plugin_v1_plugin_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *AxpyOp) GetDst() int32 {
@@ -2496,7 +2577,7 @@ type Term struct {
 
 func (x *Term) Reset() {
 	*x = Term{}
-	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[34]
+	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2508,7 +2589,7 @@ func (x *Term) String() string {
 func (*Term) ProtoMessage() {}
 
 func (x *Term) ProtoReflect() protoreflect.Message {
-	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[34]
+	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2521,7 +2602,7 @@ func (x *Term) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Term.ProtoReflect.Descriptor instead.
 func (*Term) Descriptor() ([]byte, []int) {
-	return file_optlab_plugin_v1_plugin_proto_rawDescGZIP(), []int{34}
+	return file_optlab_plugin_v1_plugin_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *Term) GetCoef() float64 {
@@ -2556,7 +2637,7 @@ type LinCombOp struct {
 
 func (x *LinCombOp) Reset() {
 	*x = LinCombOp{}
-	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[35]
+	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2568,7 +2649,7 @@ func (x *LinCombOp) String() string {
 func (*LinCombOp) ProtoMessage() {}
 
 func (x *LinCombOp) ProtoReflect() protoreflect.Message {
-	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[35]
+	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2581,7 +2662,7 @@ func (x *LinCombOp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LinCombOp.ProtoReflect.Descriptor instead.
 func (*LinCombOp) Descriptor() ([]byte, []int) {
-	return file_optlab_plugin_v1_plugin_proto_rawDescGZIP(), []int{35}
+	return file_optlab_plugin_v1_plugin_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *LinCombOp) GetDst() int32 {
@@ -2610,7 +2691,7 @@ type UnaryOp struct {
 
 func (x *UnaryOp) Reset() {
 	*x = UnaryOp{}
-	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[36]
+	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2622,7 +2703,7 @@ func (x *UnaryOp) String() string {
 func (*UnaryOp) ProtoMessage() {}
 
 func (x *UnaryOp) ProtoReflect() protoreflect.Message {
-	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[36]
+	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2635,7 +2716,7 @@ func (x *UnaryOp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UnaryOp.ProtoReflect.Descriptor instead.
 func (*UnaryOp) Descriptor() ([]byte, []int) {
-	return file_optlab_plugin_v1_plugin_proto_rawDescGZIP(), []int{36}
+	return file_optlab_plugin_v1_plugin_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *UnaryOp) GetDst() int32 {
@@ -2672,7 +2753,7 @@ type BinaryOp struct {
 
 func (x *BinaryOp) Reset() {
 	*x = BinaryOp{}
-	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[37]
+	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2684,7 +2765,7 @@ func (x *BinaryOp) String() string {
 func (*BinaryOp) ProtoMessage() {}
 
 func (x *BinaryOp) ProtoReflect() protoreflect.Message {
-	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[37]
+	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2697,7 +2778,7 @@ func (x *BinaryOp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BinaryOp.ProtoReflect.Descriptor instead.
 func (*BinaryOp) Descriptor() ([]byte, []int) {
-	return file_optlab_plugin_v1_plugin_proto_rawDescGZIP(), []int{37}
+	return file_optlab_plugin_v1_plugin_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *BinaryOp) GetDst() int32 {
@@ -2740,7 +2821,7 @@ type RandNOp struct {
 
 func (x *RandNOp) Reset() {
 	*x = RandNOp{}
-	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[38]
+	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2752,7 +2833,7 @@ func (x *RandNOp) String() string {
 func (*RandNOp) ProtoMessage() {}
 
 func (x *RandNOp) ProtoReflect() protoreflect.Message {
-	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[38]
+	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2765,7 +2846,7 @@ func (x *RandNOp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RandNOp.ProtoReflect.Descriptor instead.
 func (*RandNOp) Descriptor() ([]byte, []int) {
-	return file_optlab_plugin_v1_plugin_proto_rawDescGZIP(), []int{38}
+	return file_optlab_plugin_v1_plugin_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *RandNOp) GetDst() int32 {
@@ -2800,7 +2881,7 @@ type DotOp struct {
 
 func (x *DotOp) Reset() {
 	*x = DotOp{}
-	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[39]
+	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2812,7 +2893,7 @@ func (x *DotOp) String() string {
 func (*DotOp) ProtoMessage() {}
 
 func (x *DotOp) ProtoReflect() protoreflect.Message {
-	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[39]
+	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2825,7 +2906,7 @@ func (x *DotOp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DotOp.ProtoReflect.Descriptor instead.
 func (*DotOp) Descriptor() ([]byte, []int) {
-	return file_optlab_plugin_v1_plugin_proto_rawDescGZIP(), []int{39}
+	return file_optlab_plugin_v1_plugin_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *DotOp) GetA() int32 {
@@ -2852,7 +2933,7 @@ type NormOp struct {
 
 func (x *NormOp) Reset() {
 	*x = NormOp{}
-	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[40]
+	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2864,7 +2945,7 @@ func (x *NormOp) String() string {
 func (*NormOp) ProtoMessage() {}
 
 func (x *NormOp) ProtoReflect() protoreflect.Message {
-	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[40]
+	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2877,7 +2958,7 @@ func (x *NormOp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NormOp.ProtoReflect.Descriptor instead.
 func (*NormOp) Descriptor() ([]byte, []int) {
-	return file_optlab_plugin_v1_plugin_proto_rawDescGZIP(), []int{40}
+	return file_optlab_plugin_v1_plugin_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *NormOp) GetX() int32 {
@@ -2903,7 +2984,7 @@ type GradOp struct {
 
 func (x *GradOp) Reset() {
 	*x = GradOp{}
-	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[41]
+	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2915,7 +2996,7 @@ func (x *GradOp) String() string {
 func (*GradOp) ProtoMessage() {}
 
 func (x *GradOp) ProtoReflect() protoreflect.Message {
-	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[41]
+	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2928,7 +3009,7 @@ func (x *GradOp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GradOp.ProtoReflect.Descriptor instead.
 func (*GradOp) Descriptor() ([]byte, []int) {
-	return file_optlab_plugin_v1_plugin_proto_rawDescGZIP(), []int{41}
+	return file_optlab_plugin_v1_plugin_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *GradOp) GetOut() int32 {
@@ -2984,7 +3065,7 @@ type BaseStepOp struct {
 
 func (x *BaseStepOp) Reset() {
 	*x = BaseStepOp{}
-	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[42]
+	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2996,7 +3077,7 @@ func (x *BaseStepOp) String() string {
 func (*BaseStepOp) ProtoMessage() {}
 
 func (x *BaseStepOp) ProtoReflect() protoreflect.Message {
-	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[42]
+	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3009,7 +3090,7 @@ func (x *BaseStepOp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BaseStepOp.ProtoReflect.Descriptor instead.
 func (*BaseStepOp) Descriptor() ([]byte, []int) {
-	return file_optlab_plugin_v1_plugin_proto_rawDescGZIP(), []int{42}
+	return file_optlab_plugin_v1_plugin_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *BaseStepOp) GetParams() int32 {
@@ -3037,7 +3118,7 @@ type SetLROp struct {
 
 func (x *SetLROp) Reset() {
 	*x = SetLROp{}
-	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[43]
+	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3049,7 +3130,7 @@ func (x *SetLROp) String() string {
 func (*SetLROp) ProtoMessage() {}
 
 func (x *SetLROp) ProtoReflect() protoreflect.Message {
-	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[43]
+	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3062,7 +3143,7 @@ func (x *SetLROp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetLROp.ProtoReflect.Descriptor instead.
 func (*SetLROp) Descriptor() ([]byte, []int) {
-	return file_optlab_plugin_v1_plugin_proto_rawDescGZIP(), []int{43}
+	return file_optlab_plugin_v1_plugin_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *SetLROp) GetMember() int32 {
@@ -3092,7 +3173,7 @@ type JointGradOp struct {
 
 func (x *JointGradOp) Reset() {
 	*x = JointGradOp{}
-	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[44]
+	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3104,7 +3185,7 @@ func (x *JointGradOp) String() string {
 func (*JointGradOp) ProtoMessage() {}
 
 func (x *JointGradOp) ProtoReflect() protoreflect.Message {
-	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[44]
+	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3117,7 +3198,7 @@ func (x *JointGradOp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JointGradOp.ProtoReflect.Descriptor instead.
 func (*JointGradOp) Descriptor() ([]byte, []int) {
-	return file_optlab_plugin_v1_plugin_proto_rawDescGZIP(), []int{44}
+	return file_optlab_plugin_v1_plugin_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *JointGradOp) GetOuts() []int32 {
@@ -3161,7 +3242,7 @@ type ArithOp struct {
 
 func (x *ArithOp) Reset() {
 	*x = ArithOp{}
-	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[45]
+	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3173,7 +3254,7 @@ func (x *ArithOp) String() string {
 func (*ArithOp) ProtoMessage() {}
 
 func (x *ArithOp) ProtoReflect() protoreflect.Message {
-	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[45]
+	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3186,7 +3267,7 @@ func (x *ArithOp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ArithOp.ProtoReflect.Descriptor instead.
 func (*ArithOp) Descriptor() ([]byte, []int) {
-	return file_optlab_plugin_v1_plugin_proto_rawDescGZIP(), []int{45}
+	return file_optlab_plugin_v1_plugin_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *ArithOp) GetKind() ArithKind {
@@ -3230,7 +3311,7 @@ type SegReduceOp struct {
 
 func (x *SegReduceOp) Reset() {
 	*x = SegReduceOp{}
-	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[46]
+	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3242,7 +3323,7 @@ func (x *SegReduceOp) String() string {
 func (*SegReduceOp) ProtoMessage() {}
 
 func (x *SegReduceOp) ProtoReflect() protoreflect.Message {
-	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[46]
+	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3255,7 +3336,7 @@ func (x *SegReduceOp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SegReduceOp.ProtoReflect.Descriptor instead.
 func (*SegReduceOp) Descriptor() ([]byte, []int) {
-	return file_optlab_plugin_v1_plugin_proto_rawDescGZIP(), []int{46}
+	return file_optlab_plugin_v1_plugin_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *SegReduceOp) GetKind() SegKind {
@@ -3299,7 +3380,7 @@ type TopKMaskOp struct {
 
 func (x *TopKMaskOp) Reset() {
 	*x = TopKMaskOp{}
-	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[47]
+	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3311,7 +3392,7 @@ func (x *TopKMaskOp) String() string {
 func (*TopKMaskOp) ProtoMessage() {}
 
 func (x *TopKMaskOp) ProtoReflect() protoreflect.Message {
-	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[47]
+	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3324,7 +3405,7 @@ func (x *TopKMaskOp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TopKMaskOp.ProtoReflect.Descriptor instead.
 func (*TopKMaskOp) Descriptor() ([]byte, []int) {
-	return file_optlab_plugin_v1_plugin_proto_rawDescGZIP(), []int{47}
+	return file_optlab_plugin_v1_plugin_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *TopKMaskOp) GetDst() int32 {
@@ -3365,7 +3446,7 @@ type ReadOp struct {
 
 func (x *ReadOp) Reset() {
 	*x = ReadOp{}
-	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[48]
+	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3377,7 +3458,7 @@ func (x *ReadOp) String() string {
 func (*ReadOp) ProtoMessage() {}
 
 func (x *ReadOp) ProtoReflect() protoreflect.Message {
-	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[48]
+	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3390,7 +3471,7 @@ func (x *ReadOp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadOp.ProtoReflect.Descriptor instead.
 func (*ReadOp) Descriptor() ([]byte, []int) {
-	return file_optlab_plugin_v1_plugin_proto_rawDescGZIP(), []int{48}
+	return file_optlab_plugin_v1_plugin_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *ReadOp) GetX() int32 {
@@ -3411,7 +3492,7 @@ type ReportOp struct {
 
 func (x *ReportOp) Reset() {
 	*x = ReportOp{}
-	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[49]
+	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3423,7 +3504,7 @@ func (x *ReportOp) String() string {
 func (*ReportOp) ProtoMessage() {}
 
 func (x *ReportOp) ProtoReflect() protoreflect.Message {
-	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[49]
+	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3436,7 +3517,7 @@ func (x *ReportOp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportOp.ProtoReflect.Descriptor instead.
 func (*ReportOp) Descriptor() ([]byte, []int) {
-	return file_optlab_plugin_v1_plugin_proto_rawDescGZIP(), []int{49}
+	return file_optlab_plugin_v1_plugin_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *ReportOp) GetName() string {
@@ -3447,6 +3528,51 @@ func (x *ReportOp) GetName() string {
 }
 
 func (x *ReportOp) GetX() int32 {
+	if x != nil {
+		return x.X
+	}
+	return 0
+}
+
+// UpdateBNOp mirrors optim.UpdateBN (since minor 6).
+type UpdateBNOp struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	X             int32                  `protobuf:"zigzag32,1,opt,name=x,proto3" json:"x,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UpdateBNOp) Reset() {
+	*x = UpdateBNOp{}
+	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[52]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdateBNOp) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdateBNOp) ProtoMessage() {}
+
+func (x *UpdateBNOp) ProtoReflect() protoreflect.Message {
+	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[52]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdateBNOp.ProtoReflect.Descriptor instead.
+func (*UpdateBNOp) Descriptor() ([]byte, []int) {
+	return file_optlab_plugin_v1_plugin_proto_rawDescGZIP(), []int{52}
+}
+
+func (x *UpdateBNOp) GetX() int32 {
 	if x != nil {
 		return x.X
 	}
@@ -3483,6 +3609,7 @@ type Op struct {
 	//	*Op_TopKMask
 	//	*Op_Read
 	//	*Op_Report
+	//	*Op_UpdateBn
 	Kind          isOp_Kind `protobuf_oneof:"kind"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -3490,7 +3617,7 @@ type Op struct {
 
 func (x *Op) Reset() {
 	*x = Op{}
-	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[50]
+	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3502,7 +3629,7 @@ func (x *Op) String() string {
 func (*Op) ProtoMessage() {}
 
 func (x *Op) ProtoReflect() protoreflect.Message {
-	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[50]
+	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3515,7 +3642,7 @@ func (x *Op) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Op.ProtoReflect.Descriptor instead.
 func (*Op) Descriptor() ([]byte, []int) {
-	return file_optlab_plugin_v1_plugin_proto_rawDescGZIP(), []int{50}
+	return file_optlab_plugin_v1_plugin_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *Op) GetKind() isOp_Kind {
@@ -3732,6 +3859,15 @@ func (x *Op) GetReport() *ReportOp {
 	return nil
 }
 
+func (x *Op) GetUpdateBn() *UpdateBNOp {
+	if x != nil {
+		if x, ok := x.Kind.(*Op_UpdateBn); ok {
+			return x.UpdateBn
+		}
+	}
+	return nil
+}
+
 type isOp_Kind interface {
 	isOp_Kind()
 }
@@ -3828,6 +3964,10 @@ type Op_Report struct {
 	Report *ReportOp `protobuf:"bytes,23,opt,name=report,proto3,oneof"` // since minor 5
 }
 
+type Op_UpdateBn struct {
+	UpdateBn *UpdateBNOp `protobuf:"bytes,24,opt,name=update_bn,json=updateBn,proto3,oneof"` // since minor 6
+}
+
 func (*Op_Alloc) isOp_Kind() {}
 
 func (*Op_Free) isOp_Kind() {}
@@ -3874,6 +4014,8 @@ func (*Op_Read) isOp_Kind() {}
 
 func (*Op_Report) isOp_Kind() {}
 
+func (*Op_UpdateBn) isOp_Kind() {}
+
 // Program mirrors optim.Program.
 type Program struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -3884,7 +4026,7 @@ type Program struct {
 
 func (x *Program) Reset() {
 	*x = Program{}
-	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[51]
+	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3896,7 +4038,7 @@ func (x *Program) String() string {
 func (*Program) ProtoMessage() {}
 
 func (x *Program) ProtoReflect() protoreflect.Message {
-	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[51]
+	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3909,7 +4051,7 @@ func (x *Program) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Program.ProtoReflect.Descriptor instead.
 func (*Program) Descriptor() ([]byte, []int) {
-	return file_optlab_plugin_v1_plugin_proto_rawDescGZIP(), []int{51}
+	return file_optlab_plugin_v1_plugin_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *Program) GetOps() []*Op {
@@ -3931,7 +4073,7 @@ type Result struct {
 
 func (x *Result) Reset() {
 	*x = Result{}
-	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[52]
+	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3943,7 +4085,7 @@ func (x *Result) String() string {
 func (*Result) ProtoMessage() {}
 
 func (x *Result) ProtoReflect() protoreflect.Message {
-	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[52]
+	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3956,7 +4098,7 @@ func (x *Result) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Result.ProtoReflect.Descriptor instead.
 func (*Result) Descriptor() ([]byte, []int) {
-	return file_optlab_plugin_v1_plugin_proto_rawDescGZIP(), []int{52}
+	return file_optlab_plugin_v1_plugin_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *Result) GetScalars() []float64 {
@@ -3978,7 +4120,7 @@ type ExecRequest struct {
 
 func (x *ExecRequest) Reset() {
 	*x = ExecRequest{}
-	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[53]
+	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3990,7 +4132,7 @@ func (x *ExecRequest) String() string {
 func (*ExecRequest) ProtoMessage() {}
 
 func (x *ExecRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[53]
+	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4003,7 +4145,7 @@ func (x *ExecRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecRequest.ProtoReflect.Descriptor instead.
 func (*ExecRequest) Descriptor() ([]byte, []int) {
-	return file_optlab_plugin_v1_plugin_proto_rawDescGZIP(), []int{53}
+	return file_optlab_plugin_v1_plugin_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *ExecRequest) GetProgram() *Program {
@@ -4029,7 +4171,7 @@ type ExecResponse struct {
 
 func (x *ExecResponse) Reset() {
 	*x = ExecResponse{}
-	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[54]
+	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4041,7 +4183,7 @@ func (x *ExecResponse) String() string {
 func (*ExecResponse) ProtoMessage() {}
 
 func (x *ExecResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[54]
+	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4054,7 +4196,7 @@ func (x *ExecResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecResponse.ProtoReflect.Descriptor instead.
 func (*ExecResponse) Descriptor() ([]byte, []int) {
-	return file_optlab_plugin_v1_plugin_proto_rawDescGZIP(), []int{54}
+	return file_optlab_plugin_v1_plugin_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *ExecResponse) GetResult() *Result {
@@ -4084,7 +4226,7 @@ type OpError struct {
 
 func (x *OpError) Reset() {
 	*x = OpError{}
-	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[55]
+	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4096,7 +4238,7 @@ func (x *OpError) String() string {
 func (*OpError) ProtoMessage() {}
 
 func (x *OpError) ProtoReflect() protoreflect.Message {
-	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[55]
+	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4109,7 +4251,7 @@ func (x *OpError) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OpError.ProtoReflect.Descriptor instead.
 func (*OpError) Descriptor() ([]byte, []int) {
-	return file_optlab_plugin_v1_plugin_proto_rawDescGZIP(), []int{55}
+	return file_optlab_plugin_v1_plugin_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *OpError) GetOpIndex() int32 {
@@ -4173,11 +4315,12 @@ const file_optlab_plugin_v1_plugin_proto_rawDesc = "" +
 	"\x0eprotocol_minor\x18\x03 \x01(\x05R\rprotocolMinor\x12\"\n" +
 	"\fcapabilities\x18\x04 \x03(\tR\fcapabilities\x123\n" +
 	"\x06params\x18\x05 \x03(\v2\x1b.optlab.plugin.v1.ParamSpecR\x06params\"\r\n" +
-	"\vInfoRequest\"t\n" +
+	"\vInfoRequest\"\x92\x01\n" +
 	"\fInfoResponse\x12*\n" +
 	"\x04info\x18\x01 \x01(\v2\x16.optlab.plugin.v1.InfoR\x04info\x12\x1c\n" +
 	"\tpredictor\x18\x02 \x01(\bR\tpredictor\x12\x1a\n" +
-	"\bstateful\x18\x03 \x01(\bR\bstateful\"\x91\x02\n" +
+	"\bstateful\x18\x03 \x01(\bR\bstateful\x12\x1c\n" +
+	"\tfinalizer\x18\x04 \x01(\bR\tfinalizer\"\x91\x02\n" +
 	"\x06Config\x12<\n" +
 	"\x06params\x18\x01 \x03(\v2$.optlab.plugin.v1.Config.ParamsEntryR\x06params\x12\x12\n" +
 	"\x04seed\x18\x02 \x01(\x03R\x04seed\x12\x1f\n" +
@@ -4229,7 +4372,9 @@ const file_optlab_plugin_v1_plugin_proto_rawDesc = "" +
 	"\x04vecs\x18\x02 \x03(\x11R\x04vecs\"&\n" +
 	"\x10LoadStateRequest\x12\x12\n" +
 	"\x04blob\x18\x01 \x01(\fR\x04blob\"\x13\n" +
-	"\x11LoadStateResponse\"^\n" +
+	"\x11LoadStateResponse\"\x11\n" +
+	"\x0fFinalizeRequest\"\x12\n" +
+	"\x10FinalizeResponse\"^\n" +
 	"\x06Tensor\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
 	"\x05shape\x18\x02 \x03(\x03R\x05shape\x12\x16\n" +
@@ -4353,7 +4498,11 @@ const file_optlab_plugin_v1_plugin_proto_rawDesc = "" +
 	"\x01x\x18\x01 \x01(\x05R\x01x\",\n" +
 	"\bReportOp\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\f\n" +
-	"\x01x\x18\x02 \x01(\x05R\x01x\"\xdb\t\n" +
+	"\x01x\x18\x02 \x01(\x05R\x01x\"\x1a\n" +
+	"\n" +
+	"UpdateBNOp\x12\f\n" +
+	"\x01x\x18\x01 \x01(\x11R\x01x\"\x98\n" +
+	"\n" +
 	"\x02Op\x121\n" +
 	"\x05alloc\x18\x01 \x01(\v2\x19.optlab.plugin.v1.AllocOpH\x00R\x05alloc\x12.\n" +
 	"\x04free\x18\x02 \x01(\v2\x18.optlab.plugin.v1.FreeOpH\x00R\x04free\x12.\n" +
@@ -4382,7 +4531,8 @@ const file_optlab_plugin_v1_plugin_proto_rawDesc = "" +
 	"\n" +
 	"top_k_mask\x18\x15 \x01(\v2\x1c.optlab.plugin.v1.TopKMaskOpH\x00R\btopKMask\x12.\n" +
 	"\x04read\x18\x16 \x01(\v2\x18.optlab.plugin.v1.ReadOpH\x00R\x04read\x124\n" +
-	"\x06report\x18\x17 \x01(\v2\x1a.optlab.plugin.v1.ReportOpH\x00R\x06reportB\x06\n" +
+	"\x06report\x18\x17 \x01(\v2\x1a.optlab.plugin.v1.ReportOpH\x00R\x06report\x12;\n" +
+	"\tupdate_bn\x18\x18 \x01(\v2\x1c.optlab.plugin.v1.UpdateBNOpH\x00R\bupdateBnB\x06\n" +
 	"\x04kind\"1\n" +
 	"\aProgram\x12&\n" +
 	"\x03ops\x18\x01 \x03(\v2\x14.optlab.plugin.v1.OpR\x03ops\"\"\n" +
@@ -4451,7 +4601,7 @@ const file_optlab_plugin_v1_plugin_proto_rawDesc = "" +
 	"\x14SEGMENTATION_PER_ROW\x10\x02*0\n" +
 	"\x06BNMode\x12\x12\n" +
 	"\x0eBN_MODE_UPDATE\x10\x00\x12\x12\n" +
-	"\x0eBN_MODE_FREEZE\x10\x012\xf4\x03\n" +
+	"\x0eBN_MODE_FREEZE\x10\x012\xc7\x04\n" +
 	"\tOptimizer\x12E\n" +
 	"\x04Info\x12\x1d.optlab.plugin.v1.InfoRequest\x1a\x1e.optlab.plugin.v1.InfoResponse\x12T\n" +
 	"\tConfigure\x12\".optlab.plugin.v1.ConfigureRequest\x1a#.optlab.plugin.v1.ConfigureResponse\x12E\n" +
@@ -4459,7 +4609,8 @@ const file_optlab_plugin_v1_plugin_proto_rawDesc = "" +
 	"\n" +
 	"Predictive\x12#.optlab.plugin.v1.PredictiveRequest\x1a$.optlab.plugin.v1.PredictiveResponse\x12T\n" +
 	"\tSaveState\x12\".optlab.plugin.v1.SaveStateRequest\x1a#.optlab.plugin.v1.SaveStateResponse\x12T\n" +
-	"\tLoadState\x12\".optlab.plugin.v1.LoadStateRequest\x1a#.optlab.plugin.v1.LoadStateResponse2\x9a\x01\n" +
+	"\tLoadState\x12\".optlab.plugin.v1.LoadStateRequest\x1a#.optlab.plugin.v1.LoadStateResponse\x12Q\n" +
+	"\bFinalize\x12!.optlab.plugin.v1.FinalizeRequest\x1a\".optlab.plugin.v1.FinalizeResponse2\x9a\x01\n" +
 	"\x04Host\x12K\n" +
 	"\x06Layout\x12\x1f.optlab.plugin.v1.LayoutRequest\x1a .optlab.plugin.v1.LayoutResponse\x12E\n" +
 	"\x04Exec\x12\x1d.optlab.plugin.v1.ExecRequest\x1a\x1e.optlab.plugin.v1.ExecResponseB9Z7github.com/optlab/optlab/sdk/internal/pluginpb;pluginpbb\x06proto3"
@@ -4477,7 +4628,7 @@ func file_optlab_plugin_v1_plugin_proto_rawDescGZIP() []byte {
 }
 
 var file_optlab_plugin_v1_plugin_proto_enumTypes = make([]protoimpl.EnumInfo, 8)
-var file_optlab_plugin_v1_plugin_proto_msgTypes = make([]protoimpl.MessageInfo, 59)
+var file_optlab_plugin_v1_plugin_proto_msgTypes = make([]protoimpl.MessageInfo, 62)
 var file_optlab_plugin_v1_plugin_proto_goTypes = []any{
 	(ParamType)(0),             // 0: optlab.plugin.v1.ParamType
 	(PredictiveKind)(0),        // 1: optlab.plugin.v1.PredictiveKind
@@ -4506,132 +4657,138 @@ var file_optlab_plugin_v1_plugin_proto_goTypes = []any{
 	(*SaveStateResponse)(nil),  // 24: optlab.plugin.v1.SaveStateResponse
 	(*LoadStateRequest)(nil),   // 25: optlab.plugin.v1.LoadStateRequest
 	(*LoadStateResponse)(nil),  // 26: optlab.plugin.v1.LoadStateResponse
-	(*Tensor)(nil),             // 27: optlab.plugin.v1.Tensor
-	(*MemberLayout)(nil),       // 28: optlab.plugin.v1.MemberLayout
-	(*Layout)(nil),             // 29: optlab.plugin.v1.Layout
-	(*LayoutRequest)(nil),      // 30: optlab.plugin.v1.LayoutRequest
-	(*LayoutResponse)(nil),     // 31: optlab.plugin.v1.LayoutResponse
-	(*Batch)(nil),              // 32: optlab.plugin.v1.Batch
-	(*AllocOp)(nil),            // 33: optlab.plugin.v1.AllocOp
-	(*FreeOp)(nil),             // 34: optlab.plugin.v1.FreeOp
-	(*CopyOp)(nil),             // 35: optlab.plugin.v1.CopyOp
-	(*Num)(nil),                // 36: optlab.plugin.v1.Num
-	(*FillOp)(nil),             // 37: optlab.plugin.v1.FillOp
-	(*FillRangeOp)(nil),        // 38: optlab.plugin.v1.FillRangeOp
-	(*ScaleOp)(nil),            // 39: optlab.plugin.v1.ScaleOp
-	(*AddConstOp)(nil),         // 40: optlab.plugin.v1.AddConstOp
-	(*AxpyOp)(nil),             // 41: optlab.plugin.v1.AxpyOp
-	(*Term)(nil),               // 42: optlab.plugin.v1.Term
-	(*LinCombOp)(nil),          // 43: optlab.plugin.v1.LinCombOp
-	(*UnaryOp)(nil),            // 44: optlab.plugin.v1.UnaryOp
-	(*BinaryOp)(nil),           // 45: optlab.plugin.v1.BinaryOp
-	(*RandNOp)(nil),            // 46: optlab.plugin.v1.RandNOp
-	(*DotOp)(nil),              // 47: optlab.plugin.v1.DotOp
-	(*NormOp)(nil),             // 48: optlab.plugin.v1.NormOp
-	(*GradOp)(nil),             // 49: optlab.plugin.v1.GradOp
-	(*BaseStepOp)(nil),         // 50: optlab.plugin.v1.BaseStepOp
-	(*SetLROp)(nil),            // 51: optlab.plugin.v1.SetLROp
-	(*JointGradOp)(nil),        // 52: optlab.plugin.v1.JointGradOp
-	(*ArithOp)(nil),            // 53: optlab.plugin.v1.ArithOp
-	(*SegReduceOp)(nil),        // 54: optlab.plugin.v1.SegReduceOp
-	(*TopKMaskOp)(nil),         // 55: optlab.plugin.v1.TopKMaskOp
-	(*ReadOp)(nil),             // 56: optlab.plugin.v1.ReadOp
-	(*ReportOp)(nil),           // 57: optlab.plugin.v1.ReportOp
-	(*Op)(nil),                 // 58: optlab.plugin.v1.Op
-	(*Program)(nil),            // 59: optlab.plugin.v1.Program
-	(*Result)(nil),             // 60: optlab.plugin.v1.Result
-	(*ExecRequest)(nil),        // 61: optlab.plugin.v1.ExecRequest
-	(*ExecResponse)(nil),       // 62: optlab.plugin.v1.ExecResponse
-	(*OpError)(nil),            // 63: optlab.plugin.v1.OpError
-	nil,                        // 64: optlab.plugin.v1.Config.ParamsEntry
-	nil,                        // 65: optlab.plugin.v1.ConfigureResponse.ResolvedEntry
-	nil,                        // 66: optlab.plugin.v1.StepOutput.MetricsEntry
+	(*FinalizeRequest)(nil),    // 27: optlab.plugin.v1.FinalizeRequest
+	(*FinalizeResponse)(nil),   // 28: optlab.plugin.v1.FinalizeResponse
+	(*Tensor)(nil),             // 29: optlab.plugin.v1.Tensor
+	(*MemberLayout)(nil),       // 30: optlab.plugin.v1.MemberLayout
+	(*Layout)(nil),             // 31: optlab.plugin.v1.Layout
+	(*LayoutRequest)(nil),      // 32: optlab.plugin.v1.LayoutRequest
+	(*LayoutResponse)(nil),     // 33: optlab.plugin.v1.LayoutResponse
+	(*Batch)(nil),              // 34: optlab.plugin.v1.Batch
+	(*AllocOp)(nil),            // 35: optlab.plugin.v1.AllocOp
+	(*FreeOp)(nil),             // 36: optlab.plugin.v1.FreeOp
+	(*CopyOp)(nil),             // 37: optlab.plugin.v1.CopyOp
+	(*Num)(nil),                // 38: optlab.plugin.v1.Num
+	(*FillOp)(nil),             // 39: optlab.plugin.v1.FillOp
+	(*FillRangeOp)(nil),        // 40: optlab.plugin.v1.FillRangeOp
+	(*ScaleOp)(nil),            // 41: optlab.plugin.v1.ScaleOp
+	(*AddConstOp)(nil),         // 42: optlab.plugin.v1.AddConstOp
+	(*AxpyOp)(nil),             // 43: optlab.plugin.v1.AxpyOp
+	(*Term)(nil),               // 44: optlab.plugin.v1.Term
+	(*LinCombOp)(nil),          // 45: optlab.plugin.v1.LinCombOp
+	(*UnaryOp)(nil),            // 46: optlab.plugin.v1.UnaryOp
+	(*BinaryOp)(nil),           // 47: optlab.plugin.v1.BinaryOp
+	(*RandNOp)(nil),            // 48: optlab.plugin.v1.RandNOp
+	(*DotOp)(nil),              // 49: optlab.plugin.v1.DotOp
+	(*NormOp)(nil),             // 50: optlab.plugin.v1.NormOp
+	(*GradOp)(nil),             // 51: optlab.plugin.v1.GradOp
+	(*BaseStepOp)(nil),         // 52: optlab.plugin.v1.BaseStepOp
+	(*SetLROp)(nil),            // 53: optlab.plugin.v1.SetLROp
+	(*JointGradOp)(nil),        // 54: optlab.plugin.v1.JointGradOp
+	(*ArithOp)(nil),            // 55: optlab.plugin.v1.ArithOp
+	(*SegReduceOp)(nil),        // 56: optlab.plugin.v1.SegReduceOp
+	(*TopKMaskOp)(nil),         // 57: optlab.plugin.v1.TopKMaskOp
+	(*ReadOp)(nil),             // 58: optlab.plugin.v1.ReadOp
+	(*ReportOp)(nil),           // 59: optlab.plugin.v1.ReportOp
+	(*UpdateBNOp)(nil),         // 60: optlab.plugin.v1.UpdateBNOp
+	(*Op)(nil),                 // 61: optlab.plugin.v1.Op
+	(*Program)(nil),            // 62: optlab.plugin.v1.Program
+	(*Result)(nil),             // 63: optlab.plugin.v1.Result
+	(*ExecRequest)(nil),        // 64: optlab.plugin.v1.ExecRequest
+	(*ExecResponse)(nil),       // 65: optlab.plugin.v1.ExecResponse
+	(*OpError)(nil),            // 66: optlab.plugin.v1.OpError
+	nil,                        // 67: optlab.plugin.v1.Config.ParamsEntry
+	nil,                        // 68: optlab.plugin.v1.ConfigureResponse.ResolvedEntry
+	nil,                        // 69: optlab.plugin.v1.StepOutput.MetricsEntry
 }
 var file_optlab_plugin_v1_plugin_proto_depIdxs = []int32{
 	0,  // 0: optlab.plugin.v1.ParamSpec.type:type_name -> optlab.plugin.v1.ParamType
 	8,  // 1: optlab.plugin.v1.ParamSpec.default:type_name -> optlab.plugin.v1.Value
 	9,  // 2: optlab.plugin.v1.Info.params:type_name -> optlab.plugin.v1.ParamSpec
 	10, // 3: optlab.plugin.v1.InfoResponse.info:type_name -> optlab.plugin.v1.Info
-	64, // 4: optlab.plugin.v1.Config.params:type_name -> optlab.plugin.v1.Config.ParamsEntry
+	67, // 4: optlab.plugin.v1.Config.params:type_name -> optlab.plugin.v1.Config.ParamsEntry
 	13, // 5: optlab.plugin.v1.ConfigureRequest.config:type_name -> optlab.plugin.v1.Config
-	65, // 6: optlab.plugin.v1.ConfigureResponse.resolved:type_name -> optlab.plugin.v1.ConfigureResponse.ResolvedEntry
-	66, // 7: optlab.plugin.v1.StepOutput.metrics:type_name -> optlab.plugin.v1.StepOutput.MetricsEntry
+	68, // 6: optlab.plugin.v1.ConfigureResponse.resolved:type_name -> optlab.plugin.v1.ConfigureResponse.ResolvedEntry
+	69, // 7: optlab.plugin.v1.StepOutput.metrics:type_name -> optlab.plugin.v1.StepOutput.MetricsEntry
 	16, // 8: optlab.plugin.v1.StepRequest.input:type_name -> optlab.plugin.v1.StepInput
 	17, // 9: optlab.plugin.v1.StepResponse.output:type_name -> optlab.plugin.v1.StepOutput
 	1,  // 10: optlab.plugin.v1.Predictive.kind:type_name -> optlab.plugin.v1.PredictiveKind
 	20, // 11: optlab.plugin.v1.PredictiveResponse.predictive:type_name -> optlab.plugin.v1.Predictive
-	27, // 12: optlab.plugin.v1.MemberLayout.tensors:type_name -> optlab.plugin.v1.Tensor
-	28, // 13: optlab.plugin.v1.Layout.members:type_name -> optlab.plugin.v1.MemberLayout
-	29, // 14: optlab.plugin.v1.LayoutResponse.layout:type_name -> optlab.plugin.v1.Layout
-	36, // 15: optlab.plugin.v1.FillOp.value_num:type_name -> optlab.plugin.v1.Num
-	36, // 16: optlab.plugin.v1.ScaleOp.alpha_num:type_name -> optlab.plugin.v1.Num
-	36, // 17: optlab.plugin.v1.AddConstOp.value_num:type_name -> optlab.plugin.v1.Num
-	36, // 18: optlab.plugin.v1.AxpyOp.alpha_num:type_name -> optlab.plugin.v1.Num
-	36, // 19: optlab.plugin.v1.Term.coef_num:type_name -> optlab.plugin.v1.Num
-	42, // 20: optlab.plugin.v1.LinCombOp.terms:type_name -> optlab.plugin.v1.Term
+	29, // 12: optlab.plugin.v1.MemberLayout.tensors:type_name -> optlab.plugin.v1.Tensor
+	30, // 13: optlab.plugin.v1.Layout.members:type_name -> optlab.plugin.v1.MemberLayout
+	31, // 14: optlab.plugin.v1.LayoutResponse.layout:type_name -> optlab.plugin.v1.Layout
+	38, // 15: optlab.plugin.v1.FillOp.value_num:type_name -> optlab.plugin.v1.Num
+	38, // 16: optlab.plugin.v1.ScaleOp.alpha_num:type_name -> optlab.plugin.v1.Num
+	38, // 17: optlab.plugin.v1.AddConstOp.value_num:type_name -> optlab.plugin.v1.Num
+	38, // 18: optlab.plugin.v1.AxpyOp.alpha_num:type_name -> optlab.plugin.v1.Num
+	38, // 19: optlab.plugin.v1.Term.coef_num:type_name -> optlab.plugin.v1.Num
+	44, // 20: optlab.plugin.v1.LinCombOp.terms:type_name -> optlab.plugin.v1.Term
 	2,  // 21: optlab.plugin.v1.UnaryOp.kind:type_name -> optlab.plugin.v1.UnaryKind
 	3,  // 22: optlab.plugin.v1.BinaryOp.kind:type_name -> optlab.plugin.v1.BinaryKind
-	32, // 23: optlab.plugin.v1.GradOp.batch:type_name -> optlab.plugin.v1.Batch
+	34, // 23: optlab.plugin.v1.GradOp.batch:type_name -> optlab.plugin.v1.Batch
 	7,  // 24: optlab.plugin.v1.GradOp.bn:type_name -> optlab.plugin.v1.BNMode
-	32, // 25: optlab.plugin.v1.JointGradOp.batch:type_name -> optlab.plugin.v1.Batch
+	34, // 25: optlab.plugin.v1.JointGradOp.batch:type_name -> optlab.plugin.v1.Batch
 	7,  // 26: optlab.plugin.v1.JointGradOp.bn:type_name -> optlab.plugin.v1.BNMode
 	4,  // 27: optlab.plugin.v1.ArithOp.kind:type_name -> optlab.plugin.v1.ArithKind
-	36, // 28: optlab.plugin.v1.ArithOp.a:type_name -> optlab.plugin.v1.Num
-	36, // 29: optlab.plugin.v1.ArithOp.b:type_name -> optlab.plugin.v1.Num
-	36, // 30: optlab.plugin.v1.ArithOp.c:type_name -> optlab.plugin.v1.Num
+	38, // 28: optlab.plugin.v1.ArithOp.a:type_name -> optlab.plugin.v1.Num
+	38, // 29: optlab.plugin.v1.ArithOp.b:type_name -> optlab.plugin.v1.Num
+	38, // 30: optlab.plugin.v1.ArithOp.c:type_name -> optlab.plugin.v1.Num
 	5,  // 31: optlab.plugin.v1.SegReduceOp.kind:type_name -> optlab.plugin.v1.SegKind
 	6,  // 32: optlab.plugin.v1.SegReduceOp.by:type_name -> optlab.plugin.v1.Segmentation
 	6,  // 33: optlab.plugin.v1.TopKMaskOp.by:type_name -> optlab.plugin.v1.Segmentation
-	36, // 34: optlab.plugin.v1.TopKMaskOp.frac:type_name -> optlab.plugin.v1.Num
-	33, // 35: optlab.plugin.v1.Op.alloc:type_name -> optlab.plugin.v1.AllocOp
-	34, // 36: optlab.plugin.v1.Op.free:type_name -> optlab.plugin.v1.FreeOp
-	35, // 37: optlab.plugin.v1.Op.copy:type_name -> optlab.plugin.v1.CopyOp
-	37, // 38: optlab.plugin.v1.Op.fill:type_name -> optlab.plugin.v1.FillOp
-	39, // 39: optlab.plugin.v1.Op.scale:type_name -> optlab.plugin.v1.ScaleOp
-	40, // 40: optlab.plugin.v1.Op.add_const:type_name -> optlab.plugin.v1.AddConstOp
-	41, // 41: optlab.plugin.v1.Op.axpy:type_name -> optlab.plugin.v1.AxpyOp
-	43, // 42: optlab.plugin.v1.Op.lin_comb:type_name -> optlab.plugin.v1.LinCombOp
-	44, // 43: optlab.plugin.v1.Op.unary:type_name -> optlab.plugin.v1.UnaryOp
-	45, // 44: optlab.plugin.v1.Op.binary:type_name -> optlab.plugin.v1.BinaryOp
-	46, // 45: optlab.plugin.v1.Op.rand_n:type_name -> optlab.plugin.v1.RandNOp
-	47, // 46: optlab.plugin.v1.Op.dot:type_name -> optlab.plugin.v1.DotOp
-	48, // 47: optlab.plugin.v1.Op.norm:type_name -> optlab.plugin.v1.NormOp
-	49, // 48: optlab.plugin.v1.Op.grad:type_name -> optlab.plugin.v1.GradOp
-	50, // 49: optlab.plugin.v1.Op.base_step:type_name -> optlab.plugin.v1.BaseStepOp
-	51, // 50: optlab.plugin.v1.Op.set_lr:type_name -> optlab.plugin.v1.SetLROp
-	52, // 51: optlab.plugin.v1.Op.joint_grad:type_name -> optlab.plugin.v1.JointGradOp
-	38, // 52: optlab.plugin.v1.Op.fill_range:type_name -> optlab.plugin.v1.FillRangeOp
-	53, // 53: optlab.plugin.v1.Op.arith:type_name -> optlab.plugin.v1.ArithOp
-	54, // 54: optlab.plugin.v1.Op.seg_reduce:type_name -> optlab.plugin.v1.SegReduceOp
-	55, // 55: optlab.plugin.v1.Op.top_k_mask:type_name -> optlab.plugin.v1.TopKMaskOp
-	56, // 56: optlab.plugin.v1.Op.read:type_name -> optlab.plugin.v1.ReadOp
-	57, // 57: optlab.plugin.v1.Op.report:type_name -> optlab.plugin.v1.ReportOp
-	58, // 58: optlab.plugin.v1.Program.ops:type_name -> optlab.plugin.v1.Op
-	59, // 59: optlab.plugin.v1.ExecRequest.program:type_name -> optlab.plugin.v1.Program
-	60, // 60: optlab.plugin.v1.ExecResponse.result:type_name -> optlab.plugin.v1.Result
-	8,  // 61: optlab.plugin.v1.Config.ParamsEntry.value:type_name -> optlab.plugin.v1.Value
-	8,  // 62: optlab.plugin.v1.ConfigureResponse.ResolvedEntry.value:type_name -> optlab.plugin.v1.Value
-	11, // 63: optlab.plugin.v1.Optimizer.Info:input_type -> optlab.plugin.v1.InfoRequest
-	14, // 64: optlab.plugin.v1.Optimizer.Configure:input_type -> optlab.plugin.v1.ConfigureRequest
-	18, // 65: optlab.plugin.v1.Optimizer.Step:input_type -> optlab.plugin.v1.StepRequest
-	21, // 66: optlab.plugin.v1.Optimizer.Predictive:input_type -> optlab.plugin.v1.PredictiveRequest
-	23, // 67: optlab.plugin.v1.Optimizer.SaveState:input_type -> optlab.plugin.v1.SaveStateRequest
-	25, // 68: optlab.plugin.v1.Optimizer.LoadState:input_type -> optlab.plugin.v1.LoadStateRequest
-	30, // 69: optlab.plugin.v1.Host.Layout:input_type -> optlab.plugin.v1.LayoutRequest
-	61, // 70: optlab.plugin.v1.Host.Exec:input_type -> optlab.plugin.v1.ExecRequest
-	12, // 71: optlab.plugin.v1.Optimizer.Info:output_type -> optlab.plugin.v1.InfoResponse
-	15, // 72: optlab.plugin.v1.Optimizer.Configure:output_type -> optlab.plugin.v1.ConfigureResponse
-	19, // 73: optlab.plugin.v1.Optimizer.Step:output_type -> optlab.plugin.v1.StepResponse
-	22, // 74: optlab.plugin.v1.Optimizer.Predictive:output_type -> optlab.plugin.v1.PredictiveResponse
-	24, // 75: optlab.plugin.v1.Optimizer.SaveState:output_type -> optlab.plugin.v1.SaveStateResponse
-	26, // 76: optlab.plugin.v1.Optimizer.LoadState:output_type -> optlab.plugin.v1.LoadStateResponse
-	31, // 77: optlab.plugin.v1.Host.Layout:output_type -> optlab.plugin.v1.LayoutResponse
-	62, // 78: optlab.plugin.v1.Host.Exec:output_type -> optlab.plugin.v1.ExecResponse
-	71, // [71:79] is the sub-list for method output_type
-	63, // [63:71] is the sub-list for method input_type
-	63, // [63:63] is the sub-list for extension type_name
-	63, // [63:63] is the sub-list for extension extendee
-	0,  // [0:63] is the sub-list for field type_name
+	38, // 34: optlab.plugin.v1.TopKMaskOp.frac:type_name -> optlab.plugin.v1.Num
+	35, // 35: optlab.plugin.v1.Op.alloc:type_name -> optlab.plugin.v1.AllocOp
+	36, // 36: optlab.plugin.v1.Op.free:type_name -> optlab.plugin.v1.FreeOp
+	37, // 37: optlab.plugin.v1.Op.copy:type_name -> optlab.plugin.v1.CopyOp
+	39, // 38: optlab.plugin.v1.Op.fill:type_name -> optlab.plugin.v1.FillOp
+	41, // 39: optlab.plugin.v1.Op.scale:type_name -> optlab.plugin.v1.ScaleOp
+	42, // 40: optlab.plugin.v1.Op.add_const:type_name -> optlab.plugin.v1.AddConstOp
+	43, // 41: optlab.plugin.v1.Op.axpy:type_name -> optlab.plugin.v1.AxpyOp
+	45, // 42: optlab.plugin.v1.Op.lin_comb:type_name -> optlab.plugin.v1.LinCombOp
+	46, // 43: optlab.plugin.v1.Op.unary:type_name -> optlab.plugin.v1.UnaryOp
+	47, // 44: optlab.plugin.v1.Op.binary:type_name -> optlab.plugin.v1.BinaryOp
+	48, // 45: optlab.plugin.v1.Op.rand_n:type_name -> optlab.plugin.v1.RandNOp
+	49, // 46: optlab.plugin.v1.Op.dot:type_name -> optlab.plugin.v1.DotOp
+	50, // 47: optlab.plugin.v1.Op.norm:type_name -> optlab.plugin.v1.NormOp
+	51, // 48: optlab.plugin.v1.Op.grad:type_name -> optlab.plugin.v1.GradOp
+	52, // 49: optlab.plugin.v1.Op.base_step:type_name -> optlab.plugin.v1.BaseStepOp
+	53, // 50: optlab.plugin.v1.Op.set_lr:type_name -> optlab.plugin.v1.SetLROp
+	54, // 51: optlab.plugin.v1.Op.joint_grad:type_name -> optlab.plugin.v1.JointGradOp
+	40, // 52: optlab.plugin.v1.Op.fill_range:type_name -> optlab.plugin.v1.FillRangeOp
+	55, // 53: optlab.plugin.v1.Op.arith:type_name -> optlab.plugin.v1.ArithOp
+	56, // 54: optlab.plugin.v1.Op.seg_reduce:type_name -> optlab.plugin.v1.SegReduceOp
+	57, // 55: optlab.plugin.v1.Op.top_k_mask:type_name -> optlab.plugin.v1.TopKMaskOp
+	58, // 56: optlab.plugin.v1.Op.read:type_name -> optlab.plugin.v1.ReadOp
+	59, // 57: optlab.plugin.v1.Op.report:type_name -> optlab.plugin.v1.ReportOp
+	60, // 58: optlab.plugin.v1.Op.update_bn:type_name -> optlab.plugin.v1.UpdateBNOp
+	61, // 59: optlab.plugin.v1.Program.ops:type_name -> optlab.plugin.v1.Op
+	62, // 60: optlab.plugin.v1.ExecRequest.program:type_name -> optlab.plugin.v1.Program
+	63, // 61: optlab.plugin.v1.ExecResponse.result:type_name -> optlab.plugin.v1.Result
+	8,  // 62: optlab.plugin.v1.Config.ParamsEntry.value:type_name -> optlab.plugin.v1.Value
+	8,  // 63: optlab.plugin.v1.ConfigureResponse.ResolvedEntry.value:type_name -> optlab.plugin.v1.Value
+	11, // 64: optlab.plugin.v1.Optimizer.Info:input_type -> optlab.plugin.v1.InfoRequest
+	14, // 65: optlab.plugin.v1.Optimizer.Configure:input_type -> optlab.plugin.v1.ConfigureRequest
+	18, // 66: optlab.plugin.v1.Optimizer.Step:input_type -> optlab.plugin.v1.StepRequest
+	21, // 67: optlab.plugin.v1.Optimizer.Predictive:input_type -> optlab.plugin.v1.PredictiveRequest
+	23, // 68: optlab.plugin.v1.Optimizer.SaveState:input_type -> optlab.plugin.v1.SaveStateRequest
+	25, // 69: optlab.plugin.v1.Optimizer.LoadState:input_type -> optlab.plugin.v1.LoadStateRequest
+	27, // 70: optlab.plugin.v1.Optimizer.Finalize:input_type -> optlab.plugin.v1.FinalizeRequest
+	32, // 71: optlab.plugin.v1.Host.Layout:input_type -> optlab.plugin.v1.LayoutRequest
+	64, // 72: optlab.plugin.v1.Host.Exec:input_type -> optlab.plugin.v1.ExecRequest
+	12, // 73: optlab.plugin.v1.Optimizer.Info:output_type -> optlab.plugin.v1.InfoResponse
+	15, // 74: optlab.plugin.v1.Optimizer.Configure:output_type -> optlab.plugin.v1.ConfigureResponse
+	19, // 75: optlab.plugin.v1.Optimizer.Step:output_type -> optlab.plugin.v1.StepResponse
+	22, // 76: optlab.plugin.v1.Optimizer.Predictive:output_type -> optlab.plugin.v1.PredictiveResponse
+	24, // 77: optlab.plugin.v1.Optimizer.SaveState:output_type -> optlab.plugin.v1.SaveStateResponse
+	26, // 78: optlab.plugin.v1.Optimizer.LoadState:output_type -> optlab.plugin.v1.LoadStateResponse
+	28, // 79: optlab.plugin.v1.Optimizer.Finalize:output_type -> optlab.plugin.v1.FinalizeResponse
+	33, // 80: optlab.plugin.v1.Host.Layout:output_type -> optlab.plugin.v1.LayoutResponse
+	65, // 81: optlab.plugin.v1.Host.Exec:output_type -> optlab.plugin.v1.ExecResponse
+	73, // [73:82] is the sub-list for method output_type
+	64, // [64:73] is the sub-list for method input_type
+	64, // [64:64] is the sub-list for extension type_name
+	64, // [64:64] is the sub-list for extension extendee
+	0,  // [0:64] is the sub-list for field type_name
 }
 
 func init() { file_optlab_plugin_v1_plugin_proto_init() }
@@ -4645,11 +4802,11 @@ func file_optlab_plugin_v1_plugin_proto_init() {
 		(*Value_BoolValue)(nil),
 		(*Value_StringValue)(nil),
 	}
-	file_optlab_plugin_v1_plugin_proto_msgTypes[28].OneofWrappers = []any{
+	file_optlab_plugin_v1_plugin_proto_msgTypes[30].OneofWrappers = []any{
 		(*Num_K)(nil),
 		(*Num_Reg)(nil),
 	}
-	file_optlab_plugin_v1_plugin_proto_msgTypes[50].OneofWrappers = []any{
+	file_optlab_plugin_v1_plugin_proto_msgTypes[53].OneofWrappers = []any{
 		(*Op_Alloc)(nil),
 		(*Op_Free)(nil),
 		(*Op_Copy)(nil),
@@ -4673,6 +4830,7 @@ func file_optlab_plugin_v1_plugin_proto_init() {
 		(*Op_TopKMask)(nil),
 		(*Op_Read)(nil),
 		(*Op_Report)(nil),
+		(*Op_UpdateBn)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -4680,7 +4838,7 @@ func file_optlab_plugin_v1_plugin_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_optlab_plugin_v1_plugin_proto_rawDesc), len(file_optlab_plugin_v1_plugin_proto_rawDesc)),
 			NumEnums:      8,
-			NumMessages:   59,
+			NumMessages:   62,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

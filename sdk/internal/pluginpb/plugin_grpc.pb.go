@@ -36,6 +36,7 @@ const (
 	Optimizer_Predictive_FullMethodName = "/optlab.plugin.v1.Optimizer/Predictive"
 	Optimizer_SaveState_FullMethodName  = "/optlab.plugin.v1.Optimizer/SaveState"
 	Optimizer_LoadState_FullMethodName  = "/optlab.plugin.v1.Optimizer/LoadState"
+	Optimizer_Finalize_FullMethodName   = "/optlab.plugin.v1.Optimizer/Finalize"
 )
 
 // OptimizerClient is the client API for Optimizer service.
@@ -61,6 +62,12 @@ type OptimizerClient interface {
 	SaveState(ctx context.Context, in *SaveStateRequest, opts ...grpc.CallOption) (*SaveStateResponse, error)
 	// LoadState restores what SaveState returned.
 	LoadState(ctx context.Context, in *LoadStateRequest, opts ...grpc.CallOption) (*LoadStateResponse, error)
+	// Finalize is called once after the run's last Step, before it is
+	// evaluated and its model saved; the plugin may call Host.Exec inside it
+	// (UpdateBN over the training set, say). Since minor 6; Unimplemented
+	// means nothing to do, and the host calls it only when InfoResponse's
+	// finalizer is set.
+	Finalize(ctx context.Context, in *FinalizeRequest, opts ...grpc.CallOption) (*FinalizeResponse, error)
 }
 
 type optimizerClient struct {
@@ -131,6 +138,16 @@ func (c *optimizerClient) LoadState(ctx context.Context, in *LoadStateRequest, o
 	return out, nil
 }
 
+func (c *optimizerClient) Finalize(ctx context.Context, in *FinalizeRequest, opts ...grpc.CallOption) (*FinalizeResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(FinalizeResponse)
+	err := c.cc.Invoke(ctx, Optimizer_Finalize_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // OptimizerServer is the server API for Optimizer service.
 // All implementations must embed UnimplementedOptimizerServer
 // for forward compatibility.
@@ -154,6 +171,12 @@ type OptimizerServer interface {
 	SaveState(context.Context, *SaveStateRequest) (*SaveStateResponse, error)
 	// LoadState restores what SaveState returned.
 	LoadState(context.Context, *LoadStateRequest) (*LoadStateResponse, error)
+	// Finalize is called once after the run's last Step, before it is
+	// evaluated and its model saved; the plugin may call Host.Exec inside it
+	// (UpdateBN over the training set, say). Since minor 6; Unimplemented
+	// means nothing to do, and the host calls it only when InfoResponse's
+	// finalizer is set.
+	Finalize(context.Context, *FinalizeRequest) (*FinalizeResponse, error)
 	mustEmbedUnimplementedOptimizerServer()
 }
 
@@ -181,6 +204,9 @@ func (UnimplementedOptimizerServer) SaveState(context.Context, *SaveStateRequest
 }
 func (UnimplementedOptimizerServer) LoadState(context.Context, *LoadStateRequest) (*LoadStateResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method LoadState not implemented")
+}
+func (UnimplementedOptimizerServer) Finalize(context.Context, *FinalizeRequest) (*FinalizeResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Finalize not implemented")
 }
 func (UnimplementedOptimizerServer) mustEmbedUnimplementedOptimizerServer() {}
 func (UnimplementedOptimizerServer) testEmbeddedByValue()                   {}
@@ -311,6 +337,24 @@ func _Optimizer_LoadState_Handler(srv interface{}, ctx context.Context, dec func
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Optimizer_Finalize_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(FinalizeRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(OptimizerServer).Finalize(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Optimizer_Finalize_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(OptimizerServer).Finalize(ctx, req.(*FinalizeRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Optimizer_ServiceDesc is the grpc.ServiceDesc for Optimizer service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -341,6 +385,10 @@ var Optimizer_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "LoadState",
 			Handler:    _Optimizer_LoadState_Handler,
+		},
+		{
+			MethodName: "Finalize",
+			Handler:    _Optimizer_Finalize_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

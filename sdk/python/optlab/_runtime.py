@@ -41,7 +41,7 @@ import grpc
 from ._pb import plugin_pb2 as pb
 from ._pb import runtime_pb2 as rt
 from .errors import Code, Error, name_handles
-from .optimizer import PROTOCOL_MAJOR, is_predictor, is_resolver, is_stateful
+from .optimizer import PROTOCOL_MAJOR, is_finalizer, is_predictor, is_resolver, is_stateful
 from .program import Result
 from .trace import TRACE_ENV, Trace
 from .wire import (config_from_pb, exec_request_to_pb, info_to_pb, layout_from_pb, op_error_from_pb,
@@ -300,7 +300,8 @@ class _OptimizerService:
             msg = info_to_pb(info)
         except (ValueError, TypeError, AttributeError) as e:
             raise _Failure(Code.INTERNAL, f"invalid Info: {e}") from None
-        return pb.InfoResponse(info=msg, predictor=is_predictor(opt), stateful=is_stateful(opt))
+        return pb.InfoResponse(info=msg, predictor=is_predictor(opt), stateful=is_stateful(opt),
+                               finalizer=is_finalizer(opt))
 
     def configure(self, request, context):
         try:
@@ -361,6 +362,13 @@ class _OptimizerService:
         self.guard("LoadState", lambda: self.opt.load_state(request.blob))
         return pb.LoadStateResponse()
 
+    def finalize(self, request, context):
+        if not is_finalizer(self.opt):
+            raise _Failure(Code.UNIMPLEMENTED, "optimizer does not implement finalize")
+        h = self._current_host()
+        self.guard("Finalize", lambda: self.opt.finalize(h))
+        return pb.FinalizeResponse()
+
 
 def _unary(fn):
     """A unary handler that runs fn with the call's deadline and turns a
@@ -397,6 +405,7 @@ def _handlers(svc: _OptimizerService, broker: _Broker, stdio: _Stdio, stop: thre
         "Predictive": uu(_unary(svc.predictive), pb.PredictiveRequest, pb.PredictiveResponse),
         "SaveState": uu(_unary(svc.save_state), pb.SaveStateRequest, pb.SaveStateResponse),
         "LoadState": uu(_unary(svc.load_state), pb.LoadStateRequest, pb.LoadStateResponse),
+        "Finalize": uu(_unary(svc.finalize), pb.FinalizeRequest, pb.FinalizeResponse),
     })
 
     def check(request, context):

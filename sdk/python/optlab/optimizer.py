@@ -158,6 +158,9 @@ class Optimizer:
       resolved(self) -> dict                (optim.Resolver: the values of
           hyperparameters configure derived, a -1 "auto" made concrete, by
           name; called after a successful configure, recorded by the host)
+      finalize(self, host: Host) -> None    (optim.Finalizer, protocol minor
+          6: called once after the last step, before the run is evaluated
+          and its model saved; it may send programs, e.g. update_bn)
     """
 
     def info(self) -> Info:  # pragma: no cover - interface
@@ -178,6 +181,10 @@ def is_stateful(opt) -> bool:
     return callable(getattr(opt, "save_state", None)) and callable(getattr(opt, "load_state", None))
 
 
+def is_finalizer(opt) -> bool:
+    return callable(getattr(opt, "finalize", None))
+
+
 def is_resolver(opt) -> bool:
     return callable(getattr(opt, "resolved", None))
 
@@ -186,5 +193,5 @@ __all__ = [
     "PROTOCOL_MAJOR", "PROTOCOL_MINOR", "CAP_MEMBERS", "CAP_MEMBER_DATA_ORDER",
     "FLOAT", "INT", "BOOL", "STRING", "ParamSpec", "Info", "Tensor", "MemberLayout", "Layout",
     "Config", "StepInput", "PredictiveKind", "Predictive", "Host", "Optimizer",
-    "is_predictor", "is_stateful", "is_resolver",
+    "is_predictor", "is_stateful", "is_resolver", "is_finalizer",
 ]

@@ -621,6 +621,13 @@ class Program:
         self._own(x)
         return self._add(Report(name, x))
 
+    def update_bn(self, x: Vec) -> "Program":
+        """An UpdateBN op: x's BatchNorm running statistics are recomputed
+        exactly over the training set, as torch.optim.swa_utils.update_bn
+        does (a full forward pass: for an optimizer's finalize; protocol
+        minor 6)."""
+        return self._add(UpdateBN(x))
+
     def mean(self, evs: Sequence[Eval]) -> Tuple[Reg, Reg]:
         """The registers of the mean loss and accuracy over the gradient
         passes evs, each term divided by the count and summed in order (the
@@ -817,6 +824,7 @@ JointGrad = OPS["JointGrad"]
 Arith = OPS["Arith"]
 SegReduce = OPS["SegReduce"]
 TopKMask = OPS["TopKMask"]
+UpdateBN = OPS["UpdateBN"]
 Read = OPS["Read"]
 Report = OPS["Report"]
 

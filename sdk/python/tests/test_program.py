@@ -79,7 +79,7 @@ def all_ops_program():
     p.add_const(g, p.sqrt(m))
     loss, acc = p.mean([ev, ev2])
     p.report_metrics(loss, acc).report("norm", n)
-    p.read(n, m).free(t)
+    p.read(n, m).update_bn(saved).update_bn(optlab.PARAMS).free(t)
     p.ops.append(optlab.Unary(t, g, 42))
     return p
 

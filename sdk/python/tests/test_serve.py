@@ -173,10 +173,11 @@ class ServeTest(unittest.TestCase):
 
     def test_info(self):
         r = self.p.call("Info", pb.InfoRequest(), pb.InfoResponse)
-        self.assertEqual((r.info.name, r.info.version, r.info.protocol_minor), ("toy", "1.2.3", 5))
+        self.assertEqual((r.info.name, r.info.version, r.info.protocol_minor), ("toy", "1.2.3", 6))
         self.assertEqual(list(r.info.capabilities), ["members"])
         self.assertTrue(r.predictor)
         self.assertTrue(r.stateful)
+        self.assertTrue(r.finalizer)
         scale, fault = r.info.params
         self.assertEqual((scale.name, scale.type, scale.default.float_value, scale.range), ("scale", pb.PARAM_TYPE_FLOAT, 1.0, "(0,)"))
         self.assertEqual((fault.name, fault.type, fault.default.string_value), ("fault", pb.PARAM_TYPE_STRING, "none"))
@@ -191,6 +192,14 @@ class ServeTest(unittest.TestCase):
         self.assertEqual([op.WhichOneof("kind") for op in alloc.ops], ["alloc"])
         self.assertEqual([op.WhichOneof("kind") for op in step.ops], ["grad", "norm", "base_step", "read", "read", "read"])
         self.assertEqual(step.ops[0].grad.out, alloc.ops[0].alloc.id)
+
+    def test_finalize(self):
+        self.p.configure()
+        self.p.step()
+        self.p.call("Finalize", pb.FinalizeRequest(), pb.FinalizeResponse)
+        last = self.p.host.programs[-1]
+        self.assertEqual([op.WhichOneof("kind") for op in last.ops], ["update_bn"])
+        self.assertEqual(last.ops[0].update_bn.x, 0)
 
     def test_step_before_configure(self):
         with self.assertRaises(grpc.RpcError) as cm:
@@ -247,7 +256,7 @@ class ServeTest(unittest.TestCase):
     def test_exec_request_has_the_minor(self):
         self.p.configure()
         self.p.step()
-        self.assertEqual(self.p.host.exec_minors[-1], 5)
+        self.assertEqual(self.p.host.exec_minors[-1], 6)
 
     def test_exception_is_a_panic(self):
         self.p.configure(fault="raise")

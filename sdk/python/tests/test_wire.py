@@ -175,7 +175,7 @@ class WireTest(unittest.TestCase):
         p.read(n)
         req = wire.exec_request_to_pb(p)
         self.assertEqual(req.protocol_minor, optlab.PROTOCOL_MINOR)
-        self.assertEqual(optlab.PROTOCOL_MINOR, 5)
+        self.assertEqual(optlab.PROTOCOL_MINOR, 6)
         self.assertEqual(len(wire.exec_request_from_pb(req).ops), 2)
         # A plugin older than minor 5 reads every register, in op order.
         old = pb.ExecRequest(program=pb.Program(ops=[pb.Op(grad=pb.GradOp(out=1)), pb.Op(norm=pb.NormOp(x=1)),
@@ -254,7 +254,7 @@ class WireTest(unittest.TestCase):
 
         info = optlab.Info(name="x", version="1", capabilities=[optlab.CAP_MEMBERS], params=optlab.specs(Params))
         m = wire.info_to_pb(info)
-        self.assertEqual((m.name, m.version, m.protocol_minor, list(m.capabilities)), ("x", "1", 5, ["members"]))
+        self.assertEqual((m.name, m.version, m.protocol_minor, list(m.capabilities)), ("x", "1", 6, ["members"]))
         self.assertEqual((m.params[0].default.float_value, m.params[0].range, m.params[1].default.int_value), (0.05, "[0,)", 1))
         bad = optlab.Info(name="x", params=[optlab.ParamSpec("k", "int", default="one")])
         with self.assertRaises(ValueError) as cm:

@@ -77,6 +77,9 @@ class Toy(optlab.Optimizer):
     def load_state(self, blob):
         self.steps = int(blob.decode())
 
+    def finalize(self, host):
+        host.exec(self.hs.prog().update_bn(optlab.params_of(0)))
+
 
 if __name__ == "__main__":
     optlab.serve(Toy)
