@@ -60,7 +60,8 @@ test: build vet lint test-python
 	@for m in $(MODULES); do (cd $$m && $(GO) test -count=1 -timeout 30m ./...) || exit 1; done
 
 # The Python plugin SDK (sdk/python) runs on Debian's python3-grpcio and
-# python3-protobuf for /usr/bin/python3; python-deps installs them with apt
+# python3-protobuf for /usr/bin/python3, and the PyTorch interop tests on
+# python3-torch; python-deps installs them with apt
 # when they are missing and this runs as root (as gotchprep does libtorch).
 PYTHON := /usr/bin/python3
 

@@ -18,6 +18,11 @@ Usage (Debian's PyTorch; the python3 on PATH may have no torch):
         # load an optlab checkpoint, run the eval-mode forward on the "input"
         # tensor of the safetensors file IO and print the largest difference
         # from its "logits" tensor (the host's logits)
+    /usr/bin/python3 bench/torch_models.py --update-bn CKPT --arch cnn --io IO --batch 8
+        # run torch.optim.swa_utils.update_bn over IO's "train" inputs at the
+        # checkpoint's parameters and print the largest difference from the
+        # BatchNorm statistics in CKPT (the host's UpdateBN), and from IO's
+        # "probs" (the host's eval-mode probabilities on "input")
 
 From Python: ``build(arch, classes=10, in_shape=(3, 32, 32))``,
 ``read_safetensors(path)`` and ``load_optlab(model, path)`` (no safetensors
@@ -583,6 +588,33 @@ def compare(ckpt, arch, io_path, prefix=""):
     return float((got - want).abs().max()), float(want.abs().max())
 
 
+def update_bn_compare(ckpt, arch, io_path, batch):
+    """torch.optim.swa_utils.update_bn at the checkpoint's parameters vs the
+    host's UpdateBN.
+
+    The checkpoint holds parameters and the BatchNorm statistics the host's
+    UpdateBN computed over io_path's "train" inputs in batches of batch, in
+    order; io_path's "input" and "probs" are a batch and the host's
+    eval-mode probabilities there. Returns (max abs difference of the
+    statistics, max abs statistic, max abs difference of the probabilities).
+    """
+    io, _ = read_safetensors(io_path)
+    train, x, want = io["train"].float(), io["input"].float(), io["probs"].double()
+    model = build(arch, want.shape[1], tuple(x.shape[1:]))
+    load_optlab(model, ckpt)
+    host = {k: v.clone() for k, v in model.state_dict().items() if k.endswith(("running_mean", "running_var"))}
+    loader = torch.utils.data.DataLoader(train, batch_size=batch, shuffle=False)
+    with torch.no_grad():
+        torch.optim.swa_utils.update_bn(loader, model)
+    mine = model.state_dict()
+    diff = max(float((mine[k].double() - v.double()).abs().max()) for k, v in host.items())
+    scale = max(float(v.abs().max()) for v in host.values())
+    model.eval()
+    with torch.no_grad():
+        probs = torch.softmax(model(x), dim=1).double()
+    return diff, scale, float((probs - want).abs().max())
+
+
 def count(model):
     """Number of trainable parameters."""
     return sum(p.numel() for p in model.parameters())
@@ -596,6 +628,9 @@ def main(argv):
     ap.add_argument("--arch", help="architecture of the --compare checkpoint")
     ap.add_argument("--io", metavar="FILE", help="safetensors file with the \"input\" batch and the host's \"logits\"")
     ap.add_argument("--prefix", default="", help="names' prefix of one member in CKPT, e.g. members.0.")
+    ap.add_argument("--update-bn", metavar="CKPT", help="optlab checkpoint whose BatchNorm statistics the host's "
+                    "UpdateBN computed, to compare with torch.optim.swa_utils.update_bn (needs --arch, --io, --batch)")
+    ap.add_argument("--batch", type=int, default=0, help="batch size of --update-bn's pass")
     ap.add_argument("archs", nargs="*", help="architectures (default: all)")
     args = ap.parse_args(argv)
     archs = args.archs or list(ZOO)
@@ -604,6 +639,12 @@ def main(argv):
             ap.error("--compare needs --arch and --io")
         diff, scale = compare(args.compare, args.arch, args.io, args.prefix)
         print("max_abs_diff %.9g max_abs_logit %.9g" % (diff, scale))
+        return 0
+    if args.update_bn:
+        if not (args.arch and args.io and args.batch > 0):
+            ap.error("--update-bn needs --arch, --io and --batch")
+        diff, scale, pdiff = update_bn_compare(args.update_bn, args.arch, args.io, args.batch)
+        print("max_abs_diff %.9g max_abs_stat %.9g max_abs_prob_diff %.9g" % (diff, scale, pdiff))
         return 0
     if not (args.count or args.check):
         ap.error("nothing to do: give --count, --check or --compare")

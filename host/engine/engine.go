@@ -124,6 +124,8 @@ type Engine struct {
 	segShared map[string]*tensor.Segs
 	// reports are the metrics reported in the current step (owned).
 	reports []report
+	// bnData is the training set UpdateBN passes over (SetBNData).
+	bnData BNData
 }
 
 // New makes an engine with one member per model, initializing parameters
@@ -283,14 +285,14 @@ func (e *Engine) Stats() (execs, ops int64) {
 func (e *Engine) Exec(ctx context.Context, p *optim.Program) (optim.Result, error) {
 	var res optim.Result
 	err := e.w.Do(ctx, func() error {
-		r, err := e.exec(p)
+		r, err := e.exec(ctx, p)
 		res = r
 		return err
 	})
 	return res, err
 }
 
-func (e *Engine) exec(p *optim.Program) (optim.Result, error) {
+func (e *Engine) exec(ctx context.Context, p *optim.Program) (optim.Result, error) {
 	e.count.execs.Add(1)
 	if p == nil {
 		p = &optim.Program{}
@@ -298,7 +300,7 @@ func (e *Engine) exec(p *optim.Program) (optim.Result, error) {
 	if err := p.Err(); err != nil {
 		return optim.Result{}, fmt.Errorf("program refused before it ran: %w", err)
 	}
-	x := &execState{p: p, check: optim.NewChecker(p, e.layout), rs: tensor.NewScope()}
+	x := &execState{ctx: ctx, p: p, check: optim.NewChecker(p, e.layout), rs: tensor.NewScope()}
 	defer x.close()
 	for i, op := range p.Ops {
 		e.count.ops.Add(1)
@@ -476,6 +478,8 @@ func (e *Engine) runVecOp(s *tensor.Scope, x *execState, op optim.Op) error {
 		return e.topKMask(s, x, o)
 	case optim.Report:
 		return e.report(s, x, o)
+	case optim.UpdateBN:
+		return e.updateBN(x.ctx, o)
 	default:
 		// The Checker refuses nil and unknown ops first.
 		return fmt.Errorf("unknown op %T: %w", op, errors.ErrUnsupported)

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"context"
 	"fmt"
 	"math"
 	"slices"
@@ -27,6 +28,8 @@ type segKey struct {
 // execState is the state of one Exec: its checker, its register file and
 // what its Read and Report ops collected.
 type execState struct {
+	// ctx is the Exec's: a long op (UpdateBN) stops when it is done.
+	ctx   context.Context
 	p     *optim.Program
 	check *optim.Checker
 	rs    *tensor.Scope // owns the registers

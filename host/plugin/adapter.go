@@ -11,7 +11,8 @@ import (
 // implements optim.Predictor and optim.Stateful exactly when the plugin's
 // optimizer does (as reported by its Info at Launch), and always
 // optim.Resolver (Client.Resolved: the values come with Configure's reply,
-// none from an optimizer without Resolved).
+// none from an optimizer without Resolved) and optim.Finalizer (a call
+// into the plugin when its optimizer has one, else nothing to do).
 //
 // Configure's h is the host that the plugin will drive (it is served to the
 // plugin, see Client.Configure). Step's h is ignored: the plugin keeps
@@ -46,6 +47,9 @@ func (a adapter) Configure(ctx context.Context, h optim.Host, cfg optim.Config) 
 }
 
 func (a adapter) Resolved() map[string]any { return a.c.Resolved() }
+
+// Finalize implements optim.Finalizer; h is ignored, as in Step.
+func (a adapter) Finalize(ctx context.Context, _ optim.Host) error { return a.c.Finalize(ctx) }
 
 func (a adapter) Step(ctx context.Context, _ optim.Host, in optim.StepInput) (optim.StepOutput, error) {
 	return a.c.Step(ctx, in)

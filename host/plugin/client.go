@@ -40,6 +40,7 @@ type Client struct {
 	info      optim.Info
 	predictor bool
 	stateful  bool
+	finalizer bool
 	resolved  map[string]any // of the last Configure
 
 	closed    atomic.Bool
@@ -255,7 +256,7 @@ func (c *Client) Info(ctx context.Context) (optim.Info, error) {
 		return optim.Info{}, err
 	}
 	c.mu.Lock()
-	c.info, c.predictor, c.stateful = r.Info, r.Predictor, r.Stateful
+	c.info, c.predictor, c.stateful, c.finalizer = r.Info, r.Predictor, r.Stateful, r.Finalizer
 	c.mu.Unlock()
 	return r.Info, nil
 }
@@ -331,5 +332,19 @@ func (c *Client) SaveState(ctx context.Context) ([]byte, []optim.Vec, error) {
 func (c *Client) LoadState(ctx context.Context, blob []byte) error {
 	return c.call(ctx, "LoadState", c.timeouts.State, func(ctx context.Context) error {
 		return c.conn.LoadState(ctx, blob)
+	})
+}
+
+// Finalize calls the plugin's Finalize (optim.Finalizer) once its Info
+// said that the optimizer has one; for another it does nothing.
+func (c *Client) Finalize(ctx context.Context) error {
+	c.mu.Lock()
+	has := c.finalizer
+	c.mu.Unlock()
+	if !has {
+		return nil
+	}
+	return c.call(ctx, "Finalize", c.timeouts.Finalize, func(ctx context.Context) error {
+		return c.conn.Finalize(ctx)
 	})
 }

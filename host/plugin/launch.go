@@ -77,11 +77,14 @@ type Timeouts struct {
 	Predictive time.Duration
 	// State bounds SaveState and LoadState.
 	State time.Duration
+	// Finalize bounds the call after the last step (optim.Finalizer),
+	// whose programs may pass over the whole training set (UpdateBN).
+	Finalize time.Duration
 }
 
 // DefaultTimeouts returns the default deadlines: Start 1 min, Info 30 s,
 // Configure 5 min, Step 10 min, Predictive 1 min, SaveState/LoadState
-// 5 min.
+// 5 min, Finalize 30 min.
 func DefaultTimeouts() Timeouts {
 	return Timeouts{
 		Start:      time.Minute,
@@ -90,6 +93,7 @@ func DefaultTimeouts() Timeouts {
 		Step:       10 * time.Minute,
 		Predictive: time.Minute,
 		State:      5 * time.Minute,
+		Finalize:   30 * time.Minute,
 	}
 }
 
@@ -411,7 +415,7 @@ func explicitPath(p string) string {
 }
 
 // timeoutNames are the names of Timeouts' fields in ParseTimeouts.
-var timeoutNames = []string{"start", "info", "configure", "step", "predictive", "state"}
+var timeoutNames = []string{"start", "info", "configure", "step", "predictive", "state", "finalize"}
 
 // field is the field of t named name (timeoutNames), or nil.
 func (t *Timeouts) field(name string) *time.Duration {
@@ -428,13 +432,15 @@ func (t *Timeouts) field(name string) *time.Duration {
 		return &t.Predictive
 	case "state":
 		return &t.State
+	case "finalize":
+		return &t.Finalize
 	}
 	return nil
 }
 
 // ParseTimeouts reads deadlines written as a comma-separated list of
 // name=duration, e.g. "start=2m,configure=20m" (names: start, info,
-// configure, step, predictive, state; durations as time.ParseDuration
+// configure, step, predictive, state, finalize; durations as time.ParseDuration
 // reads them, positive). The fields it does not name are zero (the
 // defaults).
 func ParseTimeouts(s string) (Timeouts, error) {

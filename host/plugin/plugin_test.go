@@ -187,6 +187,37 @@ func TestOptionalInterfaces(t *testing.T) {
 	}
 }
 
+// Finalize reaches a plugin whose optimizer is an optim.Finalizer, whose
+// program reaches the host; for a plugin without one (plain) the adapter's
+// Finalize does nothing and sends nothing.
+func TestFinalize(t *testing.T) {
+	ctx := context.Background()
+	for _, c := range []struct {
+		name    string
+		updates int
+	}{{"toy", 1}, {"plain", 0}} {
+		t.Run(c.name, func(t *testing.T) {
+			cl := launch(t, c.name, Timeouts{})
+			host := protocoltest.NewFakeHost(10)
+			configure(t, cl, host, nil)
+			f, ok := cl.AsOptimizer().(optim.Finalizer)
+			if !ok {
+				t.Fatal("the adapter is no optim.Finalizer")
+			}
+			before := len(host.Programs())
+			if err := f.Finalize(ctx, host); err != nil {
+				t.Fatal(err)
+			}
+			if n := host.Stats(0).BNRecomputed; n != c.updates {
+				t.Errorf("%d UpdateBN passes, want %d", n, c.updates)
+			}
+			if n := len(host.Programs()) - before; n != c.updates {
+				t.Errorf("%d programs sent, want %d", n, c.updates)
+			}
+		})
+	}
+}
+
 // The values a plugin's optimizer resolved in Configure come back with its
 // reply: AsOptimizer is an optim.Resolver that answers them, none for an
 // optimizer without Resolved (plain), and none again after a Configure

@@ -104,20 +104,33 @@ func (r *Runner) calibration() metrics.Calibration {
 	return metrics.CalCrossFit
 }
 
+// predictive returns how the run is evaluated now: the optimizer's
+// predictive (optim.Predictor), with the experiment's number of MC samples
+// when it leaves it to the host, else the point estimate of member 0.
+func (r *Runner) predictive(ctx context.Context, t *training) (optim.Predictive, error) {
+	pred := optim.Predictive{Kind: optim.Point}
+	p, ok := t.m.Optimizer.(optim.Predictor)
+	if !ok {
+		return pred, nil
+	}
+	pred, err := p.Predictive(ctx)
+	if err != nil {
+		return pred, fmt.Errorf("predictive: %w", err)
+	}
+	if pred.Kind == optim.Samples && pred.N == 0 {
+		pred.N = r.Exp.Eval.MCSamples
+		if pred.Std == 0 && r.Exp.Model.Variational {
+			pred.N = r.Exp.Model.VariationalOpts.MCSamples
+		}
+	}
+	return pred, nil
+}
+
 // evaluate forms the optimizer's predictive on set and computes the metrics.
 func (r *Runner) evaluate(ctx context.Context, t *training, set *devset.Set, cal metrics.Calibration) (metrics.Report, error) {
-	pred := optim.Predictive{Kind: optim.Point}
-	if p, ok := t.m.Optimizer.(optim.Predictor); ok {
-		var err error
-		if pred, err = p.Predictive(ctx); err != nil {
-			return metrics.Report{}, fmt.Errorf("predictive: %w", err)
-		}
-		if pred.Kind == optim.Samples && pred.N == 0 {
-			pred.N = r.Exp.Eval.MCSamples
-			if pred.Std == 0 && r.Exp.Model.Variational {
-				pred.N = r.Exp.Model.VariationalOpts.MCSamples
-			}
-		}
+	pred, err := r.predictive(ctx, t)
+	if err != nil {
+		return metrics.Report{}, err
 	}
 	bs := int64(r.Exp.Train.EvalBatchSize)
 	seed := t.run.Seed

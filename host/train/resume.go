@@ -139,9 +139,11 @@ func (r *Runner) saveState(ctx context.Context, t *training, ls loopState) error
 	return checkpoint.Write(t.statePath, ts, meta)
 }
 
-// saveModel writes the run's final model to its checkpoint (with PyTorch
-// names, see statedict) when the runner keeps files, and removes the
-// training state, which is no longer needed.
+// saveModel writes the run's final model to its checkpoint when the runner
+// keeps files: what its predictive evaluates (statedict.SavePredictive:
+// an SWA average with its recomputed BatchNorm statistics, a snapshot
+// ensemble's snapshots, …), with PyTorch names. It removes the training
+// state, which is no longer needed.
 func (r *Runner) saveModel(ctx context.Context, t *training) error {
 	if r.Checkpoints == nil {
 		return nil
@@ -150,7 +152,11 @@ func (r *Runner) saveModel(ctx context.Context, t *training) error {
 	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 		return err
 	}
-	if err := statedict.Save(ctx, t.eng, p, map[string]string{"run_key": t.run.Key, "experiment": r.Exp.Name}); err != nil {
+	pred, err := r.predictive(ctx, t)
+	if err != nil {
+		return fmt.Errorf("saving the final model: %w", err)
+	}
+	if err := statedict.SavePredictive(ctx, t.eng, pred, p, map[string]string{"run_key": t.run.Key, "experiment": r.Exp.Name}); err != nil {
 		return fmt.Errorf("saving the final model: %w", err)
 	}
 	if t.statePath != "" {

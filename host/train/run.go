@@ -177,6 +177,9 @@ func (r *Runner) Run(ctx context.Context, run experiment.Run, m Optimizer) (resu
 	if err := r.loop(ctx, t, start); err != nil {
 		return rec, err
 	}
+	if err := r.finalize(ctx, t); err != nil {
+		return rec, err
+	}
 	wall := t.from.Elapsed + time.Since(start).Seconds()
 	if err := r.saveModel(ctx, t); err != nil {
 		return rec, err
@@ -189,6 +192,25 @@ func (r *Runner) Run(ctx context.Context, run experiment.Run, m Optimizer) (resu
 		return rec, fmt.Errorf("finishing the run's logs: %w", err)
 	}
 	return rec, nil
+}
+
+// finalize calls the optimizer's Finalize (optim.Finalizer) once, after
+// the last step, before the run is evaluated and its model saved, and
+// drops what its programs reported.
+func (r *Runner) finalize(ctx context.Context, t *training) error {
+	f, ok := t.m.Optimizer.(optim.Finalizer)
+	if !ok {
+		return nil
+	}
+	if err := f.Finalize(ctx, t.eng); err != nil {
+		return fmt.Errorf("finalize: %w", err)
+	}
+	reps, err := t.eng.TakeReports(ctx)
+	reps.Drop()
+	if err != nil {
+		return fmt.Errorf("finalize: %w", err)
+	}
+	return nil
 }
 
 // DefaultHost names this machine for records.

@@ -10,7 +10,7 @@
 //
 // The helpers work on host copies so that later checkpoint kinds (plugin
 // vectors, base-optimizer state: all with a member's parameter layout)
-// reuse them: memberHostCopies/splitVector to export, joinVector to import,
+// reuse them: vecState/splitVector to export, joinVector to import,
 // uploadMember-style single copies to upload.
 package statedict
 
@@ -26,6 +26,7 @@ import (
 	"github.com/optlab/optlab/host/engine"
 	"github.com/optlab/optlab/host/model"
 	"github.com/optlab/optlab/host/tensor"
+	"github.com/optlab/optlab/sdk/optim"
 )
 
 // Suffixes of BatchNorm state names: optlab's running_mean buffer, and the
@@ -57,33 +58,18 @@ func Export(ctx context.Context, eng *engine.Engine, m int) ([]checkpoint.Tensor
 	}
 	var out []checkpoint.Tensor
 	err := eng.Worker().Do(ctx, func() error {
-		mem := members[m]
-		params, buf, err := memberHostCopies(mem)
+		mod := members[m].Model
+		params, buf, _, err := vecState(eng, optim.ParamsOf(m))
 		if err != nil {
-			return fmt.Errorf("export member %d (%s): %w", m, mem.Model.Arch, err)
+			return fmt.Errorf("export member %d (%s): %w", m, mod.Arch, err)
 		}
-		out = stateDict(mem.Model, params, buf, "")
+		if int64(len(params)) != mod.Numel || int64(len(buf)) != mod.BufNumel {
+			return fmt.Errorf("export member %d (%s): device vectors of %d and %d elements, want %d and %d", m, mod.Arch, len(params), len(buf), mod.Numel, mod.BufNumel)
+		}
+		out = stateDict(mod, params, buf, "")
 		return nil
 	})
 	return out, err
-}
-
-// memberHostCopies copies a member's flat parameter and buffer vectors to the host
-// (nil buffers when the model has none). Call on the worker.
-func memberHostCopies(mem *engine.Member) (params, buf []float32, err error) {
-	s := tensor.NewScope()
-	defer s.Close()
-	params = s.Float32s(mem.Params)
-	if mem.Model.BufNumel > 0 {
-		buf = s.Float32s(mem.Buf)
-	}
-	if err := s.Err(); err != nil {
-		return nil, nil, err
-	}
-	if int64(len(params)) != mem.Model.Numel || (mem.Model.BufNumel > 0 && int64(len(buf)) != mem.Model.BufNumel) {
-		return nil, nil, fmt.Errorf("device vectors of %d and %d elements, want %d and %d", len(params), len(buf), mem.Model.Numel, mem.Model.BufNumel)
-	}
-	return params, buf, nil
 }
 
 // stateDict names slices of a member's host copies: parameters, buffers and
@@ -283,22 +269,18 @@ func Save(ctx context.Context, eng *engine.Engine, path string, extra ...map[str
 		all = append(all, ts...)
 		archs[m] = mem.Model.Arch
 	}
-	meta := map[string]string{
-		"format":         "pt",
-		"optlab.archs":   strings.Join(archs, ","),
-		"optlab.members": strconv.Itoa(len(members)),
-		"optlab.step":    strconv.FormatInt(eng.Step(), 10),
-	}
+	meta := map[string]string{}
 	for _, x := range extra {
 		for k, v := range x {
 			meta[k] = v
 		}
 	}
-	return checkpoint.Write(path, all, meta)
+	return write(eng, path, all, archs, meta)
 }
 
 // Load sets every member's parameters and BatchNorm buffers from
-// the safetensors file at path. A file whose names carry "members.<m>."
+// the safetensors file at path (a Gaussian's posterior_std. and
+// posterior_rho. tensors, which SavePredictive writes, are skipped). A file whose names carry "members.<m>."
 // prefixes must hold exactly this run's members, each loaded into its own;
 // a file of bare names (a single model, e.g. a PyTorch state dict) is
 // loaded into every member. Nothing is loaded unless every member matches.
@@ -306,6 +288,12 @@ func Load(ctx context.Context, eng *engine.Engine, path string) error {
 	ts, _, err := checkpoint.Read(path)
 	if err != nil {
 		return err
+	}
+	// A Gaussian's spread (SavePredictive) is not part of the model.
+	for name := range ts {
+		if strings.HasPrefix(name, PosteriorStd) || strings.HasPrefix(name, PosteriorRho) {
+			delete(ts, name)
+		}
 	}
 	members := eng.Members()
 	perMember, err := splitMembers(ts, len(members))
