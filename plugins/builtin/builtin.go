@@ -1,13 +1,14 @@
 // Package builtin lists optlab's built-in optimization methods once: every
 // plugin binary (plugins/*/cmd/*) serves its method from this list, and the
-// ensembles method takes its member optimizers from it. The list is a value
+// methods that wrap a member method (ensembles, swa) take their member
+// optimizers from it (MemberOptions). The list is a value
 // (Registry returns a fresh optim.Registry), not package-level state that
 // init functions fill, so a test or an in-process run can make its own and
 // add to it.
 //
 // Adding a method: write its package under plugins/, add one line to
-// methods (saying whether the ensembles method may use it for its members'
-// steps), and give it a main that serves builtin.Constructor("name").
+// methods (saying whether the wrapping methods may use it as their member),
+// and give it a main that serves builtin.Constructor("name").
 package builtin
 
 import (
@@ -15,27 +16,30 @@ import (
 	"slices"
 
 	"github.com/optlab/optlab/plugins/bsam"
+	"github.com/optlab/optlab/plugins/compose"
 	"github.com/optlab/optlab/plugins/ensembles"
 	"github.com/optlab/optlab/plugins/otmdr"
 	"github.com/optlab/optlab/plugins/sam"
 	"github.com/optlab/optlab/plugins/sgd"
 	"github.com/optlab/optlab/plugins/sgvb"
+	"github.com/optlab/optlab/plugins/swa"
 	"github.com/optlab/optlab/sdk/optim"
 )
 
-// asMember says whether and how the ensembles method may use a method for
-// its members' steps (its member hyperparameter).
+// asMember says whether and how the methods that wrap a member method
+// (ensembles, swa) may use a method as their member (their member
+// hyperparameter).
 type asMember int
 
 const (
-	// notMember: the ensembles method cannot use it (sgvb and otmdr-sgvb
-	// train one variational member).
+	// notMember: no wrapper can use it (sgvb and otmdr-sgvb train one
+	// variational member; the wrappers themselves).
 	notMember asMember = iota
-	// deepOnly: deep ensembles may use it, but it does its own update,
-	// which SetLR cannot schedule for snapshot and FGE.
-	deepOnly
-	// scheduled: every kind of ensemble may use it: it steps with the
-	// host's base optimizer (BaseStep), whose rate SetLR sets.
+	// unscheduled: a wrapper may use it, but it does its own update, which
+	// SetLR cannot schedule: deep ensembles, and swa with swa_lr = 0.
+	unscheduled
+	// scheduled: every wrapper may use it, with every setting: it steps
+	// with the host's base optimizer (BaseStep), whose rate SetLR sets.
 	scheduled
 )
 
@@ -46,7 +50,7 @@ type method struct {
 }
 
 // methods is the list of built-in methods, in the order of Registry (and
-// of the ensembles method's schema, for its members).
+// of the wrapping methods' schemas, for their members).
 func methods() []method {
 	return []method{
 		{optim.Entry{Name: "sgd", New: sgd.New,
@@ -54,15 +58,17 @@ func methods() []method {
 		{optim.Entry{Name: "sam", New: sam.New,
 			Doc: "Sharpness-Aware Minimization (Foret et al.), with ASAM and m-sharpness"}, scheduled},
 		{optim.Entry{Name: "bsam", New: bsam.New,
-			Doc: "Bayesian SAM (Möllenhoff & Khan): a Gaussian posterior with its own update"}, deepOnly},
+			Doc: "Bayesian SAM (Möllenhoff & Khan): a Gaussian posterior with its own update"}, unscheduled},
 		{optim.Entry{Name: "otmdr", New: otmdr.New,
 			Doc: "OT-MDR, optimal-transport model distributional robustness (Nguyen et al.), one model or an ensemble"}, scheduled},
 		{optim.Entry{Name: "sgvb", New: sgvb.New,
 			Doc: "SGVB (Bayes by backprop) on a mean-field Gaussian Bayesian neural network"}, notMember},
 		{optim.Entry{Name: "otmdr-sgvb", New: sgvb.NewOTMDR,
 			Doc: "OT-MDR on a mean-field Gaussian Bayesian neural network"}, notMember},
-		{optim.Entry{Name: "ensembles", New: func() optim.Optimizer { return ensembles.New(EnsembleOptions()) },
+		{optim.Entry{Name: "ensembles", New: func() optim.Optimizer { return ensembles.New(MemberOptions()) },
 			Doc: "deep, snapshot and FGE ensembles, each member's step done by a member optimizer"}, notMember},
+		{optim.Entry{Name: "swa", New: func() optim.Optimizer { return swa.New(MemberOptions()) },
+			Doc: "stochastic weight averaging (Izmailov et al.) on top of a member method: SWA, SWA-SAM, SWA-OT-MDR"}, notMember},
 	}
 }
 
@@ -76,11 +82,11 @@ func Registry() *optim.Registry {
 	return r
 }
 
-// EnsembleOptions returns the options of the built-in ensembles method: the
-// built-in methods it may use for its members' steps, and those of them
-// that follow SetLR.
-func EnsembleOptions() ensembles.Options {
-	o := ensembles.Options{Members: &optim.Registry{}}
+// MemberOptions returns the options of the built-in methods that wrap a
+// member method (ensembles, swa): the built-in methods they may use as
+// their member, and those of them that follow SetLR.
+func MemberOptions() compose.Options {
+	o := compose.Options{Members: &optim.Registry{}}
 	for _, m := range methods() {
 		if m.member == notMember {
 			continue
@@ -92,6 +98,10 @@ func EnsembleOptions() ensembles.Options {
 	}
 	return o
 }
+
+// EnsembleOptions returns the built-in ensembles method's options:
+// MemberOptions, under the name its callers use.
+func EnsembleOptions() ensembles.Options { return MemberOptions() }
 
 // Constructor returns the constructor of the built-in method name, for a
 // plugin's main: serve.Serve(builtin.Constructor("sam")). It panics if

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/optlab/optlab/plugins/builtin"
+	"github.com/optlab/optlab/plugins/compose"
 	"github.com/optlab/optlab/sdk/optim"
 )
 
@@ -17,7 +18,7 @@ import (
 func TestRegistry(t *testing.T) {
 	r := builtin.Registry()
 	names := r.Names()
-	want := []string{"sgd", "sam", "bsam", "otmdr", "sgvb", "otmdr-sgvb", "ensembles"}
+	want := []string{"sgd", "sam", "bsam", "otmdr", "sgvb", "otmdr-sgvb", "ensembles", "swa"}
 	if !slices.Equal(names, want) {
 		t.Errorf("names %q, want %q", names, want)
 	}
@@ -53,16 +54,18 @@ func TestRegistry(t *testing.T) {
 	}
 }
 
-// The ensembles method's members are the built-in methods it may use, in
-// list order; those that follow SetLR are the ones snapshot and FGE can
-// schedule.
-func TestEnsembleOptions(t *testing.T) {
-	o := builtin.EnsembleOptions()
-	if got, want := o.Members.Names(), []string{"sgd", "sam", "bsam", "otmdr"}; !slices.Equal(got, want) {
-		t.Errorf("members %q, want %q", got, want)
-	}
-	if got, want := o.FollowsSetLR, []string{"sgd", "sam", "otmdr"}; !slices.Equal(got, want) {
-		t.Errorf("members following SetLR %q, want %q", got, want)
+// The wrapping methods' (ensembles', swa's) members are the built-in
+// methods they may use, in list order, neither wrapper among them; those
+// that follow SetLR are the ones snapshot, FGE and swa_lr can schedule.
+// The ensembles method's options are the same.
+func TestMemberOptions(t *testing.T) {
+	for name, o := range map[string]compose.Options{"MemberOptions": builtin.MemberOptions(), "EnsembleOptions": builtin.EnsembleOptions()} {
+		if got, want := o.Members.Names(), []string{"sgd", "sam", "bsam", "otmdr"}; !slices.Equal(got, want) {
+			t.Errorf("%s: members %q, want %q", name, got, want)
+		}
+		if got, want := o.FollowsSetLR, []string{"sgd", "sam", "otmdr"}; !slices.Equal(got, want) {
+			t.Errorf("%s: members following SetLR %q, want %q", name, got, want)
+		}
 	}
 }
 

@@ -62,11 +62,18 @@ import (
 	"fmt"
 	"math"
 	"slices"
-	"strings"
 
+	"github.com/optlab/optlab/plugins/compose"
 	"github.com/optlab/optlab/sdk/hparams"
 	"github.com/optlab/optlab/sdk/optim"
 )
+
+// Options tell New which optimizers may drive the members' steps, and
+// which of them follow SetLR (snapshot and FGE can schedule only those).
+// The ensembles package imports none of them: the caller lists them
+// (plugins/builtin lists the built-in methods once, for the plugins and for
+// the wrapping methods alike).
+type Options = compose.Options
 
 // Kinds of ensemble (the kind hyperparameter).
 const (
@@ -94,7 +101,7 @@ type Config struct {
 }
 
 func defaults() Config {
-	return Config{Kind: Deep, Member: "sgd", Cycles: 5, LRMax: 0.2,
+	return Config{Kind: Deep, Member: compose.DefaultMember, Cycles: 5, LRMax: 0.2,
 		PretrainEpochs: -1, PretrainFraction: 0.8, PretrainLR: 0.1, PretrainSchedule: "budget",
 		LR1: 0.05, LR2: 1e-4, Cycle: 4}
 }
@@ -115,28 +122,23 @@ func kindOf(name string) string {
 // ensemble's configuration and the member optimizer's hyperparameters
 // (unprefixed), and validates what the ensemble itself can check: the enum
 // and range tags of Config, and by hand what involves several fields.
-func (o Options) parseConfig(params map[string]any) (Config, map[string]any, error) {
+func parseConfig(o Options, params map[string]any) (Config, map[string]any, error) {
 	c := defaults()
-	if s, ok := params["member"].(string); ok {
-		c.Member = s
-	}
-	if _, ok := o.Members.Lookup(c.Member); !ok {
-		return Config{}, nil, fmt.Errorf("ensembles: member %q: want one of %q", c.Member, o.names())
-	}
-	inner, own, err := o.memberParams(c.Member, params)
+	_, inner, own, err := o.Split("ensembles", params)
 	if err != nil {
 		return Config{}, nil, err
 	}
 	if err := hparams.Apply(&c, own); err != nil {
 		return Config{}, nil, fmt.Errorf("ensembles: %w", err)
 	}
-	if c.Kind != Deep && !o.followsSetLR(c.Member) {
-		return Config{}, nil, fmt.Errorf("ensembles: kind %q needs a member optimizer that steps with the host's "+
-			"base optimizer, whose rate SetLR sets (%s); %s does its own update", c.Kind, strings.Join(o.scheduled(), ", "), c.Member)
+	if c.Kind != Deep {
+		if err := o.RequireSetLR("ensembles", fmt.Sprintf("kind %q", c.Kind), c.Member); err != nil {
+			return Config{}, nil, err
+		}
 	}
 	for _, s := range hparams.MustSpecs(defaults()) {
 		if k := kindOf(s.Name); k != "" && k != c.Kind {
-			if v, given := own[s.Name]; given && !isDefault(s, v) {
+			if v, given := own[s.Name]; given && !compose.IsDefault(s, v) {
 				return Config{}, nil, fmt.Errorf("ensembles: %s = %v is a %q parameter but kind = %q", s.Name, v, k, c.Kind)
 			}
 		}
@@ -180,11 +182,7 @@ var (
 // New returns an ensemble optimizer with the default hyperparameters whose
 // members' steps are done by one of o.Members.
 func New(o Options) optim.Optimizer {
-	if o.Members == nil {
-		o.Members = &optim.Registry{}
-	}
-	o.FollowsSetLR = slices.Clone(o.FollowsSetLR)
-	return &Ensemble{opts: o, cfg: defaults()}
+	return &Ensemble{opts: o.Clone(), cfg: defaults()}
 }
 
 // Info implements optim.Optimizer. The schema is the ensemble's own
@@ -192,7 +190,7 @@ func New(o Options) optim.Optimizer {
 func (e *Ensemble) Info() optim.Info {
 	return optim.Info{Name: "ensembles", Version: "0.1.0", ProtocolMinor: optim.ProtocolMinor,
 		Capabilities: []optim.Capability{optim.CapMembers, optim.CapMemberDataOrder},
-		Params:       append(hparams.MustSpecs(defaults()), e.opts.prefixed()...)}
+		Params:       append(hparams.MustSpecs(defaults()), e.opts.Prefixed()...)}
 }
 
 // MemberOptimizer returns the member optimizer that Configure made (nil
@@ -202,7 +200,7 @@ func (e *Ensemble) MemberOptimizer() optim.Optimizer { return e.inner }
 // Configure implements optim.Optimizer: it configures the member optimizer
 // and, for snapshot and FGE, allocates the snapshot vectors.
 func (e *Ensemble) Configure(ctx context.Context, h optim.Host, cfg optim.Config) error {
-	c, inner, err := e.opts.parseConfig(cfg.Params)
+	c, inner, err := parseConfig(e.opts, cfg.Params)
 	if err != nil {
 		return err
 	}
@@ -217,18 +215,15 @@ func (e *Ensemble) Configure(ctx context.Context, h optim.Host, cfg optim.Config
 		return fmt.Errorf("ensembles: otmdr_joint = true trains the members as one model on shared batches, " +
 			"but deep ensembles give every member its own data order: use plugin = \"otmdr\" with joint = true instead")
 	}
-	opt, err := e.opts.Members.New(c.Member)
-	if err != nil {
-		return fmt.Errorf("ensembles: %w", err)
-	}
 	// The member allocates from a namespace inside the ensemble's
-	// (ensembles/<its name>/…): its handles come from the ensemble's
-	// counter, so they never collide with the snapshots. It takes its
-	// handles first, so that they are those of the member's own plugin (a
-	// deep ensemble's programs and checkpoints are the plugin's).
-	if err := opt.Configure(ctx, h, optim.Config{Params: inner, Seed: cfg.Seed, TotalSteps: cfg.TotalSteps,
-		StepsPerEpoch: cfg.StepsPerEpoch, Members: cfg.Members, Handles: e.hs}); err != nil {
-		return fmt.Errorf("ensembles: member optimizer: %w", err)
+	// (ensembles/<its name>/…), so its handles never collide with the
+	// snapshots. It takes its handles first, so that they are those of the
+	// member's own plugin (a deep ensemble's programs and checkpoints are
+	// the plugin's).
+	opt, err := e.opts.NewMember(ctx, h, "ensembles", c.Member, optim.Config{Params: inner, Seed: cfg.Seed,
+		TotalSteps: cfg.TotalSteps, StepsPerEpoch: cfg.StepsPerEpoch, Members: cfg.Members, Handles: e.hs})
+	if err != nil {
+		return err
 	}
 	e.inner = opt
 	if e.slots > 0 {
@@ -296,7 +291,7 @@ func (e *Ensemble) Step(ctx context.Context, h optim.Host, in optim.StepInput) (
 		return optim.StepOutput{}, err
 	}
 	in.LR = lr
-	out, err := e.inner.Step(ctx, &lrHost{Host: h, first: e.hs.Prog().SetLR(0, lr)}, in)
+	out, err := e.inner.Step(ctx, compose.WithSetLR(h, e.hs.Prog().SetLR(0, lr)), in)
 	if err != nil {
 		return out, fmt.Errorf("ensembles: %w", err)
 	}
@@ -379,18 +374,11 @@ func (e *Ensemble) Predictive(ctx context.Context) (optim.Predictive, error) {
 		return optim.Predictive{}, errors.New("ensembles: predictive before configure")
 	}
 	if e.cfg.Kind == Deep {
-		if p, ok := e.inner.(optim.Predictor); ok {
-			pred, err := p.Predictive(ctx)
-			if err != nil {
-				return pred, fmt.Errorf("ensembles: %w", err)
-			}
-			return pred, nil
+		pred, err := compose.Predictive(ctx, e.inner, e.members)
+		if err != nil {
+			return pred, fmt.Errorf("ensembles: %w", err)
 		}
-		vecs := make([]optim.Vec, e.members)
-		for m := range vecs {
-			vecs[m] = optim.ParamsOf(m)
-		}
-		return optim.Predictive{Kind: optim.Members, Vecs: vecs}, nil
+		return pred, nil
 	}
 	if len(e.taken) == 0 {
 		return optim.Predictive{Kind: optim.Members, Vecs: []optim.Vec{optim.Params}}, nil
@@ -406,19 +394,11 @@ func (e *Ensemble) Resolved() map[string]any {
 	if e.inner == nil {
 		return nil
 	}
-	out := map[string]any{}
+	var own map[string]any
 	if e.cfg.Kind == FGE && e.cfg.PretrainEpochs < 0 {
-		out["pretrain_epochs"] = e.pretrain
+		own = map[string]any{"pretrain_epochs": e.pretrain}
 	}
-	if r, ok := e.inner.(optim.Resolver); ok {
-		for name, v := range r.Resolved() {
-			out[e.cfg.Member+"_"+name] = v
-		}
-	}
-	if len(out) == 0 {
-		return nil
-	}
-	return out
+	return compose.Resolved(own, e.cfg.Member, e.inner)
 }
 
 // state is the checkpointed blob.
