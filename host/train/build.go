@@ -147,11 +147,13 @@ func (r *Runner) build(ctx context.Context, run experiment.Run, m Optimizer) (*t
 	}
 	// UpdateBN passes over the training samples in order, in batches of
 	// the training batch size, without augmentation.
-	train := r.Data.Train
-	eng.SetBNData(engine.BNData{N: train.N, Batch: int64(tr.BatchSize), Inputs: func(s *tensor.Scope, start, n int64) tensor.T {
-		x, _ := train.Range(s, start, n)
-		return x
-	}})
+	// (host check's preflight builds runs without the data on the device.)
+	if train := r.Data.Train; train != nil {
+		eng.SetBNData(engine.BNData{N: train.N, Batch: int64(tr.BatchSize), Inputs: func(s *tensor.Scope, start, n int64) tensor.T {
+			x, _ := train.Range(s, start, n)
+			return x
+		}})
+	}
 	if from := r.Exp.Model.InitFrom; from != "" {
 		if err := statedict.Load(ctx, eng, from); err != nil {
 			return fail(fmt.Errorf("model.init_from: %w", err))
