@@ -186,6 +186,9 @@ func (g *gridRun) run(ctx context.Context, run experiment.Run, res *Result) (los
 	case results.SkipClaimed:
 		fmt.Fprintf(log, "host: %s is being trained by another host, or has just finished; skipping\n", run.Key)
 		return nil, nil
+	case results.SkipFailed:
+		fmt.Fprintf(log, "host: %s failed in another host since this one started; not trying it again (run the grid again to retry it)\n", run.Key)
+		return nil, nil
 	}
 	if err := g.useData(ctx, run); err != nil {
 		return nil, fmt.Errorf("%s: %s: %w", g.plan.Exp.File, run.Key, joinErr(err, g.store.Abandon(run.Key)))

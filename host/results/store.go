@@ -32,6 +32,9 @@ type Store struct {
 	// done are the runs finished when the store was opened, in any records
 	// file of the folder (unsharded or any shard), by key.
 	done map[string]finished
+	// failed counts the failed records of each run when the store was
+	// opened: a run with more now failed in another host since.
+	failed map[string]int
 }
 
 // Shard selects the records file of a part of the grid (host run --shard
@@ -72,7 +75,7 @@ func Open(l Layout, o StoreOptions) (s *Store, removed []string, err error) {
 	if removed, err = s.wait.RemoveTemps(file); err != nil {
 		return nil, nil, err
 	}
-	if s.done, err = l.finished(); err != nil {
+	if s.done, s.failed, err = l.finished(); err != nil {
 		return nil, removed, err
 	}
 	return s, removed, nil
@@ -82,25 +85,29 @@ func Open(l Layout, o StoreOptions) (s *Store, removed []string, err error) {
 func (s *Store) File() string { return s.file }
 
 // finished returns the runs recorded as finished (status ok) in the
-// folder's records files, by key; the latest record wins.
-func (l Layout) finished() (map[string]finished, error) {
+// folder's records files, by key (the latest record wins), and the number
+// of failed records of each run.
+func (l Layout) finished() (map[string]finished, map[string]int, error) {
 	files, err := l.RecordFiles()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	done := map[string]finished{}
+	done, failed := map[string]finished{}, map[string]int{}
 	for _, f := range files {
 		recs, err := Read(f)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		for _, rec := range recs {
-			if rec.Status == StatusOK {
+			switch rec.Status {
+			case StatusOK:
 				done[rec.Key] = finished{rec, f}
+			case StatusFailed:
+				failed[rec.Key]++
 			}
 		}
 	}
-	return done, nil
+	return done, failed, nil
 }
 
 // Skip says why Begin does not give a run to this host to train.
@@ -116,6 +123,10 @@ const (
 	SkipFresh
 	// SkipClaimed: another host is training it, or has just finished it.
 	SkipClaimed
+	// SkipFailed: another host has failed it since this store was opened
+	// (a diverged run, a crashed plugin): it is not tried again in this
+	// invocation; running the grid again retries it.
+	SkipFailed
 )
 
 // Start is what Begin decided for a run.
@@ -175,8 +186,46 @@ func (s *Store) Begin(ctx context.Context, key string, cfg map[string]any) (Star
 	}
 	if !mine {
 		st.Skip = SkipClaimed
+		return st, nil
+	}
+	n, err := s.failures(key)
+	if err != nil {
+		return st, joinRelease(err, s.wait.Release(s.file, key, s.owner))
+	}
+	if n > s.failed[key] {
+		st.Skip = SkipFailed
+		return st, s.wait.Release(s.file, key, s.owner)
 	}
 	return st, nil
+}
+
+// failures counts the failed records of run key in the folder's records
+// files now.
+func (s *Store) failures(key string) (int, error) {
+	files, err := s.Layout.RecordFiles()
+	if err != nil {
+		return 0, err
+	}
+	recs, err := Read(files...)
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, r := range recs {
+		if r.Key == key && r.Status == StatusFailed {
+			n++
+		}
+	}
+	return n, nil
+}
+
+// joinRelease returns err, with the error of releasing a claim after it
+// when there is one.
+func joinRelease(err, rerr error) error {
+	if rerr != nil {
+		return fmt.Errorf("%w (and releasing the claim: %v)", err, rerr)
+	}
+	return err
 }
 
 // Finish records a run this host trained (whatever its status) and

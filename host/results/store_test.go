@@ -226,3 +226,40 @@ func TestStoreFinishAfterStop(t *testing.T) {
 		t.Errorf("Abandon waited %v for a stuck holder, want about %v", d, StopGrace)
 	}
 }
+
+// A run that another host failed after this store was opened is not
+// trained again here (it would fail the same way, or resume the failed
+// attempt's state); a store opened later retries it, and a failure
+// recorded before this store was opened does not stop it either.
+func TestStoreSkipsRunsFailedSinceOpen(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	open := func(owner string) *Store {
+		s, _, err := Open(Layout{Dir: dir}, StoreOptions{Owner: owner})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	a, b := open("a"), open("b")
+	if st, err := b.Begin(ctx, "k", nil); err != nil || !st.Train() {
+		t.Fatalf("b.Begin: %+v, %v", st, err)
+	}
+	if err := b.Finish(Record{Experiment: "e", Key: "k", Method: "m", Status: StatusFailed, Error: "diverged"}); err != nil {
+		t.Fatal(err)
+	}
+	st, err := a.Begin(ctx, "k", nil)
+	if err != nil || st.Skip != SkipFailed {
+		t.Fatalf("a.Begin after b's failure: %+v, %v; want SkipFailed", st, err)
+	}
+	if claims, err := Claims(a.File()); err != nil || len(claims) != 0 {
+		t.Errorf("claims %v, %v: the skipped run is still claimed", claims, err)
+	}
+	if st, err := a.Begin(ctx, "other", nil); err != nil || !st.Train() {
+		t.Errorf("a.Begin of another run: %+v, %v", st, err)
+	}
+	c := open("c")
+	if st, err := c.Begin(ctx, "k", nil); err != nil || !st.Train() {
+		t.Errorf("a store opened after the failure: %+v, %v; want to retry it", st, err)
+	}
+}
