@@ -37,8 +37,9 @@ it all as tidy rows. Records without corr.F.S.acc keys are an error.
 --where KEY=VALUE keeps only the records whose configuration has KEY =
 VALUE (numbers compare by value; a key a record lacks has its default, so
 data.label_noise.rate=0 keeps the clean-label runs) or whose method (the
-[[method]] name), arch, dataset, plugin or seed is VALUE. Repeat it for
-several conditions; no matching record is an error.
+[[method]] name), arch, dataset, plugin or seed is VALUE; VALUE may list
+alternatives as A|B ("method=SAM|SWA-SAM"). Repeat it for several
+conditions (all must hold); no matching record is an error.
 
 --baseline METHOD adds to every other row's cells the difference of means
 to METHOD in the same column group and at the same label noise, with a

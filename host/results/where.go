@@ -29,8 +29,9 @@ func ParseWhere(s string) (Where, error) {
 // String returns "KEY=VALUE".
 func (w Where) String() string { return w.Key + "=" + w.Value }
 
-// Match reports whether r satisfies the condition. Numbers compare by
-// value (0.20 matches 0.2), everything else as written.
+// Match reports whether r satisfies the condition: VALUE, or one of the
+// alternatives of a VALUE written A|B|…. Numbers compare by value (0.20
+// matches 0.2), everything else as written.
 func (w Where) Match(r Record) bool {
 	var got any
 	var ok bool
@@ -58,12 +59,23 @@ func (w Where) Match(r Record) bool {
 	if !ok {
 		return false
 	}
-	if want, err := strconv.ParseFloat(w.Value, 64); err == nil {
+	for _, v := range strings.Split(w.Value, "|") {
+		if matchValue(got, strings.TrimSpace(v)) {
+			return true
+		}
+	}
+	return false
+}
+
+// matchValue reports whether got is v: by value for numbers, else as
+// written.
+func matchValue(got any, v string) bool {
+	if want, err := strconv.ParseFloat(v, 64); err == nil {
 		if f, isNum := number(got); isNum {
 			return f == want
 		}
 	}
-	return fmt.Sprint(got) == w.Value
+	return fmt.Sprint(got) == v
 }
 
 // number returns v as a float64 when it is a number.

@@ -20,6 +20,11 @@ func TestWhere(t *testing.T) {
 		{"arch=mlp", true, true},
 		{"train.optimizer.lr=0.05", true, false},
 		{"params.rho=0.05", false, false},
+		{"seed=2|3", false, true},
+		{"seed=1 | 2", true, true},
+		{"method=SAM|SGD", true, true},
+		{"method=SAM|SWA", false, false},
+		{"data.label_noise.rate=0.4|0.2", false, true},
 	} {
 		w, err := ParseWhere(tc.where)
 		if err != nil {
