@@ -20,6 +20,7 @@ import (
 	"github.com/optlab/optlab/plugins/sam"
 	"github.com/optlab/optlab/plugins/sgd"
 	"github.com/optlab/optlab/plugins/sgvb"
+	"github.com/optlab/optlab/plugins/sparse"
 	"github.com/optlab/optlab/sdk/optim"
 )
 
@@ -63,6 +64,10 @@ func methods() []method {
 			Doc: "OT-MDR on a mean-field Gaussian Bayesian neural network"}, notMember},
 		{optim.Entry{Name: "ensembles", New: func() optim.Optimizer { return ensembles.New(EnsembleOptions()) },
 			Doc: "deep, snapshot and FGE ensembles, each member's step done by a member optimizer"}, notMember},
+		{optim.Entry{Name: "dst", New: sparse.NewDST,
+			Doc: "DST ensemble (Liu et al., FreeTickets): independent members, each trained with dynamic sparse training"}, notMember},
+		{optim.Entry{Name: "edst", New: sparse.NewEDST,
+			Doc: "EDST ensemble (Liu et al., FreeTickets): sparse tickets of one dynamic-sparse-training run"}, notMember},
 	}
 }
 

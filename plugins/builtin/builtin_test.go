@@ -17,7 +17,7 @@ import (
 func TestRegistry(t *testing.T) {
 	r := builtin.Registry()
 	names := r.Names()
-	want := []string{"sgd", "sam", "bsam", "otmdr", "sgvb", "otmdr-sgvb", "ensembles"}
+	want := []string{"sgd", "sam", "bsam", "otmdr", "sgvb", "otmdr-sgvb", "ensembles", "dst", "edst"}
 	if !slices.Equal(names, want) {
 		t.Errorf("names %q, want %q", names, want)
 	}
