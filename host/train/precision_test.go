@@ -42,6 +42,8 @@ func TestBF16EveryBuiltinMethod(t *testing.T) {
 		{"sgvb local", "sgvb", local, nil},
 		{"otmdr-sgvb", "otmdr-sgvb", vi, nil},
 		{"deep ensemble of sam", "ensembles", two, map[string]any{"kind": "deep", "member": "sam"}},
+		{"dst", "dst", two, map[string]any{"update_frequency": int64(1)}},
+		{"edst", "edst", two, map[string]any{"update_frequency": int64(1)}},
 	}
 	covered := map[string]bool{}
 	for _, c := range cases {

@@ -79,6 +79,8 @@ func TestOneExecNoBlockingReadPerStep(t *testing.T) {
 		{"otmdr-sgvb", "otmdr-sgvb", vi, nil},
 		{"deep ensemble of sam", "ensembles", two, map[string]any{"kind": "deep", "member": "sam"}},
 		{"snapshot ensemble", "ensembles", short, map[string]any{"kind": "snapshot", "cycles": int64(2)}},
+		{"dst with topology updates", "dst", two, map[string]any{"update_frequency": int64(2)}},
+		{"edst with topology updates", "edst", two, map[string]any{"update_frequency": int64(2)}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			opt, err := reg.New(c.method)

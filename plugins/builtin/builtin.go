@@ -22,6 +22,7 @@ import (
 	"github.com/optlab/optlab/plugins/sam"
 	"github.com/optlab/optlab/plugins/sgd"
 	"github.com/optlab/optlab/plugins/sgvb"
+	"github.com/optlab/optlab/plugins/sparse"
 	"github.com/optlab/optlab/plugins/swa"
 	"github.com/optlab/optlab/sdk/optim"
 )
@@ -69,6 +70,10 @@ func methods() []method {
 			Doc: "deep, snapshot and FGE ensembles, each member's step done by a member optimizer"}, notMember},
 		{optim.Entry{Name: "swa", New: func() optim.Optimizer { return swa.New(MemberOptions()) },
 			Doc: "stochastic weight averaging (Izmailov et al.) on top of a member method: SWA, SWA-SAM, SWA-OT-MDR"}, notMember},
+		{optim.Entry{Name: "dst", New: sparse.NewDST,
+			Doc: "DST ensemble (Liu et al., FreeTickets): independent members, each trained with dynamic sparse training"}, notMember},
+		{optim.Entry{Name: "edst", New: sparse.NewEDST,
+			Doc: "EDST ensemble (Liu et al., FreeTickets): sparse tickets of one dynamic-sparse-training run"}, notMember},
 	}
 }
 
