@@ -25,6 +25,9 @@ func TestBF16EveryBuiltinMethod(t *testing.T) {
 	two := strings.Replace(bf16, `archs = ["cnn"]`, `archs = ["cnn*2"]`, 1)
 	vi := strings.Replace(bf16, "[train]", "variational = true\n[train]", 1)
 	local := strings.Replace(bf16, "[train]", "variational = true\n[model.variational_opts]\nlocal_reparam = true\n[train]", 1)
+	// SWA averages at epoch ends: two short epochs, the second the SWA
+	// phase, then Finalize's UpdateBN of the average (cnn has BatchNorm).
+	swa := strings.NewReplacer("epochs = 3", "epochs = 2\nprecision = \"bf16\"").Replace(digitsTOML)
 	cl := strings.Replace(bf16, `archs = ["cnn"]`, `archs = ["resnet10"]`+"\nmemory_format = \"channels_last\"", 1)
 	reg := builtin.Registry()
 	cases := []struct {
@@ -44,6 +47,7 @@ func TestBF16EveryBuiltinMethod(t *testing.T) {
 		{"deep ensemble of sam", "ensembles", two, map[string]any{"kind": "deep", "member": "sam"}},
 		{"dst", "dst", two, map[string]any{"update_frequency": int64(1)}},
 		{"edst", "edst", two, map[string]any{"update_frequency": int64(1)}},
+		{"swa of sam", "swa", swa, map[string]any{"member": "sam", "sam_rho": 0.05, "start_epoch": int64(1)}},
 	}
 	covered := map[string]bool{}
 	for _, c := range cases {
