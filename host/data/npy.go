@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -212,8 +213,11 @@ func readNPY(r io.Reader, limit, hint int64) (*NPYArray, error) {
 	// it is allocated.
 	avail := limit - preamble - hlen
 	count := int64(1)
+	if slices.Contains(a.Shape, 0) {
+		count = 0
+	}
 	for _, d := range a.Shape {
-		if d != 0 && count > avail/int64(d) {
+		if count != 0 && count > avail/int64(d) {
 			count = avail + 1 // more than the file holds, without overflow
 			break
 		}

@@ -32,6 +32,7 @@ func TestReadNPY(t *testing.T) {
 		{"int64 version 3", npyRaw(3, npyHeader("<i8", 1), []byte{7, 0, 0, 0, 0, 0, 0, 0}), "int64", []int{1}, []byte{7, 0, 0, 0, 0, 0, 0, 0}},
 		{"scalar", npyOf("<f8", make([]byte, 8)), "float64", []int{}, make([]byte, 8)},
 		{"empty", npyOf("<f4", nil, 0, 5), "float32", []int{0, 5}, []byte{}},
+		{"empty, zero last", npyOf("<f4", nil, 5, 0), "float32", []int{5, 0}, []byte{}},
 		{"one-byte types in any byte order", npyOf(">i1", []byte{0xff}, 1), "int8", []int{1}, []byte{0xff}},
 		{"uint8 written '<'", npyOf("<u1", []byte{9}, 1), "uint8", []int{1}, []byte{9}},
 		{"written by hand", npyRaw(1, `{"shape":(2L,),"fortran_order":False,"descr":"<u2"}`, []byte{1, 0, 2, 0}), "uint16", []int{2}, []byte{1, 0, 2, 0}},
