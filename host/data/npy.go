@@ -46,17 +46,20 @@ type npyType struct {
 	float bool
 }
 
-var npyTypes = []npyType{
-	{"u1", "uint8", 1, false}, {"i1", "int8", 1, false},
-	{"u2", "uint16", 2, false}, {"i2", "int16", 2, false},
-	{"u4", "uint32", 4, false}, {"i4", "int32", 4, false},
-	{"u8", "uint64", 8, false}, {"i8", "int64", 8, false},
-	{"f4", "float32", 4, true}, {"f8", "float64", 8, true},
+// npyTypes returns the element types ReadNPY accepts.
+func npyTypes() []npyType {
+	return []npyType{
+		{"u1", "uint8", 1, false}, {"i1", "int8", 1, false},
+		{"u2", "uint16", 2, false}, {"i2", "int16", 2, false},
+		{"u4", "uint32", 4, false}, {"i4", "int32", 4, false},
+		{"u8", "uint64", 8, false}, {"i8", "int64", 8, false},
+		{"f4", "float32", 4, true}, {"f8", "float64", 8, true},
+	}
 }
 
 // npyTypeNamed returns the type of the given NumPy name.
 func npyTypeNamed(name string) (npyType, bool) {
-	for _, t := range npyTypes {
+	for _, t := range npyTypes() {
 		if t.name == name {
 			return t, true
 		}
@@ -366,7 +369,8 @@ func npyDescr(descr string) (npyType, error) {
 	if descr != "" && strings.IndexByte("<>|=", descr[0]) >= 0 {
 		order, code = descr[0], descr[1:]
 	}
-	for _, t := range npyTypes {
+	types := npyTypes()
+	for _, t := range types {
 		if t.code != code {
 			continue
 		}
@@ -381,8 +385,8 @@ func npyDescr(descr string) (npyType, error) {
 			return npyType{}, fmt.Errorf("dtype %q has no explicit byte order; want '<' (little-endian), as np.save writes", descr)
 		}
 	}
-	names := make([]string, len(npyTypes))
-	for i, t := range npyTypes {
+	names := make([]string, len(types))
+	for i, t := range types {
 		names[i] = t.name
 	}
 	return npyType{}, fmt.Errorf("dtype %q is not supported (want one of %s)", descr, strings.Join(names, ", "))
