@@ -1,9 +1,15 @@
 package data
 
 import (
+	"archive/zip"
 	"bytes"
+	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+
+	"github.com/optlab/optlab/host/experiment"
 )
 
 // FuzzCIFARReader feeds arbitrary bytes to ParseCIFAR as a batch file.
@@ -95,6 +101,126 @@ func FuzzCSV(f *testing.F) {
 		}
 		if classes > 0 && s.Classes != int(classes) {
 			t.Fatalf("%d classes, asked for %d", s.Classes, classes)
+		}
+	})
+}
+
+// FuzzNPY feeds arbitrary bytes to ReadNPY: it must return an error or an
+// array whose data, of the size its shape and dtype make, ends the input.
+func FuzzNPY(f *testing.F) {
+	for _, seed := range [][]byte{
+		npyU8([]uint8{1, 2, 3, 4, 5, 6}, 2, 3),
+		npyF32([]float32{1.5, -2}, 2),
+		npyRaw(2, npyHeader("<f8", 1), make([]byte, 8)),
+		npyRaw(3, npyHeader("<i8", 0, 3), nil),
+		npyOf(">f4", make([]byte, 4), 1),
+		npyRaw(1, "{'descr': '<f4', 'fortran_order': True, 'shape': (2, 3), }", make([]byte, 24)),
+		npyRaw(1, "{'descr': [('a', '<f4')], 'fortran_order': False, 'shape': (1,), }", make([]byte, 4)),
+		npyRaw(1, `{"shape":(2L,),"fortran_order":False,"descr":"<u2"}`, []byte{1, 0, 2, 0}),
+		npyOf("<f8", make([]byte, 8), 1<<40, 1<<40),
+		[]byte(npyMagic),
+		{},
+	} {
+		f.Add(seed)
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		a, err := ReadNPY(bytes.NewReader(b), int64(len(b)))
+		if err != nil {
+			if a != nil {
+				t.Fatal("both an array and an error")
+			}
+			return
+		}
+		if a.ItemSize() == 0 || len(a.Data) != a.Len()*a.ItemSize() || !bytes.HasSuffix(b, a.Data) {
+			t.Fatalf("%s %v: %d bytes of data from %d", a.DType, a.Shape, len(a.Data), len(b))
+		}
+	})
+}
+
+// FuzzNPZ feeds arbitrary bytes to OpenNPZ and reads every array of what
+// it accepts.
+func FuzzNPZ(f *testing.F) {
+	a := npyF32([]float32{1, 2, 3, 4}, 2, 2)
+	f.Add(zipOf(f, zip.Store, member{"a.npy", a}, member{"b.npy", npyI64(1, 2)}))
+	f.Add(zipOf(f, zip.Deflate, member{"a.npy", a}, member{"x.txt", []byte("x")}))
+	f.Add(zipOf(f, zip.Deflate, member{"a.npy", make([]byte, 4096)}))
+	for _, name := range []string{"tiny.npz", "tinyc.npz"} {
+		if b, err := os.ReadFile(filepath.Join("testdata", "numpy", name)); err == nil {
+			f.Add(b)
+		}
+	}
+	f.Add([]byte("PK\x05\x06" + strings.Repeat("\x00", 18)))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		z, err := OpenNPZ(bytes.NewReader(b), int64(len(b)))
+		if err != nil {
+			if z != nil {
+				t.Fatal("both an archive and an error")
+			}
+			return
+		}
+		for _, name := range z.Names() {
+			a, err := z.Array(name)
+			if err != nil {
+				if a != nil {
+					t.Fatal("both an array and an error")
+				}
+				continue
+			}
+			if len(a.Data) != a.Len()*a.ItemSize() {
+				t.Fatalf("%s: %s %v with %d bytes of data", name, a.DType, a.Shape, len(a.Data))
+			}
+		}
+	})
+}
+
+// FuzzNumPy feeds arbitrary bytes to ReadNumPy as an NPZ archive, with
+// either layout and with and without a fixed number of classes.
+func FuzzNumPy(f *testing.F) {
+	x, y := npyU8(ramp(2*3*2*2), 2, 3, 2, 2), npyI64(0, 1)
+	seeds := [][]byte{
+		npzOf(f, "x_train", x, "y_train", y, "x_test", x, "y_test", npyI32(1, 0)),
+		npzOf(f, "x_train", npyF32([]float32{1, 2, 3, 4}, 2, 2), "y_train", npyF64([]float64{1, 0}, 2), "x_test", npyF64([]float64{1, 2}, 1, 2), "y_test", npyI64(1),
+			"x_val", npyF32([]float32{5, 6}, 1, 2), "y_val", npyOf("|u1", []byte{0}, 1, 1)),
+		npzOf(f, "x_train", npyU8(ramp(8), 2, 2, 2), "y_train", y, "x_test", npyU8(ramp(4), 1, 2, 2), "y_test", npyI64(7)),
+		npzOf(f, "x_train", x, "y_train", y),
+	}
+	for _, name := range []string{"tiny.npz", "tinyc.npz"} {
+		if b, err := os.ReadFile(filepath.Join("testdata", "numpy", name)); err == nil {
+			seeds = append(seeds, b)
+		}
+	}
+	for _, s := range seeds {
+		f.Add(s, false, uint8(0))
+		f.Add(s, true, uint8(3))
+	}
+	f.Fuzz(func(t *testing.T, b []byte, nhwc bool, classes uint8) {
+		opts := NumPyOptions{Layout: experiment.LayoutNCHW, Classes: int(classes)}
+		if nhwc {
+			opts.Layout = experiment.LayoutNHWC
+		}
+		sp, err := ReadNumPy(bytes.NewReader(b), int64(len(b)), opts)
+		if err != nil {
+			if sp.Train != nil || sp.Test != nil || sp.Val != nil {
+				t.Fatal("both a split and an error")
+			}
+			if !strings.HasPrefix(err.Error(), "npz npz: ") {
+				t.Fatalf("error without the dataset's name: %v", err)
+			}
+			return
+		}
+		for _, s := range []*Set{sp.Train, sp.Test, sp.Val} {
+			if s == nil {
+				continue
+			}
+			if err := s.Validate(); err != nil {
+				t.Fatalf("invalid set: %v", err)
+			}
+			if s.Len() == 0 || !slices.Equal(s.Shape, sp.Train.Shape) || s.Classes != sp.Train.Classes || s.Raw8() != sp.Train.Raw8() || len(s.Mean) != s.Shape[0] {
+				t.Fatalf("part of %d samples of shape %v, %d classes, raw %v, mean %v; train %v, %d classes", s.Len(), s.Shape, s.Classes, s.Raw8(), s.Mean, sp.Train.Shape, sp.Train.Classes)
+			}
+		}
+		if classes > 0 && sp.Train.Classes != int(classes) {
+			t.Fatalf("%d classes, asked for %d", sp.Train.Classes, classes)
 		}
 	})
 }

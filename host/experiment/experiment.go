@@ -40,6 +40,10 @@ const (
 	DatasetCIFAR100  = "cifar100"
 	DatasetCSV       = "csv"
 	DatasetSynthetic = "synthetic"
+	// DatasetNumPy reads NumPy arrays from data.path: an .npz archive
+	// (np.savez) or a folder of .npy files, holding x_train, y_train,
+	// x_test and y_test, and optionally x_val and y_val.
+	DatasetNumPy = "npz"
 	// DatasetFashionMNIST and DatasetMNIST read the four canonical IDX files
 	// (gzip-compressed or not) from data.dir.
 	DatasetFashionMNIST = "fashion-mnist"
@@ -55,6 +59,15 @@ func HasDir(dataset string) bool {
 	}
 	return false
 }
+
+// Axis orders of 4-D image arrays accepted in data.layout (dataset npz).
+const (
+	// LayoutNCHW is samples × channels × height × width (PyTorch's).
+	LayoutNCHW = "nchw"
+	// LayoutNHWC is samples × height × width × channels (TensorFlow's,
+	// and that of most image libraries).
+	LayoutNHWC = "nhwc"
+)
 
 // Optimizer names accepted in train.optimizer.name.
 const (
@@ -158,29 +171,40 @@ func (e *Experiment) has(key string) bool {
 // Data is the [data] table.
 type Data struct {
 	// Dataset (default "uci-digits") is one of uci-digits, cifar10,
-	// cifar100, fashion-mnist, mnist, csv, synthetic.
+	// cifar100, fashion-mnist, mnist, csv, npz, synthetic.
 	Dataset string `toml:"dataset"`
 	// Dir is the dataset directory; required for cifar10, cifar100,
 	// fashion-mnist and mnist and not allowed for the others. Like every
 	// path in the file, it is relative to the file's folder (see Load).
 	Dir string `toml:"dir"`
-	// Path is the CSV file; required for csv and not allowed otherwise.
-	// Each row is the features followed by an integer class label.
-	// Relative to the file's folder (see Load).
+	// Path is the data file; required for csv and npz and not allowed
+	// otherwise. For csv, each row is the features followed by an
+	// integer class label. For npz, it is an .npz archive or a folder of
+	// .npy files (see DatasetNumPy). Relative to the file's folder (see
+	// Load).
 	Path string `toml:"path"`
-	// Classes (csv only, default 0) is the number of classes; 0 infers it
-	// from the labels, otherwise it must be ≥ 2.
+	// Classes (csv and npz only, default 0) is the number of classes; 0
+	// infers it from the labels, otherwise it must be ≥ 2.
 	Classes int `toml:"classes"`
+	// Layout (npz only, default "nchw") is the axis order of 4-D x
+	// arrays: "nchw" or "nhwc" (transposed to C×H×W when loaded). It does
+	// not apply to 2-D arrays (N×features) or 3-D ones (N×H×W, one
+	// channel).
+	Layout string `toml:"layout"`
 	// TestFraction (default 0.2) is the fraction of samples held out as the
-	// test set, in (0, 1). It applies to uci-digits and csv only: CIFAR has
-	// a fixed test set and synthetic data sets its sizes in [data.synthetic].
+	// test set, in (0, 1). It applies to uci-digits and csv only: CIFAR,
+	// the MNIST-format datasets and npz have a fixed test set and
+	// synthetic data sets its sizes in [data.synthetic].
 	TestFraction float64 `toml:"test_fraction"`
 	// Validation (default 0) is the fraction of the training set held out
 	// for validation (temperature scaling, plateau schedule), in [0, 1).
+	// It must be 0 for an npz file that holds its own validation split
+	// (x_val and y_val), which loading checks.
 	Validation float64 `toml:"validation"`
 	// Augment lists training augmentations: "crop" (pad-and-crop) and/or
 	// "flip" (horizontal). Default ["crop", "flip"] for cifar10/cifar100
-	// and [] otherwise. Not allowed for csv or for vector synthetic data.
+	// and [] otherwise. Not allowed for csv or for vector synthetic data;
+	// for npz, loading refuses it unless the samples are images (C×H×W).
 	Augment []string `toml:"augment"`
 	// Normalize (default true) standardises inputs with training-set
 	// statistics.
@@ -744,6 +768,7 @@ func Default() *Experiment {
 		ResultsDir: "results",
 		Data: Data{
 			Dataset:      DatasetUCIDigits,
+			Layout:       LayoutNCHW,
 			TestFraction: 0.2,
 			Augment:      []string{},
 			Normalize:    true,

@@ -318,7 +318,11 @@ func (e *Experiment) applyDerivedDefaults() {
 			e.Eval.Temperature = TemperatureValidation
 		} else {
 			e.Eval.Temperature = TemperatureTestHalves
-			e.Notes = append(e.Notes, "eval.temperature defaults to \"test-halves\" because data.validation = 0")
+			note := "eval.temperature defaults to \"test-halves\" because data.validation = 0"
+			if e.Data.Dataset == DatasetNumPy {
+				note += " (write eval.temperature = \"validation\" to fit it on the x_val and y_val of an npz file)"
+			}
+			e.Notes = append(e.Notes, note)
 		}
 	}
 }

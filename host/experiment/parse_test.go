@@ -223,6 +223,18 @@ func TestParseDefaults(t *testing.T) {
 	if e.ResultsDir != "results" {
 		t.Errorf("ResultsDir = %q, want results", e.ResultsDir)
 	}
+	// An npz file may hold its own validation split: the note says how to
+	// use it.
+	e, err = Parse([]byte("name = \"q\"\n[data]\ndataset = \"npz\"\npath = \"d.npz\"\n[[method]]\nname = \"SGD\"\nplugin = \"sgd\"\n"), "q.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(e.Notes) != 1 || !strings.Contains(e.Notes[0], `write eval.temperature = "validation" to fit it on the x_val and y_val of an npz file`) {
+		t.Errorf("npz: Notes = %q", e.Notes)
+	}
+	if e.Data.Layout != LayoutNCHW {
+		t.Errorf("npz: Layout = %q, want %q", e.Data.Layout, LayoutNCHW)
+	}
 }
 
 func TestParseResolvedDefaults(t *testing.T) {
@@ -679,6 +691,12 @@ func TestLoadResolvesRelativePaths(t *testing.T) {
 			file: filepath.Join(sub, "home.toml"),
 			src:  "name = \"h\"\nresults_dir = \"~/optlab-results\"\n[model]\ninit_from = \"~/w.safetensors\"\n[[method]]\nname = \"SGD\"\nplugin = \"sgd\"\n",
 			want: paths{results: filepath.Join(home, "optlab-results"), initFrom: filepath.Join(home, "w.safetensors"), methods: []string{""}},
+		},
+		{
+			name: "an npz folder of .npy files",
+			file: filepath.Join(sub, "npz.toml"),
+			src:  "name = \"n\"\n[data]\ndataset = \"npz\"\npath = \"arrays/\"\n[[method]]\nname = \"SGD\"\nplugin = \"sgd\"\n",
+			want: paths{results: "results", path: filepath.Join(sub, "arrays"), methods: []string{""}},
 		},
 		{
 			name: "blank values are kept for Validate to report",

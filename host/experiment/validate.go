@@ -147,26 +147,31 @@ func (v *validator) data() {
 	def := Default()
 	cifar := d.Dataset == DatasetCIFAR10 || d.Dataset == DatasetCIFAR100
 	mnist := d.Dataset == DatasetFashionMNIST || d.Dataset == DatasetMNIST
-	v.enum("data.dataset", d.Dataset, DatasetUCIDigits, DatasetCIFAR10, DatasetCIFAR100, DatasetFashionMNIST, DatasetMNIST, DatasetCSV, DatasetSynthetic)
+	v.enum("data.dataset", d.Dataset, DatasetUCIDigits, DatasetCIFAR10, DatasetCIFAR100, DatasetFashionMNIST, DatasetMNIST, DatasetCSV, DatasetNumPy, DatasetSynthetic)
 
 	if HasDir(d.Dataset) {
 		v.nonBlank("data.dir", d.Dir, "data.dataset", "is required for dataset "+strconv.Quote(d.Dataset))
 	} else {
-		v.notFor("data.dir", d.Dir == def.Data.Dir, "to datasets cifar10, cifar100, fashion-mnist and mnist (use data.path for csv)")
+		v.notFor("data.dir", d.Dir == def.Data.Dir, "to datasets cifar10, cifar100, fashion-mnist and mnist (use data.path for csv and npz)")
 	}
-	if d.Dataset == DatasetCSV {
-		v.nonBlank("data.path", d.Path, "data.dataset", "is required for dataset \"csv\"")
+	if d.Dataset == DatasetCSV || d.Dataset == DatasetNumPy {
+		v.nonBlank("data.path", d.Path, "data.dataset", "is required for dataset "+strconv.Quote(d.Dataset))
 		if d.Classes < 0 || d.Classes == 1 {
 			v.fail("data.classes", "must be 0 (infer) or ≥ 2 (got %d)", d.Classes)
 		}
 	} else {
-		v.notFor("data.path", d.Path == def.Data.Path, "to dataset csv")
-		v.notFor("data.classes", d.Classes == def.Data.Classes, "to dataset csv (synthetic data uses data.synthetic.classes)")
+		v.notFor("data.path", d.Path == def.Data.Path, "to datasets csv and npz")
+		v.notFor("data.classes", d.Classes == def.Data.Classes, "to datasets csv and npz (synthetic data uses data.synthetic.classes)")
+	}
+	if d.Dataset == DatasetNumPy {
+		v.enum("data.layout", d.Layout, LayoutNCHW, LayoutNHWC)
+	} else {
+		v.notFor("data.layout", d.Layout == def.Data.Layout, "to dataset npz")
 	}
 	if d.Dataset == DatasetUCIDigits || d.Dataset == DatasetCSV {
 		v.floatIn("data.test_fraction", d.TestFraction, 0, 1, false, false)
 	} else {
-		v.notFor("data.test_fraction", d.TestFraction == def.Data.TestFraction, "to datasets uci-digits and csv (CIFAR and the MNIST-format datasets have a fixed test set; synthetic data uses data.synthetic.test)")
+		v.notFor("data.test_fraction", d.TestFraction == def.Data.TestFraction, "to datasets uci-digits and csv (CIFAR, the MNIST-format datasets and npz have a fixed test set; synthetic data uses data.synthetic.test)")
 	}
 	v.floatIn("data.validation", d.Validation, 0, 1, true, false)
 
@@ -288,14 +293,16 @@ func knownClasses(d Data) int {
 		return 100
 	case DatasetSynthetic:
 		return d.Synthetic.Classes
-	case DatasetCSV:
+	case DatasetCSV, DatasetNumPy:
 		return d.Classes
 	}
 	return 0
 }
 
 // imageInputs tells whether the dataset's inputs are images (C×H×W), not
-// flat feature vectors (csv, synthetic with features > 0).
+// flat feature vectors (csv, synthetic with features > 0). npz counts as
+// images: only loading its arrays tells, and it refuses what needs images
+// (data.augment) when they are not (data.CheckSplit the rest).
 func imageInputs(d Data) bool {
 	return d.Dataset != DatasetCSV && !(d.Dataset == DatasetSynthetic && d.Synthetic.Features > 0)
 }
@@ -528,7 +535,10 @@ func (v *validator) milestones(ms []float64, epochs int) {
 func (v *validator) eval() {
 	ev := &v.e.Eval
 	v.enum("eval.temperature", ev.Temperature, TemperatureValidation, TemperatureTestHalves, TemperatureNone)
-	if ev.Temperature == TemperatureValidation && !(v.e.Data.Validation > 0) {
+	// An npz file may hold its own validation split (x_val, y_val), which
+	// only loading it tells (data.CheckSplit).
+	ownVal := v.e.Data.Dataset == DatasetNumPy
+	if ev.Temperature == TemperatureValidation && !(v.e.Data.Validation > 0) && !ownVal {
 		v.fail("eval.temperature", "= \"validation\" needs data.validation > 0 (got %s); use \"test-halves\" or hold out a validation split",
 			formatFloat(v.e.Data.Validation))
 	}
@@ -539,7 +549,7 @@ func (v *validator) eval() {
 	if ev.BestEpoch != "" {
 		v.enum("eval.best_epoch", ev.BestEpoch, BestAcc, BestNLL)
 		switch {
-		case !(v.e.Data.Validation > 0):
+		case !(v.e.Data.Validation > 0) && !ownVal:
 			v.fail("eval.best_epoch", "needs a validation split to choose on: set data.validation > 0")
 		case ev.EveryEpochs < 1:
 			v.fail("eval.best_epoch", "needs evaluations during training to choose among: set eval.every_epochs ≥ 1")
@@ -581,8 +591,11 @@ func (v *validator) corruptions() {
 	}
 	switch v.e.Data.Dataset {
 	case DatasetCIFAR10, DatasetCIFAR100, DatasetFashionMNIST, DatasetMNIST:
+	case DatasetNumPy:
+		// Loading tells whether its samples are uint8 images
+		// (data.CheckSplit).
 	default:
-		v.fail(table, "needs 8-bit images (cifar10, cifar100, fashion-mnist or mnist); dataset %q is not", v.e.Data.Dataset)
+		v.fail(table, "needs 8-bit images (cifar10, cifar100, fashion-mnist, mnist, or npz with uint8 images); dataset %q is not", v.e.Data.Dataset)
 	}
 }
 

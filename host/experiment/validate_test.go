@@ -17,7 +17,7 @@ func TestValidate(t *testing.T) {
 		{name: "batch size", body: "[train]\nbatch_size = -1", want: []string{"t.toml:3: train.batch_size must be > 0 (got -1)"}},
 		{name: "epochs zero", body: "[train]\nepochs = 0", want: []string{"t.toml:3: train.epochs must be > 0 (got 0)"}},
 		{name: "bad dataset enum", body: "[data]\ndataset = \"cifar-10\"", want: []string{
-			`t.toml:3: data.dataset must be one of uci-digits, cifar10, cifar100, fashion-mnist, mnist, csv, synthetic (got "cifar-10"); did you mean "cifar10"?`}},
+			`t.toml:3: data.dataset must be one of uci-digits, cifar10, cifar100, fashion-mnist, mnist, csv, npz, synthetic (got "cifar-10"); did you mean "cifar10"?`}},
 		{name: "cifar needs dir", body: "[data]\ndataset = \"cifar10\"", want: []string{"t.toml:3: data.dir is required for dataset \"cifar10\""}},
 		{name: "cifar ok", body: "[data]\ndataset = \"cifar100\"\ndir = \"data/c\"\nood = \"cifar10\"\nood_dir = \"data/c10\""},
 		{name: "dir not for digits", body: "[data]\ndir = \"x\"", want: []string{"t.toml:3: data.dir applies only to datasets cifar10, cifar100, fashion-mnist and mnist"}},
@@ -28,6 +28,20 @@ func TestValidate(t *testing.T) {
 		{name: "csv needs path", body: "[data]\ndataset = \"csv\"", want: []string{"t.toml:3: data.path is required for dataset \"csv\""}},
 		{name: "csv classes one", body: "[data]\ndataset = \"csv\"\npath = \"a.csv\"\nclasses = 1", want: []string{"t.toml:5: data.classes must be 0 (infer) or ≥ 2 (got 1)"}},
 		{name: "csv no augment", body: "[data]\ndataset = \"csv\"\npath = \"a.csv\"\naugment = [\"flip\"]", want: []string{"t.toml:5: data.augment must be empty for vector inputs"}},
+		{name: "npz needs path", body: "[data]\ndataset = \"npz\"", want: []string{"t.toml:3: data.path is required for dataset \"npz\""}},
+		{name: "npz", body: "[data]\ndataset = \"npz\"\npath = \"d.npz\"\nlayout = \"nhwc\"\nclasses = 10\nvalidation = 0.1\naugment = [\"crop\"]\n[model]\nmemory_format = \"channels_last\""},
+		{name: "npz classes one", body: "[data]\ndataset = \"npz\"\npath = \"d\"\nclasses = 1", want: []string{"t.toml:5: data.classes must be 0 (infer) or ≥ 2 (got 1)"}},
+		{name: "npz layout", body: "[data]\ndataset = \"npz\"\npath = \"d\"\nlayout = \"NHWC\"", want: []string{
+			`t.toml:5: data.layout must be one of nchw, nhwc (got "NHWC"); did you mean "nhwc"?`}},
+		{name: "layout only for npz", body: "[data]\ndataset = \"csv\"\npath = \"a.csv\"\nlayout = \"nhwc\"", want: []string{"t.toml:5: data.layout applies only to dataset npz"}},
+		{name: "layout at its default", body: "[data]\nlayout = \"nchw\""},
+		{name: "path only for csv and npz", body: "[data]\npath = \"a.csv\"", want: []string{"t.toml:3: data.path applies only to datasets csv and npz"}},
+		{name: "test fraction not for npz", body: "[data]\ndataset = \"npz\"\npath = \"d\"\ntest_fraction = 0.5", want: []string{
+			"t.toml:5: data.test_fraction applies only to datasets uci-digits and csv (CIFAR, the MNIST-format datasets and npz have a fixed test set"}},
+		{name: "npz may hold its validation split", body: "[data]\ndataset = \"npz\"\npath = \"d\"\n[eval]\ntemperature = \"validation\"\nevery_epochs = 1\nbest_epoch = \"nll\"\n[eval.corruptions]\nfamilies = [\"all\"]"},
+		{name: "npz no ood", body: "[data]\ndataset = \"npz\"\npath = \"d\"\nood = \"synthetic\"", want: []string{"t.toml:5: data.ood needs 3×32×32 inputs"}},
+		{name: "label noise npz classes", body: "[data]\ndataset = \"npz\"\npath = \"d\"\nclasses = 3\n[data.label_noise]\nkind = \"asymmetric\"\nrate = 0.1\nmap = {0 = 3}", want: []string{
+			`data.label_noise.map: class 0 maps to 3, out of range: dataset "npz" has 3 classes (0..2)`}},
 		{name: "test fraction range", body: "[data]\ntest_fraction = 1.0", want: []string{"t.toml:3: data.test_fraction must be in (0, 1) (got 1)"}},
 		{name: "test fraction not for cifar", body: "[data]\ndataset = \"cifar10\"\ndir = \"d\"\ntest_fraction = 0.5", want: []string{"t.toml:5: data.test_fraction applies only to datasets uci-digits and csv"}},
 		{name: "validation nan", body: "[data]\nvalidation = nan", want: []string{"t.toml:3: data.validation must be in [0, 1) (got nan)"}},
@@ -51,7 +65,7 @@ func TestValidate(t *testing.T) {
 		{name: "corruptions severities", body: "[data]\ndataset = \"mnist\"\ndir = \"d\"\n[eval.corruptions]\nfamilies = [\"jpeg\"]\nseverities = [0, 2, 2]", want: []string{
 			"t.toml:7: eval.corruptions.severities severity 0 is not in 1..5", "t.toml:7: eval.corruptions.severities lists severity 2 twice"}},
 		{name: "corruptions need images", body: "[eval.corruptions]\nfamilies = [\"jpeg\"]", want: []string{
-			`eval.corruptions needs 8-bit images (cifar10, cifar100, fashion-mnist or mnist); dataset "uci-digits" is not`}},
+			`eval.corruptions needs 8-bit images (cifar10, cifar100, fashion-mnist, mnist, or npz with uint8 images); dataset "uci-digits" is not`}},
 		{name: "best epoch needs validation", body: "[eval]\nevery_epochs = 1\nbest_epoch = \"acc\"", want: []string{
 			"t.toml:4: eval.best_epoch needs a validation split to choose on"}},
 		{name: "best epoch needs evaluations", body: "[data]\nvalidation = 0.1\n[eval]\nbest_epoch = \"acc\"", want: []string{
