@@ -55,6 +55,9 @@ func checkCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return fmt.Errorf("%s: data: %w", pos[0], err)
 	}
+	if err := data.CheckSplit(exp, sp); err != nil {
+		return fmt.Errorf("%s: %w", pos[0], err)
+	}
 	shape := make([]int64, len(sp.Train.Shape))
 	for i, v := range sp.Train.Shape {
 		shape[i] = int64(v)

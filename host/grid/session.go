@@ -6,6 +6,7 @@ import (
 	"reflect"
 	"slices"
 
+	"github.com/optlab/optlab/host/data"
 	"github.com/optlab/optlab/host/data/devset"
 	"github.com/optlab/optlab/host/experiment"
 	"github.com/optlab/optlab/host/tensor"
@@ -58,7 +59,7 @@ func (s *Session) Upload(ctx context.Context, d experiment.Data) (loaded bool, e
 		old.Drop()
 		old = nil
 	}
-	dd, err := devset.Load(ctx, s.W, s.Dev, d)
+	dd, err := devset.Load(ctx, s.W, s.Dev, d, func(sp data.Split) error { return data.CheckSplit(s.Exp, sp) })
 	if old != nil {
 		// Only the label noise changed: the test set, and so its
 		// corrupted copies, are the same.

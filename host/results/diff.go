@@ -30,6 +30,8 @@ var OmittedDefaults = map[string]any{
 	"eval.corruptions.families":   "",
 	"eval.corruptions.severities": "",
 	"eval.corruptions.seed":       int64(0),
+	// data.layout, recorded only for an npz dataset in NHWC.
+	"data.layout": "nchw",
 }
 
 // ConfigDiff lists how a run's configuration now differs from the one a

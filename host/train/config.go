@@ -25,7 +25,7 @@ type Config struct {
 	Model  experiment.Model
 	Eval   experiment.Eval
 	// DataContent and InitFromContent identify the files behind data.path
-	// (a CSV dataset) and model.init_from by content (FileIdentity): another
+	// (a CSV or npz file, or a folder of .npy files) and model.init_from by content (FileIdentity): another
 	// file under the same name, or the same one edited, is another run.
 	// "" when there is none or it cannot be read.
 	DataContent, InitFromContent string
@@ -39,9 +39,14 @@ type Config struct {
 func (r *Runner) Config(run experiment.Run, m Optimizer) Config {
 	e := run.Experiment(r.Exp)
 	c := Config{Plugin: m.Plugin, Params: m.Params, Train: e.Train, Data: e.Data, Model: e.Model, Eval: e.Eval, OwnsUpdate: m.ownsUpdate()}
-	if d := e.Data; d.Dataset == experiment.DatasetCSV && d.Path != "" {
-		if id, ok := FileIdentity(d.Path); ok {
-			c.DataContent = id
+	if d := e.Data; d.Path != "" {
+		switch d.Dataset {
+		case experiment.DatasetCSV:
+			if id, ok := FileIdentity(d.Path); ok {
+				c.DataContent = id
+			}
+		case experiment.DatasetNumPy:
+			c.DataContent = filesIdentity(d.Path)
 		}
 	}
 	if e.Model.InitFrom != "" {
@@ -101,6 +106,9 @@ func (c Config) Map() map[string]any {
 		}
 	}
 	cfg["data.ood"] = d.OOD
+	if d.Layout != "" && d.Layout != experiment.LayoutNCHW {
+		cfg["data.layout"] = d.Layout // npz only; absent at the default
+	}
 	addTable(cfg, "train.schedule", tr.Schedule)
 	addTable(cfg, "train.optimizer", tr.Optimizer)
 	if c.OwnsUpdate {

@@ -5,7 +5,11 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
+	"strings"
 	"sync"
+
+	"github.com/optlab/optlab/host/data"
 )
 
 // fileIDs caches FileIdentity by path, modification time and size.
@@ -39,4 +43,27 @@ func FileIdentity(path string) (id string, ok bool) {
 	id = fmt.Sprintf("%d bytes, sha256 %x", n, h.Sum(nil))
 	fileIDs.Store(key, id)
 	return id, true
+}
+
+// filesIdentity identifies the files of an npz dataset by content: the
+// .npz file's FileIdentity, or for a folder of .npy files (data.NumPyFiles)
+// each one's, named and joined; "" when one cannot be read.
+func filesIdentity(path string) string {
+	files, err := data.NumPyFiles(path)
+	if err != nil || len(files) == 0 {
+		return ""
+	}
+	ids := make([]string, len(files))
+	for i, f := range files {
+		id, ok := FileIdentity(f)
+		if !ok {
+			return ""
+		}
+		ids[i] = filepath.Base(f) + ": " + id
+	}
+	if len(files) == 1 && files[0] == path {
+		id, _ := FileIdentity(path)
+		return id
+	}
+	return strings.Join(ids, "; ")
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -57,5 +58,43 @@ func TestRecordIdentifiesFiles(t *testing.T) {
 	}
 	if _, ok := now["model.init_from.content"]; ok {
 		t.Errorf("missing file identified: %v", now["model.init_from.content"])
+	}
+}
+
+// An npz dataset is identified by its file's content, a folder of .npy
+// files by each one's, named; the NHWC layout is recorded, the default
+// NCHW is not (older records keep their configuration).
+func TestRecordIdentifiesNumPyFiles(t *testing.T) {
+	dir := t.TempDir()
+	npz := filepath.Join(dir, "d.npz")
+	os.WriteFile(npz, []byte("not really a zip"), 0o644)
+	folder := filepath.Join(dir, "arrays")
+	os.Mkdir(folder, 0o755)
+	for _, n := range []string{"x_train", "y_train", "x_test", "y_test"} {
+		os.WriteFile(filepath.Join(folder, n+".npy"), []byte(n), 0o644)
+	}
+	exp := experiment.Default()
+	exp.Data.Dataset = experiment.DatasetNumPy
+	exp.Data.Path = npz
+	r := &Runner{Exp: exp}
+	run := experiment.Run{Key: "k", Label: "SGD"}
+	cfg := r.Record(run, Optimizer{}).Config
+	sum := sha256.Sum256([]byte("not really a zip"))
+	if want := fmt.Sprintf("16 bytes, sha256 %x", sum); cfg["data.path.content"] != want {
+		t.Errorf("npz: data.path.content = %v, want %q", cfg["data.path.content"], want)
+	}
+	if _, ok := cfg["data.layout"]; ok {
+		t.Errorf("the default layout is recorded: %v", cfg["data.layout"])
+	}
+	exp.Data.Path, exp.Data.Layout = folder, experiment.LayoutNHWC
+	cfg = r.Record(run, Optimizer{}).Config
+	id, _ := cfg["data.path.content"].(string)
+	for _, n := range []string{"x_train.npy: 7 bytes", "y_test.npy: 6 bytes"} {
+		if !strings.Contains(id, n) {
+			t.Errorf("folder: data.path.content = %q, want %q in it", id, n)
+		}
+	}
+	if cfg["data.layout"] != experiment.LayoutNHWC {
+		t.Errorf("data.layout = %v", cfg["data.layout"])
 	}
 }

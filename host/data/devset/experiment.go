@@ -34,11 +34,18 @@ type corruptedKey struct {
 }
 
 // Load loads the experiment's data (data.Load, data.LoadOOD) and copies
-// it to the device.
-func Load(ctx context.Context, w *tensor.Worker, dev tensor.Device, d experiment.Data) (*Data, error) {
+// it to the device. The checks, if any, see the loaded split first (the
+// host passes data.CheckSplit, which only the data can answer for npz
+// files); the first error stops the load.
+func Load(ctx context.Context, w *tensor.Worker, dev tensor.Device, d experiment.Data, checks ...func(data.Split) error) (*Data, error) {
 	sp, err := data.Load(d)
 	if err != nil {
 		return nil, err
+	}
+	for _, check := range checks {
+		if err := check(sp); err != nil {
+			return nil, err
+		}
 	}
 	out := &Data{Name: d.Dataset, Classes: sp.Train.Classes, TrainSize: sp.Train.Len(), TestSize: sp.Test.Len(), LabelNoise: sp.Noise}
 	for _, v := range sp.Train.Shape {
