@@ -4,7 +4,8 @@
 //	<!-- host table ARGS -->
 //
 // and closed by <!-- end --> must be exactly what `host table ARGS` prints
-// (paths in ARGS relative to the repository root). Run
+// (paths in ARGS relative to the repository root; an argument with spaces
+// is written in double quotes, as in a shell). Run
 //
 //	go test ./docs -update
 //
@@ -29,6 +30,41 @@ var update = flag.Bool("update", false, "rewrite the generated tables in the doc
 
 var block = regexp.MustCompile(`(?s)(<!-- host table ([^\n]*?) -->\n)(.*?)(<!-- end -->)`)
 
+// splitArgs splits a block's arguments at spaces, keeping what double
+// quotes enclose together (without the quotes).
+func splitArgs(s string) []string {
+	var out []string
+	var cur strings.Builder
+	inQuote, started := false, false
+	for _, r := range s {
+		switch {
+		case r == '"':
+			inQuote, started = !inQuote, true
+		case r == ' ' && !inQuote:
+			if started {
+				out = append(out, cur.String())
+				cur.Reset()
+				started = false
+			}
+		default:
+			cur.WriteRune(r)
+			started = true
+		}
+	}
+	if started {
+		out = append(out, cur.String())
+	}
+	return out
+}
+
+func TestSplitArgs(t *testing.T) {
+	got := splitArgs(`a.jsonl  --baseline "OT-MDR σ 0" --where "method=SAM|SWA-SAM" ""`)
+	want := []string{"a.jsonl", "--baseline", "OT-MDR σ 0", "--where", "method=SAM|SWA-SAM", ""}
+	if fmt.Sprint(got) != fmt.Sprint(want) || len(got) != len(want) {
+		t.Errorf("splitArgs = %q, want %q", got, want)
+	}
+}
+
 func TestGeneratedTables(t *testing.T) {
 	files, err := filepath.Glob("*.md")
 	if err != nil {
@@ -44,7 +80,7 @@ func TestGeneratedTables(t *testing.T) {
 		out := block.ReplaceAllFunc(b, func(m []byte) []byte {
 			sub := block.FindSubmatch(m)
 			n++
-			args := strings.Fields(string(sub[2]))
+			args := splitArgs(string(sub[2]))
 			for i, a := range args {
 				if strings.HasSuffix(a, ".jsonl") {
 					args[i] = filepath.Join("..", a)
