@@ -59,11 +59,10 @@ func filesIdentity(path string) string {
 		if !ok {
 			return ""
 		}
+		if f == path {
+			return id // an .npz file
+		}
 		ids[i] = filepath.Base(f) + ": " + id
-	}
-	if len(files) == 1 && files[0] == path {
-		id, _ := FileIdentity(path)
-		return id
 	}
 	return strings.Join(ids, "; ")
 }

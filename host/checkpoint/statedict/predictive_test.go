@@ -72,14 +72,7 @@ func predictiveProbs(t *testing.T, e *engine.Engine, pred optim.Predictive, x []
 // negative control: the same parameters with the live statistics do not
 // match.
 func TestUpdateBNMatchesPyTorch(t *testing.T) {
-	const python = "/usr/bin/python3"
-	if err := exec.Command(python, "-c", "import torch").Run(); err != nil {
-		t.Skipf("%s has no torch (make test installs Debian's python3-torch): %v", python, err)
-	}
-	script, err := filepath.Abs(filepath.Join("..", "..", "..", "bench", "torch_models.py"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	python, script := torchTwin(t)
 	w := tensor.NewWorker(2)
 	defer w.Close()
 	ctx := context.Background()

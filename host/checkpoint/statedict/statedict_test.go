@@ -366,14 +366,7 @@ func TestCheckpointMembers(t *testing.T) {
 // loads an exported checkpoint with strict load_state_dict and computes the
 // same eval-mode logits.
 func TestPyTorchInterop(t *testing.T) {
-	const python = "/usr/bin/python3"
-	if err := exec.Command(python, "-c", "import torch").Run(); err != nil {
-		t.Skipf("%s has no torch: %v", python, err)
-	}
-	script, err := filepath.Abs(filepath.Join("..", "..", "..", "bench", "torch_models.py"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	python, script := torchTwin(t)
 	w := tensor.NewWorker(2)
 	defer w.Close()
 	ctx := context.Background()
@@ -412,6 +405,22 @@ func TestPyTorchInterop(t *testing.T) {
 			}
 		})
 	}
+}
+
+// torchTwin returns Debian's python3 and the PyTorch twin of the model
+// zoo (bench/torch_models.py), skipping the test when that python has no
+// torch (make test installs python3-torch).
+func torchTwin(t *testing.T) (python, script string) {
+	t.Helper()
+	python = "/usr/bin/python3"
+	if err := exec.Command(python, "-c", "import torch").Run(); err != nil {
+		t.Skipf("%s has no torch (make test installs Debian's python3-torch): %v", python, err)
+	}
+	script, err := filepath.Abs(filepath.Join("..", "..", "..", "bench", "torch_models.py"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return python, script
 }
 
 // ckptTorchCompare runs the PyTorch twin on a checkpoint and an input/logits
