@@ -89,8 +89,11 @@ func NewVariationalRig(ctx context.Context, w *tensor.Worker, dev tensor.Device,
 func buildRig(ctx context.Context, w *tensor.Worker, dev tensor.Device, archs []string, in []int64, n int, seed int64, vi *engine.Variational) (*Rig, error) {
 	models := make([]*model.Model, len(archs))
 	for i, a := range archs {
-		m, err := model.Builtin().New(a, Classes, in)
+		m, err := model.Builtin().Make(ctx, w, dev, a, Classes, in)
 		if err != nil {
+			for _, m := range models[:i] {
+				_ = w.Do(ctx, func() error { m.Release(); return nil })
+			}
 			return nil, err
 		}
 		models[i] = m

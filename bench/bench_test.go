@@ -14,8 +14,11 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/optlab/optlab/host/checkpoint/statedict"
+	"github.com/optlab/optlab/host/experiment"
 	"github.com/optlab/optlab/host/plugin"
 	"github.com/optlab/optlab/host/tensor"
+	"github.com/optlab/optlab/internal/torchtwin"
 	"github.com/optlab/optlab/plugins/sam"
 	"github.com/optlab/optlab/plugins/sgd"
 	"github.com/optlab/optlab/plugins/sgvb"
@@ -417,5 +420,46 @@ func BenchmarkRWPvsSGD(b *testing.B) {
 			b.ReportMetric(tr.MedianMs(), "rwp-ms/step")
 			b.ReportMetric(tr.MedianMs()/ts.MedianMs(), "rwp/sgd")
 		})
+	}
+}
+
+// BenchmarkTorchScript times a training step of an architecture run as a
+// TorchScript module (its PyTorch twin, bench/torch_models.py --script,
+// with the built-in model's initial weights) against the same step of the
+// built-in Go model: same batch, same optimizer in-process (SGD: one
+// forward and backward; SAM: two), alternating steps. torchscript/go is
+// the ratio of median step times. Skipped without Debian's python3-torch.
+func BenchmarkTorchScript(b *testing.B) {
+	torchtwin.Script(b)
+	for _, arch := range []string{"cnn", "resnet18"} {
+		for _, method := range []string{"sgd", "sam"} {
+			b.Run(arch+"/"+method+"/bs128", func(b *testing.B) {
+				ctx := context.Background()
+				rg := newRig(b, arch, 128)
+				init := filepath.Join(b.TempDir(), "init.safetensors")
+				if err := statedict.Save(ctx, rg.Eng, init); err != nil {
+					b.Fatal(err)
+				}
+				pt := filepath.Join(b.TempDir(), arch+".pt")
+				torchtwin.Run(b, "--script", pt, "--arch", arch, "--classes", strconv.Itoa(Classes), "--in-shape", "3,32,32", "--init", init)
+				rt := newRig(b, experiment.TorchScriptPrefix+pt, 128)
+				var og, ot optim.Optimizer = sgd.New(), sgd.New()
+				params := map[string]any{}
+				if method == "sam" {
+					og, ot = sam.New(), sam.New()
+					params["rho"] = 0.05
+				}
+				if err := rg.ConfigureWith(ctx, og, 1<<30, params); err != nil {
+					b.Fatal(err)
+				}
+				if err := rt.ConfigureWith(ctx, ot, 1<<30, params); err != nil {
+					b.Fatal(err)
+				}
+				tg, tt := pairTimes(b, rg, og, rt, ot)
+				b.ReportMetric(tg.MedianMs(), "go-ms/step")
+				b.ReportMetric(tt.MedianMs(), "torchscript-ms/step")
+				b.ReportMetric(tt.MedianMs()/tg.MedianMs(), "torchscript/go")
+			})
+		}
 	}
 }

@@ -23,6 +23,11 @@ Usage (Debian's PyTorch; the python3 on PATH may have no torch):
         # checkpoint's parameters and print the largest difference from the
         # BatchNorm statistics in CKPT (the host's UpdateBN), and from IO's
         # "probs" (the host's eval-mode probabilities on "input")
+    /usr/bin/python3 bench/torch_models.py --script OUT.pt --arch cnn \
+        --classes 10 --in-shape 1,8,8 [--init CKPT]
+        # save the architecture as TorchScript (torch.jit.script), with the
+        # parameters of an optlab checkpoint when --init is given, for
+        # model.archs = ["torchscript:OUT.pt"]
 
 From Python: ``build(arch, classes=10, in_shape=(3, 32, 32))``,
 ``read_safetensors(path)`` and ``load_optlab(model, path)`` (no safetensors
@@ -631,6 +636,11 @@ def main(argv):
     ap.add_argument("--update-bn", metavar="CKPT", help="optlab checkpoint whose BatchNorm statistics the host's "
                     "UpdateBN computed, to compare with torch.optim.swa_utils.update_bn (needs --arch, --io, --batch)")
     ap.add_argument("--batch", type=int, default=0, help="batch size of --update-bn's pass")
+    ap.add_argument("--script", metavar="OUT", help="save --arch as TorchScript to OUT (torch.jit.script)")
+    ap.add_argument("--classes", type=int, default=10, help="classes of --script's model")
+    ap.add_argument("--in-shape", default="3,32,32", help="per-sample input shape of --script's model, e.g. 1,28,28")
+    ap.add_argument("--init", metavar="CKPT", help="optlab checkpoint whose parameters --script's model starts from")
+    ap.add_argument("--bn-momentum", type=float, default=0.1, help="momentum of --script's BatchNorms (PyTorch's default 0.1)")
     ap.add_argument("archs", nargs="*", help="architectures (default: all)")
     args = ap.parse_args(argv)
     archs = args.archs or list(ZOO)
@@ -646,8 +656,19 @@ def main(argv):
         diff, scale, pdiff = update_bn_compare(args.update_bn, args.arch, args.io, args.batch)
         print("max_abs_diff %.9g max_abs_stat %.9g max_abs_prob_diff %.9g" % (diff, scale, pdiff))
         return 0
+    if args.script:
+        if not args.arch:
+            ap.error("--script needs --arch")
+        model = build(args.arch, args.classes, tuple(int(d) for d in args.in_shape.split(",")))
+        if args.init:
+            load_optlab(model, args.init)
+        for m in model.modules():
+            if isinstance(m, nn.modules.batchnorm._BatchNorm):
+                m.momentum = args.bn_momentum
+        torch.jit.script(model).save(args.script)
+        return 0
     if not (args.count or args.check):
-        ap.error("nothing to do: give --count, --check or --compare")
+        ap.error("nothing to do: give --count, --check, --compare, --update-bn or --script")
     if args.count:
         print("%-16s %14s %14s" % ("arch", "10 classes", "100 classes"))
         for arch in archs:

@@ -20,6 +20,7 @@ import (
 	"github.com/optlab/optlab/host/plugin"
 	"github.com/optlab/optlab/host/results"
 	"github.com/optlab/optlab/host/table"
+	"github.com/optlab/optlab/host/tensor"
 	"github.com/optlab/optlab/host/train"
 	"github.com/optlab/optlab/plugins/builtin"
 	"github.com/optlab/optlab/sdk/optim"
@@ -62,7 +63,6 @@ func checkCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	for i, v := range sp.Train.Shape {
 		shape[i] = int64(v)
 	}
-	zoo := model.Builtin()
 	fmt.Fprintf(stdout, "%s: %s — %d train / %d test samples, %d classes, input %v\n", exp.File, exp.Data.Dataset, sp.Train.Len(), sp.Test.Len(), sp.Train.Classes, shape)
 	noise, err := noiseSummaries(datas, sp)
 	if err != nil {
@@ -76,14 +76,16 @@ func checkCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if n := len(p.Runs); n > grid.DefaultWarnRuns {
 		fmt.Fprintf(stdout, "warning: %d runs, more than %d: is every list of the sweep meant? (host run --shard i/n splits a grid)\n", n, grid.DefaultWarnRuns)
 	}
+	count := newParamCounter(ctx, exp, sp.Train.Classes, shape)
+	defer count.close()
 	for _, r := range p.Runs {
 		var params int64
 		for _, a := range r.Members {
-			m, err := zoo.New(a, sp.Train.Classes, shape)
+			n, err := count.params(a)
 			if err != nil {
 				return err
 			}
-			params += m.Numel
+			params += n
 		}
 		info := p.Infos[r.Method.Name]
 		fmt.Fprintf(stdout, "  %3d  %-40s plugin %s %s, %d parameters\n", r.Index, r.Key, info.Name, info.Version, params)
@@ -96,6 +98,47 @@ func checkCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	fmt.Fprintln(stdout, "ok")
 	return nil
+}
+
+// paramCounter counts the parameters of the archs of a check's runs, once
+// per arch. A TorchScript file is loaded to count them, on the CPU, by a
+// worker started for that with the experiment's threads (torch's thread
+// count is process-wide).
+type paramCounter struct {
+	ctx     context.Context
+	exp     *experiment.Experiment
+	classes int
+	shape   []int64
+	w       *tensor.Worker
+	known   map[string]int64
+}
+
+func newParamCounter(ctx context.Context, exp *experiment.Experiment, classes int, shape []int64) *paramCounter {
+	return &paramCounter{ctx: ctx, exp: exp, classes: classes, shape: shape, known: map[string]int64{}}
+}
+
+func (c *paramCounter) params(arch string) (int64, error) {
+	if n, ok := c.known[arch]; ok {
+		return n, nil
+	}
+	if _, script := experiment.TorchScriptPath(arch); script && c.w == nil {
+		c.w = tensor.NewWorker(c.exp.Train.Threads)
+	}
+	m, err := model.Builtin().Make(c.ctx, c.w, tensor.CPU, arch, c.classes, c.shape)
+	if err != nil {
+		return 0, err
+	}
+	if c.w != nil {
+		_ = c.w.Do(c.ctx, func() error { m.Release(); return nil })
+	}
+	c.known[arch] = m.Numel
+	return m.Numel, nil
+}
+
+func (c *paramCounter) close() {
+	if c.w != nil {
+		c.w.Close()
+	}
 }
 
 // timeoutsUsage documents the --timeouts flag.

@@ -129,7 +129,8 @@ type Engine struct {
 }
 
 // New makes an engine with one member per model, initializing parameters
-// from cfg.Seed (member m uses seed cfg.Seed + m·1000003).
+// from cfg.Seed (member m uses seed cfg.Seed + m·1000003). The engine owns
+// the models: Close releases them (Model.Release).
 func New(ctx context.Context, w *tensor.Worker, cfg Config, models []*model.Model) (*Engine, error) {
 	if cfg.BNMomentum == 0 {
 		cfg.BNMomentum = 0.1
@@ -184,6 +185,7 @@ func (e *Engine) Close() {
 		for _, m := range e.members {
 			m.Params.Drop()
 			m.Buf.Drop()
+			m.Model.Release()
 			m.base.drop()
 			if m.vi != nil {
 				m.vi.drop()

@@ -80,8 +80,12 @@ func ParseArch(spec string) (canonical string, members []string, err error) {
 		if name == "" {
 			return "", nil, fmt.Errorf("arch spec %q: empty arch name", spec)
 		}
-		if !isArchName(name) {
-			return "", nil, fmt.Errorf("arch spec %q: invalid arch name %q (use letters, digits, '.', '_', '-')", spec, name)
+		if path, ok := TorchScriptPath(name); ok {
+			if strings.TrimSpace(path) == "" {
+				return "", nil, fmt.Errorf("arch spec %q: %q names no file", spec, name)
+			}
+		} else if !isArchName(name) {
+			return "", nil, fmt.Errorf("arch spec %q: invalid arch name %q (use letters, digits, '.', '_', '-', or %q and a file)", spec, name, TorchScriptPrefix)
 		}
 		n := 1
 		if hasCount {
@@ -105,6 +109,18 @@ func ParseArch(spec string) (canonical string, members []string, err error) {
 		}
 	}
 	return strings.Join(canon, "+"), members, nil
+}
+
+// TorchScriptPrefix starts an arch name that is a TorchScript file, made in
+// PyTorch by torch.jit.script(model).save(path): "torchscript:net.pt". The
+// path may hold any character but '+' and '*' (the spec's separators); a
+// relative one is relative to the experiment file's folder (Load).
+const TorchScriptPrefix = "torchscript:"
+
+// TorchScriptPath returns the file of a "torchscript:" arch name, and
+// whether arch is one.
+func TorchScriptPath(arch string) (string, bool) {
+	return strings.CutPrefix(arch, TorchScriptPrefix)
 }
 
 func isArchName(s string) bool {

@@ -87,9 +87,34 @@ func (e *Experiment) resolvePaths(dir string) {
 	resolve(&e.Data.OODDir)
 	resolve(&e.Data.Path)
 	resolve(&e.Model.InitFrom)
+	for i := range e.Model.Archs {
+		e.Model.Archs[i] = resolveArchSpec(e.Model.Archs[i], resolve)
+	}
 	for i := range e.Methods {
 		resolve(&e.Methods[i].Path)
 	}
+}
+
+// resolveArchSpec resolves the file of every TorchScript term of an arch
+// spec ("torchscript:net.pt*2 + cnn"); other terms are kept as written.
+func resolveArchSpec(spec string, resolve func(*string)) string {
+	if !strings.Contains(spec, TorchScriptPrefix) {
+		return spec
+	}
+	terms := strings.Split(spec, "+")
+	for i, term := range terms {
+		name, count, hasCount := strings.Cut(term, "*")
+		path, ok := TorchScriptPath(strings.TrimSpace(name))
+		if !ok || strings.TrimSpace(path) == "" {
+			continue
+		}
+		resolve(&path)
+		terms[i] = TorchScriptPrefix + path
+		if hasCount {
+			terms[i] += "*" + count
+		}
+	}
+	return strings.Join(terms, "+")
 }
 
 // Parse decodes an experiment file strictly; name is the file name that

@@ -649,7 +649,7 @@ func TestLoadResolvesRelativePaths(t *testing.T) {
 	}
 	type paths struct {
 		results, dir, oodDir, path, initFrom string
-		methods                              []string
+		methods, archs                       []string
 	}
 	tests := []struct {
 		name string
@@ -699,6 +699,17 @@ func TestLoadResolvesRelativePaths(t *testing.T) {
 			want: paths{results: "results", path: filepath.Join(sub, "arrays"), methods: []string{""}},
 		},
 		{
+			name: "TorchScript archs, alone, counted and combined; built-in archs as written",
+			file: filepath.Join(sub, "script.toml"),
+			src:  "name = \"s\"\n[model]\narchs = [\"torchscript:net.pt\", \" torchscript:../m/a.pt * 2 + cnn\", \"cnn\", \"torchscript:" + filepath.Join(tmp, "x.pt") + "\"]\n[[method]]\nname = \"SGD\"\nplugin = \"sgd\"\n",
+			want: paths{results: "results", methods: []string{""}, archs: []string{
+				"torchscript:" + filepath.Join(sub, "net.pt"),
+				"torchscript:" + filepath.Join(tmp, "exps", "m", "a.pt") + "* 2 + cnn",
+				"cnn",
+				"torchscript:" + filepath.Join(tmp, "x.pt"),
+			}},
+		},
+		{
 			name: "blank values are kept for Validate to report",
 			file: filepath.Join(sub, "blank.toml"),
 			src:  "name = \"b\"\nresults_dir = \" \"\n[data]\ndataset = \"csv\"\npath = \"  \"\n[model]\ninit_from = \" \"\n[[method]]\nname = \"A\"\npath = \" \"\n",
@@ -722,6 +733,9 @@ func TestLoadResolvesRelativePaths(t *testing.T) {
 			got := paths{results: e.ResultsDir, dir: e.Data.Dir, oodDir: e.Data.OODDir, path: e.Data.Path, initFrom: e.Model.InitFrom}
 			for _, m := range e.Methods {
 				got.methods = append(got.methods, m.Path)
+			}
+			if tc.want.archs != nil {
+				got.archs = e.Model.Archs
 			}
 			if !reflect.DeepEqual(got, tc.want) {
 				t.Errorf("Load resolved\n %+v\nwant\n %+v", got, tc.want)

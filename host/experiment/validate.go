@@ -332,7 +332,7 @@ func (v *validator) model(knownArchs []string) {
 		}
 		bad := map[string]bool{}
 		for _, a := range members {
-			if bad[a] || slices.Contains(knownArchs, a) {
+			if _, script := TorchScriptPath(a); script || bad[a] || slices.Contains(knownArchs, a) {
 				continue
 			}
 			bad[a] = true

@@ -45,15 +45,17 @@ func (s *scan) probe(ctx context.Context, cp loadedCheckpoint) (CheckpointSummar
 // checkpoint's tensors into it. The caller closes it.
 func (s *scan) engine(ctx context.Context, cp loadedCheckpoint) (*engine.Engine, error) {
 	d := s.sess.Data
-	mod, err := model.Builtin().New(cp.arch, d.Classes, d.Shape)
+	mod, err := model.Builtin().Make(ctx, s.sess.W, s.sess.Dev, cp.arch, d.Classes, d.Shape)
 	if err != nil {
 		return nil, err
 	}
-	if err := mod.SetNumerics(s.num); err != nil {
-		return nil, err
+	err = mod.SetNumerics(s.num)
+	var eng *engine.Engine
+	if err == nil {
+		eng, err = engine.New(ctx, s.sess.W, engine.Config{Device: s.sess.Dev}, []*model.Model{mod})
 	}
-	eng, err := engine.New(ctx, s.sess.W, engine.Config{Device: s.sess.Dev}, []*model.Model{mod})
 	if err != nil {
+		_ = s.sess.W.Do(ctx, func() error { mod.Release(); return nil })
 		return nil, err
 	}
 	if err := statedict.Import(ctx, eng, 0, cp.tensors); err != nil {

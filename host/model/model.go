@@ -10,11 +10,13 @@
 package model
 
 import (
+	"context"
 	"fmt"
 	"math"
 	"sort"
 	"strings"
 
+	"github.com/optlab/optlab/host/experiment"
 	"github.com/optlab/optlab/host/tensor"
 )
 
@@ -130,11 +132,19 @@ type Model struct {
 	BufNumel   int64
 	net        Net
 	num        Numerics
+	// initial, when set, holds each parameter's initial value (a
+	// TorchScript module's own), which InitParams copies.
+	initial []tensor.T
+	// release frees what the model holds on the device (Release).
+	release func()
 }
 
 // SetNumerics sets how the model's passes compute. ChannelsLast is refused
 // for an architecture without convolutions.
 func (m *Model) SetNumerics(n Numerics) error {
+	if n.ChannelsLast && m.IsTorchScript() {
+		return fmt.Errorf("%s: model.memory_format = \"channels_last\" applies only to the built-in architectures (a TorchScript module's weights keep their layout)", m.Arch)
+	}
 	if n.ChannelsLast && !m.HasConv() {
 		return fmt.Errorf("%s has no convolution: model.memory_format = \"channels_last\" applies only to convolutional networks", m.Arch)
 	}
@@ -285,10 +295,15 @@ func views(s *tensor.Scope, flat tensor.T, offsets []int64, shape func(int) []in
 }
 
 // InitParams fills a caller-owned flat vector with the model's initial values,
-// drawing from torch's global generator (seed it first).
+// drawing from torch's global generator (seed it first); a TorchScript
+// model's are the module's own.
 func (m *Model) InitParams(s *tensor.Scope, flat tensor.T) {
 	for i, p := range m.Params {
 		v := s.Narrow(flat, 0, m.Offsets[i], p.Numel())
+		if m.initial != nil {
+			s.CopyFrom(v, s.Reshape(m.initial[i], p.Numel()))
+			continue
+		}
 		fanIn, fanOut := fans(p.Shape)
 		switch p.Init.Kind {
 		case Zeros:
@@ -355,6 +370,24 @@ func (z Zoo) New(arch string, classes int, in []int64) (*Model, error) {
 		return nil, fmt.Errorf("unknown model %q (known: %s)", arch, strings.Join(z.Names(), ", "))
 	}
 	return c(classes, in)
+}
+
+// Make builds arch for a number of classes and an input shape: for a
+// "torchscript:" name (experiment.TorchScriptPrefix), the module in that
+// file, loaded onto device d on w's thread (NewTorchScript); else the
+// zoo's architecture. Release the model on w once done with it.
+func (z Zoo) Make(ctx context.Context, w *tensor.Worker, d tensor.Device, arch string, classes int, in []int64) (*Model, error) {
+	path, ok := experiment.TorchScriptPath(arch)
+	if !ok {
+		return z.New(arch, classes, in)
+	}
+	var m *Model
+	err := w.Do(ctx, func() error {
+		var err error
+		m, err = NewTorchScript(path, classes, in, d)
+		return err
+	})
+	return m, err
 }
 
 // Builtin returns the built-in architectures.

@@ -96,16 +96,9 @@ func (r *Runner) build(ctx context.Context, run experiment.Run, m Optimizer) (*t
 	if err != nil {
 		return nil, err
 	}
-	models := make([]*model.Model, len(run.Members))
-	for i, arch := range run.Members {
-		mod, err := r.Zoo.New(arch, r.Data.Classes, r.Data.Shape)
-		if err != nil {
-			return nil, err
-		}
-		if err := mod.SetNumerics(num); err != nil {
-			return nil, err
-		}
-		models[i] = mod
+	models, err := r.models(ctx, run, num)
+	if err != nil {
+		return nil, err
 	}
 	// r is the run's runner (forRun): its Train has the run's swept values
 	// and its method's optimizer and schedule.
@@ -131,14 +124,17 @@ func (r *Runner) build(ctx context.Context, run experiment.Run, m Optimizer) (*t
 	// run (libtorch's switches are process-wide).
 	tnum := tensor.Numerics{Deterministic: tr.Deterministic, CudnnBenchmark: tr.CudnnBenchmark, TF32: tr.TF32}
 	if err := r.W.Do(ctx, func() error { return tensor.SetNumerics(tnum) }); err != nil {
+		releaseModels(r.W, models)
 		return nil, err
 	}
 	perEpoch, total := r.Steps()
 	if perEpoch == 0 {
+		releaseModels(r.W, models)
 		return nil, fmt.Errorf("the training set (%d samples) is smaller than one batch (%d)", r.Data.TrainSize, tr.BatchSize)
 	}
 	eng, err := engine.New(ctx, r.W, ecfg, models)
 	if err != nil {
+		releaseModels(r.W, models)
 		return nil, err
 	}
 	fail := func(e error) (*training, error) {
@@ -165,6 +161,42 @@ func (r *Runner) build(ctx context.Context, run experiment.Run, m Optimizer) (*t
 		return fail(fmt.Errorf("configure: %w", err))
 	}
 	return &training{run: run, m: m, eng: eng, members: len(models), perEpoch: perEpoch, total: total, ownsUpdate: ecfg.OwnsUpdate}, nil
+}
+
+// models builds run's members (a TorchScript file is loaded once per
+// member: each has its own module) with the experiment's numerics. On
+// error nothing is left open.
+func (r *Runner) models(ctx context.Context, run experiment.Run, num model.Numerics) ([]*model.Model, error) {
+	var models []*model.Model
+	for _, arch := range run.Members {
+		mod, err := r.Zoo.Make(ctx, r.W, r.Dev, arch, r.Data.Classes, r.Data.Shape)
+		if err != nil {
+			releaseModels(r.W, models)
+			return nil, err
+		}
+		models = append(models, mod)
+		if mod.IsTorchScript() && r.Exp.Model.Variational {
+			err = fmt.Errorf("model.variational = true: %s is a TorchScript module, which has no variational (local-reparameterization) forward; use a built-in arch", arch)
+		}
+		if err == nil {
+			err = mod.SetNumerics(num)
+		}
+		if err != nil {
+			releaseModels(r.W, models)
+			return nil, err
+		}
+	}
+	return models, nil
+}
+
+// releaseModels frees what models hold on the device, on w.
+func releaseModels(w *tensor.Worker, models []*model.Model) {
+	_ = w.Do(context.Background(), func() error {
+		for _, m := range models {
+			m.Release()
+		}
+		return nil
+	})
 }
 
 // logLine writes one of the engine's notices (a spilled vector) to the log,

@@ -29,6 +29,10 @@ type Config struct {
 	// file under the same name, or the same one edited, is another run.
 	// "" when there is none or it cannot be read.
 	DataContent, InitFromContent string
+	// ArchContent identifies the TorchScript files of the run's arch
+	// ("torchscript:…" members) by content, one FileIdentity per distinct
+	// file in member order, joined by "+"; "" when it has none.
+	ArchContent string
 	// OwnsUpdate says that the optimizer applies its own update
 	// (optim.CapOwnsUpdate): Train.Optimizer's base optimizer is not used,
 	// only its lr (StepInput.LR).
@@ -54,7 +58,28 @@ func (r *Runner) Config(run experiment.Run, m Optimizer) Config {
 			c.InitFromContent = id
 		}
 	}
+	c.ArchContent = archIdentity(run.Members)
 	return c
+}
+
+// archIdentity identifies the TorchScript files among members by content
+// (Config.ArchContent).
+func archIdentity(members []string) string {
+	var ids []string
+	seen := map[string]bool{}
+	for _, a := range members {
+		path, ok := experiment.TorchScriptPath(a)
+		if !ok || seen[path] {
+			continue
+		}
+		seen[path] = true
+		id, ok := FileIdentity(path)
+		if !ok {
+			id = "unreadable"
+		}
+		ids = append(ids, id)
+	}
+	return strings.Join(ids, "+")
 }
 
 // Map renders the configuration as a record's Config: "params.<name>"
@@ -132,13 +157,17 @@ func (c Config) Map() map[string]any {
 	if f := c.Model.MemoryFormat; f != "" && f != experiment.MemoryContiguous {
 		cfg["model.memory_format"] = f
 	}
-	// The files behind data.path and init_from, by content: another file
+	// The files behind data.path, init_from and TorchScript archs, by
+	// content: another file
 	// under the same name (or the same one edited) is another run.
 	if c.DataContent != "" {
 		cfg["data.path.content"] = c.DataContent
 	}
 	if c.InitFromContent != "" {
 		cfg["model.init_from.content"] = c.InitFromContent
+	}
+	if c.ArchContent != "" {
+		cfg["model.archs.content"] = c.ArchContent
 	}
 	addTable(cfg, "eval", c.Eval)
 	// Determinism and precision: only when on, so that a run at the

@@ -98,3 +98,29 @@ func TestRecordIdentifiesNumPyFiles(t *testing.T) {
 		t.Errorf("data.layout = %v", cfg["data.layout"])
 	}
 }
+
+// A TorchScript arch is identified by its file's content: the same name
+// with other weights is another run; a built-in arch adds no key.
+func TestRecordIdentifiesTorchScriptFiles(t *testing.T) {
+	dir := t.TempDir()
+	pt := filepath.Join(dir, "net.pt")
+	os.WriteFile(pt, []byte("scripted"), 0o644)
+	r := &Runner{Exp: experiment.Default()}
+	arch := experiment.TorchScriptPrefix + pt
+	run := experiment.Run{Key: "k", Label: "SGD", Arch: arch + "*2+cnn", Members: []string{arch, arch, "cnn"}}
+	cfg := r.Record(run, Optimizer{}).Config
+	sum := sha256.Sum256([]byte("scripted"))
+	if want := fmt.Sprintf("8 bytes, sha256 %x", sum); cfg["model.archs.content"] != want {
+		t.Errorf("model.archs.content = %v, want %q", cfg["model.archs.content"], want)
+	}
+	os.WriteFile(pt, []byte("scriptee"), 0o644)
+	later := time.Now().Add(time.Minute)
+	os.Chtimes(pt, later, later)
+	if now := r.Record(run, Optimizer{}).Config; now["model.archs.content"] == cfg["model.archs.content"] {
+		t.Errorf("edited module: identity unchanged %v", now["model.archs.content"])
+	}
+	run.Members = []string{"cnn"}
+	if now := r.Record(run, Optimizer{}).Config; now["model.archs.content"] != nil {
+		t.Errorf("built-in arch identified: %v", now["model.archs.content"])
+	}
+}

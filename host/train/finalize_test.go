@@ -138,7 +138,7 @@ func TestSavedModelIsEvaluated(t *testing.T) {
 // set for UpdateBN, as a run would.
 func freshEngine(t *testing.T, r *Runner, run experiment.Run) *engine.Engine {
 	t.Helper()
-	m, err := r.Zoo.New(run.Members[0], r.Data.Classes, r.Data.Shape)
+	m, err := r.Zoo.Make(context.Background(), r.W, r.Dev, run.Members[0], r.Data.Classes, r.Data.Shape)
 	if err != nil {
 		t.Fatal(err)
 	}

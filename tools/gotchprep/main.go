@@ -19,6 +19,7 @@ package main
 
 import (
 	"bytes"
+	_ "embed"
 	"errors"
 	"flag"
 	"fmt"
@@ -30,9 +31,16 @@ import (
 )
 
 // toolVersion changes whenever the preparation's output would change.
-const toolVersion = "optlab-gotchprep-5"
+const toolVersion = "optlab-gotchprep-6"
 
 const gotchModule = "github.com/sugarme/gotch"
+
+// optlabAPI is C++ appended to libtch's torch_api.cpp: the TorchScript
+// module access optlab needs and gotch does not wrap (host/tensor declares
+// and calls it).
+//
+//go:embed cxx/optlab_api.cpp.in
+var optlabAPI string
 
 // packages of gotch that optlab needs (the examples and generator are 90 MB).
 var keep = []string{".", "libtch", "ts", "nn"}
@@ -162,6 +170,9 @@ func prepare(o options, lt Libtorch) error {
 		return err
 	}
 	if err := os.WriteFile(filepath.Join(lib, "optlab_libtorch.go"), []byte(infoGo(lt)), 0o644); err != nil {
+		return err
+	}
+	if err := appendFile(filepath.Join(lib, "torch_api.cpp"), optlabAPI); err != nil {
 		return err
 	}
 	if err := forceStubs(filepath.Join(lib, "torch_api_generated.cpp.h"), forced, lt.Version); err != nil {
@@ -297,6 +308,15 @@ func copyPackage(src, dst string) error {
 		}
 	}
 	return nil
+}
+
+// appendFile adds text at the end of the file at path.
+func appendFile(path, text string) error {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, append(b, text...), 0o644)
 }
 
 func copyFile(src, dst string) error {

@@ -3,6 +3,7 @@ package statedict
 import (
 	"context"
 	"fmt"
+	"github.com/optlab/optlab/internal/torchtwin"
 	"math"
 	"math/rand/v2"
 	"os/exec"
@@ -412,15 +413,7 @@ func TestPyTorchInterop(t *testing.T) {
 // torch (make test installs python3-torch).
 func torchTwin(t *testing.T) (python, script string) {
 	t.Helper()
-	python = "/usr/bin/python3"
-	if err := exec.Command(python, "-c", "import torch").Run(); err != nil {
-		t.Skipf("%s has no torch (make test installs Debian's python3-torch): %v", python, err)
-	}
-	script, err := filepath.Abs(filepath.Join("..", "..", "..", "bench", "torch_models.py"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return python, script
+	return torchtwin.Python, torchtwin.Script(t)
 }
 
 // ckptTorchCompare runs the PyTorch twin on a checkpoint and an input/logits

@@ -1,0 +1,131 @@
+package model
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/optlab/optlab/host/experiment"
+	"github.com/optlab/optlab/internal/torchtwin"
+	"github.com/optlab/optlab/host/tensor"
+)
+
+// scriptFixtures is a Python program that saves the TorchScript modules of
+// TestTorchScriptRefusals and TestTorchScriptLayout into the folder argv[1].
+const scriptFixtures = `
+import sys, torch, torch.nn as nn
+out = sys.argv[1]
+
+class Net(nn.Module):
+    def __init__(self, classes=10, bn_momentum=0.1):
+        super().__init__()
+        self.conv = nn.Conv2d(1, 4, 3, padding=1)
+        self.bn = nn.BatchNorm2d(4, momentum=bn_momentum)
+        self.head = nn.Sequential(nn.Flatten(), nn.Linear(4 * 8 * 8, classes))
+        self.register_buffer("scale", torch.tensor([2.0]))
+    def forward(self, x):
+        return self.head(torch.relu(self.bn(self.conv(x)))) * self.scale
+
+class Pair(Net):
+    def forward(self, x):
+        y = self.head(self.conv(x))
+        return y, y
+
+torch.jit.script(Net()).save(out + "/net.pt")
+torch.jit.script(Net().double()).save(out + "/double.pt")
+torch.jit.script(Pair()).save(out + "/pair.pt")
+torch.jit.script(Net(classes=5)).save(out + "/five.pt")
+torch.jit.script(Net(bn_momentum=None)).save(out + "/cumulative.pt")
+torch.jit.script(torch.jit.freeze(torch.jit.script(Net()).eval())).save(out + "/frozen.pt")
+open(out + "/garbage.pt", "w").write("not a TorchScript archive")
+`
+
+func writeScriptFixtures(t *testing.T) string {
+	t.Helper()
+	torchtwin.Script(t) // skips without PyTorch
+	dir := t.TempDir()
+	// torch.jit.script reads the classes' source: a file, not python -c.
+	prog := filepath.Join(dir, "fixtures.py")
+	if err := os.WriteFile(prog, []byte(scriptFixtures), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	torchtwin.Exec(t, prog, dir)
+	return dir
+}
+
+func makeOnWorker(t *testing.T, arch string, classes int) (*Model, error) {
+	t.Helper()
+	w := tensor.NewWorker(1)
+	t.Cleanup(w.Close)
+	m, err := Builtin().Make(context.Background(), w, tensor.CPU, arch, classes, []int64{1, 8, 8})
+	if m != nil {
+		t.Cleanup(func() { _ = w.Do(context.Background(), func() error { m.Release(); return nil }) })
+	}
+	return m, err
+}
+
+// A TorchScript module's layout is its named_parameters (names, shapes,
+// order) and its BatchNorm running statistics; other buffers stay in the
+// module.
+func TestTorchScriptLayout(t *testing.T) {
+	dir := writeScriptFixtures(t)
+	m, err := makeOnWorker(t, experiment.TorchScriptPrefix+filepath.Join(dir, "net.pt"), 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, p := range m.Params {
+		got = append(got, p.Name+":"+p.Kind)
+	}
+	want := "conv.weight:weight conv.bias:bias bn.weight:bn bn.bias:bn head.1.weight:weight head.1.bias:bias"
+	if strings.Join(got, " ") != want {
+		t.Errorf("parameters %v, want %s", got, want)
+	}
+	if m.Numel != 4*9+4+4+4+10*256+10 {
+		t.Errorf("numel %d", m.Numel)
+	}
+	var bufs []string
+	for _, b := range m.Buffers {
+		bufs = append(bufs, b.Name)
+	}
+	if strings.Join(bufs, " ") != "bn.running_mean bn.running_var" {
+		t.Errorf("buffers %v", bufs)
+	}
+	if !m.IsTorchScript() || m.Arch != experiment.TorchScriptPrefix+filepath.Join(dir, "net.pt") {
+		t.Errorf("arch %q", m.Arch)
+	}
+	if err := m.SetNumerics(Numerics{ChannelsLast: true}); err == nil || !strings.Contains(err.Error(), "channels_last") {
+		t.Errorf("channels_last: %v", err)
+	}
+}
+
+// Modules optlab cannot train are refused when they are loaded, each with
+// a message that says why.
+func TestTorchScriptRefusals(t *testing.T) {
+	dir := writeScriptFixtures(t)
+	for _, c := range []struct {
+		file    string
+		classes int
+		want    string
+	}{
+		{"missing.pt", 10, "no such file"},
+		{"garbage.pt", 10, "loading TorchScript module"},
+		{"double.pt", 10, "conv.weight is Double; optlab trains float32 parameters"},
+		{"pair.pt", 10, "returns one tensor of logits"},
+		{"five.pt", 10, "returns shape [2 5]; the data has 10 classes"},
+		{"cumulative.pt", 10, "BatchNorm bn has momentum None"},
+		{"frozen.pt", 10, "has no parameters (a frozen module?"},
+	} {
+		t.Run(c.file, func(t *testing.T) {
+			_, err := makeOnWorker(t, experiment.TorchScriptPrefix+filepath.Join(dir, c.file), c.classes)
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("got %v, want an error with %q", err, c.want)
+			}
+			if first := strings.SplitN(err.Error(), "\n", 2)[0]; !strings.Contains(first, c.file) {
+				t.Errorf("the message's first line does not name the file: %q", first)
+			}
+		})
+	}
+}
