@@ -397,7 +397,20 @@ type Model struct {
 	// convolutions run faster on, especially in bf16. Only for image
 	// inputs and architectures with convolutions.
 	MemoryFormat string `toml:"memory_format"`
+	// TorchScriptInit (default "file") is where a TorchScript arch's
+	// initial parameters come from: "file", the weights saved in it, for
+	// every member and seed; or "reset", drawn per member and seed as
+	// torch.nn's reset_parameters() draws them (convolution and linear
+	// weights and biases U(±1/√fan_in), BatchNorm weight 1 and bias 0),
+	// other parameters from the file.
+	TorchScriptInit string `toml:"torchscript_init"`
 }
+
+// Initial parameters of TorchScript archs (model.torchscript_init).
+const (
+	TorchScriptInitFile  = "file"
+	TorchScriptInitReset = "reset"
+)
 
 // Memory formats (model.memory_format).
 const (
@@ -776,8 +789,9 @@ func Default() *Experiment {
 			Synthetic:    Synthetic{Train: 512, Test: 256, Classes: 10},
 		},
 		Model: Model{
-			Archs:        []string{"cnn"},
-			MemoryFormat: MemoryContiguous,
+			Archs:           []string{"cnn"},
+			MemoryFormat:    MemoryContiguous,
+			TorchScriptInit: TorchScriptInitFile,
 			VariationalOpts: VariationalOpts{
 				PriorSigma: 0.1, RhoInit: -5.0, KL: KLqp, KLReduction: "sum", Beta: 1.0, MCSamples: 30,
 			},

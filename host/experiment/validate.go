@@ -343,6 +343,10 @@ func (v *validator) model(knownArchs []string) {
 		v.fail("model.init_from", "must not be blank (use \"\" for random initialisation)")
 	}
 	v.enum("model.memory_format", m.MemoryFormat, MemoryContiguous, MemoryChannelsLast)
+	v.enum("model.torchscript_init", m.TorchScriptInit, TorchScriptInitFile, TorchScriptInitReset)
+	if !slices.ContainsFunc(m.Archs, func(spec string) bool { return strings.Contains(spec, TorchScriptPrefix) }) {
+		v.notFor("model.torchscript_init", m.TorchScriptInit == def.Model.TorchScriptInit, "when model.archs has a \""+TorchScriptPrefix+"\" arch")
+	}
 	if d := v.e.Data; m.MemoryFormat == MemoryChannelsLast && !imageInputs(d) {
 		v.fail("model.memory_format", "channels_last needs image inputs (dataset %q has flat feature vectors); use %q", d.Dataset, MemoryContiguous)
 	}

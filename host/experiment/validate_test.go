@@ -121,6 +121,9 @@ func TestValidate(t *testing.T) {
 		{name: "precision fp16", body: "[train]\nprecision = \"fp16\"", want: []string{`t.toml:3: train.precision must be one of fp32, bf16 (got "fp16")`}},
 		{name: "precision case", body: "[train]\nprecision = \"BF16\"", want: []string{`t.toml:3: train.precision must be one of fp32, bf16 (got "BF16"); did you mean "bf16"?`}},
 		{name: "channels_last", body: "[model]\nmemory_format = \"channels_last\""},
+		{name: "torchscript reset", body: "[model]\narchs = [\"torchscript:net.pt*3\"]\ntorchscript_init = \"reset\""},
+		{name: "torchscript init unknown", body: "[model]\narchs = [\"torchscript:net.pt\"]\ntorchscript_init = \"random\"", want: []string{`t.toml:4: model.torchscript_init must be one of file, reset (got "random")`}},
+		{name: "torchscript init without a torchscript arch", body: "[model]\narchs = [\"cnn\"]\ntorchscript_init = \"reset\"", want: []string{`t.toml:4: model.torchscript_init applies only when model.archs has a "torchscript:" arch`}},
 		{name: "memory format unknown", body: "[model]\nmemory_format = \"nhwc\"", want: []string{`t.toml:3: model.memory_format must be one of contiguous, channels_last (got "nhwc")`}},
 		{name: "channels_last needs images", body: "[data]\ndataset = \"csv\"\npath = \"a.csv\"\n[model]\nmemory_format = \"channels_last\"", want: []string{
 			`t.toml:6: model.memory_format channels_last needs image inputs (dataset "csv" has flat feature vectors); use "contiguous"`}},

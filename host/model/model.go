@@ -31,6 +31,7 @@ const (
 	KaimingNormalFanOut // N(0, 2/fan_out): MobileNet/EfficientNet convs (torchvision)
 	TorchDefault        // PyTorch's Linear/Conv default: U(±1/√fan_in) (weights and biases)
 	Normal              // N(0, Std²)
+	Given               // the model's own initial value (a TorchScript module's)
 )
 
 // Init is a parameter initializer.
@@ -133,7 +134,7 @@ type Model struct {
 	net        Net
 	num        Numerics
 	// initial, when set, holds each parameter's initial value (a
-	// TorchScript module's own), which InitParams copies.
+	// TorchScript module's own), which InitParams copies for Given.
 	initial []tensor.T
 	// release frees what the model holds on the device (Release).
 	release func()
@@ -300,10 +301,6 @@ func views(s *tensor.Scope, flat tensor.T, offsets []int64, shape func(int) []in
 func (m *Model) InitParams(s *tensor.Scope, flat tensor.T) {
 	for i, p := range m.Params {
 		v := s.Narrow(flat, 0, m.Offsets[i], p.Numel())
-		if m.initial != nil {
-			s.CopyFrom(v, s.Reshape(m.initial[i], p.Numel()))
-			continue
-		}
 		fanIn, fanOut := fans(p.Shape)
 		switch p.Init.Kind {
 		case Zeros:
@@ -323,6 +320,8 @@ func (m *Model) InitParams(s *tensor.Scope, flat tensor.T) {
 			s.UniformInPlace(v, -bound, bound)
 		case Normal:
 			s.NormalInPlace(v, 0, p.Init.Std)
+		case Given:
+			s.CopyFrom(v, s.Reshape(m.initial[i], p.Numel()))
 		}
 	}
 }

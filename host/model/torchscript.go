@@ -89,7 +89,7 @@ func NewTorchScript(path string, classes int, in []int64, d tensor.Device) (m *M
 		case leaf == "bias":
 			kind = "bias"
 		}
-		b.Param(name, v.Shape(), kind, Init{})
+		b.Param(name, v.Shape(), kind, Init{Kind: Given})
 		net.params = append(net.params, name)
 		net.initial = append(net.initial, s.Keep(s.Detach(v)))
 	}
@@ -212,6 +212,40 @@ func (n *scriptNet) release() {
 		n.initial[i].Drop()
 	}
 	n.mod.Close()
+}
+
+// ResetInit makes InitParams draw a TorchScript model's parameters as
+// torch.nn's reset_parameters() draws them, from torch's global generator
+// (seeded per member by the engine), instead of copying the file's:
+// weights of two or more dimensions (convolutions, linear layers) and the
+// bias beside such a weight U(±1/√fan_in) of that weight, a BatchNorm's
+// weight 1 and bias 0. Other parameters keep the file's values. It does
+// nothing for a built-in architecture.
+func (m *Model) ResetInit() {
+	if !m.IsTorchScript() {
+		return
+	}
+	weights := map[string]int{}
+	for i, p := range m.Params {
+		weights[p.Name] = i
+	}
+	for i := range m.Params {
+		p := &m.Params[i]
+		owner, leaf := splitPath(p.Name)
+		switch {
+		case p.Kind == "bn" && leaf == "weight":
+			p.Init = Init{Kind: Ones}
+		case p.Kind == "bn" && leaf == "bias":
+			p.Init = Init{Kind: Zeros}
+		case p.Kind == "weight" && len(p.Shape) >= 2:
+			p.Init = Init{Kind: TorchDefault}
+		case p.Kind == "bias":
+			if w, ok := weights[joinPath(owner, "weight")]; ok && len(m.Params[w].Shape) >= 2 {
+				fanIn, _ := fans(m.Params[w].Shape)
+				p.Init = Init{Kind: TorchDefault, FanIn: fanIn}
+			}
+		}
+	}
 }
 
 // IsTorchScript tells whether the model runs a TorchScript module.

@@ -8,8 +8,8 @@ import (
 	"testing"
 
 	"github.com/optlab/optlab/host/experiment"
-	"github.com/optlab/optlab/internal/torchtwin"
 	"github.com/optlab/optlab/host/tensor"
+	"github.com/optlab/optlab/internal/torchtwin"
 )
 
 // scriptFixtures is a Python program that saves the TorchScript modules of

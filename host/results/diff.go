@@ -32,6 +32,8 @@ var OmittedDefaults = map[string]any{
 	"eval.corruptions.seed":       int64(0),
 	// data.layout, recorded only for an npz dataset in NHWC.
 	"data.layout": "nchw",
+	// model.torchscript_init, recorded only when "reset".
+	"model.torchscript_init": "file",
 }
 
 // ConfigDiff lists how a run's configuration now differs from the one a

@@ -181,6 +181,9 @@ func (r *Runner) models(ctx context.Context, run experiment.Run, num model.Numer
 		if err == nil {
 			err = mod.SetNumerics(num)
 		}
+		if r.Exp.Model.TorchScriptInit == experiment.TorchScriptInitReset {
+			mod.ResetInit()
+		}
 		if err != nil {
 			releaseModels(r.W, models)
 			return nil, err

@@ -157,6 +157,9 @@ func (c Config) Map() map[string]any {
 	if f := c.Model.MemoryFormat; f != "" && f != experiment.MemoryContiguous {
 		cfg["model.memory_format"] = f
 	}
+	if i := c.Model.TorchScriptInit; i != "" && i != experiment.TorchScriptInitFile {
+		cfg["model.torchscript_init"] = i
+	}
 	// The files behind data.path, init_from and TorchScript archs, by
 	// content: another file
 	// under the same name (or the same one edited) is another run.

@@ -14,10 +14,10 @@ import (
 	"github.com/optlab/optlab/host/data/devset"
 	"github.com/optlab/optlab/host/engine"
 	"github.com/optlab/optlab/host/experiment"
-	"github.com/optlab/optlab/internal/torchtwin"
 	"github.com/optlab/optlab/host/model"
 	"github.com/optlab/optlab/host/results"
 	"github.com/optlab/optlab/host/tensor"
+	"github.com/optlab/optlab/internal/torchtwin"
 	"github.com/optlab/optlab/plugins/otmdr"
 	"github.com/optlab/optlab/plugins/sam"
 	"github.com/optlab/optlab/plugins/sgd"
@@ -259,5 +259,88 @@ func TestTorchScriptResNetFromNumPy(t *testing.T) {
 	}
 	if ran != 2 {
 		t.Fatalf("the example has %d of the SAM and OT-MDR methods", ran)
+	}
+}
+
+// A TorchScript arch in a variational experiment is refused when the run is
+// built (host check's preflight), naming the arch.
+func TestTorchScriptRefusesVariational(t *testing.T) {
+	torchtwin.Script(t) // skips without PyTorch
+	w := tensor.NewWorker(1)
+	defer w.Close()
+	r, exp := newRunner(t, w, digitsTOML)
+	pt := filepath.Join(t.TempDir(), "cnn.pt")
+	torchtwin.Run(t, "--script", pt, "--arch", "cnn", "--classes", "10", "--in-shape", "1,8,8")
+	exp.Model.Archs = []string{experiment.TorchScriptPrefix + pt}
+	exp.Model.Variational = true
+	err := r.Preflight(context.Background(), experiment.Grid(exp)[0], method(t, sgd.New(), nil))
+	if err == nil || !strings.Contains(err.Error(), "model.variational = true: torchscript:"+pt+" is a TorchScript module") {
+		t.Fatalf("got %v", err)
+	}
+}
+
+// model.torchscript_init = "reset" draws a TorchScript module's
+// convolution, linear and BatchNorm parameters per member and seed as
+// torch.nn's reset_parameters() would (two members of one file start
+// apart; a BatchNorm starts at weight 1, bias 0; every weight within
+// ±1/√fan_in); "file" starts every member from the file's weights.
+func TestTorchScriptResetInit(t *testing.T) {
+	torchtwin.Script(t) // skips without PyTorch
+	w := tensor.NewWorker(1)
+	defer w.Close()
+	ctx := context.Background()
+	r, exp := newRunner(t, w, digitsTOML)
+	pt := filepath.Join(t.TempDir(), "cnn.pt")
+	torchtwin.Run(t, "--script", pt, "--arch", "cnn", "--classes", "10", "--in-shape", "1,8,8")
+	exp.Model.Archs = []string{experiment.TorchScriptPrefix + pt + "*2"}
+	members := func(init string) [2]map[string][]float32 {
+		exp.Model.TorchScriptInit = init
+		tr, err := r.build(ctx, experiment.Grid(exp)[0], method(t, sgd.New(), nil))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer tr.eng.Close()
+		var out [2]map[string][]float32
+		for m := range out {
+			ts, err := statedict.Export(ctx, tr.eng, m)
+			if err != nil {
+				t.Fatal(err)
+			}
+			out[m] = map[string][]float32{}
+			for _, x := range ts {
+				if x.DType == checkpoint.F32 {
+					out[m][x.Name], _ = x.Float32s()
+				}
+			}
+		}
+		return out
+	}
+	file, reset := members(experiment.TorchScriptInitFile), members(experiment.TorchScriptInitReset)
+	if d := relDiff(t, file[1], file[0]); d != 0 {
+		t.Errorf("init file: the members differ by %g", d)
+	}
+	if d := relDiff(t, reset[1], reset[0]); d < 0.5 {
+		t.Errorf("init reset: the members differ by only %g", d)
+	}
+	if d := relDiff(t, reset[0], file[0]); d < 0.5 {
+		t.Errorf("init reset: the member is %g from the file's weights", d)
+	}
+	for name, v := range reset[0] {
+		var want float32 = -1
+		switch name {
+		case "features.0.bn.weight":
+			want = 1
+		case "features.0.bn.bias":
+			want = 0
+		}
+		bound := 1 / math.Sqrt(9) // features.0.conv.weight: fan_in 1·3·3
+		for _, x := range v {
+			if want >= 0 && x != want {
+				t.Fatalf("%s = %v, want %v", name, x, want)
+			}
+			if name == "features.0.conv.weight" && math.Abs(float64(x)) > bound {
+				t.Fatalf("%s has %v, beyond ±%v", name, x, bound)
+			}
+		}
 	}
 }
