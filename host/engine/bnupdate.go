@@ -64,11 +64,11 @@ func (e *Engine) updateBN(ctx context.Context, o optim.UpdateBN) error {
 	if mem.Model.BufNumel == 0 {
 		return nil // no BatchNorm: the (empty) statistics are exact
 	}
-	prev, err := tensor.SetGradEnabled(false)
+	restore, err := tensor.NoGrad()
 	if err != nil {
 		return err
 	}
-	defer func() { _, _ = tensor.SetGradEnabled(prev) }()
+	defer restore()
 	s := tensor.NewScope()
 	defer s.Close()
 	// The pass runs where the model does; a spilled vector's parameters

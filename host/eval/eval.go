@@ -34,11 +34,11 @@ func Predict(ctx context.Context, in Interpreter, pred optim.Predictive, set *de
 	}
 	var out []float64
 	err := in.Worker().Do(ctx, func() error {
-		prev, err := tensor.SetGradEnabled(false)
+		restore, err := tensor.NoGrad()
 		if err != nil {
 			return err
 		}
-		defer func() { _, _ = tensor.SetGradEnabled(prev) }()
+		defer restore()
 		out = make([]float64, 0, set.N*int64(set.Classes))
 		for start := int64(0); start < set.N; start += batch {
 			// Stop between batches when the run is cancelled (Ctrl-C,

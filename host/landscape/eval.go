@@ -81,11 +81,11 @@ func EvalAt(ctx context.Context, eng *engine.Engine, m int, params []float32, se
 	}
 	var res EvalResult
 	err := eng.Worker().Do(ctx, func() error {
-		prev, err := tensor.SetGradEnabled(false)
+		restore, err := tensor.NoGrad()
 		if err != nil {
 			return err
 		}
-		defer func() { _, _ = tensor.SetGradEnabled(prev) }()
+		defer restore()
 		outer := tensor.NewScope()
 		defer outer.Close()
 		p := mem.Params

@@ -52,11 +52,11 @@ func TestForwardReleasesActivations(t *testing.T) {
 	defer w.Close()
 	var logits []float32
 	err := w.Do(context.Background(), func() error {
-		prev, err := tensor.SetGradEnabled(false)
+		restore, err := tensor.NoGrad()
 		if err != nil {
 			return err
 		}
-		defer func() { _, _ = tensor.SetGradEnabled(prev) }()
+		defer restore()
 		s := tensor.NewScope()
 		defer s.Close()
 		tensor.ManualSeed(1)

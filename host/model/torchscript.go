@@ -139,11 +139,11 @@ func NewTorchScript(path string, classes int, in []int64, d tensor.Device) (m *M
 // probe runs the model on a batch of two zero inputs, without autograd,
 // in eval mode, and checks that it returns logits [2, classes].
 func probe(m *Model, d tensor.Device) error {
-	prev, err := tensor.SetGradEnabled(false)
+	restore, err := tensor.NoGrad()
 	if err != nil {
 		return err
 	}
-	defer func() { _, _ = tensor.SetGradEnabled(prev) }()
+	defer restore()
 	s := tensor.NewScope()
 	defer s.Close()
 	p := s.Zeros([]int64{m.Numel}, tensor.Float32, d)

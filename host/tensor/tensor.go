@@ -218,6 +218,16 @@ func SetGradEnabled(on bool) (bool, error) {
 	return false, fmt.Errorf("setting grad mode: %w", ts.TorchErr())
 }
 
+// NoGrad turns autograd recording off on the worker's thread and returns
+// the function that restores the previous state (defer it).
+func NoGrad() (restore func(), err error) {
+	prev, err := SetGradEnabled(false)
+	if err != nil {
+		return nil, err
+	}
+	return func() { _, _ = SetGradEnabled(prev) }, nil
+}
+
 // Scope owns the temporaries made through it and keeps the first error.
 // After an error every op returns the zero T, so straight-line model code
 // checks once, at the end, with Err.

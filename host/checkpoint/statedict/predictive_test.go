@@ -42,11 +42,11 @@ func predictiveProbs(t *testing.T, e *engine.Engine, pred optim.Predictive, x []
 	t.Helper()
 	var out []float32
 	err := e.Worker().Do(context.Background(), func() error {
-		prev, err := tensor.SetGradEnabled(false)
+		restore, err := tensor.NoGrad()
 		if err != nil {
 			return err
 		}
-		defer func() { _, _ = tensor.SetGradEnabled(prev) }()
+		defer restore()
 		s := tensor.NewScope()
 		defer s.Close()
 		p, err := e.Probs(s, pred, s.FromFloat32(x, shape, e.Device()), 1)

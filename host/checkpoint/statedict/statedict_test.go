@@ -108,11 +108,11 @@ func ckptLogits(t *testing.T, e *engine.Engine, m int, x []float32, shape []int6
 	t.Helper()
 	var out []float32
 	err := e.Worker().Do(context.Background(), func() error {
-		prev, err := tensor.SetGradEnabled(false)
+		restore, err := tensor.NoGrad()
 		if err != nil {
 			return err
 		}
-		defer func() { _, _ = tensor.SetGradEnabled(prev) }()
+		defer restore()
 		s := tensor.NewScope()
 		defer s.Close()
 		mem := e.Members()[m]
