@@ -27,7 +27,8 @@ Usage (Debian's PyTorch; the python3 on PATH may have no torch):
         --classes 10 --in-shape 1,8,8 [--init CKPT]
         # save the architecture as TorchScript (torch.jit.script), with the
         # parameters of an optlab checkpoint when --init is given, for
-        # model.archs = ["torchscript:OUT.pt"]
+        # model.archs = ["torchscript:OUT.pt"] (every arch but densenet121 and
+        # efficientnet-b0, whose forward TorchScript cannot compile)
 
 From Python: ``build(arch, classes=10, in_shape=(3, 32, 32))``,
 ``read_safetensors(path)`` and ``load_optlab(model, path)`` (no safetensors
@@ -193,8 +194,7 @@ class ResNet(nn.Module):
 
     def forward(self, x):
         x = F.relu(self.bn1(self.conv1(x)))
-        for stage in range(self.nstages):
-            x = getattr(self, "layer%d" % (stage + 1))(x)
+        x = self.layer4(self.layer3(self.layer2(self.layer1(x))))  # TorchScript: no getattr by a computed name
         return self.linear(global_pool(x))
 
 
