@@ -105,6 +105,9 @@ type Sparse struct {
 	// members 1, 2, … so far.
 	plan  EDSTPlan
 	taken int
+	// ticketMasks are EDST's copies of member 0's mask when each ticket
+	// k < M−1 was taken (member k+1's layout): the mask the ticket keeps.
+	ticketMasks []optim.Vec
 }
 
 var (
@@ -206,6 +209,12 @@ func (o *Sparse) Configure(ctx context.Context, h optim.Host, cfg optim.Config) 
 		n.initMask(p, o.scratch, maskSeed(cfg.Seed, m))
 		o.nets = append(o.nets, n)
 	}
+	if o.kind == EDST {
+		o.ticketMasks = o.hs.PerMember("ticket_mask", o.members-1)
+		for k, v := range o.ticketMasks {
+			p.Alloc(v, k+1)
+		}
+	}
 	if _, err := h.Exec(ctx, p); err != nil {
 		return fmt.Errorf("%s: sparse initialization: %w", o.kind, err)
 	}
@@ -300,6 +309,7 @@ func (o *Sparse) Step(ctx context.Context, h optim.Host, in optim.StepInput) (op
 	}
 	if ticket >= 0 {
 		p.CopyState(optim.ParamsOf(ticket+1), optim.Params)
+		p.Copy(o.ticketMasks[ticket], o.nets[0].mask)
 		o.nets[0].explore(p, o.scratch, o.grow, o.ed.LargeDeathRate)
 	}
 	p.ReportMetrics(p.Mean(evs))
@@ -348,7 +358,22 @@ func (o *Sparse) Predictive(context.Context) (optim.Predictive, error) {
 	if o.nets == nil {
 		return optim.Predictive{}, fmt.Errorf("%s: predictive before configure", o.kind)
 	}
-	return optim.Predictive{Kind: optim.Members, Vecs: o.Tickets()}, nil
+	return optim.Predictive{Kind: optim.Members, Vecs: o.Tickets(), Masks: o.TicketMasks()}, nil
+}
+
+// TicketMasks returns the masks of Tickets' vectors, in the same order:
+// every member's mask for DST; for EDST the mask each ticket was taken
+// with and, last, member 0's current one. The host saves them beside the
+// tickets in the run's model file.
+func (o *Sparse) TicketMasks() []optim.Vec {
+	if o.kind == DST {
+		masks := make([]optim.Vec, len(o.nets))
+		for m, n := range o.nets {
+			masks[m] = n.mask
+		}
+		return masks
+	}
+	return append(slices.Clone(o.ticketMasks[:o.taken]), o.nets[0].mask)
 }
 
 // Resolved implements optim.Resolver: EDST's explore_epochs when it was -1.
@@ -386,11 +411,11 @@ func (o *Sparse) SaveState(context.Context) ([]byte, []optim.Vec, error) {
 	if err != nil {
 		return nil, nil, fmt.Errorf("%s: save state: %w", o.kind, err)
 	}
-	vecs := make([]optim.Vec, len(o.nets))
-	for i, n := range o.nets {
-		vecs[i] = n.mask
+	vecs := make([]optim.Vec, 0, len(o.nets)+len(o.ticketMasks))
+	for _, n := range o.nets {
+		vecs = append(vecs, n.mask)
 	}
-	return b, vecs, nil
+	return b, append(vecs, o.ticketMasks...), nil
 }
 
 // LoadState implements optim.Stateful, after Configure: the host has

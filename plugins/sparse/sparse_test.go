@@ -246,7 +246,8 @@ func TestDSTMatchesReference(t *testing.T) {
 	if changed == 0 {
 		t.Error("no topology update changed a mask")
 	}
-	if want := (optim.Predictive{Kind: optim.Members, Vecs: []optim.Vec{optim.ParamsOf(0), optim.ParamsOf(1)}}); !reflect.DeepEqual(predictive(t, opt), want) {
+	if want := (optim.Predictive{Kind: optim.Members, Vecs: []optim.Vec{optim.ParamsOf(0), optim.ParamsOf(1)},
+		Masks: []optim.Vec{sp.Mask(0), sp.Mask(1)}}); !reflect.DeepEqual(predictive(t, opt), want) {
 		t.Errorf("predictive %+v, want %+v", predictive(t, opt), want)
 	}
 }
@@ -326,7 +327,7 @@ func TestEDSTMatchesReference(t *testing.T) {
 	sp := opt.(*sparse.Sparse)
 	rf := newRef(t, h, sp, 0, momentum)
 	init := [][]float64{nil, h.Params(1), h.Params(2)}
-	var tickets [][]float64
+	var tickets, ticketMasks [][]float64
 	for s := range int64(36) {
 		if _, err := r.Step(ctx); err != nil {
 			t.Fatal(err)
@@ -345,6 +346,7 @@ func TestEDSTMatchesReference(t *testing.T) {
 		}
 		if s == 15 || s == 27 {
 			tickets = append(tickets, slices.Clone(rf.theta))
+			ticketMasks = append(ticketMasks, slices.Clone(rf.mask))
 			label, _ := h.BNStats(optim.Params)
 			if got, _ := h.BNStats(optim.ParamsOf(len(tickets))); got != label {
 				t.Errorf("ticket %d carries BatchNorm statistics %d, the model's are %d", len(tickets)-1, got, label)
@@ -368,6 +370,17 @@ func TestEDSTMatchesReference(t *testing.T) {
 	for k, tk := range tickets {
 		if !slices.Equal(h.Params(k+1), tk) {
 			t.Errorf("member %d is not ticket %d", k+1, k)
+		}
+	}
+	// The masks the host saves beside the tickets: each ticket's mask when
+	// it was taken, and member 0's current one.
+	masks := predictive(t, opt).Masks
+	if len(masks) != 3 {
+		t.Fatalf("%d masks for 3 tickets", len(masks))
+	}
+	for k, want := range append(ticketMasks, rf.mask) {
+		if got := vec(t, h, masks[k]); !slices.Equal(got, want) {
+			t.Errorf("mask %d is not ticket %d's", k, k)
 		}
 	}
 	if h.Stats(1).BaseSteps+h.Stats(2).BaseSteps != 0 || h.Stats(0).BaseSteps != 36 {

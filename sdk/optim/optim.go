@@ -196,6 +196,12 @@ type Predictive struct {
 	// Samples means the host's own variational weights.
 	Mean, Std Vec
 	N         int
+	// Masks, optional, holds one vector per entry of Vecs (Members kind):
+	// a 0/1 mask of that vector's layout (a sparse member's active
+	// weights), which the host saves beside it in the run's model file,
+	// under "mask." names, and does not use to predict. A host that
+	// predates the field ignores it.
+	Masks []Vec
 }
 
 // Optimizer is what a plugin implements. Step is called once per minibatch;

@@ -21,6 +21,11 @@ const (
 	PosteriorRho = "posterior_rho."
 )
 
+// MaskPrefix starts the names of the 0/1 masks a members predictive saves
+// beside its vectors (optim.Predictive.Masks: a sparse member's active
+// weights), "mask.<name>" for each parameter's name. Load skips them.
+const MaskPrefix = "mask."
+
 // Metadata keys of a saved predictive.
 const (
 	// MetaPredictive is "point", "members" or "samples".
@@ -40,7 +45,9 @@ const (
 //   - Members: each vector of the average with the statistics it is
 //     evaluated with (its own, after a Copy with BN or UpdateBN, else its
 //     member's live ones): bare names for one vector (an averaged model,
-//     SWA's), "members.<i>." for several; the weights in the metadata.
+//     SWA's), "members.<i>." for several; the weights in the metadata;
+//     each vector's mask, when the predictive has masks, under "mask."
+//     and the vector's names.
 //   - Samples of a Gaussian over plugin vectors: the mean with its
 //     statistics under bare names, the standard deviation under
 //     "posterior_std."; of a variational member: its means μ (Save) and ρ
@@ -65,7 +72,10 @@ func SavePredictive(ctx context.Context, eng *engine.Engine, pred optim.Predicti
 			}
 			meta[MetaWeights] = strings.Join(ws, ",")
 		}
-		return saveVectors(ctx, eng, pred.Vecs, path, meta)
+		if len(pred.Masks) != 0 && len(pred.Masks) != len(pred.Vecs) {
+			return fmt.Errorf("checkpoint %s: %d masks for %d vectors", path, len(pred.Masks), len(pred.Vecs))
+		}
+		return saveVectors(ctx, eng, pred.Vecs, pred.Masks, path, meta)
 	case optim.Samples:
 		meta[MetaPredictive] = "samples"
 		meta[MetaSamples] = strconv.Itoa(pred.N)
@@ -102,8 +112,9 @@ func vecState(eng *engine.Engine, h optim.Vec) (params, buf []float32, m int, er
 	return params, buf, m, nil
 }
 
-// saveVectors writes vectors vs, each as a whole model (see SavePredictive).
-func saveVectors(ctx context.Context, eng *engine.Engine, vs []optim.Vec, path string, meta map[string]string) error {
+// saveVectors writes vectors vs, each as a whole model, and their masks
+// when given (see SavePredictive).
+func saveVectors(ctx context.Context, eng *engine.Engine, vs, masks []optim.Vec, path string, meta map[string]string) error {
 	if len(vs) == 0 {
 		return fmt.Errorf("checkpoint %s: a members predictive with no vectors", path)
 	}
@@ -118,6 +129,16 @@ func saveVectors(ctx context.Context, eng *engine.Engine, vs []optim.Vec, path s
 			mod := eng.Members()[m].Model
 			all = append(all, stateDict(mod, params, buf, MemberPrefix(i, len(vs)))...)
 			archs[i] = mod.Arch
+			if len(masks) > 0 {
+				mask, _, _, err := vecState(eng, masks[i])
+				if err != nil {
+					return fmt.Errorf("mask %d of the predictive: %w", i, err)
+				}
+				if len(mask) != len(params) {
+					return fmt.Errorf("mask %d of the predictive has %d values, its vector %d", i, len(mask), len(params))
+				}
+				all = append(all, splitVector(mod, mask, MaskPrefix+MemberPrefix(i, len(vs)))...)
+			}
 		}
 		return nil
 	})

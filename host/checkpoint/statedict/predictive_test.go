@@ -6,6 +6,7 @@ import (
 	"math"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -141,9 +142,9 @@ func TestSavePredictive(t *testing.T) {
 	ckptTrainStep(t, e)
 	bnTrain(t, e, 10, 5, 4)
 	hs := optim.NewHandles()
-	a, b, sd := hs.New("a"), hs.New("b"), hs.New("sd")
-	if _, err := e.Exec(ctx, hs.Prog().Alloc(a, 0).Alloc(b, 0).Alloc(sd, 0).RandN(a, 1, 1).RandN(b, 1, 2).
-		Fill(sd, optim.K(0.5)).UpdateBN(a)); err != nil {
+	a, b, sd, mask := hs.New("a"), hs.New("b"), hs.New("sd"), hs.New("mask")
+	if _, err := e.Exec(ctx, hs.Prog().Alloc(a, 0).Alloc(b, 0).Alloc(sd, 0).Alloc(mask, 0).RandN(a, 1, 1).RandN(b, 1, 2).
+		Fill(sd, optim.K(0.5)).Fill(mask, optim.K(1)).UpdateBN(a)); err != nil {
 		t.Fatal(err)
 	}
 	x, shape := ckptInput(4, 9)
@@ -160,6 +161,10 @@ func TestSavePredictive(t *testing.T) {
 			[]string{"members.0.features.0.bn.running_mean", "members.1.features.0.bn.running_mean"}},
 		{"gaussian", optim.Predictive{Kind: optim.Samples, Mean: a, Std: sd, N: 3}, "samples",
 			[]string{"features.0.bn.running_mean", PosteriorStd + "fc.weight"}},
+		{"masked", optim.Predictive{Kind: optim.Members, Vecs: []optim.Vec{a}, Masks: []optim.Vec{mask}}, "members",
+			[]string{"fc.weight", MaskPrefix + "fc.weight", MaskPrefix + "features.0.conv.weight"}},
+		{"two masked", optim.Predictive{Kind: optim.Members, Vecs: []optim.Vec{a, b}, Masks: []optim.Vec{mask, mask}}, "members",
+			[]string{"members.1.fc.weight", MaskPrefix + "members.0.fc.weight", MaskPrefix + "members.1.fc.weight"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			path := filepath.Join(dir, c.name+".safetensors")
@@ -178,7 +183,12 @@ func TestSavePredictive(t *testing.T) {
 					t.Errorf("no tensor %s", n)
 				}
 			}
-			if c.kind == "point" || c.name == "two" {
+			for name, x := range ts {
+				if strings.HasPrefix(name, MaskPrefix) && (len(x.F32) == 0 || slices.ContainsFunc(x.F32, func(v float32) bool { return v != 1 })) {
+					t.Errorf("%s: want the mask's ones, got %d values", name, len(x.F32))
+				}
+			}
+			if c.kind == "point" || strings.HasPrefix(c.name, "two") {
 				return
 			}
 			// Loaded into a fresh engine, the file evaluates as the

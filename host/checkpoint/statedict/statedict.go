@@ -289,12 +289,7 @@ func Load(ctx context.Context, eng *engine.Engine, path string) error {
 	if err != nil {
 		return err
 	}
-	// A Gaussian's spread (SavePredictive) is not part of the model.
-	for name := range ts {
-		if strings.HasPrefix(name, PosteriorStd) || strings.HasPrefix(name, PosteriorRho) {
-			delete(ts, name)
-		}
-	}
+	dropExtras(ts)
 	members := eng.Members()
 	perMember, err := splitMembers(ts, len(members))
 	if err != nil {
@@ -353,10 +348,21 @@ func hasMemberPrefix(ts map[string]checkpoint.Tensor) bool {
 	return false
 }
 
-// MemberTensors returns member m's tensors of a checkpoint under their bare
-// names: those prefixed "members.<m>." in a file of several members, else
-// all of them.
+// dropExtras deletes from a checkpoint's tensors what SavePredictive saves
+// beside the model (a Gaussian's spread, sparse members' masks).
+func dropExtras(ts map[string]checkpoint.Tensor) {
+	for name := range ts {
+		if strings.HasPrefix(name, PosteriorStd) || strings.HasPrefix(name, PosteriorRho) || strings.HasPrefix(name, MaskPrefix) {
+			delete(ts, name)
+		}
+	}
+}
+
+// MemberTensors returns member m's model tensors of a checkpoint under
+// their bare names: those prefixed "members.<m>." in a file of several
+// members, else all of them (never a Gaussian's spread or a mask).
 func MemberTensors(ts map[string]checkpoint.Tensor, m int) (map[string]checkpoint.Tensor, error) {
+	dropExtras(ts)
 	if !hasMemberPrefix(ts) {
 		return ts, nil
 	}

@@ -1254,13 +1254,18 @@ func (x *StepResponse) GetOutput() *StepOutput {
 
 // Predictive mirrors optim.Predictive.
 type Predictive struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Kind          PredictiveKind         `protobuf:"varint,1,opt,name=kind,proto3,enum=optlab.plugin.v1.PredictiveKind" json:"kind,omitempty"`
-	Vecs          []int32                `protobuf:"zigzag32,2,rep,packed,name=vecs,proto3" json:"vecs,omitempty"`
-	Weights       []float64              `protobuf:"fixed64,3,rep,packed,name=weights,proto3" json:"weights,omitempty"`
-	Mean          int32                  `protobuf:"zigzag32,4,opt,name=mean,proto3" json:"mean,omitempty"`
-	Std           int32                  `protobuf:"zigzag32,5,opt,name=std,proto3" json:"std,omitempty"`
-	N             int64                  `protobuf:"varint,6,opt,name=n,proto3" json:"n,omitempty"`
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Kind    PredictiveKind         `protobuf:"varint,1,opt,name=kind,proto3,enum=optlab.plugin.v1.PredictiveKind" json:"kind,omitempty"`
+	Vecs    []int32                `protobuf:"zigzag32,2,rep,packed,name=vecs,proto3" json:"vecs,omitempty"`
+	Weights []float64              `protobuf:"fixed64,3,rep,packed,name=weights,proto3" json:"weights,omitempty"`
+	Mean    int32                  `protobuf:"zigzag32,4,opt,name=mean,proto3" json:"mean,omitempty"`
+	Std     int32                  `protobuf:"zigzag32,5,opt,name=std,proto3" json:"std,omitempty"`
+	N       int64                  `protobuf:"varint,6,opt,name=n,proto3" json:"n,omitempty"`
+	// Optional, one per vec (Members kind): a 0/1 mask of the vec's layout
+	// that the host saves beside it in the run's model file ("mask."
+	// names), e.g. the active weights of a sparse member. Hosts before
+	// this field ignore it.
+	Masks         []int32 `protobuf:"zigzag32,7,rep,packed,name=masks,proto3" json:"masks,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1335,6 +1340,13 @@ func (x *Predictive) GetN() int64 {
 		return x.N
 	}
 	return 0
+}
+
+func (x *Predictive) GetMasks() []int32 {
+	if x != nil {
+		return x.Masks
+	}
+	return nil
 }
 
 type PredictiveRequest struct {
@@ -4352,7 +4364,7 @@ const file_optlab_plugin_v1_plugin_proto_rawDesc = "" +
 	"\vStepRequest\x121\n" +
 	"\x05input\x18\x01 \x01(\v2\x1b.optlab.plugin.v1.StepInputR\x05input\"D\n" +
 	"\fStepResponse\x124\n" +
-	"\x06output\x18\x01 \x01(\v2\x1c.optlab.plugin.v1.StepOutputR\x06output\"\xa4\x01\n" +
+	"\x06output\x18\x01 \x01(\v2\x1c.optlab.plugin.v1.StepOutputR\x06output\"\xba\x01\n" +
 	"\n" +
 	"Predictive\x124\n" +
 	"\x04kind\x18\x01 \x01(\x0e2 .optlab.plugin.v1.PredictiveKindR\x04kind\x12\x12\n" +
@@ -4360,7 +4372,8 @@ const file_optlab_plugin_v1_plugin_proto_rawDesc = "" +
 	"\aweights\x18\x03 \x03(\x01R\aweights\x12\x12\n" +
 	"\x04mean\x18\x04 \x01(\x11R\x04mean\x12\x10\n" +
 	"\x03std\x18\x05 \x01(\x11R\x03std\x12\f\n" +
-	"\x01n\x18\x06 \x01(\x03R\x01n\"\x13\n" +
+	"\x01n\x18\x06 \x01(\x03R\x01n\x12\x14\n" +
+	"\x05masks\x18\a \x03(\x11R\x05masks\"\x13\n" +
 	"\x11PredictiveRequest\"R\n" +
 	"\x12PredictiveResponse\x12<\n" +
 	"\n" +

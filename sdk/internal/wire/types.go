@@ -331,6 +331,7 @@ func PredictiveToProto(p optim.Predictive) *pb.Predictive {
 		Mean:    int32(p.Mean),
 		Std:     int32(p.Std),
 		N:       int64(p.N),
+		Masks:   vecsToProto(p.Masks),
 	}
 }
 
@@ -348,6 +349,7 @@ func PredictiveFromProto(p *pb.Predictive) (optim.Predictive, error) {
 		Mean:    optim.Vec(p.GetMean()),
 		Std:     optim.Vec(p.GetStd()),
 		N:       int(p.GetN()),
+		Masks:   vecsFromProto(p.GetMasks()),
 	}, nil
 }
 

@@ -174,6 +174,7 @@ func TestPredictiveRoundTrip(t *testing.T) {
 	tests := []optim.Predictive{
 		{Kind: optim.Point},
 		{Kind: optim.Members, Vecs: []optim.Vec{0, optim.ParamsOf(1), 5}, Weights: []float64{0.2, 0.3, 0.5}},
+		{Kind: optim.Members, Vecs: []optim.Vec{0, optim.ParamsOf(1)}, Masks: []optim.Vec{7, 8}},
 		{Kind: optim.Samples, Mean: 3, Std: 4, N: 30},
 		{Kind: optim.Samples, N: 10},
 	}

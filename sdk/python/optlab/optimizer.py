@@ -132,6 +132,10 @@ class Predictive:
     mean: Vec = 0
     std: Vec = 0
     n: int = 0
+    # optional, one per vec (MEMBERS): a 0/1 mask the host saves beside it
+    # in the run's model file ("mask." names), e.g. a sparse member's
+    # active weights
+    masks: List[Vec] = field(default_factory=list)
 
 
 class Host:

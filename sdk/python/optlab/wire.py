@@ -114,7 +114,7 @@ def step_output_to_pb(metrics) -> pb.StepOutput:
 
 def predictive_to_pb(p: Predictive) -> pb.Predictive:
     return pb.Predictive(kind=int(p.kind), vecs=list(p.vecs), weights=[float(w) for w in p.weights],
-                         mean=p.mean, std=p.std, n=p.n)
+                         mean=p.mean, std=p.std, n=p.n, masks=list(p.masks))
 
 
 def layout_from_pb(l: pb.Layout) -> Layout:

@@ -304,6 +304,7 @@ class ServeTest(unittest.TestCase):
         self.p.step()
         pred = self.p.call("Predictive", pb.PredictiveRequest(), pb.PredictiveResponse).predictive
         self.assertEqual((pred.kind, len(pred.vecs), list(pred.weights)), (pb.PREDICTIVE_KIND_MEMBERS, 1, [1.0]))
+        self.assertEqual(list(pred.masks), list(pred.vecs))
         st = self.p.call("SaveState", pb.SaveStateRequest(), pb.SaveStateResponse)
         self.assertEqual((st.blob, list(st.vecs)), (b"1", list(pred.vecs)))
         self.p.call("LoadState", pb.LoadStateRequest(blob=b"41"), pb.LoadStateResponse)

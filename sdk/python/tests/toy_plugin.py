@@ -69,7 +69,8 @@ class Toy(optlab.Optimizer):
         return {"scale": self.cfg.scale}
 
     def predictive(self):
-        return optlab.Predictive(kind=optlab.PredictiveKind.MEMBERS, vecs=list(self.g), weights=[1.0] * len(self.g))
+        return optlab.Predictive(kind=optlab.PredictiveKind.MEMBERS, vecs=list(self.g), weights=[1.0] * len(self.g),
+                                 masks=list(self.g))
 
     def save_state(self):
         return str(self.steps).encode(), list(self.g)
