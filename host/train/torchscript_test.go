@@ -47,7 +47,7 @@ func TestTorchScriptFollowsBuiltinCNN(t *testing.T) {
 	var archs []string
 	for _, mom := range []string{"0.1", "0.3"} {
 		pt := filepath.Join(dir, "cnn-"+mom+".pt")
-		torchtwin.Run(t, "--script", pt, "--arch", "cnn", "--classes", "10", "--in-shape", "1,8,8", "--init", init, "--bn-momentum", mom)
+		scriptCNN(t, pt, "--init", init, "--bn-momentum", mom)
 		archs = append(archs, experiment.TorchScriptPrefix+pt)
 	}
 	exp.Model.Archs = append([]string{"cnn"}, archs...)
@@ -123,7 +123,7 @@ func TestTorchScriptUpdateBN(t *testing.T) {
 	init := filepath.Join(dir, "init.safetensors")
 	builtinInit(t, r, 7, init)
 	pt := filepath.Join(dir, "cnn.pt")
-	torchtwin.Run(t, "--script", pt, "--arch", "cnn", "--classes", "10", "--in-shape", "1,8,8", "--init", init)
+	scriptCNN(t, pt, "--init", init)
 	var stats [2][]float32
 	for i, arch := range []string{"cnn", experiment.TorchScriptPrefix + pt} {
 		e := freshEngine(t, r, experiment.Run{Members: []string{arch}})
@@ -145,6 +145,14 @@ func TestTorchScriptUpdateBN(t *testing.T) {
 	} else {
 		t.Logf("%.3g relative", d)
 	}
+}
+
+// scriptCNN saves optlab's cnn for the digits (10 classes, 1×8×8), scripted
+// from its PyTorch twin, at pt; args add torch_models.py's options (--init
+// CKPT, --bn-momentum M).
+func scriptCNN(t *testing.T, pt string, args ...string) {
+	t.Helper()
+	torchtwin.Run(t, append([]string{"--script", pt, "--arch", "cnn", "--classes", "10", "--in-shape", "1,8,8"}, args...)...)
 }
 
 // builtinInit writes the built-in cnn's initial state for a seed as a
@@ -285,7 +293,7 @@ func TestTorchScriptRefusesVariational(t *testing.T) {
 	defer w.Close()
 	r, exp := newRunner(t, w, digitsTOML)
 	pt := filepath.Join(t.TempDir(), "cnn.pt")
-	torchtwin.Run(t, "--script", pt, "--arch", "cnn", "--classes", "10", "--in-shape", "1,8,8")
+	scriptCNN(t, pt)
 	exp.Model.Archs = []string{experiment.TorchScriptPrefix + pt}
 	exp.Model.Variational = true
 	err := r.Preflight(context.Background(), experiment.Grid(exp)[0], method(t, sgd.New(), nil))
@@ -306,7 +314,7 @@ func TestTorchScriptResetInit(t *testing.T) {
 	ctx := context.Background()
 	r, exp := newRunner(t, w, digitsTOML)
 	pt := filepath.Join(t.TempDir(), "cnn.pt")
-	torchtwin.Run(t, "--script", pt, "--arch", "cnn", "--classes", "10", "--in-shape", "1,8,8")
+	scriptCNN(t, pt)
 	exp.Model.Archs = []string{experiment.TorchScriptPrefix + pt + "*2"}
 	members := func(init string) [2]map[string][]float32 {
 		exp.Model.TorchScriptInit = init
