@@ -167,6 +167,11 @@ func (r *Runner) build(ctx context.Context, run experiment.Run, m Optimizer) (*t
 // member: each has its own module) with the experiment's numerics. On
 // error nothing is left open.
 func (r *Runner) models(ctx context.Context, run experiment.Run, num model.Numerics) ([]*model.Model, error) {
+	if num.ChannelsLast {
+		if err := r.W.Do(ctx, func() error { return tensor.ChannelsLastSound(r.Dev) }); err != nil {
+			return nil, fmt.Errorf("model.memory_format = \"channels_last\": %w", err)
+		}
+	}
 	var models []*model.Model
 	for _, arch := range run.Members {
 		mod, err := r.Zoo.Make(ctx, r.W, r.Dev, arch, r.Data.Classes, r.Data.Shape)

@@ -56,3 +56,24 @@ func TestNumericsRecordedAndApplied(t *testing.T) {
 		}
 	}
 }
+
+// TestChannelsLastRefusedWhenUnsound: a channels_last run starts only where
+// tensor.ChannelsLastSound finds this libtorch's channels_last convolutions
+// right (Debian 13's libtorch 2.6 gets one 12 % wrong on some CPUs), and
+// is refused with its message where it does not.
+func TestChannelsLastRefusedWhenUnsound(t *testing.T) {
+	w := tensor.NewWorker(0)
+	defer w.Close()
+	sound := w.Do(context.Background(), func() error { return tensor.ChannelsLastSound(tensor.CPU) })
+	r, exp := newRunner(t, w, digitsTOML)
+	exp.Model.MemoryFormat = experiment.MemoryChannelsLast
+	err := r.Preflight(context.Background(), experiment.Grid(exp)[0], method(t, sgd.New(), nil))
+	switch {
+	case sound == nil && err != nil:
+		t.Fatalf("channels_last refused on a libtorch that computes it right: %v", err)
+	case sound != nil && (err == nil || !strings.Contains(err.Error(), `model.memory_format = "channels_last": this libtorch`)):
+		t.Fatalf("libtorch's channels_last is unsound (%v), but the run was not refused with it: %v", sound, err)
+	case sound != nil:
+		t.Logf("refused: %v", err)
+	}
+}

@@ -65,6 +65,11 @@ func TestBF16EveryBuiltinMethod(t *testing.T) {
 				t.Fatal(err)
 			}
 			r, exp := newRunner(t, w, c.toml)
+			if exp.Model.MemoryFormat == experiment.MemoryChannelsLast {
+				if err := w.Do(context.Background(), func() error { return tensor.ChannelsLastSound(tensor.CPU) }); err != nil {
+					t.Skip(err) // the run is refused (TestChannelsLastRefusedWhenUnsound)
+				}
+			}
 			rec := runOnce(t, r, exp, opt, c.params)
 			for _, k := range []string{"train_loss", "nll"} {
 				if v, ok := rec.Metrics[k]; !ok || math.IsNaN(v) || math.IsInf(v, 0) {
