@@ -30,9 +30,8 @@ import (
 // built-in cnn's trajectory (the same batches: the same seed), with SGD and
 // with SAM (whose second pass freezes BatchNorm), and with SGD under bf16
 // autocast, over 44 steps: final parameters and BatchNorm statistics
-// within 1e-6 relative. The module's
-// BatchNorms have PyTorch's momentum, optlab's (0.1), or another (0.3),
-// which the host rescales to optlab's.
+// within 1e-6 relative. The module's BatchNorms have PyTorch's momentum,
+// optlab's (0.1), or another (0.3), which the host rescales to optlab's.
 func TestTorchScriptFollowsBuiltinCNN(t *testing.T) {
 	torchtwin.Script(t) // skips without PyTorch
 	w := tensor.NewWorker(2)
