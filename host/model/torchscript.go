@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 
 	"github.com/optlab/optlab/host/experiment"
@@ -123,6 +124,7 @@ func NewTorchScript(path string, classes int, in []int64, d tensor.Device) (m *M
 		}
 		net.bn = append(net.bn, scriptBN{mean: mean, variance: variance, momentum: bn.Momentum})
 	}
+	mod.Bind(slices.Concat(net.params, net.buffers))
 	shape := append([]int64{}, in...)
 	m, err = b.Build(arch, classes, shape, net)
 	if err != nil {
@@ -176,8 +178,7 @@ func (n *scriptNet) Forward(f *Fwd, x tensor.T) tensor.T {
 	if f.V != nil {
 		return s.Fail(errors.New("a TorchScript model has no local-reparameterization forward (model.variational)"))
 	}
-	paths := append(append(make([]string, 0, len(n.params)+len(n.buffers)), n.params...), n.buffers...)
-	vals := append(append(make([]tensor.T, 0, len(paths)), f.P...), f.B...)
+	vals := slices.Concat(f.P, f.B) // in Bind's order: parameters, then statistics
 	type rescale struct {
 		view, scratch tensor.T
 		factor        float64
@@ -199,7 +200,7 @@ func (n *scriptNet) Forward(f *Fwd, x tensor.T) tensor.T {
 			}
 		}
 	}
-	s.ModuleSet(n.mod, paths, vals)
+	s.ModuleSet(n.mod, vals)
 	out := s.ModuleForward(n.mod, x, f.Train)
 	for _, l := range later {
 		s.Axpy(l.view, l.factor, s.Sub(l.scratch, l.view))

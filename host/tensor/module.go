@@ -29,7 +29,8 @@ import (
 // was cut from. Use a Module on the worker only; Close frees it.
 type Module struct {
 	m     *ts.CModule
-	train int8 // the mode last set: 0 unknown, 1 train, 2 eval
+	train int8      // the mode last set: 0 unknown, 1 train, 2 eval
+	paths []*C.char // the attributes ModuleSet points (Bind), C-allocated
 }
 
 // ModuleBatchNorm is a submodule of a Module that keeps running statistics
@@ -84,6 +85,7 @@ func LoadModule(path string, d Device) (*Module, error) {
 // Close frees the module.
 func (m *Module) Close() {
 	if m != nil && m.m != nil {
+		m.unbind()
 		m.m.Drop()
 		m.m = nil
 	}
@@ -91,7 +93,7 @@ func (m *Module) Close() {
 
 func (m *Module) ptr() unsafe.Pointer { return unsafe.Pointer(m.m.Cmodule) }
 
-// Parameters returns the module's parameters in named_parameters order
+// ModuleParameters returns the module's parameters in named_parameters order
 // (recursive, as a state dict lists them), as tensors owned by s that share
 // the module's storage.
 func (s *Scope) ModuleParameters(m *Module) ([]string, []T) {
@@ -172,36 +174,44 @@ func (m *Module) BatchNorms() ([]ModuleBatchNorm, error) {
 	return out, nil
 }
 
-// ModuleSet points the module's tensor attributes (parameters or buffers)
-// at the dotted paths to vals: views of a flat vector, say. A forward pass
-// then reads them (a buffer it updates in place, BatchNorm's running
-// statistics, is updated where it points). The module holds a reference to
-// each until it is set again.
-func (s *Scope) ModuleSet(m *Module, paths []string, vals []T) {
-	if len(paths) != len(vals) {
-		s.Fail(fmt.Errorf("module set: %d paths for %d tensors", len(paths), len(vals)))
+// Bind fixes the module's tensor attributes (parameters or buffers, by
+// dotted path) that ModuleSet points, in order; their C strings are made
+// here once, not on every pass.
+func (m *Module) Bind(paths []string) {
+	m.unbind()
+	for _, p := range paths {
+		m.paths = append(m.paths, C.CString(p))
+	}
+}
+
+func (m *Module) unbind() {
+	for _, p := range m.paths {
+		C.free(unsafe.Pointer(p))
+	}
+	m.paths = nil
+}
+
+// ModuleSet points the module's bound attributes (Bind) at vals, in the
+// same order: views of a flat vector, say. A forward pass then reads them
+// (a buffer it updates in place, BatchNorm's running statistics, is
+// updated where it points). The module holds a reference to each until it
+// is set again.
+func (s *Scope) ModuleSet(m *Module, vals []T) {
+	if len(m.paths) != len(vals) {
+		s.Fail(fmt.Errorf("module set: %d bound attributes for %d tensors", len(m.paths), len(vals)))
 		return
 	}
-	if !s.present(vals) || len(paths) == 0 {
+	if !s.present(vals) || len(vals) == 0 {
 		return
 	}
-	size := C.size_t(unsafe.Sizeof(uintptr(0)))
-	n := len(paths)
-	cpaths := (**C.char)(C.malloc(size * C.size_t(n)))
-	cts := (*unsafe.Pointer)(C.malloc(size * C.size_t(n)))
-	defer C.free(unsafe.Pointer(cpaths))
+	n := len(vals)
+	cts := (*unsafe.Pointer)(C.malloc(C.size_t(unsafe.Sizeof(uintptr(0))) * C.size_t(n)))
 	defer C.free(unsafe.Pointer(cts))
-	ps, tv := unsafe.Slice(cpaths, n), unsafe.Slice(cts, n)
-	for i := range paths {
-		ps[i] = C.CString(paths[i])
+	tv := unsafe.Slice(cts, n)
+	for i := range vals {
 		tv[i] = unsafe.Pointer(vals[i].t.Ctensor())
 	}
-	defer func() {
-		for i := range ps {
-			C.free(unsafe.Pointer(ps[i]))
-		}
-	}()
-	C.optlab_module_set(m.ptr(), cpaths, cts, C.int(n))
+	C.optlab_module_set(m.ptr(), &m.paths[0], cts, C.int(n))
 	if err := moduleErr(); err != nil {
 		s.Fail(fmt.Errorf("setting the module's tensors: %w", err))
 	}
