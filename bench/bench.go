@@ -141,7 +141,7 @@ func (r *Rig) Close() { r.Eng.Close() }
 // device sync on a GPU, which host/train avoids by reading a step late.)
 func (r *Rig) Step(ctx context.Context, opt optim.Optimizer) (float64, error) {
 	r.Eng.BeginStep(r.step, LR)
-	out, err := opt.Step(ctx, r.Eng, optim.StepInput{Step: r.step, LR: LR})
+	out, err := opt.Step(ctx, optim.StepInput{Step: r.step, LR: LR})
 	r.step++
 	if err != nil {
 		return 0, err

@@ -48,9 +48,11 @@ type Config struct {
 
 func defaults() Config { return Config{Rho: 0.05, Alpha: 0.1} }
 
-// GSAM is the optimizer; its vectors are per-step scratch.
+// GSAM is the optimizer; its vectors are per-step scratch, so it declares
+// no state and keeps the defaults of every optional method.
 type GSAM struct {
-	optim.Stateless
+	optim.Defaults
+	h   optim.Host
 	cfg Config
 	hs  *optim.Handles
 	// per member: the gradient at θ (then the update d), the gradient at
@@ -63,17 +65,17 @@ func New() optim.Optimizer { return &GSAM{cfg: defaults()} }
 
 // Info implements optim.Optimizer.
 func (o *GSAM) Info() optim.Info {
-	return optim.Info{Name: "gsam", Version: "0.1.0", ProtocolMinor: optim.ProtocolMinor,
-		Capabilities: []optim.Capability{optim.CapMembers}, Params: hparams.MustSpecs(defaults())}
+	return optim.Info{Name: "gsam", Version: "0.1.0", Features: optim.Features{Members: true, BaseStep: true},
+		Params: hparams.MustSpecs(defaults())}
 }
 
 // Configure implements optim.Optimizer: three vectors per member.
 func (o *GSAM) Configure(ctx context.Context, h optim.Host, cfg optim.Config) error {
-	o.cfg = defaults()
+	o.h, o.cfg = h, defaults()
 	if err := hparams.Apply(&o.cfg, cfg.Params); err != nil {
 		return fmt.Errorf("gsam: %w", err)
 	}
-	members := max(cfg.Members, 1)
+	members := cfg.MemberCount()
 	o.hs = cfg.Namespace("gsam")
 	o.g, o.gp, o.saved = o.hs.PerMember("g", members), o.hs.PerMember("gp", members), o.hs.PerMember("saved", members)
 	p := o.hs.Prog()
@@ -88,7 +90,7 @@ func (o *GSAM) Configure(ctx context.Context, h optim.Host, cfg optim.Config) er
 
 // Step implements optim.Optimizer: one Exec for all members, and the loss
 // and accuracy at θ reported to the host's logs.
-func (o *GSAM) Step(ctx context.Context, h optim.Host, _ optim.StepInput) (optim.StepOutput, error) {
+func (o *GSAM) Step(ctx context.Context, _ optim.StepInput) (optim.StepOutput, error) {
 	p := o.hs.Prog()
 	evs := make([]optim.Eval, len(o.g))
 	norms := make([]optim.Reg, len(o.g))
@@ -109,7 +111,7 @@ func (o *GSAM) Step(ctx context.Context, h optim.Host, _ optim.StepInput) (optim
 		p.BaseStep(th, g)
 	}
 	p.ReportMetrics(p.Mean(evs))
-	if _, err := h.Exec(ctx, p); err != nil {
+	if _, err := o.h.Exec(ctx, p); err != nil {
 		return optim.StepOutput{}, fmt.Errorf("gsam: step: %w", err)
 	}
 	return optim.StepOutput{}, nil

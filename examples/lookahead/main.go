@@ -34,6 +34,8 @@ type Config struct {
 
 // Lookahead is the optimizer.
 type Lookahead struct {
+	optim.Defaults
+	h     optim.Host
 	cfg   Config
 	hs    *optim.Handles
 	grad  []optim.Vec // per member: the gradient
@@ -46,19 +48,18 @@ func New() optim.Optimizer { return &Lookahead{cfg: Config{K: 5, Alpha: 0.5}} }
 
 // Info implements optim.Optimizer.
 func (o *Lookahead) Info() optim.Info {
-	return optim.Info{Name: "lookahead", Version: "0.1.0", ProtocolMinor: optim.ProtocolMinor,
-		Capabilities: []optim.Capability{optim.CapMembers},
-		Params:       hparams.MustSpecs(Config{K: 5, Alpha: 0.5})}
+	return optim.Info{Name: "lookahead", Version: "0.1.0", Features: optim.Features{Members: true, State: true},
+		Params: hparams.MustSpecs(Config{K: 5, Alpha: 0.5})}
 }
 
 // Configure implements optim.Optimizer: per member a gradient buffer and
 // the slow weights, which start at the initial parameters.
 func (o *Lookahead) Configure(ctx context.Context, h optim.Host, cfg optim.Config) error {
-	o.cfg = Config{K: 5, Alpha: 0.5}
+	o.h, o.cfg = h, Config{K: 5, Alpha: 0.5}
 	if err := hparams.Apply(&o.cfg, cfg.Params); err != nil {
 		return fmt.Errorf("lookahead: %w", err)
 	}
-	members := max(cfg.Members, 1)
+	members := cfg.MemberCount()
 	o.hs = cfg.Namespace("lookahead")
 	o.grad, o.slow = o.hs.PerMember("grad", members), o.hs.PerMember("slow", members)
 	p := o.hs.Prog()
@@ -74,7 +75,7 @@ func (o *Lookahead) Configure(ctx context.Context, h optim.Host, cfg optim.Confi
 
 // Step implements optim.Optimizer with one program and no blocking read:
 // the fast step of every member and, every k steps, the slow update.
-func (o *Lookahead) Step(ctx context.Context, h optim.Host, _ optim.StepInput) (optim.StepOutput, error) {
+func (o *Lookahead) Step(ctx context.Context, _ optim.StepInput) (optim.StepOutput, error) {
 	p := o.hs.Prog()
 	evals := make([]optim.Eval, len(o.grad))
 	sync := (o.steps+1)%int64(o.cfg.K) == 0
@@ -88,21 +89,21 @@ func (o *Lookahead) Step(ctx context.Context, h optim.Host, _ optim.StepInput) (
 		}
 	}
 	p.ReportMetrics(p.Mean(evals)) // to the host's logs, without a blocking read
-	if _, err := h.Exec(ctx, p); err != nil {
+	if _, err := o.h.Exec(ctx, p); err != nil {
 		return optim.StepOutput{}, fmt.Errorf("lookahead: step: %w", err)
 	}
 	o.steps++
 	return optim.StepOutput{}, nil
 }
 
-// SaveState implements optim.Stateful: the step count, and the slow weights
-// for the host to save beside the model.
+// SaveState implements optim.Optimizer (Features.State): the step count,
+// and the slow weights for the host to save beside the model.
 func (o *Lookahead) SaveState(context.Context) ([]byte, []optim.Vec, error) {
 	return binary.AppendVarint(nil, o.steps), o.slow, nil
 }
 
-// LoadState implements optim.Stateful (the host has restored the slow
-// weights' contents).
+// LoadState implements optim.Optimizer (Features.State; the host has
+// restored the slow weights' contents).
 func (o *Lookahead) LoadState(_ context.Context, blob []byte) error {
 	steps, n := binary.Varint(blob)
 	if n <= 0 || n != len(blob) {

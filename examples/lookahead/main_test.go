@@ -45,4 +45,4 @@ func TestTraceGolden(t *testing.T) {
 		Members: 2, Steps: 2, Params: map[string]any{"k": 2}})
 }
 
-var _ optim.Stateful = (*Lookahead)(nil)
+var _ optim.Optimizer = (*Lookahead)(nil)

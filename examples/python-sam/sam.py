@@ -49,13 +49,15 @@ class Vecs:
 
 class SAM(optlab.Optimizer):
     def info(self):
-        return optlab.Info(name="python-sam", version="0.1.0", capabilities=[optlab.CAP_MEMBERS],
+        return optlab.Info(name="python-sam", version="0.1.0", features=optlab.Features(members=True, base_step=True),
                            params=optlab.specs(Params))
 
     def configure(self, host, config):
         # m is bounded by the batch it splits: check it before allocating a
         # vector per sub-batch (as the Go plugin does, layout first).
-        batch = host.layout().batch_size
+        self.host = host
+        layout = host.layout()
+        batch = layout.batch_size
         with optlab.wrap_errors("sam"):
             self.cfg = cfg = optlab.apply(Params, config.params)
         if batch > 0 and cfg.m > batch:
@@ -86,7 +88,7 @@ class SAM(optlab.Optimizer):
                 p.alloc(v.scratch, m)
             self.members.append(v)
         if self.weights_only():
-            self.build_masks(host, p)
+            self.build_masks(layout, p)
         with optlab.wrap_errors("sam: configure"):
             host.exec(p)
 
@@ -96,10 +98,8 @@ class SAM(optlab.Optimizer):
     def batch(self, j):
         return optlab.ALL if self.cfg.m == 1 else optlab.Batch(part=j, of=self.cfg.m)
 
-    def build_masks(self, host, p):
+    def build_masks(self, layout, p):
         """Every member's weight mask (1 on tensors named *weight*) and its complement."""
-        with optlab.wrap_errors("sam: layout"):
-            layout = host.layout()
         if len(layout.members) < len(self.members):
             raise optlab.Error(f"sam: layout has {len(layout.members)} members, want {len(self.members)}")
         masks = self.hs.per_member("mask", len(self.members))
@@ -114,7 +114,7 @@ class SAM(optlab.Optimizer):
                 raise optlab.Error(f'sam: adaptive_scope "weights": member {m} ({layout.members[m].arch}) has no tensor named *weight*')
             p.alloc(v.rest, m).fill(v.rest, 1).axpy(v.rest, -1, v.mask)
 
-    def step(self, host, inp):
+    def step(self, inp):
         """One Exec with no blocking read: the ascent coefficient
         ρ/(‖g‖+1e-12) is a register on the device and scales the
         perturbation directly, and the loss and accuracy at θ are reported
@@ -161,7 +161,7 @@ class SAM(optlab.Optimizer):
             p.base_step(th, g)
         p.report_metrics(*p.mean(evs))
         with optlab.wrap_errors("sam: step"):
-            host.exec(p)
+            self.host.exec(p)
         return {}
 
 

@@ -46,7 +46,8 @@ func defaults() Config { return Config{Sigma: 0.01} }
 
 // RWP is the optimizer.
 type RWP struct {
-	optim.Stateless
+	optim.Defaults
+	h    optim.Host
 	cfg  Config
 	seed int64
 	hs   *optim.Handles
@@ -60,17 +61,17 @@ func New() optim.Optimizer { return &RWP{cfg: defaults()} }
 
 // Info implements optim.Optimizer.
 func (o *RWP) Info() optim.Info {
-	return optim.Info{Name: "rwp", Version: "0.1.0", ProtocolMinor: optim.ProtocolMinor,
-		Capabilities: []optim.Capability{optim.CapMembers}, Params: hparams.MustSpecs(defaults())}
+	return optim.Info{Name: "rwp", Version: "0.1.0", Features: optim.Features{Members: true, BaseStep: true},
+		Params: hparams.MustSpecs(defaults())}
 }
 
 // Configure implements optim.Optimizer.
 func (o *RWP) Configure(ctx context.Context, h optim.Host, cfg optim.Config) error {
-	o.cfg = defaults()
+	o.h, o.cfg = h, defaults()
 	if err := hparams.Apply(&o.cfg, cfg.Params); err != nil {
 		return fmt.Errorf("rwp: %w", err)
 	}
-	members := max(cfg.Members, 1)
+	members := cfg.MemberCount()
 	o.seed, o.hs = cfg.Seed, cfg.Namespace("rwp")
 	o.g, o.eps, o.saved = o.hs.PerMember("g", members), o.hs.PerMember("eps", members), o.hs.PerMember("saved", members)
 	p := o.hs.Prog()
@@ -91,7 +92,7 @@ func (o *RWP) Configure(ctx context.Context, h optim.Host, cfg optim.Config) err
 
 // Step implements optim.Optimizer: one Exec for all members; it reports the
 // loss and accuracy at the perturbed weights.
-func (o *RWP) Step(ctx context.Context, h optim.Host, in optim.StepInput) (optim.StepOutput, error) {
+func (o *RWP) Step(ctx context.Context, in optim.StepInput) (optim.StepOutput, error) {
 	p := o.hs.Prog()
 	evs := make([]optim.Eval, len(o.g))
 	for m, g := range o.g {
@@ -110,7 +111,7 @@ func (o *RWP) Step(ctx context.Context, h optim.Host, in optim.StepInput) (optim
 		p.BaseStep(th, g)
 	}
 	p.ReportMetrics(p.Mean(evs))
-	if _, err := h.Exec(ctx, p); err != nil {
+	if _, err := o.h.Exec(ctx, p); err != nil {
 		return optim.StepOutput{}, fmt.Errorf("rwp: step: %w", err)
 	}
 	return optim.StepOutput{}, nil

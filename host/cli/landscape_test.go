@@ -102,7 +102,7 @@ func trainedEngine(t *testing.T, w *tensor.Worker, d *devset.Data, members, step
 			t.Fatal(err)
 		}
 		eng.BeginStep(int64(step), 0.05)
-		if _, err := opt.Step(ctx, eng, optim.StepInput{Step: int64(step), LR: 0.05}); err != nil {
+		if _, err := opt.Step(ctx, optim.StepInput{Step: int64(step), LR: 0.05}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -23,7 +23,6 @@ import (
 	"github.com/optlab/optlab/host/tensor"
 	"github.com/optlab/optlab/host/train"
 	"github.com/optlab/optlab/plugins/builtin"
-	"github.com/optlab/optlab/sdk/optim"
 )
 
 func checkCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -71,7 +70,7 @@ func checkCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fmt.Fprint(stdout, noise)
 	fmt.Fprint(stdout, evalSummary(exp.Eval))
 	fmt.Fprintln(stdout, gridSummary(exp, p.Runs))
-	fmt.Fprint(stdout, optimizerSummary(exp, func(m string) bool { return p.Infos[m].Has(optim.CapOwnsUpdate) }))
+	fmt.Fprint(stdout, optimizerSummary(exp, func(m string) bool { return p.Infos[m].Features.OwnsUpdate }))
 	fmt.Fprintln(stdout, stepsSummary(exp, p.Runs, sp.Train.Len()))
 	if n := len(p.Runs); n > grid.DefaultWarnRuns {
 		fmt.Fprintf(stdout, "warning: %d runs, more than %d: is every list of the sweep meant? (host run --shard i/n splits a grid)\n", n, grid.DefaultWarnRuns)

@@ -38,8 +38,8 @@ func (b *baseState) drop() {
 // errOwnsUpdate is the error of op (base_step, set_lr) sent by an
 // optimizer that declared it applies its own update.
 func errOwnsUpdate(op string) error {
-	return fmt.Errorf("%s: the optimizer declared the %q capability (it applies its own update, and the run has no base optimizer), so it may not send %s",
-		op, optim.CapOwnsUpdate, op)
+	return fmt.Errorf("%s: the optimizer declared the %q feature (it applies its own update, and the run has no base optimizer), so it may not send %s",
+		op, "owns-update", op)
 }
 
 func (e *Engine) baseStep(s *tensor.Scope, o optim.BaseStep) error {

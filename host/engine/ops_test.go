@@ -74,7 +74,7 @@ func TestDotNorm(t *testing.T) {
 	semWrite(t, e, 1, a)
 	semWrite(t, e, 2, b)
 	prog := optim.Prog()
-	slots := []optim.Scalar{prog.Dot(1, 2), prog.Norm(1), prog.Dot(1, 1), prog.Norm(2), prog.Dot(2, optim.Params)}
+	slots := []optim.Reg{prog.Dot(1, 2), prog.Norm(1), prog.Dot(1, 1), prog.Norm(2), prog.Dot(2, optim.Params)}
 	res := semExec(t, e, prog)
 	p := semRead(t, e, optim.Params)
 	dot := func(x, y []float64) float64 {

@@ -219,7 +219,7 @@ func typeErr(want string, got any) error {
 
 // ValidateOwnsUpdate refuses the base optimizer's keys that would be
 // ignored because the methods' plugins apply their own update
-// (optim.CapOwnsUpdate; owns reports it for the method of each index):
+// (optim.Features.OwnsUpdate; owns reports it for the method of each index):
 // the keys of BaseOptimizerKeys written in the [method.optimizer] of such
 // a method, and those written in [train.optimizer] (or set by --set) when
 // every method owns its update (otherwise they are for the other
@@ -235,16 +235,16 @@ func ValidateOwnsUpdate(e *Experiment, owns func(method int) bool) error {
 		}
 		for _, k := range BaseOptimizerKeys() {
 			if key := fmt.Sprintf("method[%d].optimizer.%s", i, k); e.has(key) {
-				c.add(e.Line(key), key, "%s would be ignored: method %q's plugin applies its own update (capability %q) and uses no base optimizer; remove it (only lr applies, as the plugin's StepInput.LR)",
-					key, m.Name, optim.CapOwnsUpdate)
+				c.add(e.Line(key), key, "%s would be ignored: method %q's plugin applies its own update (feature %q) and uses no base optimizer; remove it (only lr applies, as the plugin's StepInput.LR)",
+					key, m.Name, "owns-update")
 			}
 		}
 	}
 	if all {
 		for _, k := range BaseOptimizerKeys() {
 			if key := "train.optimizer." + k; e.has(key) {
-				c.add(e.Line(key), key, "%s would be ignored: every method's plugin applies its own update (capability %q) and uses no base optimizer; remove it (only lr applies, as the plugins' StepInput.LR)",
-					key, optim.CapOwnsUpdate)
+				c.add(e.Line(key), key, "%s would be ignored: every method's plugin applies its own update (feature %q) and uses no base optimizer; remove it (only lr applies, as the plugins' StepInput.LR)",
+					key, "owns-update")
 			}
 		}
 	}

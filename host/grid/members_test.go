@@ -10,7 +10,7 @@ import (
 
 func TestCheckMembers(t *testing.T) {
 	one := optim.Info{Name: "solo"}
-	many := optim.Info{Name: "team", Capabilities: []optim.Capability{optim.CapMembers}}
+	many := optim.Info{Name: "team", Features: optim.Features{Members: true}}
 	tests := []struct {
 		archs []string
 		info  optim.Info
@@ -19,7 +19,7 @@ func TestCheckMembers(t *testing.T) {
 		{[]string{"cnn"}, one, ""},
 		{[]string{"cnn", "mlp"}, one, ""},
 		{[]string{"cnn*3"}, many, ""},
-		{[]string{"cnn", "cnn*3"}, one, `plugin solo trains one member (its Info lacks the "members" capability), but archs entry "cnn*3" has 3 members`},
+		{[]string{"cnn", "cnn*3"}, one, `plugin solo trains one member (its Info lacks the "members" feature), but archs entry "cnn*3" has 3 members`},
 		{[]string{"resnet18+mlp"}, one, `archs entry "resnet18+mlp" has 2 members`},
 	}
 	for _, tt := range tests {

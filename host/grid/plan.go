@@ -55,7 +55,7 @@ type Plan struct {
 func (p *Plan) Method(run experiment.Run) train.Optimizer {
 	info := p.Infos[run.Method.Name]
 	return train.Optimizer{Plugin: info.Name, Version: info.Version, Params: p.Params[run.Label],
-		OwnsUpdate: info.Has(optim.CapOwnsUpdate)}
+		OwnsUpdate: info.Features.OwnsUpdate}
 }
 
 // Launch starts the plugin of method m.
@@ -113,7 +113,7 @@ func Prepare(ctx context.Context, exp *experiment.Experiment, plugins Plugins) (
 	}
 	owns := func(i int) bool {
 		info, ok := p.Infos[exp.Methods[i].Name]
-		return ok && info.Has(optim.CapOwnsUpdate)
+		return ok && info.Features.OwnsUpdate
 	}
 	if err := experiment.ValidateOwnsUpdate(exp, owns); err != nil {
 		errs = append(errs, err)
@@ -153,16 +153,16 @@ func (p *Plan) validateRuns(m experiment.Method, info optim.Info) error {
 }
 
 // checkMembers refuses an optimizer that trains member 0 only (it does not
-// declare optim.CapMembers) for an experiment with several members, which
+// declare optim.Features.Members) for an experiment with several members, which
 // would otherwise train one model and evaluate the others untrained.
 func checkMembers(exp *experiment.Experiment, info optim.Info) error {
-	if info.Has(optim.CapMembers) {
+	if info.Features.Members {
 		return nil
 	}
 	for _, spec := range exp.Model.Archs {
 		if _, members, err := experiment.ParseArch(spec); err == nil && len(members) > 1 {
-			return fmt.Errorf("plugin %s trains one member (its Info lacks the %q capability), but archs entry %q has %d members",
-				info.Name, optim.CapMembers, spec, len(members))
+			return fmt.Errorf("plugin %s trains one member (its Info lacks the %q feature), but archs entry %q has %d members",
+				info.Name, "members", spec, len(members))
 		}
 	}
 	return nil

@@ -18,11 +18,11 @@ import (
 // flaky is SGD whose Step fails at step 1 of every run.
 type flaky struct{ optim.Optimizer }
 
-func (f flaky) Step(ctx context.Context, h optim.Host, in optim.StepInput) (optim.StepOutput, error) {
+func (f flaky) Step(ctx context.Context, in optim.StepInput) (optim.StepOutput, error) {
 	if in.Step == 1 {
 		return optim.StepOutput{}, errors.New("flaky: simulated failure at step 1")
 	}
-	return f.Optimizer.Step(ctx, h, in)
+	return f.Optimizer.Step(ctx, in)
 }
 
 // inProcess are the built-in methods and flaky, served in this process.

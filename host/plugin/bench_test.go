@@ -40,7 +40,7 @@ func BenchmarkStepRoundTrip(b *testing.B) {
 				b.Fatal(err)
 			}
 			benchSteps(b, func(i int) error {
-				_, err := opt.Step(ctx, host, optim.StepInput{Step: int64(i), LR: 0.1})
+				_, err := opt.Step(ctx, optim.StepInput{Step: int64(i), LR: 0.1})
 				return err
 			}, nil)
 		})

@@ -36,12 +36,9 @@ type Client struct {
 	// (LaunchSpec.InProcess); nil otherwise.
 	stopServing func()
 
-	mu        sync.Mutex
-	info      optim.Info
-	predictor bool
-	stateful  bool
-	finalizer bool
-	resolved  map[string]any // of the last Configure
+	mu       sync.Mutex
+	info     optim.Info     // its Features include those of a plugin's booleans of before they had names
+	resolved map[string]any // of the last Configure
 
 	closed    atomic.Bool
 	closeOnce sync.Once
@@ -247,18 +244,25 @@ func (e *pluginError) Unwrap() []error { return e.errs }
 // Info calls the plugin's Info and remembers the answer (AsOptimizer's
 // Info returns it).
 func (c *Client) Info(ctx context.Context) (optim.Info, error) {
-	var r protocol.InfoReply
+	var info optim.Info
 	err := c.call(ctx, "Info", c.timeouts.Info, func(ctx context.Context) (err error) {
-		r, err = c.conn.Info(ctx)
+		info, err = c.conn.Info(ctx)
 		return err
 	})
 	if err != nil {
 		return optim.Info{}, err
 	}
 	c.mu.Lock()
-	c.info, c.predictor, c.stateful, c.finalizer = r.Info, r.Predictor, r.Stateful, r.Finalizer
+	c.info = info
 	c.mu.Unlock()
-	return r.Info, nil
+	return info, nil
+}
+
+// features returns the features of the latest Info.
+func (c *Client) features() optim.Features {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.info.Features
 }
 
 // Configure serves h to the plugin (a Host gRPC service on a new broker ID,
@@ -266,7 +270,7 @@ func (c *Client) Info(ctx context.Context) (optim.Info, error) {
 // The plugin dials that ID once and sends all its Layout and Exec calls to
 // h, from goroutines of the gRPC server: the goroutine that calls Step must
 // not hold a lock that h.Exec takes. What the plugin's optimizer resolved
-// (optim.Resolver) is kept for Resolved.
+// (Optimizer.Resolved) is kept for Resolved.
 func (c *Client) Configure(ctx context.Context, h optim.Host, cfg optim.Config) error {
 	if h == nil {
 		return fmt.Errorf("plugin %s: Configure: nil host", c.name)
@@ -284,9 +288,9 @@ func (c *Client) Configure(ctx context.Context, h optim.Host, cfg optim.Config) 
 }
 
 // Resolved returns the hyperparameter values that the plugin's optimizer
-// derived in the last Configure (optim.Resolver): nil before a successful
-// Configure, for an optimizer that is no Resolver, and for a plugin built
-// before the protocol carried them.
+// derived in the last Configure (Optimizer.Resolved): nil before a
+// successful Configure, for an optimizer that derived none, and for a
+// plugin built before the protocol carried them.
 func (c *Client) Resolved() map[string]any {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -304,8 +308,8 @@ func (c *Client) Step(ctx context.Context, in optim.StepInput) (optim.StepOutput
 }
 
 // Predictive calls the plugin's Predictive. For an optimizer that does not
-// implement optim.Predictor the error wraps errors.ErrUnsupported (the
-// predictive is then the point estimate of member 0).
+// declare optim.Features.Predictive the error wraps errors.ErrUnsupported
+// (the predictive is then the point estimate of member 0).
 func (c *Client) Predictive(ctx context.Context) (optim.Predictive, error) {
 	var p optim.Predictive
 	err := c.call(ctx, "Predictive", c.timeouts.Predictive, func(ctx context.Context) (err error) {
@@ -316,7 +320,7 @@ func (c *Client) Predictive(ctx context.Context) (optim.Predictive, error) {
 }
 
 // SaveState calls the plugin's SaveState. For an optimizer that does not
-// implement optim.Stateful the error wraps errors.ErrUnsupported.
+// declare optim.Features.State the error wraps errors.ErrUnsupported.
 func (c *Client) SaveState(ctx context.Context) ([]byte, []optim.Vec, error) {
 	var blob []byte
 	var vecs []optim.Vec
@@ -328,20 +332,17 @@ func (c *Client) SaveState(ctx context.Context) ([]byte, []optim.Vec, error) {
 }
 
 // LoadState calls the plugin's LoadState. For an optimizer that does not
-// implement optim.Stateful the error wraps errors.ErrUnsupported.
+// declare optim.Features.State the error wraps errors.ErrUnsupported.
 func (c *Client) LoadState(ctx context.Context, blob []byte) error {
 	return c.call(ctx, "LoadState", c.timeouts.State, func(ctx context.Context) error {
 		return c.conn.LoadState(ctx, blob)
 	})
 }
 
-// Finalize calls the plugin's Finalize (optim.Finalizer) once its Info
-// said that the optimizer has one; for another it does nothing.
+// Finalize calls the plugin's Finalize once its Info declared
+// optim.Features.Finalize; for another optimizer it does nothing.
 func (c *Client) Finalize(ctx context.Context) error {
-	c.mu.Lock()
-	has := c.finalizer
-	c.mu.Unlock()
-	if !has {
+	if !c.features().Finalize {
 		return nil
 	}
 	return c.call(ctx, "Finalize", c.timeouts.Finalize, func(ctx context.Context) error {

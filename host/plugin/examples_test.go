@@ -43,7 +43,7 @@ func TestThirdPartyPlugin(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = c.Close() })
 	info, err := c.Info(ctx)
-	if err != nil || info.Name != "lookahead" || !info.Has(optim.CapMembers) {
+	if err != nil || info.Name != "lookahead" || !info.Features.Members {
 		t.Fatalf("Info = %+v, %v", info, err)
 	}
 	host := protocoltest.NewFakeHost(4)

@@ -82,11 +82,8 @@ func TestRoundTrip(t *testing.T) {
 	}
 
 	opt := c.AsOptimizer()
-	if _, ok := opt.(optim.Predictor); !ok {
-		t.Error("AsOptimizer of toy is not an optim.Predictor")
-	}
-	if _, ok := opt.(optim.Stateful); !ok {
-		t.Error("AsOptimizer of toy is not an optim.Stateful")
+	if f := opt.Info().Features; !f.Predictive || !f.State || !f.Finalize || !f.Members {
+		t.Errorf("AsOptimizer of toy declares %+v, want members, predictive, state and finalize", f)
 	}
 	if !reflect.DeepEqual(opt.Info(), info) {
 		t.Errorf("AsOptimizer().Info() = %+v, want %+v", opt.Info(), info)
@@ -102,7 +99,7 @@ func TestRoundTrip(t *testing.T) {
 	want := [][]optim.Op{{optim.Alloc{ID: protocoltest.GradVec}}}
 	regs := optim.Prog() // registers to compare with (their program does not matter to DeepEqual)
 	for i := range steps {
-		out, err := opt.Step(ctx, nil, optim.StepInput{Step: int64(i), LR: 0.1})
+		out, err := opt.Step(ctx, optim.StepInput{Step: int64(i), LR: 0.1})
 		if err != nil {
 			t.Fatalf("Step %d: %v", i, err)
 		}
@@ -129,12 +126,12 @@ func TestRoundTrip(t *testing.T) {
 		}
 	}
 
-	pred, err := opt.(optim.Predictor).Predictive(ctx)
+	pred, err := opt.Predictive(ctx)
 	wantPred := optim.Predictive{Kind: optim.Members, Vecs: []optim.Vec{optim.Params, protocoltest.GradVec}, Weights: []float64{0.5, 0.5}}
 	if err != nil || !reflect.DeepEqual(pred, wantPred) {
 		t.Fatalf("Predictive = %+v, %v; want %+v", pred, err, wantPred)
 	}
-	st := opt.(optim.Stateful)
+	st := opt
 	blob, vecs, err := st.SaveState(ctx)
 	if err != nil || string(blob) != `{"steps":3}` || !reflect.DeepEqual(vecs, []optim.Vec{protocoltest.GradVec}) {
 		t.Fatalf("SaveState = %q %v %v", blob, vecs, err)
@@ -160,14 +157,10 @@ func TestRoundTrip(t *testing.T) {
 	waitGone(t, c.Pid(), 5*time.Second)
 }
 
-func TestOptionalInterfaces(t *testing.T) {
+func TestUndeclaredFeatures(t *testing.T) {
 	c := launch(t, "plain", Timeouts{})
-	opt := c.AsOptimizer()
-	if _, ok := opt.(optim.Predictor); ok {
-		t.Error("plain plugin adapter implements optim.Predictor")
-	}
-	if _, ok := opt.(optim.Stateful); ok {
-		t.Error("plain plugin adapter implements optim.Stateful")
+	if f := c.AsOptimizer().Info().Features; f != (optim.Features{}) {
+		t.Errorf("plain plugin adapter declares %+v, want nothing", f)
 	}
 	ctx := context.Background()
 	configure(t, c, protocoltest.NewFakeHost(10), nil)
@@ -200,12 +193,9 @@ func TestFinalize(t *testing.T) {
 			cl := launch(t, c.name, Timeouts{})
 			host := protocoltest.NewFakeHost(10)
 			configure(t, cl, host, nil)
-			f, ok := cl.AsOptimizer().(optim.Finalizer)
-			if !ok {
-				t.Fatal("the adapter is no optim.Finalizer")
-			}
+			f := cl.AsOptimizer()
 			before := len(host.Programs())
-			if err := f.Finalize(ctx, host); err != nil {
+			if err := f.Finalize(ctx); err != nil {
 				t.Fatal(err)
 			}
 			if n := host.Stats(0).BNRecomputed; n != c.updates {
@@ -232,10 +222,7 @@ func TestResolved(t *testing.T) {
 		{"plain", nil},
 	} {
 		c := launch(t, tc.plugin, Timeouts{})
-		r, ok := c.AsOptimizer().(optim.Resolver)
-		if !ok {
-			t.Fatalf("AsOptimizer of %s is not an optim.Resolver", tc.plugin)
-		}
+		r := c.AsOptimizer()
 		if got := r.Resolved(); got != nil {
 			t.Errorf("%s: Resolved before Configure = %v, want nil", tc.plugin, got)
 		}

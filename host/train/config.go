@@ -214,15 +214,11 @@ const NoBaseOptimizer = "none (the plugin's own update)"
 func paramKey(name string) string { return "params." + name }
 
 // resolvedOf returns what opt chose in Configure for the hyperparameters
-// that left it the choice (optim.Resolver), under the keys of the record's
-// Config, for the record's Resolved; nil for none.
+// that left it the choice (Optimizer.Resolved), under the keys of the
+// record's Config, for the record's Resolved; nil for none.
 func resolvedOf(opt optim.Optimizer) map[string]any {
-	r, ok := opt.(optim.Resolver)
-	if !ok {
-		return nil
-	}
 	var out map[string]any
-	for k, v := range r.Resolved() {
+	for k, v := range opt.Resolved() {
 		if out == nil {
 			out = map[string]any{}
 		}

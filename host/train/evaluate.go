@@ -105,15 +105,15 @@ func (r *Runner) calibration() metrics.Calibration {
 }
 
 // predictive returns how the run is evaluated now: the optimizer's
-// predictive (optim.Predictor), with the experiment's number of MC samples
-// when it leaves it to the host, else the point estimate of member 0.
+// predictive (when it declares optim.Features.Predictive), with the
+// experiment's number of MC samples when it leaves it to the host, else the
+// point estimate of member 0.
 func (r *Runner) predictive(ctx context.Context, t *training) (optim.Predictive, error) {
 	pred := optim.Predictive{Kind: optim.Point}
-	p, ok := t.m.Optimizer.(optim.Predictor)
-	if !ok {
+	if !t.m.Optimizer.Info().Features.Predictive {
 		return pred, nil
 	}
-	pred, err := p.Predictive(ctx)
+	pred, err := t.m.Optimizer.Predictive(ctx)
 	if err != nil {
 		return pred, fmt.Errorf("predictive: %w", err)
 	}

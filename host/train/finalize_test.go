@@ -20,6 +20,7 @@ import (
 // and whose Finalize recomputes the average's BatchNorm statistics.
 type averager struct {
 	optim.Optimizer
+	h         optim.Host
 	hs        *optim.Handles
 	avg       optim.Vec
 	spe       int64
@@ -28,7 +29,7 @@ type averager struct {
 }
 
 func (a *averager) Configure(ctx context.Context, h optim.Host, cfg optim.Config) error {
-	a.hs, a.spe = cfg.Namespace("avg"), cfg.StepsPerEpoch
+	a.h, a.hs, a.spe = h, cfg.Namespace("avg"), cfg.StepsPerEpoch
 	cfg.Handles = a.hs // the inner optimizer allocates from the same counter
 	if err := a.Optimizer.Configure(ctx, h, cfg); err != nil {
 		return err
@@ -38,8 +39,14 @@ func (a *averager) Configure(ctx context.Context, h optim.Host, cfg optim.Config
 	return err
 }
 
-func (a *averager) Step(ctx context.Context, h optim.Host, in optim.StepInput) (optim.StepOutput, error) {
-	out, err := a.Optimizer.Step(ctx, h, in)
+func (a *averager) Info() optim.Info {
+	i := a.Optimizer.Info()
+	i.Features.Predictive, i.Features.Finalize = true, true
+	return i
+}
+
+func (a *averager) Step(ctx context.Context, in optim.StepInput) (optim.StepOutput, error) {
+	out, err := a.Optimizer.Step(ctx, in)
 	if err != nil || (in.Step+1)%a.spe != 0 {
 		return out, err
 	}
@@ -51,13 +58,13 @@ func (a *averager) Step(ctx context.Context, h optim.Host, in optim.StepInput) (
 		p.LinComb(a.avg, optim.Term{Coef: optim.K(k / (k + 1)), X: a.avg}, optim.Term{Coef: optim.K(1 / (k + 1)), X: optim.Params})
 	}
 	a.n++
-	_, err = h.Exec(ctx, p)
+	_, err = a.h.Exec(ctx, p)
 	return out, err
 }
 
-func (a *averager) Finalize(ctx context.Context, h optim.Host) error {
+func (a *averager) Finalize(ctx context.Context) error {
 	a.finalized++
-	_, err := h.Exec(ctx, a.hs.Prog().UpdateBN(a.avg))
+	_, err := a.h.Exec(ctx, a.hs.Prog().UpdateBN(a.avg))
 	return err
 }
 

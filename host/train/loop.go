@@ -46,7 +46,7 @@ func (r *Runner) loop(ctx context.Context, t *training, start time.Time) error {
 			}
 			lr := t.sched.LR(epoch, i, int(t.perEpoch))
 			t.eng.BeginStep(t.step, lr)
-			out, err := t.m.Optimizer.Step(ctx, t.eng, optim.StepInput{Step: t.step, Epoch: epoch, LR: lr})
+			out, err := t.m.Optimizer.Step(ctx, optim.StepInput{Step: t.step, Epoch: epoch, LR: lr})
 			if err != nil {
 				// A non-finite loss of the step before explains a failure
 				// of this one better than the failure itself.

@@ -111,27 +111,29 @@ func TestMethodOptimizersInOneGrid(t *testing.T) {
 	}
 }
 
-// ownGD is gradient descent that applies its own update (CapOwnsUpdate):
+// ownGD is gradient descent that applies its own update (Features.OwnsUpdate):
 // p ← p − lr·g at half the schedule's rate, which it reports as "lr"
 // (unless silent). With baseStep or setLR it sends that op anyway.
 type ownGD struct {
+	optim.Defaults
+	h                       optim.Host
 	silent, baseStep, setLR bool
 	hs                      *optim.Handles
 	g                       optim.Vec
 }
 
 func (o *ownGD) Info() optim.Info {
-	return optim.Info{Name: "own-gd", ProtocolMinor: optim.ProtocolMinor, Capabilities: []optim.Capability{optim.CapOwnsUpdate}}
+	return optim.Info{Name: "own-gd", Features: optim.Features{OwnsUpdate: true}}
 }
 
 func (o *ownGD) Configure(ctx context.Context, h optim.Host, cfg optim.Config) error {
-	o.hs = cfg.Namespace("own")
+	o.h, o.hs = h, cfg.Namespace("own")
 	o.g = o.hs.New("g")
 	_, err := h.Exec(ctx, o.hs.Prog().Alloc(o.g, 0))
 	return err
 }
 
-func (o *ownGD) Step(ctx context.Context, h optim.Host, in optim.StepInput) (optim.StepOutput, error) {
+func (o *ownGD) Step(ctx context.Context, in optim.StepInput) (optim.StepOutput, error) {
 	p := o.hs.Prog()
 	ev := p.Grad(o.g, optim.Params, optim.Batch{}, optim.BNUpdate)
 	lr := in.LR / 2
@@ -144,7 +146,7 @@ func (o *ownGD) Step(ctx context.Context, h optim.Host, in optim.StepInput) (opt
 		p.Axpy(optim.Params, optim.K(-lr), o.g)
 	}
 	p.ReportMetrics(ev.Loss, ev.Acc)
-	if _, err := h.Exec(ctx, p); err != nil {
+	if _, err := o.h.Exec(ctx, p); err != nil {
 		return optim.StepOutput{}, err
 	}
 	if o.silent {
@@ -201,8 +203,8 @@ func TestOwnsUpdate(t *testing.T) {
 		opt  *ownGD
 		want string
 	}{
-		{&ownGD{baseStep: true}, "(BaseStep): base_step: the optimizer declared the \"owns-update\" capability"},
-		{&ownGD{setLR: true}, "(SetLR): set_lr: the optimizer declared the \"owns-update\" capability"},
+		{&ownGD{baseStep: true}, "(BaseStep): base_step: the optimizer declared the \"owns-update\" feature"},
+		{&ownGD{setLR: true}, "(SetLR): set_lr: the optimizer declared the \"owns-update\" feature"},
 	} {
 		_, err := r.Run(context.Background(), run, method(t, tc.opt, nil))
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
@@ -214,28 +216,30 @@ func TestOwnsUpdate(t *testing.T) {
 // setLRGD steps with BaseStep after a SetLR to a third of the schedule's
 // rate, reporting a misleading "lr" that the host must not show.
 type setLRGD struct {
+	optim.Defaults
+	h  optim.Host
 	hs *optim.Handles
 	g  optim.Vec
 }
 
 func (o *setLRGD) Info() optim.Info {
-	return optim.Info{Name: "setlr-gd", ProtocolMinor: optim.ProtocolMinor}
+	return optim.Info{Name: "setlr-gd"}
 }
 
 func (o *setLRGD) Configure(ctx context.Context, h optim.Host, cfg optim.Config) error {
-	o.hs = cfg.Namespace("setlr")
+	o.h, o.hs = h, cfg.Namespace("setlr")
 	o.g = o.hs.New("g")
 	_, err := h.Exec(ctx, o.hs.Prog().Alloc(o.g, 0))
 	return err
 }
 
-func (o *setLRGD) Step(ctx context.Context, h optim.Host, in optim.StepInput) (optim.StepOutput, error) {
+func (o *setLRGD) Step(ctx context.Context, in optim.StepInput) (optim.StepOutput, error) {
 	p := o.hs.Prog()
 	ev := p.Grad(o.g, optim.Params, optim.Batch{}, optim.BNUpdate)
 	p.SetLR(0, in.LR/4)
 	p.BaseStep(optim.Params, o.g)
 	p.ReportMetrics(ev.Loss, ev.Acc)
-	_, err := h.Exec(ctx, p)
+	_, err := o.h.Exec(ctx, p)
 	return optim.StepOutput{Metrics: map[string]float64{"lr": 7}}, err
 }
 

@@ -17,6 +17,8 @@ import (
 // training loop: read back and returned in the StepOutput (the way of
 // protocol minor 4), or reported from the device (Report).
 type gd struct {
+	optim.Defaults
+	h      optim.Host
 	report bool
 	nanAt  int64 // the step whose reported loss is NaN (−1: none)
 	dup    bool  // also return the reported loss in the StepOutput
@@ -25,22 +27,22 @@ type gd struct {
 	g      optim.Vec
 }
 
-func (o *gd) Info() optim.Info { return optim.Info{Name: "gd", ProtocolMinor: optim.ProtocolMinor} }
+func (o *gd) Info() optim.Info { return optim.Info{Name: "gd"} }
 
 func (o *gd) Configure(ctx context.Context, h optim.Host, cfg optim.Config) error {
-	o.hs = cfg.Namespace("gd")
+	o.h, o.hs = h, cfg.Namespace("gd")
 	o.g = o.hs.New("g")
 	_, err := h.Exec(ctx, o.hs.Prog().Alloc(o.g, 0))
 	return err
 }
 
-func (o *gd) Step(ctx context.Context, h optim.Host, in optim.StepInput) (optim.StepOutput, error) {
+func (o *gd) Step(ctx context.Context, in optim.StepInput) (optim.StepOutput, error) {
 	p := o.hs.Prog()
 	ev := p.Grad(o.g, optim.Params, optim.Batch{}, optim.BNUpdate)
 	p.BaseStep(optim.Params, o.g)
 	if !o.report {
 		p.Read(ev.Loss, ev.Acc)
-		r, err := h.Exec(ctx, p)
+		r, err := o.h.Exec(ctx, p)
 		if err != nil {
 			return optim.StepOutput{}, err
 		}
@@ -55,7 +57,7 @@ func (o *gd) Step(ctx context.Context, h optim.Host, in optim.StepInput) (optim.
 	}
 	p.ReportMetrics(loss, ev.Acc)
 	p.Report("gd_norm", p.Norm(o.g))
-	if _, err := h.Exec(ctx, p); err != nil {
+	if _, err := o.h.Exec(ctx, p); err != nil {
 		return optim.StepOutput{}, err
 	}
 	if o.dup {

@@ -61,7 +61,7 @@ func (r *Runner) statePath(run experiment.Run) string {
 func (r *Runner) resume(ctx context.Context, t *training) error {
 	t.sched = NewSchedule(r.Exp.Train)
 	t.orders = 1
-	if t.m.Optimizer.Info().Has(optim.CapMemberDataOrder) {
+	if t.m.Optimizer.Info().Features.MemberDataOrder {
 		t.orders = t.members
 	}
 	t.rngs = make([]*rand.Rand, t.orders)
@@ -93,8 +93,8 @@ func (r *Runner) resume(ctx context.Context, t *training) error {
 // streams and the schedule.
 func (r *Runner) saveState(ctx context.Context, t *training, ls loopState) error {
 	var vecs []optim.Vec
-	if st, ok := t.m.Optimizer.(optim.Stateful); ok {
-		blob, v, err := st.SaveState(ctx)
+	if opt := t.m.Optimizer; opt.Info().Features.State {
+		blob, v, err := opt.SaveState(ctx)
 		if err != nil {
 			return fmt.Errorf("optimizer state: %w", err)
 		}
@@ -236,8 +236,8 @@ func (r *Runner) loadState(ctx context.Context, t *training) (loopState, bool, e
 	if err := loadEngineState(ctx, t.eng, ts, meta); err != nil {
 		return ls, false, fmt.Errorf("resuming from %s: %w", path, err)
 	}
-	if st, ok := t.m.Optimizer.(optim.Stateful); ok {
-		if err := st.LoadState(ctx, ls.Plugin); err != nil {
+	if opt := t.m.Optimizer; opt.Info().Features.State {
+		if err := opt.LoadState(ctx, ls.Plugin); err != nil {
 			return ls, false, fmt.Errorf("resuming from %s: optimizer state: %w", path, err)
 		}
 	}

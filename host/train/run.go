@@ -87,7 +87,7 @@ type Optimizer struct {
 // ownsUpdate reports whether the optimizer applies its own update: it
 // says so in OwnsUpdate or in its Info.
 func (m Optimizer) ownsUpdate() bool {
-	return m.OwnsUpdate || (m.Optimizer != nil && m.Optimizer.Info().Has(optim.CapOwnsUpdate))
+	return m.OwnsUpdate || (m.Optimizer != nil && m.Optimizer.Info().Features.OwnsUpdate)
 }
 
 // ErrNaN reports a diverged run.
@@ -194,15 +194,14 @@ func (r *Runner) Run(ctx context.Context, run experiment.Run, m Optimizer) (resu
 	return rec, nil
 }
 
-// finalize calls the optimizer's Finalize (optim.Finalizer) once, after
-// the last step, before the run is evaluated and its model saved, and
-// drops what its programs reported.
+// finalize calls the optimizer's Finalize (when it declares
+// optim.Features.Finalize) once, after the last step, before the run is
+// evaluated and its model saved, and drops what its programs reported.
 func (r *Runner) finalize(ctx context.Context, t *training) error {
-	f, ok := t.m.Optimizer.(optim.Finalizer)
-	if !ok {
+	if !t.m.Optimizer.Info().Features.Finalize {
 		return nil
 	}
-	if err := f.Finalize(ctx, t.eng); err != nil {
+	if err := t.m.Optimizer.Finalize(ctx); err != nil {
 		return fmt.Errorf("finalize: %w", err)
 	}
 	reps, err := t.eng.TakeReports(ctx)

@@ -19,16 +19,22 @@ import (
 // loop's reading of the step before and the next batch's feed.
 type counted struct {
 	optim.Optimizer
+	h          optim.Host
 	begin, end []engine.Counters
 }
 
-func (c *counted) Step(ctx context.Context, h optim.Host, in optim.StepInput) (optim.StepOutput, error) {
-	e, ok := h.(*engine.Engine)
+func (c *counted) Configure(ctx context.Context, h optim.Host, cfg optim.Config) error {
+	c.h = h
+	return c.Optimizer.Configure(ctx, h, cfg)
+}
+
+func (c *counted) Step(ctx context.Context, in optim.StepInput) (optim.StepOutput, error) {
+	e, ok := c.h.(*engine.Engine)
 	if !ok {
-		return optim.StepOutput{}, fmt.Errorf("the host is a %T, not the engine", h)
+		return optim.StepOutput{}, fmt.Errorf("the host is a %T, not the engine", c.h)
 	}
 	c.begin = append(c.begin, e.Counters())
-	out, err := c.Optimizer.Step(ctx, h, in)
+	out, err := c.Optimizer.Step(ctx, in)
 	c.end = append(c.end, e.Counters())
 	return out, err
 }
@@ -38,13 +44,6 @@ func (c *counted) during(i int) engine.Counters {
 	b, e := c.begin[i], c.end[i]
 	return engine.Counters{Execs: e.Execs - b.Execs, Ops: e.Ops - b.Ops, BlockingReads: e.BlockingReads - b.BlockingReads,
 		HostToDevice: e.HostToDevice - b.HostToDevice}
-}
-
-func (c *counted) Predictive(ctx context.Context) (optim.Predictive, error) {
-	if p, ok := c.Optimizer.(optim.Predictor); ok {
-		return p.Predictive(ctx)
-	}
-	return optim.Predictive{Kind: optim.Point}, nil
 }
 
 // Every built-in method steps in one Exec with no blocking device→host

@@ -17,6 +17,8 @@ import (
 // sample per step, shared by two passes so the test can check that passes
 // sharing Eps see the same weights.
 type bbb struct {
+	optim.Defaults
+	h                optim.Host
 	twoPass          bool
 	mismatch         int
 	hs               *optim.Handles
@@ -24,17 +26,17 @@ type bbb struct {
 }
 
 func (b *bbb) Info() optim.Info {
-	return optim.Info{Name: "bbb", ProtocolMinor: optim.ProtocolMinor}
+	return optim.Info{Name: "bbb", Features: optim.Features{Predictive: true}}
 }
 
 func (b *bbb) Configure(ctx context.Context, h optim.Host, cfg optim.Config) error {
-	b.hs = cfg.Namespace("bbb")
+	b.h, b.hs = h, cfg.Namespace("bbb")
 	b.gMu, b.gRho, b.kappa = b.hs.New("g_mu"), b.hs.New("g_rho"), b.hs.New("kappa")
 	_, err := h.Exec(ctx, b.hs.Prog().Alloc(b.gMu, 0).Alloc(b.gRho, 0).Alloc(b.kappa, 0))
 	return err
 }
 
-func (b *bbb) Step(ctx context.Context, h optim.Host, in optim.StepInput) (optim.StepOutput, error) {
+func (b *bbb) Step(ctx context.Context, in optim.StepInput) (optim.StepOutput, error) {
 	p := b.hs.Prog().RandN(b.kappa, 1, in.Step+1)
 	ev := p.GradOp(optim.Grad{Out: b.gMu, OutRho: b.gRho, At: optim.Params, Eps: b.kappa})
 	var again optim.Eval
@@ -45,7 +47,7 @@ func (b *bbb) Step(ctx context.Context, h optim.Host, in optim.StepInput) (optim
 	if b.twoPass {
 		p.Read(ev.Loss, again.Loss)
 	}
-	r, err := h.Exec(ctx, p)
+	r, err := b.h.Exec(ctx, p)
 	if err != nil {
 		return optim.StepOutput{}, err
 	}

@@ -68,6 +68,8 @@ func defaults() Config {
 
 // BSAM is the optimizer. Create it with New.
 type BSAM struct {
+	optim.Defaults
+	h        optim.Host
 	cfg      Config
 	n, delta float64
 	seed     int64
@@ -106,13 +108,13 @@ func (o *BSAM) Std(m int) optim.Vec { return o.vecs[m].std }
 
 // Info implements optim.Optimizer.
 func (o *BSAM) Info() optim.Info {
-	return optim.Info{Name: "bsam", Version: "0.1.0", ProtocolMinor: optim.ProtocolMinor,
-		Capabilities: []optim.Capability{optim.CapMembers}, Params: hparams.MustSpecs(defaults())}
+	return optim.Info{Name: "bsam", Version: "0.1.0", Features: optim.Features{Members: true, Predictive: true, State: true},
+		Params: hparams.MustSpecs(defaults())}
 }
 
 // Configure implements optim.Optimizer: s = s_init, g_m = 0 for every member.
 func (o *BSAM) Configure(ctx context.Context, h optim.Host, cfg optim.Config) error {
-	o.cfg, o.seed = defaults(), cfg.Seed
+	o.h, o.cfg, o.seed = h, defaults(), cfg.Seed
 	l, err := h.Layout(ctx)
 	if err != nil {
 		return fmt.Errorf("bsam: layout: %w", err)
@@ -131,7 +133,7 @@ func (o *BSAM) Configure(ctx context.Context, h optim.Host, cfg optim.Config) er
 	}
 	o.n = float64(l.TrainSize) * c.DAFactor
 	o.delta = c.PriorPrec / o.n
-	members := max(cfg.Members, 1)
+	members := cfg.MemberCount()
 	o.hs = cfg.Namespace("bsam")
 	o.vecs = make([]memberVecs, members)
 	p := o.hs.Prog()
@@ -161,7 +163,7 @@ func (o *BSAM) updateStd(p *optim.Program, v memberVecs) *optim.Program {
 // Step implements optim.Optimizer with one Exec for all members and no
 // blocking read: it reports the mean loss and accuracy at the noisy
 // samples θ_j.
-func (o *BSAM) Step(ctx context.Context, h optim.Host, in optim.StepInput) (optim.StepOutput, error) {
+func (o *BSAM) Step(ctx context.Context, in optim.StepInput) (optim.StepOutput, error) {
 	p := o.hs.Prog()
 	var evs []optim.Eval // loss and accuracy at θ_j, per member and j
 	for m, v := range o.vecs {
@@ -179,7 +181,7 @@ func (o *BSAM) Step(ctx context.Context, h optim.Host, in optim.StepInput) (opti
 		loss, acc = l, a
 	}
 	p.ReportMetrics(loss, acc)
-	if _, err := h.Exec(ctx, p); err != nil {
+	if _, err := o.h.Exec(ctx, p); err != nil {
 		return optim.StepOutput{}, fmt.Errorf("bsam: step: %w", err)
 	}
 	return optim.StepOutput{}, nil
@@ -229,7 +231,7 @@ func noiseSeed(seed, step int64, j int) int64 {
 	return int64((z^(z>>31))>>1) | 1
 }
 
-// Predictive implements optim.Predictor: test_mc samples of N(w, Std²) for
+// Predictive implements optim.Optimizer (Features.Predictive): test_mc samples of N(w, Std²) for
 // one member; for M > 1 the average of the members' probabilities at their
 // means (see the package documentation).
 func (o *BSAM) Predictive(context.Context) (optim.Predictive, error) {
@@ -260,7 +262,7 @@ func (o *BSAM) stateVecs() []optim.Vec {
 	return vecs
 }
 
-// SaveState implements optim.Stateful. The vectors are every member's s,
+// SaveState implements optim.Optimizer (Features.State). The vectors are every member's s,
 // g_m and the derived Std (saved too because LoadState has no Host to
 // recompute it).
 func (o *BSAM) SaveState(context.Context) ([]byte, []optim.Vec, error) {
@@ -271,7 +273,7 @@ func (o *BSAM) SaveState(context.Context) ([]byte, []optim.Vec, error) {
 	return b, o.stateVecs(), nil
 }
 
-// LoadState implements optim.Stateful. The host restores the vectors'
+// LoadState implements optim.Optimizer (Features.State). The host restores the vectors'
 // contents into the handles that Configure allocated.
 func (o *BSAM) LoadState(_ context.Context, blob []byte) error {
 	var s state

@@ -128,7 +128,7 @@ func TestInitialNoiseStd(t *testing.T) {
 	if got := math.Sqrt(v / n); math.Abs(got-want) > 0.03*want {
 		t.Errorf("empirical noise std %v, want %v", got, want)
 	}
-	p, err := optim.Predictor(opt).Predictive(context.Background())
+	p, err := opt.Predictive(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -225,7 +225,7 @@ func TestStateRoundTrip(t *testing.T) {
 	a := optimtest.MustHost(t, prob, optimtest.WithBatchSize(16))
 	optA := newBSAM()
 	optimtest.MustRun(t, optA, a, 3, optimtest.WithLR(0.1), hp, optimtest.WithTotalSteps(5))
-	blob, vecs, err := optim.Stateful(optA).SaveState(ctx)
+	blob, vecs, err := optA.SaveState(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -243,7 +243,7 @@ func TestStateRoundTrip(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if err := optim.Stateful(optB).LoadState(ctx, blob); err != nil {
+	if err := optB.LoadState(ctx, blob); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := r.Run(ctx, 2); err != nil {
@@ -255,7 +255,7 @@ func TestStateRoundTrip(t *testing.T) {
 	if !slices.Equal(vec(t, b, optB.S(0)), vec(t, full, optFull.S(0))) {
 		t.Errorf("resumed s differs")
 	}
-	if err := optim.Stateful(optB).LoadState(ctx, []byte(`{"version":2}`)); err == nil {
+	if err := optB.LoadState(ctx, []byte(`{"version":2}`)); err == nil {
 		t.Error("unknown state version accepted")
 	}
 }
@@ -269,7 +269,7 @@ func TestTrainsAndPredicts(t *testing.T) {
 	if !(last["loss"] < 0.7*first["loss"]) {
 		t.Errorf("did not train: first %v, last %v", first, last)
 	}
-	pred, err := opt.(optim.Predictor).Predictive(ctx)
+	pred, err := opt.Predictive(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -359,7 +359,7 @@ func TestMembers(t *testing.T) {
 			t.Errorf("step %d: %d Exec calls", s, n)
 		}
 	}
-	pred, err := optim.Predictor(opt).Predictive(ctx)
+	pred, err := opt.Predictive(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -367,7 +367,7 @@ func TestMembers(t *testing.T) {
 	if !reflect.DeepEqual(pred, want) {
 		t.Errorf("predictive %+v, want %+v", pred, want)
 	}
-	_, vecs, err := optim.Stateful(opt).SaveState(ctx)
+	_, vecs, err := opt.SaveState(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}

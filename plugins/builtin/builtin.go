@@ -27,27 +27,14 @@ import (
 	"github.com/optlab/optlab/sdk/optim"
 )
 
-// asMember says whether and how the methods that wrap a member method
-// (ensembles, swa) may use a method as their member (their member
-// hyperparameter).
-type asMember int
-
-const (
-	// notMember: no wrapper can use it (sgvb and otmdr-sgvb train one
-	// variational member; the wrappers themselves).
-	notMember asMember = iota
-	// unscheduled: a wrapper may use it, but it does its own update, which
-	// SetLR cannot schedule: deep ensembles, and swa with swa_lr = 0.
-	unscheduled
-	// scheduled: every wrapper may use it, with every setting: it steps
-	// with the host's base optimizer (BaseStep), whose rate SetLR sets.
-	scheduled
-)
-
-// method is one line of the list.
+// method is one line of the list: member says whether the methods that
+// wrap a member method (ensembles, swa) may use it as their member (not
+// sgvb and otmdr-sgvb, which train one variational member, nor the
+// wrappers themselves). Whether a wrapper may also schedule its rate is
+// the member's own declaration, optim.Features.BaseStep.
 type method struct {
 	optim.Entry
-	member asMember
+	member bool
 }
 
 // methods is the list of built-in methods, in the order of Registry (and
@@ -55,25 +42,25 @@ type method struct {
 func methods() []method {
 	return []method{
 		{optim.Entry{Name: "sgd", New: sgd.New,
-			Doc: "the host's base optimizer on one full-batch gradient per step (SGD with momentum or Adam)"}, scheduled},
+			Doc: "the host's base optimizer on one full-batch gradient per step (SGD with momentum or Adam)"}, true},
 		{optim.Entry{Name: "sam", New: sam.New,
-			Doc: "Sharpness-Aware Minimization (Foret et al.), with ASAM and m-sharpness"}, scheduled},
+			Doc: "Sharpness-Aware Minimization (Foret et al.), with ASAM and m-sharpness"}, true},
 		{optim.Entry{Name: "bsam", New: bsam.New,
-			Doc: "Bayesian SAM (Möllenhoff & Khan): a Gaussian posterior with its own update"}, unscheduled},
+			Doc: "Bayesian SAM (Möllenhoff & Khan): a Gaussian posterior with its own update"}, true},
 		{optim.Entry{Name: "otmdr", New: otmdr.New,
-			Doc: "OT-MDR, optimal-transport model distributional robustness (Nguyen et al.), one model or an ensemble"}, scheduled},
+			Doc: "OT-MDR, optimal-transport model distributional robustness (Nguyen et al.), one model or an ensemble"}, true},
 		{optim.Entry{Name: "sgvb", New: sgvb.New,
-			Doc: "SGVB (Bayes by backprop) on a mean-field Gaussian Bayesian neural network"}, notMember},
+			Doc: "SGVB (Bayes by backprop) on a mean-field Gaussian Bayesian neural network"}, false},
 		{optim.Entry{Name: "otmdr-sgvb", New: sgvb.NewOTMDR,
-			Doc: "OT-MDR on a mean-field Gaussian Bayesian neural network"}, notMember},
+			Doc: "OT-MDR on a mean-field Gaussian Bayesian neural network"}, false},
 		{optim.Entry{Name: "ensembles", New: func() optim.Optimizer { return ensembles.New(MemberOptions()) },
-			Doc: "deep, snapshot and FGE ensembles, each member's step done by a member optimizer"}, notMember},
+			Doc: "deep, snapshot and FGE ensembles, each member's step done by a member optimizer"}, false},
 		{optim.Entry{Name: "swa", New: func() optim.Optimizer { return swa.New(MemberOptions()) },
-			Doc: "stochastic weight averaging (Izmailov et al.) on top of a member method: SWA, SWA-SAM, SWA-OT-MDR"}, notMember},
+			Doc: "stochastic weight averaging (Izmailov et al.) on top of a member method: SWA, SWA-SAM, SWA-OT-MDR"}, false},
 		{optim.Entry{Name: "dst", New: sparse.NewDST,
-			Doc: "DST ensemble (Liu et al., FreeTickets): independent members, each trained with dynamic sparse training"}, notMember},
+			Doc: "DST ensemble (Liu et al., FreeTickets): independent members, each trained with dynamic sparse training"}, false},
 		{optim.Entry{Name: "edst", New: sparse.NewEDST,
-			Doc: "EDST ensemble (Liu et al., FreeTickets): sparse tickets of one dynamic-sparse-training run"}, notMember},
+			Doc: "EDST ensemble (Liu et al., FreeTickets): sparse tickets of one dynamic-sparse-training run"}, false},
 	}
 }
 
@@ -89,16 +76,12 @@ func Registry() *optim.Registry {
 
 // MemberOptions returns the options of the built-in methods that wrap a
 // member method (ensembles, swa): the built-in methods they may use as
-// their member, and those of them that follow SetLR.
+// their member.
 func MemberOptions() compose.Options {
 	o := compose.Options{Members: &optim.Registry{}}
 	for _, m := range methods() {
-		if m.member == notMember {
-			continue
-		}
-		mustAdd(o.Members, m.Entry)
-		if m.member == scheduled {
-			o.FollowsSetLR = append(o.FollowsSetLR, m.Name)
+		if m.member {
+			mustAdd(o.Members, m.Entry)
 		}
 	}
 	return o

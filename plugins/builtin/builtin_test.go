@@ -56,14 +56,15 @@ func TestRegistry(t *testing.T) {
 
 // The wrapping methods' (ensembles', swa's) members are the built-in
 // methods they may use, in list order, neither wrapper among them; those
-// that follow SetLR are the ones snapshot, FGE and swa_lr can schedule.
+// that declare optim.Features.BaseStep (follow SetLR) are the ones
+// snapshot, FGE and swa_lr can schedule.
 // The ensembles method's options are the same.
 func TestMemberOptions(t *testing.T) {
 	for name, o := range map[string]compose.Options{"MemberOptions": builtin.MemberOptions(), "EnsembleOptions": builtin.EnsembleOptions()} {
 		if got, want := o.Members.Names(), []string{"sgd", "sam", "bsam", "otmdr"}; !slices.Equal(got, want) {
 			t.Errorf("%s: members %q, want %q", name, got, want)
 		}
-		if got, want := o.FollowsSetLR, []string{"sgd", "sam", "otmdr"}; !slices.Equal(got, want) {
+		if got, want := o.Scheduled(), []string{"sgd", "sam", "otmdr"}; !slices.Equal(got, want) {
 			t.Errorf("%s: members following SetLR %q, want %q", name, got, want)
 		}
 	}

@@ -1,11 +1,12 @@
 // Package compose holds what a method that wraps a member method shares
-// (the ensembles and swa methods): which methods may be the member and
-// which of them follow SetLR (Options), the member's hyperparameters in the
-// wrapper's schema under prefixed names ("<member>_<name>") and their split
-// off the wrapper's own, the member's construction in the wrapper's handle
-// namespace, its resolved values and predictive seen from the wrapper, and
-// the host through which a wrapper sets a step's rate with SetLR in front of
-// the member's first program (WithSetLR).
+// (the ensembles and swa methods): which methods may be the member
+// (Options; those whose Info declares optim.Features.BaseStep follow
+// SetLR), the member's hyperparameters in the wrapper's schema under
+// prefixed names ("<member>_<name>") and their split off the wrapper's
+// own, the member's construction in the wrapper's handle namespace, its
+// resolved values and predictive seen from the wrapper, and the host
+// through which a wrapper sets a step's rate with SetLR in front of the
+// member's first program (LRHost).
 //
 // Error messages start with the wrapping method's name (the method
 // argument), so that they read as the wrapper's own.
@@ -29,36 +30,23 @@ const DefaultMember = "sgd"
 // Options tell a wrapping method which optimizers may be its member. The
 // wrapping packages import none of them: the caller lists them
 // (plugins/builtin lists the built-in methods once, for the plugins and for
-// the wrappers alike).
+// the wrappers alike). A member whose Info declares optim.Features.BaseStep
+// steps with the host's base optimizer, so a wrapper can schedule its rate
+// with SetLR; the others (bsam, which does its own update) can only be
+// wrapped without a schedule of the wrapper's.
 type Options struct {
 	// Members are the optimizers that the member hyperparameter may name,
 	// in the order of the schema (their hyperparameters are
 	// "<member>_<name>").
 	Members *optim.Registry
-	// FollowsSetLR names the Members whose step size follows SetLR: they
-	// step with the host's base optimizer (BaseStep), so a wrapper can
-	// schedule their rate. The others (bsam, which does its own update)
-	// can only be wrapped without a schedule of the wrapper's.
-	//
-	// The property belongs to the member optimizer, but it is not part of
-	// optim.Info (an SDK change for the sake of the wrappers), and an
-	// optional interface would make every member package implement a
-	// method for the wrappers' sake, or need a wrapper around the member,
-	// which would hide its optional interfaces (Predictor, Stateful) from
-	// the type assertions that the wrappers and the host make. So whoever
-	// lists the members says which follow SetLR, next to the list. A member
-	// left out is the safe default: a wrapper refuses it in Configure
-	// rather than schedule a rate that it would ignore.
-	FollowsSetLR []string
 }
 
-// Clone returns o for a wrapper's New to keep: FollowsSetLR copied (the
-// registry is shared) and a nil Members replaced by an empty registry.
+// Clone returns o for a wrapper's New to keep: a nil Members replaced by
+// an empty registry (the registry is shared).
 func (o Options) Clone() Options {
 	if o.Members == nil {
 		o.Members = &optim.Registry{}
 	}
-	o.FollowsSetLR = slices.Clone(o.FollowsSetLR)
 	return o
 }
 
@@ -70,8 +58,12 @@ func (o Options) Names() []string {
 	return o.Members.Names()
 }
 
-// Follows reports whether member's step size follows SetLR.
-func (o Options) Follows(member string) bool { return slices.Contains(o.FollowsSetLR, member) }
+// Follows reports whether member's step size follows SetLR: its Info
+// declares optim.Features.BaseStep.
+func (o Options) Follows(member string) bool {
+	e, ok := o.Members.Lookup(member)
+	return ok && e.New().Info().Features.BaseStep
+}
 
 // Scheduled returns the members whose rate SetLR sets, in schema order.
 func (o Options) Scheduled() []string {
@@ -183,17 +175,15 @@ func (o Options) NewMember(ctx context.Context, h optim.Host, method, member str
 }
 
 // Resolved returns own (the wrapper's resolved values) with what the member
-// optimizer opt resolved (an optim.Resolver) under its prefixed names
-// (otmdr_rho2), or nil when there is nothing. own is not changed.
+// optimizer opt resolved under its prefixed names (otmdr_rho2), or nil
+// when there is nothing. own is not changed.
 func Resolved(own map[string]any, member string, opt optim.Optimizer) map[string]any {
 	out := maps.Clone(own)
-	if r, ok := opt.(optim.Resolver); ok {
-		for name, v := range r.Resolved() {
-			if out == nil {
-				out = map[string]any{}
-			}
-			out[member+"_"+name] = v
+	for name, v := range opt.Resolved() {
+		if out == nil {
+			out = map[string]any{}
 		}
+		out[member+"_"+name] = v
 	}
 	if len(out) == 0 {
 		return nil
@@ -201,13 +191,13 @@ func Resolved(own map[string]any, member string, opt optim.Optimizer) map[string
 	return out
 }
 
-// Predictive returns the member optimizer's predictive (an
-// optim.Predictor), or without one the average of the probabilities of
+// Predictive returns the member optimizer's predictive (when it declares
+// optim.Features.Predictive), or else the average of the probabilities of
 // the live parameters of the run's members (a Members predictive over
 // ParamsOf(m), m < members): for one member, its point estimate.
 func Predictive(ctx context.Context, opt optim.Optimizer, members int) (optim.Predictive, error) {
-	if p, ok := opt.(optim.Predictor); ok {
-		return p.Predictive(ctx)
+	if opt.Info().Features.Predictive {
+		return opt.Predictive(ctx)
 	}
 	vecs := make([]optim.Vec, max(members, 1))
 	for m := range vecs {

@@ -28,7 +28,7 @@ func options(t *testing.T) compose.Options {
 			t.Fatal(err)
 		}
 	}
-	return compose.Options{Members: r, FollowsSetLR: []string{"sgd", "sam", "otmdr"}}
+	return compose.Options{Members: r}
 }
 
 func TestPrefixed(t *testing.T) {
@@ -148,13 +148,14 @@ func TestMember(t *testing.T) {
 	}
 }
 
-// WithSetLR sends the SetLR in front of the first program only, keeping
+// LRHost sends the SetLR in front of the first program only, keeping
 // the member's program (and its registers) as they are.
-func TestWithSetLR(t *testing.T) {
+func TestLRHost(t *testing.T) {
 	ctx := context.Background()
 	h := optimtest.MustHost(t, optimtest.DiagQuadratic(1, 2))
 	h.BeginStep(optim.StepInput{LR: 0.5})
-	lh := compose.WithSetLR(h, optim.Prog().SetLR(0, 0.25))
+	lh := compose.NewLRHost(h)
+	lh.Before(optim.Prog().SetLR(0, 0.25))
 	p := optim.Prog()
 	n := p.Norm(optim.Params)
 	p.Read(n)
@@ -180,7 +181,8 @@ func TestWithSetLR(t *testing.T) {
 		t.Errorf("member's program changed to %+v, or lr %v", p.Ops, h.LR(0))
 	}
 	// A nil first program is the SetLR alone.
-	if _, err := compose.WithSetLR(h, optim.Prog().SetLR(0, 0.125)).Exec(ctx, nil); err != nil || h.LR(0) != 0.125 {
+	lh.Before(optim.Prog().SetLR(0, 0.125))
+	if _, err := lh.Exec(ctx, nil); err != nil || h.LR(0) != 0.125 {
 		t.Errorf("nil program: lr %v, err %v", h.LR(0), err)
 	}
 }

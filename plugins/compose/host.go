@@ -6,28 +6,32 @@ import (
 	"github.com/optlab/optlab/sdk/optim"
 )
 
-// WithSetLR returns the host as a member optimizer sees it during a step
-// whose rate the wrapper sets: the first program the member sends goes
-// with first (the wrapper's SetLR) in front, so the schedule costs no extra
-// round trip and every BaseStep of the step uses its rate. SetLR sets no
-// register, so the member's registers keep their numbers; the program sent
-// is a copy of the member's with its identity, so its result reads as the
-// member's. first names the wrapper's handles (its Handles.Prog), which
-// the member's are among. Make one per step.
-func WithSetLR(h optim.Host, first *optim.Program) optim.Host {
-	return &lrHost{Host: h, first: first}
-}
-
-// lrHost is the host of WithSetLR.
-type lrHost struct {
+// LRHost is the host as a member optimizer sees it inside a wrapper that
+// sets the rate of some steps: the wrapper configures its member with the
+// LRHost (the member keeps it, as every optimizer keeps the host of its
+// Configure) and, before a step whose rate it sets, calls Before with its
+// SetLR. The first program the member then sends goes with it in front, so
+// the schedule costs no extra round trip and every BaseStep of the step
+// uses its rate. SetLR sets no register, so the member's registers keep
+// their numbers; the program sent is a copy of the member's with its
+// identity, so its result reads as the member's. Without Before, programs
+// pass through unchanged.
+type LRHost struct {
 	optim.Host
 	// first is the program to send in front of the next one (nil once
 	// sent).
 	first *optim.Program
 }
 
+// NewLRHost returns the LRHost over h.
+func NewLRHost(h optim.Host) *LRHost { return &LRHost{Host: h} }
+
+// Before sends first (the wrapper's SetLR, from its Handles.Prog, which
+// the member's handles are among) in front of the member's next program.
+func (h *LRHost) Before(first *optim.Program) { h.first = first }
+
 // Exec implements optim.Host.
-func (h *lrHost) Exec(ctx context.Context, p *optim.Program) (optim.Result, error) {
+func (h *LRHost) Exec(ctx context.Context, p *optim.Program) (optim.Result, error) {
 	if h.first != nil {
 		q := h.first
 		if p != nil {

@@ -5,7 +5,7 @@
 //     Config.Members members (archs = ["resnet10*5"], or
 //     "resnet18+mobilenet+efficientnet-b0") train independently: the host
 //     initializes member m with its own seed, and the plugin declares
-//     optim.CapMemberDataOrder so that every member gets its own data order.
+//     optim.Features.MemberDataOrder so that every member gets its own data order.
 //     Each member's step is done by the member optimizer (member = "sgd",
 //     "sam", "bsam" or "otmdr" with the built-in members of
 //     plugins/builtin): the very optimizer of that plugin, made by the
@@ -36,7 +36,7 @@
 // experiment's base optimizer, e.g. SGD with Nesterov momentum, through
 // BaseStep) does the step and the plugin sets the step's rate with SetLR,
 // sent in front of the member optimizer's first program (no extra round
-// trip), and as StepInput.LR; only members listed in Options.FollowsSetLR
+// trip), and as StepInput.LR; only members whose Info declares optim.Features.BaseStep
 // can be scheduled. Snapshots are vectors the plugin allocates in
 // Configure, after the member optimizer's (all of them, so that a resumed
 // run's Configure recreates them and the host can restore their contents),
@@ -151,8 +151,13 @@ func parseConfig(o Options, params map[string]any) (Config, map[string]any, erro
 
 // Ensemble is the optimizer. Create it with New.
 type Ensemble struct {
-	opts    Options
-	cfg     Config
+	optim.Defaults
+	opts Options
+	cfg  Config
+	h    optim.Host
+	// lr is the host the member drives: the wrapper's SetLR goes in front
+	// of its first program of a step whose rate the schedule sets.
+	lr      *compose.LRHost
 	hs      *optim.Handles
 	inner   optim.Optimizer
 	members int
@@ -174,9 +179,7 @@ type Ensemble struct {
 
 var (
 	_ optim.Optimizer = (*Ensemble)(nil)
-	_ optim.Predictor = (*Ensemble)(nil)
-	_ optim.Stateful  = (*Ensemble)(nil)
-	_ optim.Resolver  = (*Ensemble)(nil)
+	_ optim.Wrapper   = (*Ensemble)(nil)
 )
 
 // New returns an ensemble optimizer with the default hyperparameters whose
@@ -188,14 +191,14 @@ func New(o Options) optim.Optimizer {
 // Info implements optim.Optimizer. The schema is the ensemble's own
 // hyperparameters followed by every member optimizer's, prefixed.
 func (e *Ensemble) Info() optim.Info {
-	return optim.Info{Name: "ensembles", Version: "0.1.0", ProtocolMinor: optim.ProtocolMinor,
-		Capabilities: []optim.Capability{optim.CapMembers, optim.CapMemberDataOrder},
-		Params:       append(hparams.MustSpecs(defaults()), e.opts.Prefixed()...)}
+	return optim.Info{Name: "ensembles", Version: "0.1.0",
+		Features: optim.Features{Members: true, MemberDataOrder: true, Predictive: true, State: true},
+		Params:   append(hparams.MustSpecs(defaults()), e.opts.Prefixed()...)}
 }
 
-// MemberOptimizer returns the member optimizer that Configure made (nil
-// before), e.g. to read the handles of its vectors.
-func (e *Ensemble) MemberOptimizer() optim.Optimizer { return e.inner }
+// Unwrap implements optim.Wrapper: the member optimizer that Configure
+// made (nil before), e.g. to read the handles of its vectors.
+func (e *Ensemble) Unwrap() optim.Optimizer { return e.inner }
 
 // Configure implements optim.Optimizer: it configures the member optimizer
 // and, for snapshot and FGE, allocates the snapshot vectors.
@@ -204,8 +207,8 @@ func (e *Ensemble) Configure(ctx context.Context, h optim.Host, cfg optim.Config
 	if err != nil {
 		return err
 	}
-	*e = Ensemble{opts: e.opts, cfg: c, hs: cfg.Namespace("ensembles"), members: max(cfg.Members, 1),
-		total: cfg.TotalSteps, spe: cfg.StepsPerEpoch}
+	*e = Ensemble{opts: e.opts, cfg: c, h: h, lr: compose.NewLRHost(h), hs: cfg.Namespace("ensembles"),
+		members: cfg.MemberCount(), total: cfg.TotalSteps, spe: cfg.StepsPerEpoch}
 	if c.Kind != Deep {
 		if err := e.plan(); err != nil {
 			return err
@@ -220,7 +223,7 @@ func (e *Ensemble) Configure(ctx context.Context, h optim.Host, cfg optim.Config
 	// snapshots. It takes its handles first, so that they are those of the
 	// member's own plugin (a deep ensemble's programs and checkpoints are
 	// the plugin's).
-	opt, err := e.opts.NewMember(ctx, h, "ensembles", c.Member, optim.Config{Params: inner, Seed: cfg.Seed,
+	opt, err := e.opts.NewMember(ctx, e.lr, "ensembles", c.Member, optim.Config{Params: inner, Seed: cfg.Seed,
 		TotalSteps: cfg.TotalSteps, StepsPerEpoch: cfg.StepsPerEpoch, Members: cfg.Members, Handles: e.hs})
 	if err != nil {
 		return err
@@ -275,12 +278,12 @@ func (e *Ensemble) plan() error {
 // optimizer's step over all members; snapshot and FGE set the step's rate
 // and take a snapshot when one is due. The metrics are the member
 // optimizer's, plus "lr" for snapshot and FGE.
-func (e *Ensemble) Step(ctx context.Context, h optim.Host, in optim.StepInput) (optim.StepOutput, error) {
+func (e *Ensemble) Step(ctx context.Context, in optim.StepInput) (optim.StepOutput, error) {
 	if e.inner == nil {
 		return optim.StepOutput{}, errors.New("ensembles: step before configure")
 	}
 	if e.cfg.Kind == Deep {
-		out, err := e.inner.Step(ctx, h, in)
+		out, err := e.inner.Step(ctx, in)
 		if err != nil {
 			return out, fmt.Errorf("ensembles: %w", err)
 		}
@@ -291,12 +294,13 @@ func (e *Ensemble) Step(ctx context.Context, h optim.Host, in optim.StepInput) (
 		return optim.StepOutput{}, err
 	}
 	in.LR = lr
-	out, err := e.inner.Step(ctx, compose.WithSetLR(h, e.hs.Prog().SetLR(0, lr)), in)
+	e.lr.Before(e.hs.Prog().SetLR(0, lr))
+	out, err := e.inner.Step(ctx, in)
 	if err != nil {
 		return out, fmt.Errorf("ensembles: %w", err)
 	}
 	if snap >= 0 {
-		if _, err := h.Exec(ctx, e.hs.Prog().CopyState(e.snaps[snap], optim.Params)); err != nil {
+		if _, err := e.h.Exec(ctx, e.hs.Prog().CopyState(e.snaps[snap], optim.Params)); err != nil {
 			return out, fmt.Errorf("ensembles: snapshot %d at step %d: %w", snap, in.Step, err)
 		}
 		e.taken = append(e.taken, snap)
@@ -365,7 +369,7 @@ func (e *Ensemble) Snapshots() []optim.Vec {
 // snapshots the run plans.
 func (e *Ensemble) Snapshot(k int) optim.Vec { return e.snaps[k] }
 
-// Predictive implements optim.Predictor: for deep ensembles the member
+// Predictive implements optim.Optimizer (Features.Predictive): for deep ensembles the member
 // optimizer's predictive, else the average of the members' probabilities;
 // for snapshot and FGE the average over the snapshots (the live parameters
 // before the first one).
@@ -386,9 +390,9 @@ func (e *Ensemble) Predictive(ctx context.Context) (optim.Predictive, error) {
 	return optim.Predictive{Kind: optim.Members, Vecs: e.Snapshots()}, nil
 }
 
-// Resolved implements optim.Resolver: pretrain_epochs for fge with -1, the
+// Resolved implements optim.Optimizer: pretrain_epochs for fge with -1, the
 // epochs that floor(pretrain_fraction × run epochs) gave, and what the
-// member optimizer resolved (an optim.Resolver), under its prefixed names
+// member optimizer resolved, under its prefixed names
 // (otmdr_rho2). Nil before Configure.
 func (e *Ensemble) Resolved() map[string]any {
 	if e.inner == nil {
@@ -412,7 +416,7 @@ type state struct {
 	Inner []byte `json:"inner"`
 }
 
-// SaveState implements optim.Stateful. The vectors are the member
+// SaveState implements optim.Optimizer (Features.State). The vectors are the member
 // optimizer's and the snapshots taken; the blob holds which snapshots were
 // taken and the member optimizer's blob.
 func (e *Ensemble) SaveState(ctx context.Context) ([]byte, []optim.Vec, error) {
@@ -420,13 +424,11 @@ func (e *Ensemble) SaveState(ctx context.Context) ([]byte, []optim.Vec, error) {
 		return nil, nil, errors.New("ensembles: save state before configure")
 	}
 	s := state{Version: 1, Kind: e.cfg.Kind, Member: e.cfg.Member, Taken: slices.Clone(e.taken)}
-	var vecs []optim.Vec
-	if st, ok := e.inner.(optim.Stateful); ok {
-		var err error
-		if s.Inner, vecs, err = st.SaveState(ctx); err != nil {
-			return nil, nil, fmt.Errorf("ensembles: save state: %s: %w", e.cfg.Member, err)
-		}
+	inner, vecs, err := e.inner.SaveState(ctx)
+	if err != nil {
+		return nil, nil, fmt.Errorf("ensembles: save state: %s: %w", e.cfg.Member, err)
 	}
+	s.Inner = inner
 	b, err := json.Marshal(s)
 	if err != nil {
 		return nil, nil, fmt.Errorf("ensembles: save state: %w", err)
@@ -434,7 +436,7 @@ func (e *Ensemble) SaveState(ctx context.Context) ([]byte, []optim.Vec, error) {
 	return b, append(vecs, e.Snapshots()...), nil
 }
 
-// LoadState implements optim.Stateful, after Configure: the host has
+// LoadState implements optim.Optimizer (Features.State), after Configure: the host has
 // restored the vectors' contents into the handles Configure allocated.
 func (e *Ensemble) LoadState(ctx context.Context, blob []byte) error {
 	if e.inner == nil {
@@ -458,10 +460,8 @@ func (e *Ensemble) LoadState(ctx context.Context, blob []byte) error {
 		}
 		seen[k] = true
 	}
-	if st, ok := e.inner.(optim.Stateful); ok {
-		if err := st.LoadState(ctx, s.Inner); err != nil {
-			return fmt.Errorf("ensembles: load state: %s: %w", e.cfg.Member, err)
-		}
+	if err := e.inner.LoadState(ctx, s.Inner); err != nil {
+		return fmt.Errorf("ensembles: load state: %s: %w", e.cfg.Member, err)
 	}
 	e.taken = slices.Clone(s.Taken)
 	return nil

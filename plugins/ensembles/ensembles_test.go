@@ -55,7 +55,7 @@ func vec(t *testing.T, h *optimtest.Host, v optim.Vec) []float64 {
 
 func predictive(t *testing.T, opt optim.Optimizer) optim.Predictive {
 	t.Helper()
-	p, err := opt.(optim.Predictor).Predictive(context.Background())
+	p, err := opt.Predictive(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -106,13 +106,9 @@ var memberCases = []struct {
 
 func TestInfo(t *testing.T) {
 	info := newEnsemble().Info()
-	if info.Name != "ensembles" || info.ProtocolMinor != optim.ProtocolMinor {
-		t.Errorf("info %+v", info)
-	}
-	for _, c := range []optim.Capability{optim.CapMemberDataOrder, optim.CapMembers} {
-		if !info.Has(c) {
-			t.Errorf("capability %q missing from %v", c, info.Capabilities)
-		}
+	want := optim.Features{Members: true, MemberDataOrder: true, Predictive: true, State: true}
+	if info.Name != "ensembles" || info.Features != want {
+		t.Errorf("info %+v, want features %+v", info, want)
 	}
 	byName := map[string]optim.ParamSpec{}
 	for _, s := range info.Params {
@@ -148,16 +144,16 @@ func TestInfo(t *testing.T) {
 // those in FollowsSetLR can be scheduled by snapshot and FGE.
 func TestOptions(t *testing.T) {
 	r := &optim.Registry{}
-	for _, e := range []optim.Entry{{Name: "sgd", New: sgd.New}, {Name: "sam", New: sam.New}} {
+	for _, e := range []optim.Entry{{Name: "sgd", New: sgd.New}, {Name: "sam", New: sam.New}, {Name: "bsam", New: bsam.New}} {
 		if err := r.Add(e); err != nil {
 			t.Fatal(err)
 		}
 	}
 	newOpt := func() optim.Optimizer {
-		return ensembles.New(ensembles.Options{Members: r, FollowsSetLR: []string{"sam"}})
+		return ensembles.New(ensembles.Options{Members: r})
 	}
 	for _, s := range newOpt().Info().Params {
-		if strings.HasPrefix(s.Name, "bsam_") || strings.HasPrefix(s.Name, "otmdr_") {
+		if strings.HasPrefix(s.Name, "otmdr_") {
 			t.Errorf("parameter %q of an optimizer that is not a member", s.Name)
 		}
 	}
@@ -169,8 +165,9 @@ func TestOptions(t *testing.T) {
 	}{
 		{"deep sgd", newOpt(), nil, ""},
 		{"snapshot sam", newOpt(), map[string]any{"kind": "snapshot", "member": "sam", "sam_rho": 0.1}, ""},
-		{"snapshot sgd", newOpt(), map[string]any{"kind": "snapshot"}, "SetLR sets (sam); sgd does its own update"},
-		{"not a member", newOpt(), map[string]any{"member": "bsam"}, `member "bsam": want one of ["sgd" "sam"]`},
+		{"snapshot sgd", newOpt(), map[string]any{"kind": "snapshot"}, ""},
+		{"snapshot bsam", newOpt(), map[string]any{"kind": "snapshot", "member": "bsam"}, "SetLR sets (sgd, sam); bsam does its own update"},
+		{"not a member", newOpt(), map[string]any{"member": "otmdr"}, `member "otmdr": want one of ["sgd" "sam" "bsam"]`},
 		{"no members", ensembles.New(ensembles.Options{}), nil, `member "sgd": want one of []`},
 	}
 	for _, tt := range tests {
@@ -251,8 +248,8 @@ func TestDeepOneMemberIsThePlugin(t *testing.T) {
 				}
 			}
 			wantPred := optim.Predictive{Kind: optim.Members, Vecs: []optim.Vec{optim.Params}}
-			if p, ok := opt.(optim.Predictor); ok {
-				wantPred = predictive(t, p.(optim.Optimizer))
+			if opt.Info().Features.Predictive {
+				wantPred = predictive(t, opt)
 			}
 			if gotPred := predictive(t, ens); !reflect.DeepEqual(gotPred, wantPred) {
 				t.Errorf("predictive %+v, want %+v", gotPred, wantPred)
@@ -394,11 +391,11 @@ func TestDeepBSAM(t *testing.T) {
 	if got := predictive(t, opt); !reflect.DeepEqual(got, want) {
 		t.Errorf("predictive %+v, want %+v", got, want)
 	}
-	b := opt.(*ensembles.Ensemble).MemberOptimizer().(*bsam.BSAM)
+	b := opt.(*ensembles.Ensemble).Unwrap().(*bsam.BSAM)
 	if slices.Equal(vec(t, h, b.S(0)), vec(t, h, b.S(1))) {
 		t.Error("members share s")
 	}
-	_, vecs, err := opt.(optim.Stateful).SaveState(context.Background())
+	_, vecs, err := opt.SaveState(context.Background())
 	if err != nil || len(vecs) != 6 {
 		t.Errorf("state vecs %v, err %v", vecs, err)
 	}
@@ -538,7 +535,7 @@ func TestSnapshotEdges(t *testing.T) {
 	if got := predictive(t, opt); len(got.Vecs) != 2 {
 		t.Errorf("2-step run with 5 cycles: predictive %+v, want 2 snapshots", got)
 	}
-	if _, err := newEnsemble().(optim.Predictor).Predictive(context.Background()); err == nil {
+	if _, err := newEnsemble().Predictive(context.Background()); err == nil {
 		t.Error("predictive before configure")
 	}
 }
@@ -660,14 +657,14 @@ func TestResolved(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			opt := newEnsemble()
-			if got := opt.(optim.Resolver).Resolved(); got != nil {
+			if got := opt.Resolved(); got != nil {
 				t.Errorf("Resolved before Configure = %v", got)
 			}
 			h := optimtest.MustHost(t, mlp(), optimtest.WithBatchSize(16))
 			if err := optimtest.NewHarness(opt, h, hp(tt.params)).Configure(context.Background(), epochs*spe); err != nil {
 				t.Fatal(err)
 			}
-			if got := opt.(optim.Resolver).Resolved(); !reflect.DeepEqual(got, tt.want) {
+			if got := opt.Resolved(); !reflect.DeepEqual(got, tt.want) {
 				t.Errorf("Resolved = %#v, want %#v", got, tt.want)
 			}
 		})
@@ -735,7 +732,7 @@ func TestResume(t *testing.T) {
 			first := optimtest.MustHost(t, mlp(), optimtest.WithBatchSize(16))
 			a := newEnsemble()
 			optimtest.MustRun(t, a, first, tt.cut, lr, hp(tt.params), optimtest.WithTotalSteps(int64(tt.total)))
-			blob, vecs, err := a.(optim.Stateful).SaveState(ctx)
+			blob, vecs, err := a.SaveState(ctx)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -750,7 +747,7 @@ func TestResume(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			if err := b.(optim.Stateful).LoadState(ctx, blob); err != nil {
+			if err := b.LoadState(ctx, blob); err != nil {
 				t.Fatal(err)
 			}
 			if _, err := r.Run(ctx, tt.total-tt.cut); err != nil {
@@ -774,7 +771,7 @@ func TestResume(t *testing.T) {
 
 func TestLoadStateErrors(t *testing.T) {
 	ctx := context.Background()
-	if err := newEnsemble().(optim.Stateful).LoadState(ctx, nil); err == nil {
+	if err := newEnsemble().LoadState(ctx, nil); err == nil {
 		t.Error("load state before configure")
 	}
 	h := optimtest.MustHost(t, mlp(), optimtest.WithBatchSize(16))
@@ -789,7 +786,7 @@ func TestLoadStateErrors(t *testing.T) {
 		{`not json`, "load state"},
 	}
 	for _, tt := range tests {
-		if err := opt.(optim.Stateful).LoadState(ctx, []byte(tt.blob)); err == nil || !strings.Contains(err.Error(), tt.want) {
+		if err := opt.LoadState(ctx, []byte(tt.blob)); err == nil || !strings.Contains(err.Error(), tt.want) {
 			t.Errorf("LoadState(%s) = %v, want containing %q", tt.blob, err, tt.want)
 		}
 	}

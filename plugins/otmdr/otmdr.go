@@ -259,6 +259,8 @@ type Hooks struct {
 // OTMDR is the optimizer. Create it with New, or NewFrom to run it inside
 // another optimizer.
 type OTMDR struct {
+	optim.Defaults
+	h     optim.Host
 	cfg   Config
 	typed bool // made by NewFrom: cfg is resolved and Configure reads no params
 	hooks Hooks
@@ -323,8 +325,9 @@ func (o *OTMDR) norm(p *optim.Program, at Pass, x optim.Vec) optim.Reg {
 
 // Info implements optim.Optimizer.
 func (o *OTMDR) Info() optim.Info {
-	return optim.Info{Name: "otmdr", Version: "0.1.0", ProtocolMinor: optim.ProtocolMinor,
-		Capabilities: []optim.Capability{optim.CapMembers}, Params: hparams.MustSpecs(DefaultConfig())}
+	return optim.Info{Name: "otmdr", Version: "0.1.0",
+		Features: optim.Features{Members: true, BaseStep: true, Predictive: true, State: true},
+		Params:   hparams.MustSpecs(DefaultConfig())}
 }
 
 // Configure implements optim.Optimizer: it seeds the plugin's stream with
@@ -344,8 +347,8 @@ func (o *OTMDR) Configure(ctx context.Context, h optim.Host, cfg optim.Config) e
 	case len(cfg.Params) > 0:
 		return fmt.Errorf("otmdr: made by NewFrom with its hyperparameters, Configure takes no params (got %d)", len(cfg.Params))
 	}
-	members := max(cfg.Members, 1)
-	o.cfg, o.resolved, o.rng = c, resolved, rand.NewPCG(uint64(cfg.Seed), 0x6f746d6472)
+	members := cfg.MemberCount()
+	o.h, o.cfg, o.resolved, o.rng = h, c, resolved, rand.NewPCG(uint64(cfg.Seed), 0x6f746d6472)
 	o.bn, _ = bnPasses(c.BN)
 	l, err := h.Layout(ctx)
 	if err != nil {
@@ -391,7 +394,7 @@ func (o *OTMDR) Configure(ctx context.Context, h optim.Host, cfg optim.Config) e
 	return nil
 }
 
-// Resolved implements optim.Resolver: the hyperparameters whose values the
+// Resolved implements optim.Optimizer: the hyperparameters whose values the
 // mode decided in Configure (or NewFrom), with those values: rho2 = 2ρ₁
 // and noise_std = 0 for -1, particle_reduction and split for "", and
 // merge_grad forced on by mode = reference.
@@ -604,7 +607,7 @@ func (o *OTMDR) ascentNorms(p *optim.Program, s ascentSlots) []optim.Reg {
 // ρ/(‖g‖+1e-12) in registers on the device. It reports loss and acc on
 // B¹ₖ at θ and loss_perturbed and acc_perturbed on B at θ²ₖ, averaged over
 // members (joint: of the joint passes) and particles.
-func (o *OTMDR) Step(ctx context.Context, h optim.Host, _ optim.StepInput) (optim.StepOutput, error) {
+func (o *OTMDR) Step(ctx context.Context, _ optim.StepInput) (optim.StepOutput, error) {
 	if o.rng == nil {
 		return optim.StepOutput{}, errors.New("otmdr: step: not configured")
 	}
@@ -629,13 +632,13 @@ func (o *OTMDR) Step(ctx context.Context, h optim.Host, _ optim.StepInput) (opti
 	}
 	o.baseStep(p)
 	p.ReportMetrics(mt.loss, mt.acc).Report("loss_perturbed", mt.lossP).Report("acc_perturbed", mt.accP)
-	if _, err := h.Exec(ctx, p); err != nil {
+	if _, err := o.h.Exec(ctx, p); err != nil {
 		return optim.StepOutput{}, fmt.Errorf("otmdr: step: %w", err)
 	}
 	return optim.StepOutput{}, nil
 }
 
-// Predictive implements optim.Predictor: the average of the members'
+// Predictive implements optim.Optimizer (Features.Predictive): the average of the members'
 // probabilities (Q uniform over the members).
 func (o *OTMDR) Predictive(context.Context) (optim.Predictive, error) {
 	if len(o.vecs) == 0 {
@@ -654,7 +657,7 @@ type state struct {
 	RNG     []byte `json:"rng"`
 }
 
-// SaveState implements optim.Stateful. The vectors are per-step scratch
+// SaveState implements optim.Optimizer (Features.State). The vectors are per-step scratch
 // and the base optimizer's state belongs to the host, so the state is the
 // seed stream's position alone (no vectors).
 func (o *OTMDR) SaveState(context.Context) ([]byte, []optim.Vec, error) {
@@ -672,7 +675,7 @@ func (o *OTMDR) SaveState(context.Context) ([]byte, []optim.Vec, error) {
 	return b, nil, nil
 }
 
-// LoadState implements optim.Stateful, after Configure: it restores the
+// LoadState implements optim.Optimizer (Features.State), after Configure: it restores the
 // seed stream, so the resumed run draws the splits and noise that an
 // uninterrupted one would.
 func (o *OTMDR) LoadState(_ context.Context, blob []byte) error {

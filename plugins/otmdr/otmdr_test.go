@@ -65,7 +65,7 @@ func TestInfo(t *testing.T) {
 		"mode": "paper", "rho1": 0.05, "rho2": -1.0, "noise_std": -1.0, "particles": int64(1),
 		"particle_reduction": "", "merge_grad": false, "merge_mean": false, "split": "", "bn": "halves", "joint": false,
 	}
-	if info.Name != "otmdr" || len(info.Params) != len(want) || !info.Has(optim.CapMembers) {
+	if info.Name != "otmdr" || len(info.Params) != len(want) || !info.Features.Members {
 		t.Fatalf("info %+v", info)
 	}
 	for _, p := range info.Params {
@@ -151,7 +151,7 @@ func TestResolved(t *testing.T) {
 			if err := optimtest.NewHarness(opt, optimtest.MustHost(t, mlp()), hp(tt.params)).Configure(context.Background(), 1); err != nil {
 				t.Fatal(err)
 			}
-			if got := opt.(optim.Resolver).Resolved(); !reflect.DeepEqual(got, tt.want) {
+			if got := opt.Resolved(); !reflect.DeepEqual(got, tt.want) {
 				t.Errorf("Resolved = %#v, want %#v", got, tt.want)
 			}
 		})
@@ -560,7 +560,7 @@ func TestEnsemble(t *testing.T) {
 			t.Errorf("member %d differs from the single model", m)
 		}
 	}
-	pred, err := opt.(optim.Predictor).Predictive(context.Background())
+	pred, err := opt.Predictive(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -599,7 +599,7 @@ func TestResume(t *testing.T) {
 	first := optimtest.MustHost(t, mlp())
 	opt := otmdr.New()
 	optimtest.MustRun(t, opt, first, 3, lr, params)
-	blob, vecs, err := opt.(optim.Stateful).SaveState(ctx)
+	blob, vecs, err := opt.SaveState(ctx)
 	if err != nil || len(vecs) != 0 {
 		t.Fatalf("save: %v, vecs %v", err, vecs)
 	}
@@ -611,7 +611,7 @@ func TestResume(t *testing.T) {
 			t.Fatal(err)
 		}
 		if load {
-			if err := resumed.(optim.Stateful).LoadState(ctx, blob); err != nil {
+			if err := resumed.LoadState(ctx, blob); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -622,7 +622,7 @@ func TestResume(t *testing.T) {
 			t.Errorf("LoadState %v: resumed equals uninterrupted: %v", load, same)
 		}
 	}
-	if err := otmdr.New().(optim.Stateful).LoadState(ctx, []byte(`{"version":2}`)); err == nil {
+	if err := otmdr.New().LoadState(ctx, []byte(`{"version":2}`)); err == nil {
 		t.Error("loaded a version 2 state")
 	}
 }
@@ -641,7 +641,7 @@ func TestTrainsMLP(t *testing.T) {
 		}
 		opt := otmdr.New()
 		outs := optimtest.MustRun(t, opt, h, 150, optimtest.WithLR(0.1), hp(params))
-		pred, err := opt.(optim.Predictor).Predictive(ctx)
+		pred, err := opt.Predictive(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -695,6 +695,7 @@ func TestNewFrom(t *testing.T) {
 // allocates its vector extra from its own namespace, configures OT-MDR from
 // NewFrom in a sub-namespace of it, and hands hooks over extra to it.
 type wrapper struct {
+	optim.Defaults
 	hooks func(extra optim.Vec) otmdr.Hooks
 	inner *otmdr.OTMDR
 	hs    *optim.Handles
@@ -721,8 +722,8 @@ func (w *wrapper) Configure(ctx context.Context, h optim.Host, cfg optim.Config)
 	return w.inner.Configure(ctx, h, inner)
 }
 
-func (w *wrapper) Step(ctx context.Context, h optim.Host, in optim.StepInput) (optim.StepOutput, error) {
-	return w.inner.Step(ctx, h, in)
+func (w *wrapper) Step(ctx context.Context, in optim.StepInput) (optim.StepOutput, error) {
+	return w.inner.Step(ctx, in)
 }
 
 // Hooks: Begin's ops open the step's first program, Grad sees every pass

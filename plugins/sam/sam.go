@@ -52,10 +52,11 @@ func defaults() Config {
 }
 
 // SAM is the optimizer. Create it with New. Its vectors are per-step
-// scratch and the base optimizer's state belongs to the host, so it is
-// Stateless.
+// scratch and the base optimizer's state belongs to the host, so it keeps
+// every optional method's default.
 type SAM struct {
-	optim.Stateless
+	optim.Defaults
+	h    optim.Host
 	cfg  Config
 	hs   *optim.Handles
 	vecs []memberVecs // per member
@@ -76,8 +77,8 @@ func New() optim.Optimizer { return &SAM{cfg: defaults()} }
 
 // Info implements optim.Optimizer.
 func (o *SAM) Info() optim.Info {
-	return optim.Info{Name: "sam", Version: "0.1.0", ProtocolMinor: optim.ProtocolMinor,
-		Capabilities: []optim.Capability{optim.CapMembers}, Params: hparams.MustSpecs(defaults())}
+	return optim.Info{Name: "sam", Version: "0.1.0", Features: optim.Features{Members: true, BaseStep: true},
+		Params: hparams.MustSpecs(defaults())}
 }
 
 // weightsOnly tells whether ASAM's T applies to weight tensors only.
@@ -101,7 +102,7 @@ func batchBound(l optim.Layout) hparams.Bounds {
 
 // Configure implements optim.Optimizer.
 func (o *SAM) Configure(ctx context.Context, h optim.Host, cfg optim.Config) error {
-	o.cfg = defaults()
+	o.h, o.cfg = h, defaults()
 	// m is bounded by the batch it splits: check it before allocating a
 	// vector per sub-batch (m = 2⁶³−1 would allocate without end).
 	l, err := h.Layout(ctx)
@@ -114,7 +115,7 @@ func (o *SAM) Configure(ctx context.Context, h optim.Host, cfg optim.Config) err
 	if o.cfg.AdaptiveScope != "all" && !o.cfg.Adaptive {
 		return fmt.Errorf("sam: adaptive_scope %q applies to ASAM only: set adaptive = true", o.cfg.AdaptiveScope)
 	}
-	members := max(cfg.Members, 1)
+	members := cfg.MemberCount()
 	o.hs = cfg.Namespace("sam")
 	o.vecs = make([]memberVecs, members)
 	for j := range o.cfg.M {
@@ -152,7 +153,7 @@ func (o *SAM) Configure(ctx context.Context, h optim.Host, cfg optim.Config) err
 		}
 	}
 	if o.weightsOnly() {
-		if err := o.buildMasks(ctx, h, p); err != nil {
+		if err := o.buildMasks(l, p); err != nil {
 			return err
 		}
 	}
@@ -165,11 +166,7 @@ func (o *SAM) Configure(ctx context.Context, h optim.Host, cfg optim.Config) err
 // buildMasks appends to p the ops that make every member's weight mask (1
 // on the tensors whose name contains "weight", 0 elsewhere) and its
 // complement, so that a step forms T with two elementwise ops.
-func (o *SAM) buildMasks(ctx context.Context, h optim.Host, p *optim.Program) error {
-	l, err := h.Layout(ctx)
-	if err != nil {
-		return fmt.Errorf("sam: layout: %w", err)
-	}
+func (o *SAM) buildMasks(l optim.Layout, p *optim.Program) error {
 	if len(l.Members) < len(o.vecs) {
 		return fmt.Errorf("sam: layout has %d members, want %d", len(l.Members), len(o.vecs))
 	}
@@ -197,7 +194,7 @@ func (o *SAM) buildMasks(ctx context.Context, h optim.Host, p *optim.Program) er
 // ascent coefficient ρ/(‖g‖+1e-12) is computed on the device in a register
 // and scales the perturbation directly, and the loss and accuracy at θ are
 // reported to the host's logs.
-func (o *SAM) Step(ctx context.Context, h optim.Host, _ optim.StepInput) (optim.StepOutput, error) {
+func (o *SAM) Step(ctx context.Context, _ optim.StepInput) (optim.StepOutput, error) {
 	p := o.hs.Prog()
 	evs := make([]optim.Eval, 0, len(o.vecs)*o.cfg.M)
 	norms := make([][]optim.Reg, len(o.vecs)) // per member and batch part
@@ -246,7 +243,7 @@ func (o *SAM) Step(ctx context.Context, h optim.Host, _ optim.StepInput) (optim.
 		p.BaseStep(th, g)
 	}
 	p.ReportMetrics(p.Mean(evs))
-	if _, err := h.Exec(ctx, p); err != nil {
+	if _, err := o.h.Exec(ctx, p); err != nil {
 		return optim.StepOutput{}, fmt.Errorf("sam: step: %w", err)
 	}
 	return optim.StepOutput{}, nil

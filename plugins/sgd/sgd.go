@@ -20,10 +20,11 @@ import (
 type Config struct{}
 
 // SGD is the optimizer. Create it with New. Its only vectors are scratch
-// gradients and the base optimizer's state belongs to the host, so it is
-// Stateless.
+// gradients and the base optimizer's state belongs to the host, so it
+// keeps every optional method's default.
 type SGD struct {
-	optim.Stateless
+	optim.Defaults
+	h  optim.Host
 	hs *optim.Handles
 	g  []optim.Vec // g[m]: member m's gradient
 }
@@ -33,8 +34,8 @@ func New() optim.Optimizer { return &SGD{} }
 
 // Info implements optim.Optimizer.
 func (o *SGD) Info() optim.Info {
-	return optim.Info{Name: "sgd", Version: "0.1.0", ProtocolMinor: optim.ProtocolMinor,
-		Capabilities: []optim.Capability{optim.CapMembers}, Params: hparams.MustSpecs(Config{})}
+	return optim.Info{Name: "sgd", Version: "0.1.0", Features: optim.Features{Members: true, BaseStep: true},
+		Params: hparams.MustSpecs(Config{})}
 }
 
 // Configure implements optim.Optimizer: it allocates a gradient buffer per
@@ -43,8 +44,8 @@ func (o *SGD) Configure(ctx context.Context, h optim.Host, cfg optim.Config) err
 	if err := hparams.Apply(&Config{}, cfg.Params); err != nil {
 		return fmt.Errorf("sgd: %w", err)
 	}
-	o.hs = cfg.Namespace("sgd")
-	o.g = o.hs.PerMember("g", max(cfg.Members, 1))
+	o.h, o.hs = h, cfg.Namespace("sgd")
+	o.g = o.hs.PerMember("g", cfg.MemberCount())
 	p := o.hs.Prog()
 	for m, g := range o.g {
 		p.Alloc(g, m)
@@ -58,7 +59,7 @@ func (o *SGD) Configure(ctx context.Context, h optim.Host, cfg optim.Config) err
 // Step implements optim.Optimizer with a single Exec and no blocking read:
 // the mean loss and accuracy over the members are reported to the host
 // from the device.
-func (o *SGD) Step(ctx context.Context, h optim.Host, _ optim.StepInput) (optim.StepOutput, error) {
+func (o *SGD) Step(ctx context.Context, _ optim.StepInput) (optim.StepOutput, error) {
 	p := o.hs.Prog()
 	evs := make([]optim.Eval, len(o.g))
 	for m, g := range o.g {
@@ -66,7 +67,7 @@ func (o *SGD) Step(ctx context.Context, h optim.Host, _ optim.StepInput) (optim.
 		p.BaseStep(optim.ParamsOf(m), g)
 	}
 	p.ReportMetrics(p.Mean(evs))
-	if _, err := h.Exec(ctx, p); err != nil {
+	if _, err := o.h.Exec(ctx, p); err != nil {
 		return optim.StepOutput{}, fmt.Errorf("sgd: step: %w", err)
 	}
 	return optim.StepOutput{}, nil

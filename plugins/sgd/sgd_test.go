@@ -105,9 +105,9 @@ func TestRejectsUnknownParams(t *testing.T) {
 }
 
 func TestState(t *testing.T) {
-	st, ok := sgd.New().(optim.Stateful)
-	if !ok {
-		t.Fatal("not Stateful")
+	st := sgd.New()
+	if st.Info().Features.State {
+		t.Fatal("sgd declares state: its state lives on the host")
 	}
 	blob, vecs, err := st.SaveState(context.Background())
 	if err != nil || blob != nil || vecs != nil {

@@ -150,6 +150,7 @@ func (c OTMDRConfig) resolve() (OTMDRConfig, error) {
 
 // OTMDRSGVB is OT-MDR on a BNN. Create it with NewOTMDR.
 type OTMDRSGVB struct {
+	optim.Defaults
 	cfg   OTMDRConfig
 	inner *otmdr.OTMDR
 	seeds *seeds
@@ -175,7 +176,8 @@ func NewOTMDR() optim.Optimizer { return &OTMDRSGVB{cfg: otmdrDefaults()} }
 
 // Info implements optim.Optimizer.
 func (o *OTMDRSGVB) Info() optim.Info {
-	return optim.Info{Name: "otmdr-sgvb", Version: "0.1.0", ProtocolMinor: optim.ProtocolMinor, Params: otmdrSpecs()}
+	return optim.Info{Name: "otmdr-sgvb", Version: "0.1.0", Features: optim.Features{Predictive: true, State: true},
+		Params: otmdrSpecs()}
 }
 
 // kappaOf returns the κ of pass at.
@@ -267,7 +269,7 @@ func (o *OTMDRSGVB) Configure(ctx context.Context, h optim.Host, cfg optim.Confi
 	return nil
 }
 
-// Resolved implements optim.Resolver: the hyperparameters whose values the
+// Resolved implements optim.Optimizer: the hyperparameters whose values the
 // mode decided in Configure, with those values (rho2, noise_std and
 // rho_weight_decay for -1, kappa, norm, rho_grad, bn, particle_reduction
 // and split for "", merge_grad forced on by mode = reference).
@@ -327,24 +329,24 @@ func (o *OTMDRSGVB) end(p *optim.Program) {
 // loss_perturbed and acc_perturbed of the full passes at the perturbed
 // means; losses include β·KL/N) plus, with rho_grad = "full",
 // loss_unperturbed and acc_unperturbed of the extra full-batch pass.
-func (o *OTMDRSGVB) Step(ctx context.Context, h optim.Host, in optim.StepInput) (optim.StepOutput, error) {
+func (o *OTMDRSGVB) Step(ctx context.Context, in optim.StepInput) (optim.StepOutput, error) {
 	if o.inner == nil {
 		return optim.StepOutput{}, errors.New("otmdr-sgvb: step: not configured")
 	}
-	out, err := o.inner.Step(ctx, h, in)
+	out, err := o.inner.Step(ctx, in)
 	if err != nil {
 		return optim.StepOutput{}, fmt.Errorf("otmdr-sgvb: %w", err)
 	}
 	return out, nil
 }
 
-// Predictive implements optim.Predictor: the host's variational
+// Predictive implements optim.Optimizer (Features.Predictive): the host's variational
 // predictive over mc_samples weight samples.
 func (o *OTMDRSGVB) Predictive(context.Context) (optim.Predictive, error) {
 	return predictive(o.cfg.MCSamples), nil
 }
 
-// SaveState implements optim.Stateful: the positions of the κ stream and
+// SaveState implements optim.Optimizer (Features.State): the positions of the κ stream and
 // of OT-MDR's stream (every vector is per-step scratch).
 func (o *OTMDRSGVB) SaveState(ctx context.Context) ([]byte, []optim.Vec, error) {
 	if o.inner == nil {
@@ -361,7 +363,7 @@ func (o *OTMDRSGVB) SaveState(ctx context.Context) ([]byte, []optim.Vec, error) 
 	return b, nil, nil
 }
 
-// LoadState implements optim.Stateful, after Configure.
+// LoadState implements optim.Optimizer (Features.State), after Configure.
 func (o *OTMDRSGVB) LoadState(ctx context.Context, blob []byte) error {
 	s, inner, err := loadSeeds(blob)
 	if err != nil {

@@ -64,6 +64,8 @@ func ParseConfig(params map[string]any) (Config, error) {
 
 // SGVB is plain SGVB (Bayes by backprop). Create it with New.
 type SGVB struct {
+	optim.Defaults
+	h     optim.Host
 	cfg   Config
 	seeds *seeds
 	hs    *optim.Handles
@@ -76,7 +78,7 @@ func New() optim.Optimizer { return &SGVB{cfg: defaults()} }
 
 // Info implements optim.Optimizer.
 func (o *SGVB) Info() optim.Info {
-	return optim.Info{Name: "sgvb", Version: "0.1.0", ProtocolMinor: optim.ProtocolMinor,
+	return optim.Info{Name: "sgvb", Version: "0.1.0", Features: optim.Features{Predictive: true, State: true},
 		Params: hparams.MustSpecs(defaults())}
 }
 
@@ -91,7 +93,7 @@ func (o *SGVB) Configure(ctx context.Context, h optim.Host, cfg optim.Config) er
 	if err := checkVariational(ctx, h, cfg, "sgvb"); err != nil {
 		return err
 	}
-	o.cfg, o.seeds, o.hs = c, newSeeds(cfg.Seed), cfg.Namespace("sgvb")
+	o.h, o.cfg, o.seeds, o.hs = h, c, newSeeds(cfg.Seed), cfg.Namespace("sgvb")
 	o.kappa, o.gradMu, o.gradRho = o.hs.New("kappa"), o.hs.New("g_mu"), o.hs.New("g_rho")
 	if _, err := h.Exec(ctx, o.hs.Prog().Alloc(o.kappa, 0).Alloc(o.gradMu, 0).Alloc(o.gradRho, 0)); err != nil {
 		return fmt.Errorf("sgvb: configure: %w", err)
@@ -103,7 +105,7 @@ func (o *SGVB) Configure(ctx context.Context, h optim.Host, cfg optim.Config) er
 // full-batch pass at μ + σ⊙κ (BatchNorm updated), the base step of μ with
 // gμ and of ρ with gρ (+ rho_weight_decay·ρ). It reports the pass's loss
 // (mean NLL + β·KL/N) and accuracy.
-func (o *SGVB) Step(ctx context.Context, h optim.Host, _ optim.StepInput) (optim.StepOutput, error) {
+func (o *SGVB) Step(ctx context.Context, _ optim.StepInput) (optim.StepOutput, error) {
 	if o.seeds == nil {
 		return optim.StepOutput{}, errors.New("sgvb: step: not configured")
 	}
@@ -112,19 +114,19 @@ func (o *SGVB) Step(ctx context.Context, h optim.Host, _ optim.StepInput) (optim
 	p.BaseStep(optim.Params, o.gradMu)
 	stepRho(p, o.gradRho, o.cfg.RhoWeightDecay)
 	p.ReportMetrics(ev.Loss, ev.Acc)
-	if _, err := h.Exec(ctx, p); err != nil {
+	if _, err := o.h.Exec(ctx, p); err != nil {
 		return optim.StepOutput{}, fmt.Errorf("sgvb: step: %w", err)
 	}
 	return optim.StepOutput{}, nil
 }
 
-// Predictive implements optim.Predictor: the host's variational
+// Predictive implements optim.Optimizer (Features.Predictive): the host's variational
 // predictive over mc_samples weight samples.
 func (o *SGVB) Predictive(context.Context) (optim.Predictive, error) {
 	return predictive(o.cfg.MCSamples), nil
 }
 
-// SaveState implements optim.Stateful: the position of the seed stream
+// SaveState implements optim.Optimizer (Features.State): the position of the seed stream
 // (κ, gμ and gρ are per-step scratch; the base optimizer's state is the
 // host's).
 func (o *SGVB) SaveState(context.Context) ([]byte, []optim.Vec, error) {
@@ -135,7 +137,7 @@ func (o *SGVB) SaveState(context.Context) ([]byte, []optim.Vec, error) {
 	return b, nil, nil
 }
 
-// LoadState implements optim.Stateful.
+// LoadState implements optim.Optimizer (Features.State).
 func (o *SGVB) LoadState(_ context.Context, blob []byte) error {
 	s, _, err := loadSeeds(blob)
 	if err != nil {

@@ -69,10 +69,8 @@ func TestInfo(t *testing.T) {
 	}
 	for _, tt := range tests {
 		info := tt.opt.Info()
-		_, predicts := tt.opt.(optim.Predictor)
-		_, stateful := tt.opt.(optim.Stateful)
-		if info.Name != tt.name || info.ProtocolMinor != optim.ProtocolMinor || len(info.Params) != len(tt.want) ||
-			len(info.Capabilities) != 0 || !predicts || !stateful {
+		if info.Name != tt.name || len(info.Params) != len(tt.want) ||
+			info.Features != (optim.Features{Predictive: true, State: true}) {
 			t.Fatalf("info %+v", info)
 		}
 		for _, p := range info.Params {
@@ -202,7 +200,7 @@ func TestOTMDRResolved(t *testing.T) {
 			if err := optimtest.NewHarness(opt, h, hp(tt.params)).Configure(context.Background(), 1); err != nil {
 				t.Fatal(err)
 			}
-			if got := opt.(optim.Resolver).Resolved(); !reflect.DeepEqual(got, tt.want) {
+			if got := opt.Resolved(); !reflect.DeepEqual(got, tt.want) {
 				t.Errorf("Resolved = %#v, want %#v", got, tt.want)
 			}
 		})
@@ -228,7 +226,7 @@ func TestRequiresVariational(t *testing.T) {
 				t.Errorf("%s, %s: err = %v, want one containing %q", opt.Info().Name, tt.name, err, tt.want)
 			}
 		}
-		if _, err := newOpt().Step(context.Background(), optimtest.MustHost(t, mlp(), vari(-5, 0)), optim.StepInput{}); err == nil {
+		if _, err := newOpt().Step(context.Background(), optim.StepInput{}); err == nil {
 			t.Error("step before configure accepted")
 		}
 	}
@@ -595,7 +593,7 @@ func TestPredictiveAndTraining(t *testing.T) {
 			t.Fatal(err)
 		}
 		outs := optimtest.MustRun(t, opt, h, 200, optimtest.WithLR(0.01), hp(tt.params))
-		pred, err := opt.(optim.Predictor).Predictive(ctx)
+		pred, err := opt.Predictive(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -626,7 +624,7 @@ func TestResume(t *testing.T) {
 		first := optimtest.MustHost(t, mlp(), vari(-3, 1))
 		opt := newOpt()
 		optimtest.MustRun(t, opt, first, 3, lr)
-		blob, vecs, err := opt.(optim.Stateful).SaveState(ctx)
+		blob, vecs, err := opt.SaveState(ctx)
 		if err != nil || len(vecs) != 0 {
 			t.Fatalf("save: %v, vecs %v", err, vecs)
 		}
@@ -639,7 +637,7 @@ func TestResume(t *testing.T) {
 				t.Fatal(err)
 			}
 			if load {
-				if err := resumed.(optim.Stateful).LoadState(ctx, blob); err != nil {
+				if err := resumed.LoadState(ctx, blob); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -651,7 +649,7 @@ func TestResume(t *testing.T) {
 				t.Errorf("%s: LoadState %v: resumed equals uninterrupted: %v", opt.Info().Name, load, same)
 			}
 		}
-		if err := newOpt().(optim.Stateful).LoadState(ctx, []byte(`{"version":2}`)); err == nil {
+		if err := newOpt().LoadState(ctx, []byte(`{"version":2}`)); err == nil {
 			t.Error("loaded a version 2 state")
 		}
 	}

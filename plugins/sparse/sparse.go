@@ -87,6 +87,8 @@ func DefaultEDSTConfig() EDSTConfig {
 
 // Sparse is the optimizer of both kinds. Create it with NewDST or NewEDST.
 type Sparse struct {
+	optim.Defaults
+	h    optim.Host
 	kind string
 	ed   EDSTConfig // the hyperparameters (DST uses ed.Config only)
 	// resolved are the EDST values derived in Configure (explore_epochs).
@@ -110,12 +112,7 @@ type Sparse struct {
 	ticketMasks []optim.Vec
 }
 
-var (
-	_ optim.Optimizer = (*Sparse)(nil)
-	_ optim.Predictor = (*Sparse)(nil)
-	_ optim.Stateful  = (*Sparse)(nil)
-	_ optim.Resolver  = (*Sparse)(nil)
-)
+var _ optim.Optimizer = (*Sparse)(nil)
 
 // NewDST returns the DST ensemble optimizer with the default
 // hyperparameters.
@@ -127,10 +124,9 @@ func NewEDST() optim.Optimizer { return &Sparse{kind: EDST, ed: DefaultEDSTConfi
 
 // Info implements optim.Optimizer.
 func (o *Sparse) Info() optim.Info {
-	info := optim.Info{Name: o.kind, Version: "0.1.0", ProtocolMinor: optim.ProtocolMinor,
-		Capabilities: []optim.Capability{optim.CapMembers}}
+	info := optim.Info{Name: o.kind, Version: "0.1.0", Features: optim.Features{Members: true, Predictive: true, State: true}}
 	if o.kind == DST {
-		info.Capabilities = append(info.Capabilities, optim.CapMemberDataOrder)
+		info.Features.MemberDataOrder = true
 		info.Params = hparams.MustSpecs(DefaultConfig())
 		return info
 	}
@@ -175,7 +171,7 @@ func (o *Sparse) Configure(ctx context.Context, h optim.Host, cfg optim.Config) 
 	if err != nil {
 		return err
 	}
-	*o = Sparse{kind: o.kind, ed: given, hs: cfg.Namespace(o.kind), members: max(cfg.Members, 1),
+	*o = Sparse{h: h, kind: o.kind, ed: given, hs: cfg.Namespace(o.kind), members: cfg.MemberCount(),
 		total: cfg.TotalSteps, spe: cfg.StepsPerEpoch}
 	if o.total < 1 {
 		return fmt.Errorf("%s: needs the run's total steps, got %d", o.kind, o.total)
@@ -280,7 +276,7 @@ func maskSeed(seed int64, m int) int64 {
 // step's rate (SetLR, first) and, at the end of a refinement phase, the
 // ticket and the large exploration step. The mean loss and accuracy of the
 // gradient passes are reported from the device.
-func (o *Sparse) Step(ctx context.Context, h optim.Host, in optim.StepInput) (optim.StepOutput, error) {
+func (o *Sparse) Step(ctx context.Context, in optim.StepInput) (optim.StepOutput, error) {
 	if o.nets == nil {
 		return optim.StepOutput{}, fmt.Errorf("%s: step before configure", o.kind)
 	}
@@ -313,7 +309,7 @@ func (o *Sparse) Step(ctx context.Context, h optim.Host, in optim.StepInput) (op
 		o.nets[0].explore(p, o.scratch, o.grow, o.ed.LargeDeathRate)
 	}
 	p.ReportMetrics(p.Mean(evs))
-	if _, err := h.Exec(ctx, p); err != nil {
+	if _, err := o.h.Exec(ctx, p); err != nil {
 		return optim.StepOutput{}, fmt.Errorf("%s: step %d: %w", o.kind, in.Step, err)
 	}
 	if ticket >= 0 {
@@ -351,7 +347,7 @@ func (o *Sparse) schedule(in optim.StepInput) (float64, int, error) {
 	return lr, k, nil
 }
 
-// Predictive implements optim.Predictor: the average of the probabilities
+// Predictive implements optim.Optimizer (Features.Predictive): the average of the probabilities
 // of every member (DST) or of the tickets taken so far and the network in
 // training (EDST; all M once the run ends).
 func (o *Sparse) Predictive(context.Context) (optim.Predictive, error) {
@@ -376,7 +372,7 @@ func (o *Sparse) TicketMasks() []optim.Vec {
 	return append(slices.Clone(o.ticketMasks[:o.taken]), o.nets[0].mask)
 }
 
-// Resolved implements optim.Resolver: EDST's explore_epochs when it was -1.
+// Resolved implements optim.Optimizer: EDST's explore_epochs when it was -1.
 func (o *Sparse) Resolved() map[string]any { return o.resolved }
 
 // state is the checkpointed blob. Active, the per-layer active counts,
@@ -399,7 +395,7 @@ func (o *Sparse) active() [][]int64 {
 	return out
 }
 
-// SaveState implements optim.Stateful. The vectors are the masks (the
+// SaveState implements optim.Optimizer (Features.State). The vectors are the masks (the
 // gradient buffers are recomputed before every use; the tickets are
 // members' live parameters, which the host saves); the blob holds the
 // per-layer counts and EDST's tickets taken.
@@ -418,7 +414,7 @@ func (o *Sparse) SaveState(context.Context) ([]byte, []optim.Vec, error) {
 	return b, append(vecs, o.ticketMasks...), nil
 }
 
-// LoadState implements optim.Stateful, after Configure: the host has
+// LoadState implements optim.Optimizer (Features.State), after Configure: the host has
 // restored the masks into the handles Configure allocated.
 func (o *Sparse) LoadState(_ context.Context, blob []byte) error {
 	if o.nets == nil {

@@ -295,7 +295,7 @@ func TestCountsExactWithTies(t *testing.T) {
 
 func predictive(t *testing.T, opt optim.Optimizer) optim.Predictive {
 	t.Helper()
-	p, err := opt.(optim.Predictor).Predictive(context.Background())
+	p, err := opt.Predictive(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -400,7 +400,7 @@ func TestEDSTResolvedAndScheduledExploration(t *testing.T) {
 	optimtest.MustRun(t, opt, h, 28, optimtest.WithSchedule(func(step int64, _ int) float64 { return 1 + float64(step) }),
 		hp(map[string]any{"explore_lr": 0.0}),
 		optimtest.WithAfterStep(func(optim.StepInput, optim.StepOutput) error { rates = append(rates, h.LR(0)); return nil }))
-	if got := opt.(optim.Resolver).Resolved(); !reflect.DeepEqual(got, map[string]any{"explore_epochs": int64(2)}) {
+	if got := opt.Resolved(); !reflect.DeepEqual(got, map[string]any{"explore_epochs": int64(2)}) {
 		t.Errorf("resolved %v, want explore_epochs 2 (7 epochs / 3)", got)
 	}
 	// Epochs 1–2 explore at the schedule's rate; phases of 2.5 epochs.
@@ -412,7 +412,7 @@ func TestEDSTResolvedAndScheduledExploration(t *testing.T) {
 	if got := len(predictive(t, opt).Vecs); got != 2 {
 		t.Errorf("%d tickets, want 2", got)
 	}
-	if r := sparse.NewDST().(optim.Resolver).Resolved(); r != nil {
+	if r := sparse.NewDST().Resolved(); r != nil {
 		t.Errorf("dst resolved %v", r)
 	}
 }
@@ -448,7 +448,7 @@ func TestResume(t *testing.T) {
 			first := host()
 			a := tt.new()
 			optimtest.MustRun(t, a, first, tt.cut, lr, hp(tt.params), optimtest.WithTotalSteps(int64(tt.total)))
-			blob, vecs, err := a.(optim.Stateful).SaveState(ctx)
+			blob, vecs, err := a.SaveState(ctx)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -472,7 +472,7 @@ func TestResume(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			if err := b.(optim.Stateful).LoadState(ctx, blob); err != nil {
+			if err := b.LoadState(ctx, blob); err != nil {
 				t.Fatal(err)
 			}
 			if _, err := r.Run(ctx, tt.total-tt.cut); err != nil {
@@ -497,17 +497,17 @@ func TestResume(t *testing.T) {
 
 func TestLoadStateErrors(t *testing.T) {
 	ctx := context.Background()
-	if err := sparse.NewDST().(optim.Stateful).LoadState(ctx, nil); err == nil {
+	if err := sparse.NewDST().LoadState(ctx, nil); err == nil {
 		t.Error("load state before configure")
 	}
 	h := optimtest.MustHost(t, mlp(), optimtest.WithBatchSize(16), optimtest.WithMembers(2))
 	opt := sparse.NewEDST()
 	optimtest.MustRun(t, opt, h, 36, hp(edstParams))
-	blob, _, err := opt.(optim.Stateful).SaveState(ctx)
+	blob, _, err := opt.SaveState(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := opt.(optim.Stateful).LoadState(ctx, blob); err != nil {
+	if err := opt.LoadState(ctx, blob); err != nil {
 		t.Errorf("loading its own state: %v", err)
 	}
 	tests := []struct{ blob, want string }{
@@ -518,7 +518,7 @@ func TestLoadStateErrors(t *testing.T) {
 		{`not json`, "load state"},
 	}
 	for _, tt := range tests {
-		if err := opt.(optim.Stateful).LoadState(ctx, []byte(tt.blob)); err == nil || !strings.Contains(err.Error(), tt.want) {
+		if err := opt.LoadState(ctx, []byte(tt.blob)); err == nil || !strings.Contains(err.Error(), tt.want) {
 			t.Errorf("LoadState(%s) = %v, want containing %q", tt.blob, err, tt.want)
 		}
 	}
@@ -569,7 +569,7 @@ func TestConfigErrors(t *testing.T) {
 		optim.Config{TotalSteps: 8, Members: 1}); err == nil || !strings.Contains(err.Error(), "steps per epoch") {
 		t.Errorf("edst without steps per epoch: %v", err)
 	}
-	if _, err := sparse.NewDST().Step(ctx, layoutHost{}, optim.StepInput{}); err == nil {
+	if _, err := sparse.NewDST().Step(ctx, optim.StepInput{}); err == nil {
 		t.Error("step before configure")
 	}
 }
@@ -581,18 +581,18 @@ func TestInfo(t *testing.T) {
 	tests := []struct {
 		new      func() optim.Optimizer
 		name     string
-		caps     []optim.Capability
+		features optim.Features
 		defaults map[string]any
 	}{
-		{sparse.NewDST, "dst", []optim.Capability{optim.CapMembers, optim.CapMemberDataOrder},
+		{sparse.NewDST, "dst", optim.Features{Members: true, MemberDataOrder: true, Predictive: true, State: true},
 			map[string]any{"density": 0.2, "death_rate": 0.5, "update_frequency": int64(1000), "decay": "cosine", "erk_power_scale": 1.0}},
-		{sparse.NewEDST, "edst", []optim.Capability{optim.CapMembers},
+		{sparse.NewEDST, "edst", optim.Features{Members: true, Predictive: true, State: true},
 			map[string]any{"density": 0.2, "death_rate": 0.5, "update_frequency": int64(1000), "decay": "constant", "erk_power_scale": 1.0,
 				"explore_epochs": int64(-1), "large_death_rate": 0.8, "explore_lr": 0.1, "refine_lr": 0.01, "refine_lr_final": 0.001}},
 	}
 	for _, tt := range tests {
 		info := tt.new().Info()
-		if info.Name != tt.name || !slices.Equal(info.Capabilities, tt.caps) || info.ProtocolMinor != optim.ProtocolMinor {
+		if info.Name != tt.name || info.Features != tt.features {
 			t.Errorf("%s: info %+v", tt.name, info)
 		}
 		got := map[string]any{}

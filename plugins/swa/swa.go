@@ -24,7 +24,7 @@
 // The rate: with swa_lr = 0 (the default) SWA sets none, and the member
 // steps on the experiment's schedule throughout (StepInput.LR), exactly as
 // the member alone. With swa_lr > 0 the member must follow SetLR
-// (Options.FollowsSetLR; bsam does its own update and is refused), and
+// (a member whose Info declares optim.Features.BaseStep; bsam does its own update and is refused), and
 // during the SWA phase SWA sets the step's rate with SetLR in front of the
 // member's first program (no extra round trip), passes it as
 // StepInput.LR and reports it as the step metric "lr"; lr0 is the
@@ -48,12 +48,12 @@
 //     each cycle of freq epochs ends at α2 = swa_lr, where the average is
 //     taken; lr_1 = 0 is lr0.
 //
-// Finalize (optim.Finalizer, after the run's last step; the member's own
+// Finalize (Features.Finalize, after the run's last step; the member's own
 // Finalize first, if it has one) recomputes the average's BatchNorm
 // statistics over the whole training set, as update_bn does, with one
 // UpdateBN program, if anything was averaged (a no-op on a model without
 // BatchNorm, on the real host). The predictive is, before the first
-// average, the member's (its optim.Predictor, else the point estimate);
+// average, the member's (its Predictive when it declares one, else the point estimate);
 // after Finalize the average (a Members predictive over the one vector);
 // between them the average if the model has no BatchNorm (no tensor of
 // Kind "bn"), else still the member's, since the average's statistics are
@@ -154,8 +154,13 @@ func parseConfig(o compose.Options, params map[string]any) (Config, map[string]a
 
 // SWA is the optimizer. Create it with New.
 type SWA struct {
-	opts  compose.Options
-	cfg   Config
+	optim.Defaults
+	opts compose.Options
+	cfg  Config
+	h    optim.Host
+	// lr is the host the member drives: SWA's SetLR goes in front of its
+	// first program of a step whose rate SWA sets.
+	lr    *compose.LRHost
 	hs    *optim.Handles
 	inner optim.Optimizer
 	spe   int64
@@ -177,10 +182,7 @@ type SWA struct {
 
 var (
 	_ optim.Optimizer = (*SWA)(nil)
-	_ optim.Predictor = (*SWA)(nil)
-	_ optim.Stateful  = (*SWA)(nil)
-	_ optim.Resolver  = (*SWA)(nil)
-	_ optim.Finalizer = (*SWA)(nil)
+	_ optim.Wrapper   = (*SWA)(nil)
 )
 
 // New returns an SWA optimizer with the default hyperparameters whose
@@ -188,16 +190,17 @@ var (
 func New(o compose.Options) optim.Optimizer { return &SWA{opts: o.Clone(), cfg: defaults()} }
 
 // Info implements optim.Optimizer. The schema is SWA's own hyperparameters
-// followed by every member optimizer's, prefixed. SWA trains one member,
-// so it declares no capability (not optim.CapMembers).
+// followed by every member optimizer's, prefixed. SWA trains one member
+// (no Features.Members); it has a predictive, state and a finalizer of its
+// own, and forwards each of them to its member.
 func (s *SWA) Info() optim.Info {
-	return optim.Info{Name: "swa", Version: "0.1.0", ProtocolMinor: optim.ProtocolMinor,
+	return optim.Info{Name: "swa", Version: "0.1.0", Features: optim.Features{Predictive: true, State: true, Finalize: true},
 		Params: append(hparams.MustSpecs(defaults()), s.opts.Prefixed()...)}
 }
 
-// MemberOptimizer returns the member optimizer that Configure made (nil
-// before).
-func (s *SWA) MemberOptimizer() optim.Optimizer { return s.inner }
+// Unwrap implements optim.Wrapper: the member optimizer that Configure
+// made (nil before).
+func (s *SWA) Unwrap() optim.Optimizer { return s.inner }
 
 // Average returns the handle of the average's vector (named swa/avg),
 // valid after Configure.
@@ -213,7 +216,7 @@ func (s *SWA) Configure(ctx context.Context, h optim.Host, cfg optim.Config) err
 	if err != nil {
 		return err
 	}
-	*s = SWA{opts: s.opts, cfg: c, hs: cfg.Namespace("swa"), spe: cfg.StepsPerEpoch}
+	*s = SWA{opts: s.opts, cfg: c, h: h, lr: compose.NewLRHost(h), hs: cfg.Namespace("swa"), spe: cfg.StepsPerEpoch}
 	if err := s.plan(cfg); err != nil {
 		return err
 	}
@@ -226,7 +229,7 @@ func (s *SWA) Configure(ctx context.Context, h optim.Host, cfg optim.Config) err
 	}
 	// The member takes its handles first, from a namespace inside SWA's
 	// (swa/<its name>/…).
-	opt, err := s.opts.NewMember(ctx, h, "swa", c.Member, optim.Config{Params: inner, Seed: cfg.Seed,
+	opt, err := s.opts.NewMember(ctx, s.lr, "swa", c.Member, optim.Config{Params: inner, Seed: cfg.Seed,
 		TotalSteps: cfg.TotalSteps, StepsPerEpoch: cfg.StepsPerEpoch, Members: cfg.Members, Handles: s.hs})
 	if err != nil {
 		return err
@@ -271,7 +274,7 @@ func (s *SWA) plan(cfg optim.Config) error {
 // rate during the SWA phase when swa_lr > 0, then an average at the end of
 // every freq-th epoch of the phase. The metrics are the member's, plus
 // "lr" when SWA set the rate.
-func (s *SWA) Step(ctx context.Context, h optim.Host, in optim.StepInput) (optim.StepOutput, error) {
+func (s *SWA) Step(ctx context.Context, in optim.StepInput) (optim.StepOutput, error) {
 	if s.inner == nil {
 		return optim.StepOutput{}, errors.New("swa: step before configure")
 	}
@@ -285,17 +288,16 @@ func (s *SWA) Step(ctx context.Context, h optim.Host, in optim.StepInput) (optim
 		s.lr0, s.haveLR0 = in.LR, true
 	}
 	scheduled := phase && s.cfg.SWALR > 0
-	mh := h
 	if scheduled {
 		in.LR = s.rate(in)
-		mh = compose.WithSetLR(h, s.hs.Prog().SetLR(0, in.LR))
+		s.lr.Before(s.hs.Prog().SetLR(0, in.LR))
 	}
-	out, err := s.inner.Step(ctx, mh, in)
+	out, err := s.inner.Step(ctx, in)
 	if err != nil {
 		return out, fmt.Errorf("swa: %w", err)
 	}
 	if phase && i == s.spe-1 && (epoch-s.start+1)%int64(s.cfg.Freq) == 0 {
-		if err := s.average(ctx, h); err != nil {
+		if err := s.average(ctx); err != nil {
 			return out, fmt.Errorf("swa: step %d: %w", in.Step, err)
 		}
 	}
@@ -323,7 +325,7 @@ func (s *SWA) rate(in optim.StepInput) float64 {
 
 // average adds the live parameters to the running average: a copy with
 // the BatchNorm statistics the first time, then avg·n/(n+1) + θ/(n+1).
-func (s *SWA) average(ctx context.Context, h optim.Host) error {
+func (s *SWA) average(ctx context.Context) error {
 	p := s.hs.Prog()
 	if s.n == 0 {
 		p.CopyState(s.avg, optim.Params)
@@ -331,7 +333,7 @@ func (s *SWA) average(ctx context.Context, h optim.Host) error {
 		n := float64(s.n)
 		p.LinComb(s.avg, optim.Term{Coef: optim.K(n / (n + 1)), X: s.avg}, optim.Term{Coef: optim.K(1 / (n + 1)), X: optim.Params})
 	}
-	if _, err := h.Exec(ctx, p); err != nil {
+	if _, err := s.h.Exec(ctx, p); err != nil {
 		return fmt.Errorf("average %d: %w", s.n+1, err)
 	}
 	s.n++
@@ -339,29 +341,27 @@ func (s *SWA) average(ctx context.Context, h optim.Host) error {
 	return nil
 }
 
-// Finalize implements optim.Finalizer: the member's Finalize, if it has
-// one, then the average's BatchNorm statistics recomputed over the whole
-// training set (UpdateBN), if anything was averaged.
-func (s *SWA) Finalize(ctx context.Context, h optim.Host) error {
+// Finalize implements optim.Optimizer (Features.Finalize): the member's
+// Finalize, then the average's BatchNorm statistics recomputed over the
+// whole training set (UpdateBN), if anything was averaged.
+func (s *SWA) Finalize(ctx context.Context) error {
 	if s.inner == nil {
 		return errors.New("swa: finalize before configure")
 	}
-	if f, ok := s.inner.(optim.Finalizer); ok {
-		if err := f.Finalize(ctx, h); err != nil {
-			return fmt.Errorf("swa: %s: %w", s.cfg.Member, err)
-		}
+	if err := s.inner.Finalize(ctx); err != nil {
+		return fmt.Errorf("swa: %s: %w", s.cfg.Member, err)
 	}
 	if s.n == 0 {
 		return nil
 	}
-	if _, err := h.Exec(ctx, s.hs.Prog().UpdateBN(s.avg)); err != nil {
+	if _, err := s.h.Exec(ctx, s.hs.Prog().UpdateBN(s.avg)); err != nil {
 		return fmt.Errorf("swa: finalize: BatchNorm statistics of the average: %w", err)
 	}
 	s.finalized = true
 	return nil
 }
 
-// Predictive implements optim.Predictor: the member's predictive before
+// Predictive implements optim.Optimizer (Features.Predictive): the member's predictive before
 // the first average; the average after Finalize, or before it if the model
 // has no BatchNorm (see the package documentation).
 func (s *SWA) Predictive(ctx context.Context) (optim.Predictive, error) {
@@ -378,7 +378,7 @@ func (s *SWA) Predictive(ctx context.Context) (optim.Predictive, error) {
 	return pred, nil
 }
 
-// Resolved implements optim.Resolver: start_epoch when -1 was given (the
+// Resolved implements optim.Optimizer: start_epoch when -1 was given (the
 // epoch floor(start_fraction × run epochs) gave), and what the member
 // optimizer resolved, under its prefixed names. Nil before Configure.
 func (s *SWA) Resolved() map[string]any {
@@ -405,7 +405,7 @@ type state struct {
 	Inner []byte `json:"inner"`
 }
 
-// SaveState implements optim.Stateful. The vectors are the member
+// SaveState implements optim.Optimizer (Features.State). The vectors are the member
 // optimizer's and, once something was averaged, the average (with its
 // BatchNorm statistics); the blob holds the number of averages, lr0, the
 // finalized flag and the member optimizer's blob.
@@ -417,13 +417,11 @@ func (s *SWA) SaveState(ctx context.Context) ([]byte, []optim.Vec, error) {
 	if s.haveLR0 {
 		st.LR0 = &s.lr0
 	}
-	var vecs []optim.Vec
-	if in, ok := s.inner.(optim.Stateful); ok {
-		var err error
-		if st.Inner, vecs, err = in.SaveState(ctx); err != nil {
-			return nil, nil, fmt.Errorf("swa: save state: %s: %w", s.cfg.Member, err)
-		}
+	inner, vecs, err := s.inner.SaveState(ctx)
+	if err != nil {
+		return nil, nil, fmt.Errorf("swa: save state: %s: %w", s.cfg.Member, err)
 	}
+	st.Inner = inner
 	b, err := json.Marshal(st)
 	if err != nil {
 		return nil, nil, fmt.Errorf("swa: save state: %w", err)
@@ -434,7 +432,7 @@ func (s *SWA) SaveState(ctx context.Context) ([]byte, []optim.Vec, error) {
 	return b, vecs, nil
 }
 
-// LoadState implements optim.Stateful, after Configure: the host has
+// LoadState implements optim.Optimizer (Features.State), after Configure: the host has
 // restored the vectors' contents into the handles Configure allocated.
 func (s *SWA) LoadState(ctx context.Context, blob []byte) error {
 	if s.inner == nil {
@@ -452,10 +450,8 @@ func (s *SWA) LoadState(ctx context.Context, blob []byte) error {
 	case st.Averaged < 0 || st.Finalized && st.Averaged == 0:
 		return fmt.Errorf("swa: load state: %d averages (finalized %v)", st.Averaged, st.Finalized)
 	}
-	if in, ok := s.inner.(optim.Stateful); ok {
-		if err := in.LoadState(ctx, st.Inner); err != nil {
-			return fmt.Errorf("swa: load state: %s: %w", s.cfg.Member, err)
-		}
+	if err := s.inner.LoadState(ctx, st.Inner); err != nil {
+		return fmt.Errorf("swa: load state: %s: %w", s.cfg.Member, err)
 	}
 	s.n, s.finalized, s.lr0, s.haveLR0 = st.Averaged, st.Finalized, 0, st.LR0 != nil
 	if st.LR0 != nil {

@@ -63,7 +63,7 @@ func vec(t *testing.T, h *optimtest.Host, v optim.Vec) []float64 {
 
 func predictive(t *testing.T, opt optim.Optimizer) optim.Predictive {
 	t.Helper()
-	p, err := opt.(optim.Predictor).Predictive(context.Background())
+	p, err := opt.Predictive(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -151,7 +151,7 @@ func near(a, b []float64, tol float64) bool {
 
 func TestInfo(t *testing.T) {
 	info := newSWA().Info()
-	if info.Name != "swa" || info.ProtocolMinor != optim.ProtocolMinor || len(info.Capabilities) != 0 {
+	if info.Name != "swa" || info.Features != (optim.Features{Predictive: true, State: true, Finalize: true}) {
 		t.Errorf("info %+v", info)
 	}
 	byName := map[string]optim.ParamSpec{}
@@ -433,14 +433,26 @@ func TestMemberTrajectory(t *testing.T) {
 // one program (a Norm of the parameters).
 type finalizing struct {
 	optim.Optimizer
+	h     optim.Host
 	calls *int
 }
 
-func (f finalizing) Finalize(ctx context.Context, h optim.Host) error {
+func (f *finalizing) Info() optim.Info {
+	i := f.Optimizer.Info()
+	i.Features.Finalize = true
+	return i
+}
+
+func (f *finalizing) Configure(ctx context.Context, h optim.Host, cfg optim.Config) error {
+	f.h = h
+	return f.Optimizer.Configure(ctx, h, cfg)
+}
+
+func (f *finalizing) Finalize(ctx context.Context) error {
 	*f.calls++
 	p := optim.Prog()
 	p.Norm(optim.Params)
-	_, err := h.Exec(ctx, p)
+	_, err := f.h.Exec(ctx, p)
 	return err
 }
 
@@ -477,7 +489,7 @@ func TestFinalize(t *testing.T) {
 	// The member's Finalize first.
 	calls := 0
 	reg := &optim.Registry{}
-	if err := reg.Add(optim.Entry{Name: "fin", New: func() optim.Optimizer { return finalizing{sgd.New(), &calls} }}); err != nil {
+	if err := reg.Add(optim.Entry{Name: "fin", New: func() optim.Optimizer { return &finalizing{Optimizer: sgd.New(), calls: &calls} }}); err != nil {
 		t.Fatal(err)
 	}
 	h = host(t, mlp())
@@ -521,7 +533,7 @@ func TestPredictive(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			h := host(t, tt.problem)
 			opt := newSWA()
-			if _, err := opt.(optim.Predictor).Predictive(ctx); err == nil {
+			if _, err := opt.Predictive(ctx); err == nil {
 				t.Error("predictive before configure")
 			}
 			r := optimtest.NewHarness(opt, h, optimtest.WithLR(0.1), hp(tt.params))
@@ -556,7 +568,7 @@ func TestPredictive(t *testing.T) {
 }
 
 func bsamGaussian(opt optim.Optimizer) optim.Predictive {
-	b := opt.(*swa.SWA).MemberOptimizer().(*bsam.BSAM)
+	b := opt.(*swa.SWA).Unwrap().(*bsam.BSAM)
 	return optim.Predictive{Kind: optim.Samples, Mean: optim.Params, Std: b.Std(0), N: 32}
 }
 
@@ -568,7 +580,7 @@ func TestSmoke(t *testing.T) {
 		rec := &record{h: h}
 		opt := newSWA()
 		optimtest.MustRun(t, opt, h, 4, optimtest.WithStepsPerEpoch(2), optimtest.WithLR(0.1), optimtest.WithAfterStep(rec.after), hp(params))
-		if got := opt.(optim.Resolver).Resolved(); got["start_epoch"] != int64(1) {
+		if got := opt.Resolved(); got["start_epoch"] != int64(1) {
 			t.Errorf("%v: resolved %v", params, got)
 		}
 		if opt.(*swa.SWA).Averaged() != 1 || !slices.Equal(vec(t, h, average(opt)), rec.params[3]) {
@@ -606,7 +618,7 @@ func TestComposition(t *testing.T) {
 			if !near(vec(t, h, average(opt)), mean(rec, []int64{7, 11}), 1e-13) {
 				t.Error("average differs from the mean")
 			}
-			res := opt.(optim.Resolver).Resolved()
+			res := opt.Resolved()
 			if _, ok := res["otmdr_rho2"]; ok != (member == "otmdr") || res["start_epoch"] != nil {
 				t.Errorf("resolved %v", res)
 			}
@@ -642,7 +654,7 @@ func TestResume(t *testing.T) {
 			first := host(t, mlp())
 			a := newSWA()
 			optimtest.MustRun(t, a, first, tt.cut, optimtest.WithSchedule(schedule), hp(tt.params), optimtest.WithTotalSteps(total))
-			blob, vecs, err := a.(optim.Stateful).SaveState(ctx)
+			blob, vecs, err := a.SaveState(ctx)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -659,7 +671,7 @@ func TestResume(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			if err := b.(optim.Stateful).LoadState(ctx, blob); err != nil {
+			if err := b.LoadState(ctx, blob); err != nil {
 				t.Fatal(err)
 			}
 			if _, err := r.Run(ctx, total-tt.cut); err != nil {
@@ -690,7 +702,7 @@ func TestSaveState(t *testing.T) {
 	h := host(t, bnProblem())
 	opt := newSWA()
 	optimtest.MustRun(t, opt, h, 8, optimtest.WithLR(0.1), hp(map[string]any{"start_epoch": 1}))
-	blob, vecs, err := opt.(optim.Stateful).SaveState(ctx)
+	blob, vecs, err := opt.SaveState(ctx)
 	if err != nil || !slices.Contains(vecs, average(opt)) || !strings.Contains(string(blob), `"finalized":true`) {
 		t.Fatalf("state %s, vecs %v, err %v", blob, vecs, err)
 	}
@@ -699,13 +711,13 @@ func TestSaveState(t *testing.T) {
 	if err := r.Configure(ctx, 8); err != nil {
 		t.Fatal(err)
 	}
-	if err := b.(optim.Stateful).LoadState(ctx, blob); err != nil {
+	if err := b.LoadState(ctx, blob); err != nil {
 		t.Fatal(err)
 	}
 	if got := predictive(t, b); !reflect.DeepEqual(got, averaged(b)) {
 		t.Errorf("finalized state's predictive %+v", got)
 	}
-	_, vecs, err = newConfigured(t).(optim.Stateful).SaveState(ctx)
+	_, vecs, err = newConfigured(t).SaveState(ctx)
 	if err != nil || len(vecs) != 0 {
 		t.Errorf("nothing averaged: vecs %v, err %v", vecs, err)
 	}
@@ -722,7 +734,7 @@ func newConfigured(t *testing.T) optim.Optimizer {
 
 func TestLoadStateErrors(t *testing.T) {
 	ctx := context.Background()
-	if err := newSWA().(optim.Stateful).LoadState(ctx, nil); err == nil {
+	if err := newSWA().LoadState(ctx, nil); err == nil {
 		t.Error("load state before configure")
 	}
 	opt := newConfigured(t)
@@ -735,7 +747,7 @@ func TestLoadStateErrors(t *testing.T) {
 		{`not json`, "load state"},
 	}
 	for _, tt := range tests {
-		if err := opt.(optim.Stateful).LoadState(ctx, []byte(tt.blob)); err == nil || !strings.Contains(err.Error(), tt.want) {
+		if err := opt.LoadState(ctx, []byte(tt.blob)); err == nil || !strings.Contains(err.Error(), tt.want) {
 			t.Errorf("LoadState(%s) = %v, want containing %q", tt.blob, err, tt.want)
 		}
 	}
@@ -782,19 +794,19 @@ func TestConfigErrors(t *testing.T) {
 	optimtest.MustRun(t, newSWA(), h, 8, hp(map[string]any{"member": "sam", "otmdr_rho1": 0.05, "anneal_epochs": 5, "lr_1": 0, "start_epoch": 1, "start_fraction": 0.75}))
 	// A step that does not fit the epochs is refused.
 	opt := newConfigured(t)
-	if _, err := opt.Step(context.Background(), host(t, mlp()), optim.StepInput{Step: 5, Epoch: 0}); err == nil ||
+	if _, err := opt.Step(context.Background(), optim.StepInput{Step: 5, Epoch: 0}); err == nil ||
 		!strings.Contains(err.Error(), "step 5 is not in epoch 0 of 4 steps") {
 		t.Errorf("step outside its epoch: %v", err)
 	}
 	for name, err := range map[string]error{
-		"step":     func() error { _, err := newSWA().Step(context.Background(), nil, optim.StepInput{}); return err }(),
-		"finalize": newSWA().(optim.Finalizer).Finalize(context.Background(), nil),
+		"step":     func() error { _, err := newSWA().Step(context.Background(), optim.StepInput{}); return err }(),
+		"finalize": newSWA().Finalize(context.Background()),
 	} {
 		if err == nil {
 			t.Errorf("%s before configure", name)
 		}
 	}
-	if newSWA().(optim.Resolver).Resolved() != nil {
+	if newSWA().Resolved() != nil {
 		t.Error("resolved before configure")
 	}
 }

@@ -390,7 +390,7 @@ type Read struct{ X Reg }
 // (a snapshot): the host evaluates it with them, and a later Copy with BN
 // from it carries them. For a model without BatchNorm it does nothing. It
 // costs one forward pass over the training set: send it from an
-// optimizer's Finalize (optim.Finalizer), not every step. X must not be a
+// optimizer's Finalize (Features.Finalize), not every step. X must not be a
 // ρ handle. Protocol minor 6.
 type UpdateBN struct{ X Vec }
 

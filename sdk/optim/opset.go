@@ -282,7 +282,7 @@ func (s Segmentation) String() string {
 
 // OpSetJSON returns the op table as JSON, for SDKs in other languages
 // (sdk/python reads it from optlab/ops.json, which a test keeps equal to
-// this): the protocol minor, every op with its wire name, minor, registers,
+// this): the protocol minor, the optional features (FeatureSet), every op with its wire name, minor, registers,
 // listing format and fields (Go and wire names, protocol kind), and the
 // enumerations by name.
 func OpSetJSON() ([]byte, error) {
@@ -301,11 +301,22 @@ func OpSetJSON() ([]byte, error) {
 		Format string   `json:"format"`
 		Fields []field  `json:"fields"`
 	}
+	type feature struct {
+		Name   string `json:"name"`
+		Field  string `json:"field"`
+		Method string `json:"method,omitempty"`
+		Since  int    `json:"since"`
+		Doc    string `json:"doc"`
+	}
 	doc := struct {
 		ProtocolMinor int                         `json:"protocol_minor"`
+		Features      []feature                   `json:"features"`
 		Ops           []op                        `json:"ops"`
 		Enums         map[string]map[string]int32 `json:"enums"`
 	}{ProtocolMinor: ProtocolMinor, Enums: Enums()}
+	for _, f := range featureTable {
+		doc.Features = append(doc.Features, feature{Name: f.Name, Field: f.Field, Method: f.Method, Since: f.Since, Doc: f.Doc})
+	}
 	for _, s := range opTable {
 		o := op{Name: s.Name, Wire: s.Wire, Since: s.Since, Regs: s.Regs, Segs: s.Segs, Arith: s.Arith, Format: s.Format}
 		if o.Regs == nil {

@@ -88,50 +88,24 @@ type ParamSpec struct {
 
 // Info describes a plugin.
 type Info struct {
-	Name          string
-	Version       string
+	Name    string
+	Version string
+	// ProtocolMinor is the protocol minor the plugin speaks: leave it 0 and
+	// the SDK (serve, and the host for an in-process optimizer) stamps its
+	// own, ProtocolMinor.
 	ProtocolMinor int
-	// Capabilities lists the optional features the optimizer supports; the
-	// host reads them (see Capability).
-	Capabilities []Capability
-	Params       []ParamSpec
+	// Features are the optional features the optimizer has.
+	Features Features
+	Params   []ParamSpec
 }
 
-// Has reports whether the optimizer has capability c.
-func (i Info) Has(c Capability) bool {
-	for _, x := range i.Capabilities {
-		if x == c {
-			return true
-		}
+// Stamped returns i with ProtocolMinor set to this SDK's when it is 0.
+func (i Info) Stamped() Info {
+	if i.ProtocolMinor == 0 {
+		i.ProtocolMinor = ProtocolMinor
 	}
-	return false
+	return i
 }
-
-// Capability is an optional feature of an optimizer that the host acts on.
-type Capability string
-
-// Capabilities.
-const (
-	// CapMembers: the optimizer trains every member of a run with several
-	// members (models.members > 1); the host refuses such a run for an
-	// optimizer without it, which would train member 0 only.
-	CapMembers Capability = "members"
-	// CapMemberDataOrder: the optimizer asks the host to give every member
-	// its own data order (deep ensembles); without it all members see the
-	// same minibatch.
-	CapMemberDataOrder Capability = "member-data-order"
-	// CapOwnsUpdate: the optimizer applies its own update to the
-	// parameters (Lion, say, with Axpy and LinComb) and never sends
-	// BaseStep or SetLR, so no base optimizer ([train.optimizer]) is used.
-	// The host then records no base optimizer for its runs (only the
-	// schedule's lr, which still arrives as StepInput.LR), refuses the
-	// base optimizer's keys that would be ignored (host check), and fails
-	// a run of it that sends BaseStep or SetLR. Its curves and TensorBoard
-	// show as the run's learning rate the step metric "lr" it reports
-	// (StepOutput.Metrics or a Report), or StepInput.LR when it reports
-	// none.
-	CapOwnsUpdate Capability = "owns-update"
-)
 
 // Config is what Configure receives.
 type Config struct {
@@ -144,13 +118,17 @@ type Config struct {
 	TotalSteps int64
 	// StepsPerEpoch is the number of Step calls per epoch.
 	StepsPerEpoch int64
-	// Members is the number of members (models) in the run.
+	// Members is the number of members (models) in the run; MemberCount
+	// reads 0 (a Config made by hand) as 1.
 	Members int
 	// Handles is the namespace an optimizer that runs inside another
 	// allocates its vectors from (never sent over the wire; nil for a
 	// plugin's own optimizer). Read it with Namespace.
 	Handles *Handles
 }
+
+// MemberCount is the number of members, at least 1.
+func (c Config) MemberCount() int { return max(c.Members, 1) }
 
 // StepInput describes one training step.
 type StepInput struct {
@@ -204,51 +182,44 @@ type Predictive struct {
 	Masks []Vec
 }
 
-// Optimizer is what a plugin implements. Step is called once per minibatch;
-// the optimizer sends programs to h and returns metrics.
+// Optimizer is what a plugin implements. Configure binds the host the
+// optimizer drives for the rest of the run; Step is called once per
+// minibatch, sends programs to that host and returns metrics.
+//
+// The other methods belong to optional features (Features): the host
+// calls each only when the optimizer's Info declares its feature. Embed
+// Defaults for those an optimizer does not have. A method that wraps
+// another optimizer (Wrapper) forwards each of them to what it wraps.
 type Optimizer interface {
 	Info() Info
+	// Configure receives the run's configuration and the host, which the
+	// optimizer keeps: every later method drives it.
 	Configure(ctx context.Context, h Host, cfg Config) error
-	Step(ctx context.Context, h Host, in StepInput) (StepOutput, error)
-}
+	Step(ctx context.Context, in StepInput) (StepOutput, error)
 
-// Predictor is implemented by optimizers whose predictive is not the point
-// estimate of member 0 (ensembles, posteriors).
-type Predictor interface {
+	// Predictive (Features.Predictive) tells the host how to form the
+	// predictive distribution: for ensembles and posteriors it is not the
+	// point estimate of member 0.
 	Predictive(ctx context.Context) (Predictive, error)
-}
-
-// Finalizer is implemented by optimizers that act once more after the last
-// step, before the run is evaluated and its model saved: averaging methods
-// (SWA) recompute their average's BatchNorm statistics over the whole
-// training set (UpdateBN), or take a last snapshot. The host calls
-// Finalize once, after the last Step of the run (a resumed run included),
-// with the host the optimizer drives; it may Exec programs of any ops (the
-// current batch is still the last step's). Its reports are dropped. Protocol minor 6; a host that predates it never calls it.
-type Finalizer interface {
-	Finalize(ctx context.Context, h Host) error
-}
-
-// Stateful is implemented by optimizers that keep state across steps, so the
-// host can checkpoint it. Vecs lists the handles whose contents the host must
-// save with the checkpoint; Blob is the optimizer's own small state.
-type Stateful interface {
+	// SaveState and LoadState (Features.State) checkpoint the state that
+	// the optimizer keeps across steps: vecs lists the handles whose
+	// contents the host saves with the checkpoint (and restores before
+	// LoadState); blob is the optimizer's own small state. LoadState is
+	// called after Configure.
 	SaveState(ctx context.Context) (blob []byte, vecs []Vec, err error)
 	LoadState(ctx context.Context, blob []byte) error
-}
-
-// Resolver is implemented by optimizers whose hyperparameters may leave a
-// value to the optimizer (a -1 "auto", a "" "the mode's"), so that the host
-// records the value that trained beside the one configured. Resolved
-// returns, by hyperparameter name, the values the optimizer derived in
-// Configure, in Config.Params' types (float64, int64, bool or string); it
-// is called after a successful Configure. Nil or empty: nothing derived.
-// The host records the values in the run's record ("resolved"), apart from
-// the configuration that decides whether a run is trained again.
-//
-// Over the wire the values travel in Configure's reply, so a plugin's
-// optimizer as the host sees it (host/plugin's AsOptimizer) always
-// implements Resolver, answering what the last Configure reply carried.
-type Resolver interface {
+	// Finalize (Features.Finalize) acts once more after the last step of
+	// the run (a resumed run included), before it is evaluated and its
+	// model saved: averaging methods (SWA) recompute their average's
+	// BatchNorm statistics over the training set (UpdateBN), or take a
+	// last snapshot. It may Exec programs of any ops (the current batch is
+	// still the last step's); its reports are dropped.
+	Finalize(ctx context.Context) error
+	// Resolved returns, by hyperparameter name, the values the optimizer
+	// derived in Configure for hyperparameters that leave it the choice (a
+	// -1 "auto", a "" "the mode's"), in Config.Params' types (float64,
+	// int64, bool or string); nil: nothing derived. It is called after a
+	// successful Configure; the host records the values ("resolved") apart
+	// from the configuration that decides whether a run is trained again.
 	Resolved() map[string]any
 }

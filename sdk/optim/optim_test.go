@@ -5,6 +5,8 @@ import (
 	"context"
 	"errors"
 	"math"
+	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -185,12 +187,75 @@ func TestRegistry(t *testing.T) {
 	}
 }
 
-func TestStateless(t *testing.T) {
-	var s optim.Stateless
-	if blob, vecs, err := s.SaveState(context.Background()); blob != nil || vecs != nil || err != nil {
+func TestDefaults(t *testing.T) {
+	var d optim.Defaults
+	ctx := context.Background()
+	if blob, vecs, err := d.SaveState(ctx); blob != nil || vecs != nil || err != nil {
 		t.Errorf("SaveState = %v, %v, %v", blob, vecs, err)
 	}
-	if s.LoadState(context.Background(), nil) != nil || s.LoadState(context.Background(), []byte{1}) == nil {
+	if d.LoadState(ctx, nil) != nil || d.LoadState(ctx, []byte{1}) == nil {
 		t.Error("LoadState must accept only an empty state")
+	}
+	if p, err := d.Predictive(ctx); err != nil || p.Kind != optim.Point {
+		t.Errorf("Predictive = %+v, %v: want the point estimate", p, err)
+	}
+	if d.Finalize(ctx) != nil || d.Resolved() != nil {
+		t.Error("Finalize and Resolved must do nothing")
+	}
+}
+
+// Every Features field is a row of FeatureSet, in order, and each row
+// sets its field alone; its name round-trips through Names and FeaturesOf.
+func TestFeatureSet(t *testing.T) {
+	set := optim.FeatureSet()
+	ft := reflect.TypeOf(optim.Features{})
+	if ft.NumField() != len(set) {
+		t.Fatalf("Features has %d fields, FeatureSet %d rows", ft.NumField(), len(set))
+	}
+	opt := reflect.TypeOf((*optim.Optimizer)(nil)).Elem()
+	for i, s := range set {
+		if ft.Field(i).Name != s.Field {
+			t.Errorf("row %d is %s, field %d is %s", i, s.Field, i, ft.Field(i).Name)
+		}
+		f := s.Set(optim.Features{}, true)
+		v := reflect.ValueOf(f)
+		for j := range v.NumField() {
+			if v.Field(j).Bool() != (j == i) {
+				t.Errorf("%s sets field %s = %v", s.Name, ft.Field(j).Name, v.Field(j).Bool())
+			}
+		}
+		if names := f.Names(); !slices.Equal(names, []string{s.Name}) {
+			t.Errorf("%s: Names = %q", s.Name, names)
+		}
+		if back, unknown := optim.FeaturesOf([]string{s.Name, "from-the-future"}); back != f || !slices.Equal(unknown, []string{"from-the-future"}) {
+			t.Errorf("%s: FeaturesOf = %+v, %q", s.Name, back, unknown)
+		}
+		if s.Method != "" {
+			if _, ok := opt.MethodByName(s.Method); !ok {
+				t.Errorf("%s: Optimizer has no method %s", s.Name, s.Method)
+			}
+		}
+	}
+}
+
+// An optimizer that embeds Defaults writes Info, Configure and Step only.
+type onlyStep struct{ optim.Defaults }
+
+func (onlyStep) Info() optim.Info                                          { return optim.Info{Name: "only"} }
+func (onlyStep) Configure(context.Context, optim.Host, optim.Config) error { return nil }
+func (onlyStep) Step(context.Context, optim.StepInput) (optim.StepOutput, error) {
+	return optim.StepOutput{}, nil
+}
+
+func TestInfoStamped(t *testing.T) {
+	var o optim.Optimizer = onlyStep{}
+	if got := o.Info().Stamped().ProtocolMinor; got != optim.ProtocolMinor {
+		t.Errorf("stamped minor %d, want %d", got, optim.ProtocolMinor)
+	}
+	if got := (optim.Info{ProtocolMinor: 99}).Stamped().ProtocolMinor; got != 99 {
+		t.Errorf("a declared minor is kept: got %d", got)
+	}
+	if optim.Unwrap(o) != nil {
+		t.Error("a plain optimizer wraps nothing")
 	}
 }

@@ -22,10 +22,6 @@ type Reg struct {
 	id *progID
 }
 
-// Scalar is the register type that scalar-emitting ops return; it is Reg
-// (the name the SDK used for result slots before registers).
-type Scalar = Reg
-
 // progID identifies a program (its address; never compared by value).
 type progID struct{ _ byte }
 

@@ -20,9 +20,10 @@ func defaults() Config { return Config{Eta: 0.01, Gamma: 0.55} }
 
 // GNSGD is SGD with annealed Gaussian gradient noise (Neelakantan et al.,
 // 2015): the base step gets g + N(0, η/(1+t)^γ). Its state lives on the
-// host, so it embeds optim.Stateless.
+// host, so it declares no feature and embeds optim.Defaults.
 type GNSGD struct {
-	optim.Stateless
+	optim.Defaults
+	h           optim.Host
 	cfg         Config
 	hs          *optim.Handles
 	grad, noise optim.Vec
@@ -33,13 +34,12 @@ func New() optim.Optimizer { return &GNSGD{cfg: defaults()} }
 
 // Info describes the plugin; the schema comes from Config's tags.
 func (o *GNSGD) Info() optim.Info {
-	return optim.Info{Name: "gnsgd", Version: "0.1.0", ProtocolMinor: optim.ProtocolMinor,
-		Params: hparams.MustSpecs(defaults())}
+	return optim.Info{Name: "gnsgd", Version: "0.1.0", Params: hparams.MustSpecs(defaults())}
 }
 
 // Configure decodes the hyperparameters and allocates two vectors.
 func (o *GNSGD) Configure(ctx context.Context, h optim.Host, cfg optim.Config) error {
-	o.cfg = defaults()
+	o.h, o.cfg = h, defaults()
 	if err := hparams.Apply(&o.cfg, cfg.Params); err != nil {
 		return fmt.Errorf("gnsgd: %w", err)
 	}
@@ -52,14 +52,14 @@ func (o *GNSGD) Configure(ctx context.Context, h optim.Host, cfg optim.Config) e
 }
 
 // Step sends one program: gradient, noise, base step.
-func (o *GNSGD) Step(ctx context.Context, h optim.Host, in optim.StepInput) (optim.StepOutput, error) {
+func (o *GNSGD) Step(ctx context.Context, in optim.StepInput) (optim.StepOutput, error) {
 	std := math.Sqrt(o.cfg.Eta / math.Pow(1+float64(in.Step), o.cfg.Gamma))
 	p := o.hs.Prog()
 	ev := p.Grad(o.grad, optim.Params, optim.Batch{}, optim.BNUpdate) // registers of loss, acc
 	p.RandN(o.noise, std, 0)                                          // seed 0: the run's host stream
 	p.Axpy(o.grad, optim.K(1), o.noise).BaseStep(optim.Params, o.grad)
 	p.ReportMetrics(ev.Loss, ev.Acc) // to the host's logs, without a blocking read
-	if _, err := h.Exec(ctx, p); err != nil {
+	if _, err := o.h.Exec(ctx, p); err != nil {
 		return optim.StepOutput{}, fmt.Errorf("gnsgd: step: %w", err)
 	}
 	return optim.StepOutput{}, nil

@@ -219,7 +219,7 @@ type Host struct {
 	// det marks the elements that stay deterministic in variational
 	// members (tensors of Kind "bn").
 	det []bool
-	// ownsUpdate: the optimizer declared optim.CapOwnsUpdate (Harness
+	// ownsUpdate: the optimizer declared optim.Features.OwnsUpdate (Harness
 	// sets it from Info), so BaseStep and SetLR fail, as on the real host.
 	ownsUpdate bool
 }
@@ -1573,13 +1573,14 @@ func newMatrix(r, c int) [][]float64 {
 }
 
 // errOwnsUpdate is the error of a BaseStep or SetLR (op) from an optimizer
-// that declared optim.CapOwnsUpdate: the real host fails the run for it.
+// that declared optim.Features.OwnsUpdate: the real host fails the run for
+// it.
 func errOwnsUpdate(op string) error {
-	return fmt.Errorf("%s: the optimizer declared the %q capability (it applies its own update; the run has no base optimizer), so it may not send this op", op, optim.CapOwnsUpdate)
+	return fmt.Errorf("%s: the optimizer declared the %q feature (it applies its own update; the run has no base optimizer), so it may not send this op", op, "owns-update")
 }
 
 // setOwnsUpdate makes BaseStep and SetLR fail from now on (Harness, for an
-// optimizer that declared optim.CapOwnsUpdate).
+// optimizer that declared optim.Features.OwnsUpdate).
 func (h *Host) setOwnsUpdate(on bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()

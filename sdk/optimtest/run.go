@@ -119,7 +119,7 @@ func (r *Harness) Configure(ctx context.Context, totalSteps int64) error {
 	if h, ok := r.Host.(*Host); ok {
 		// As the real host: an optimizer that owns its update may not send
 		// BaseStep or SetLR.
-		h.setOwnsUpdate(info.Has(optim.CapOwnsUpdate))
+		h.setOwnsUpdate(info.Features.OwnsUpdate)
 	}
 	layout, err := r.Host.Layout(ctx)
 	if err != nil {
@@ -154,7 +154,7 @@ func (r *Harness) Step(ctx context.Context) (optim.StepOutput, error) {
 	if b, ok := r.Host.(StepBeginner); ok {
 		b.BeginStep(in)
 	}
-	out, err := r.Opt.Step(ctx, r.view, in)
+	out, err := r.Opt.Step(ctx, in)
 	if err != nil {
 		return out, fmt.Errorf("optimtest: step %d: %w", in.Step, err)
 	}
@@ -185,15 +185,14 @@ func (r *Harness) Run(ctx context.Context, n int) ([]optim.StepOutput, error) {
 	return outs, nil
 }
 
-// Finalize calls the optimizer's Finalize (optim.Finalizer) as the real
+// Finalize calls the optimizer's Finalize (Features.Finalize) as the real
 // host does after the run's last step, and drops what its programs
-// reported; for an optimizer without one it does nothing.
+// reported; for an optimizer without the feature it does nothing.
 func (r *Harness) Finalize(ctx context.Context) error {
-	f, ok := r.Opt.(optim.Finalizer)
-	if !ok {
+	if !r.Opt.Info().Features.Finalize {
 		return nil
 	}
-	if err := f.Finalize(ctx, r.view); err != nil {
+	if err := r.Opt.Finalize(ctx); err != nil {
 		return fmt.Errorf("optimtest: finalize: %w", err)
 	}
 	if rep, ok := r.Host.(Reporter); ok {

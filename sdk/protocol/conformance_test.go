@@ -106,17 +106,18 @@ func (b bothSides) GRPCServer(br *goplugin.GRPCBroker, s *grpc.Server) error {
 }
 
 // keeper is an optimizer that hands over the host of its Configure.
-type keeper struct{ got chan<- optim.Host }
-
-func (k *keeper) Info() optim.Info {
-	return optim.Info{Name: "keeper", ProtocolMinor: optim.ProtocolMinor}
+type keeper struct {
+	optim.Defaults
+	got chan<- optim.Host
 }
+
+func (k *keeper) Info() optim.Info { return optim.Info{Name: "keeper"} }
 
 func (k *keeper) Configure(_ context.Context, h optim.Host, _ optim.Config) error {
 	k.got <- h
 	return nil
 }
 
-func (k *keeper) Step(context.Context, optim.Host, optim.StepInput) (optim.StepOutput, error) {
+func (k *keeper) Step(context.Context, optim.StepInput) (optim.StepOutput, error) {
 	return optim.StepOutput{}, nil
 }

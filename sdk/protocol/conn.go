@@ -39,25 +39,15 @@ type Conn struct {
 	broker *plugin.GRPCBroker
 }
 
-// InfoReply is what a plugin's Info says.
-type InfoReply struct {
-	Info optim.Info
-	// Predictor, Stateful and Finalizer say which optional interfaces the
-	// optimizer implements (Finalizer since minor 6).
-	Predictor, Stateful, Finalizer bool
-}
-
-// Info calls the plugin's Info.
-func (c *Conn) Info(ctx context.Context) (InfoReply, error) {
+// Info calls the plugin's Info. Its Features are those the plugin
+// declares, also those that a plugin built before features had names says
+// in the reply's booleans (wire.InfoFromResponse).
+func (c *Conn) Info(ctx context.Context) (optim.Info, error) {
 	resp, err := c.rpc.Info(ctx, &pb.InfoRequest{})
 	if err != nil {
-		return InfoReply{}, err
+		return optim.Info{}, err
 	}
-	info, err := wire.InfoFromProto(resp.GetInfo())
-	if err != nil {
-		return InfoReply{}, err
-	}
-	return InfoReply{Info: info, Predictor: resp.GetPredictor(), Stateful: resp.GetStateful(), Finalizer: resp.GetFinalizer()}, nil
+	return wire.InfoFromResponse(resp)
 }
 
 // HostOptions are the options of the Host service that Configure serves.
@@ -75,7 +65,7 @@ type HostOptions struct {
 // gRPC server: the goroutine that calls Step must not hold a lock that
 // h.Exec takes. An error converting cfg is returned as it is, before any
 // call. resolved is what the plugin's optimizer resolved in Configure
-// (optim.Resolver; nil for none, and from plugins that predate it).
+// (Optimizer.Resolved; nil for none, and from plugins that predate it).
 func (c *Conn) Configure(ctx context.Context, h optim.Host, cfg optim.Config, opts HostOptions) (resolved map[string]any, err error) {
 	if h == nil {
 		return nil, errors.New("nil host")

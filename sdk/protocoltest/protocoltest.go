@@ -35,9 +35,10 @@ const (
 const GradVec optim.Vec = 1
 
 // Toy is a toy optimizer: normalized gradient descent, g = ∇L(θ),
-// θ ← θ − lr·scale·g/‖g‖. It implements optim.Predictor, optim.Stateful,
-// optim.Finalizer and optim.Resolver (a scale of -1 is 1).
+// θ ← θ − lr·scale·g/‖g‖. It declares every behaviour of optim.Features
+// (Predictive, State, Finalize) and resolves a scale of -1 to 1.
 type Toy struct {
+	h         optim.Host
 	scale     float64
 	resolved  map[string]any
 	mode      string
@@ -51,17 +52,19 @@ type Toy struct {
 // New returns a Toy (as optim.Optimizer for serve.Serve).
 func New() optim.Optimizer { return &Toy{} }
 
-// NewPlain returns an optimizer that implements none of optim.Predictor,
-// optim.Stateful, optim.Finalizer and optim.Resolver: a Toy hidden behind the bare
-// interface.
-func NewPlain() optim.Optimizer { return plain{&Toy{}} }
+// NewPlain returns an optimizer that declares no feature and keeps every
+// default (optim.Defaults): a Toy's Info, Configure and Step alone.
+func NewPlain() optim.Optimizer { return plain{t: &Toy{}} }
 
-type plain struct{ t *Toy }
+type plain struct {
+	optim.Defaults
+	t *Toy
+}
 
 func (p plain) Info() optim.Info {
 	info := p.t.Info()
 	info.Name = "plain"
-	info.Capabilities = nil
+	info.Features = optim.Features{}
 	return info
 }
 
@@ -69,8 +72,8 @@ func (p plain) Configure(ctx context.Context, h optim.Host, cfg optim.Config) er
 	return p.t.Configure(ctx, h, cfg)
 }
 
-func (p plain) Step(ctx context.Context, h optim.Host, in optim.StepInput) (optim.StepOutput, error) {
-	return p.t.Step(ctx, h, in)
+func (p plain) Step(ctx context.Context, in optim.StepInput) (optim.StepOutput, error) {
+	return p.t.Step(ctx, in)
 }
 
 // NewFuture returns a Toy that claims a protocol minor version newer than
@@ -89,10 +92,9 @@ func (f future) Info() optim.Info {
 // Info implements optim.Optimizer.
 func (t *Toy) Info() optim.Info {
 	return optim.Info{
-		Name:          "toy",
-		Version:       "0.1.0",
-		ProtocolMinor: optim.ProtocolMinor,
-		Capabilities:  []optim.Capability{optim.CapMembers},
+		Name:     "toy",
+		Version:  "0.1.0",
+		Features: optim.Features{Members: true, Predictive: true, State: true, Finalize: true},
 		Params: []optim.ParamSpec{
 			{Name: "scale", Type: optim.Float, Default: 1, Doc: "step size multiplier; -1: 1 (reported by Resolved)"},
 			{Name: "mode", Type: optim.String, Default: ModeNormal, Doc: "test behaviour of Step"},
@@ -105,7 +107,7 @@ func (t *Toy) Info() optim.Info {
 // Configure implements optim.Optimizer: it reads the layout and allocates
 // the gradient vector.
 func (t *Toy) Configure(ctx context.Context, h optim.Host, cfg optim.Config) error {
-	t.configure = cfg
+	t.h, t.configure = h, cfg
 	t.scale, t.mode, t.bigTerms = 1, ModeNormal, 0
 	if v, ok := cfg.Params["scale"].(float64); ok {
 		t.scale = v
@@ -138,11 +140,12 @@ func (t *Toy) Configure(ctx context.Context, h optim.Host, cfg optim.Config) err
 	return nil
 }
 
-// Resolved implements optim.Resolver: the scale used for a scale of -1.
+// Resolved implements optim.Optimizer: the scale used for a scale of -1.
 func (t *Toy) Resolved() map[string]any { return t.resolved }
 
 // Step implements optim.Optimizer.
-func (t *Toy) Step(ctx context.Context, h optim.Host, in optim.StepInput) (optim.StepOutput, error) {
+func (t *Toy) Step(ctx context.Context, in optim.StepInput) (optim.StepOutput, error) {
+	h := t.h
 	switch t.mode {
 	case ModePanic:
 		panic(fmt.Sprintf("toy optimizer exploded at step %d", in.Step))
@@ -181,13 +184,13 @@ func (t *Toy) Step(ctx context.Context, h optim.Host, in optim.StepInput) (optim
 	return optim.StepOutput{Metrics: map[string]float64{"loss": r.Get(ev.Loss), "acc": r.Get(ev.Acc), "gnorm": gn}}, nil
 }
 
-// Predictive implements optim.Predictor: an even mix of the live
+// Predictive implements optim.Optimizer (Features.Predictive): an even mix of the live
 // parameters and the gradient vector (meaningless, but every field is set).
 func (t *Toy) Predictive(context.Context) (optim.Predictive, error) {
 	return optim.Predictive{Kind: optim.Members, Vecs: []optim.Vec{optim.Params, GradVec}, Weights: []float64{0.5, 0.5}}, nil
 }
 
-// SaveState implements optim.Stateful: the last loaded blob, or the step
+// SaveState implements optim.Optimizer (Features.State): the last loaded blob, or the step
 // count as JSON, and the gradient vector.
 func (t *Toy) SaveState(context.Context) ([]byte, []optim.Vec, error) {
 	if t.blob != nil {
@@ -197,16 +200,16 @@ func (t *Toy) SaveState(context.Context) ([]byte, []optim.Vec, error) {
 	return b, []optim.Vec{GradVec}, err
 }
 
-// LoadState implements optim.Stateful.
+// LoadState implements optim.Optimizer (Features.State).
 func (t *Toy) LoadState(_ context.Context, blob []byte) error {
 	t.blob = blob
 	return nil
 }
 
-// Finalize implements optim.Finalizer: one program that recomputes the
-// live parameters' BatchNorm statistics (UpdateBN).
-func (t *Toy) Finalize(ctx context.Context, h optim.Host) error {
-	_, err := h.Exec(ctx, t.hs.Prog().UpdateBN(optim.Params))
+// Finalize implements optim.Optimizer (Features.Finalize): one program
+// that recomputes the live parameters' BatchNorm statistics (UpdateBN).
+func (t *Toy) Finalize(ctx context.Context) error {
+	_, err := t.h.Exec(ctx, t.hs.Prog().UpdateBN(optim.Params))
 	return err
 }
 

@@ -222,18 +222,15 @@ func traced(h optim.Host) optim.Host {
 	return h
 }
 
-// Info implements pb.OptimizerServer.
+// Info implements pb.OptimizerServer: the optimizer's Info, stamped with
+// this SDK's protocol minor when it leaves it 0 (optim.Info.Stamped).
 func (s *server) Info(context.Context, *pb.InfoRequest) (*pb.InfoResponse, error) {
-	resp := &pb.InfoResponse{}
-	err := s.guard("Info", func() error {
-		info, err := wire.InfoToProto(s.opt.Info())
+	var resp *pb.InfoResponse
+	err := s.guard("Info", func() (err error) {
+		resp, err = wire.InfoResponseToProto(s.opt.Info().Stamped())
 		if err != nil {
 			return &wire.Error{Code: codes.Internal, Msg: fmt.Sprintf("invalid Info: %v", err)}
 		}
-		resp.Info = info
-		_, resp.Predictor = s.opt.(optim.Predictor)
-		_, resp.Stateful = s.opt.(optim.Stateful)
-		_, resp.Finalizer = s.opt.(optim.Finalizer)
 		return nil
 	})
 	if err != nil {
@@ -242,10 +239,24 @@ func (s *server) Info(context.Context, *pb.InfoRequest) (*pb.InfoResponse, error
 	return resp, nil
 }
 
+// declared returns nil when the optimizer's Info declares the feature
+// that has returns, else the Unimplemented error of a call of its method:
+// the host calls a feature's method only when it is declared.
+func (s *server) declared(name string, has func(optim.Features) bool) error {
+	var f optim.Features
+	if err := s.guard("Info", func() error { f = s.opt.Info().Features; return nil }); err != nil {
+		return err
+	}
+	if !has(f) {
+		return &wire.Error{Code: codes.Unimplemented, Msg: fmt.Sprintf("optimizer does not declare the %q feature", name)}
+	}
+	return nil
+}
+
 // Configure implements pb.OptimizerServer: it dials the host's broker ID
 // once, keeps the connection (closing the one of an earlier Configure) and
-// calls the optimizer's Configure with it; the reply carries what an
-// optim.Resolver resolved.
+// calls the optimizer's Configure with it; the reply carries what its
+// Resolved returns.
 func (s *server) Configure(ctx context.Context, req *pb.ConfigureRequest) (*pb.ConfigureResponse, error) {
 	cfg, err := wire.ConfigFromProto(req.GetConfig())
 	if err != nil {
@@ -272,11 +283,7 @@ func (s *server) Configure(ctx context.Context, req *pb.ConfigureRequest) (*pb.C
 		if err := s.opt.Configure(ctx, h, cfg); err != nil {
 			return err
 		}
-		r, ok := s.opt.(optim.Resolver)
-		if !ok {
-			return nil
-		}
-		resolved, err := wire.ParamsToProto(r.Resolved())
+		resolved, err := wire.ParamsToProto(s.opt.Resolved())
 		if err != nil {
 			return &wire.Error{Code: codes.Internal, Msg: fmt.Sprintf("invalid Resolved: %v", err)}
 		}
@@ -291,13 +298,12 @@ func (s *server) Configure(ctx context.Context, req *pb.ConfigureRequest) (*pb.C
 
 // Step implements pb.OptimizerServer.
 func (s *server) Step(ctx context.Context, req *pb.StepRequest) (*pb.StepResponse, error) {
-	h, err := s.currentHost()
-	if err != nil {
+	if _, err := s.currentHost(); err != nil {
 		return nil, wire.ToStatus(err)
 	}
 	var out optim.StepOutput
-	err = s.guard("Step", func() (err error) {
-		out, err = s.opt.Step(ctx, h, wire.StepInputFromProto(req.GetInput()))
+	err := s.guard("Step", func() (err error) {
+		out, err = s.opt.Step(ctx, wire.StepInputFromProto(req.GetInput()))
 		return err
 	})
 	if err != nil {
@@ -306,16 +312,15 @@ func (s *server) Step(ctx context.Context, req *pb.StepRequest) (*pb.StepRespons
 	return &pb.StepResponse{Output: wire.StepOutputToProto(out)}, nil
 }
 
-// Predictive implements pb.OptimizerServer; an optimizer that is not an
-// optim.Predictor answers Unimplemented.
+// Predictive implements pb.OptimizerServer; an optimizer that does not
+// declare optim.Features.Predictive answers Unimplemented.
 func (s *server) Predictive(ctx context.Context, _ *pb.PredictiveRequest) (*pb.PredictiveResponse, error) {
-	p, ok := s.opt.(optim.Predictor)
-	if !ok {
-		return nil, wire.ToStatus(&wire.Error{Code: codes.Unimplemented, Msg: "optimizer does not implement optim.Predictor"})
+	if err := s.declared("predictive", func(f optim.Features) bool { return f.Predictive }); err != nil {
+		return nil, wire.ToStatus(err)
 	}
 	var pred optim.Predictive
 	err := s.guard("Predictive", func() (err error) {
-		pred, err = p.Predictive(ctx)
+		pred, err = s.opt.Predictive(ctx)
 		return err
 	})
 	if err != nil {
@@ -324,19 +329,18 @@ func (s *server) Predictive(ctx context.Context, _ *pb.PredictiveRequest) (*pb.P
 	return &pb.PredictiveResponse{Predictive: wire.PredictiveToProto(pred)}, nil
 }
 
-// SaveState implements pb.OptimizerServer; an optimizer that is not an
-// optim.Stateful answers Unimplemented.
+// SaveState implements pb.OptimizerServer; an optimizer that does not
+// declare optim.Features.State answers Unimplemented.
 func (s *server) SaveState(ctx context.Context, _ *pb.SaveStateRequest) (*pb.SaveStateResponse, error) {
-	st, ok := s.opt.(optim.Stateful)
-	if !ok {
-		return nil, wire.ToStatus(&wire.Error{Code: codes.Unimplemented, Msg: "optimizer does not implement optim.Stateful"})
+	if err := s.declared("state", func(f optim.Features) bool { return f.State }); err != nil {
+		return nil, wire.ToStatus(err)
 	}
 	var (
 		blob []byte
 		vecs []optim.Vec
 	)
 	err := s.guard("SaveState", func() (err error) {
-		blob, vecs, err = st.SaveState(ctx)
+		blob, vecs, err = s.opt.SaveState(ctx)
 		return err
 	})
 	if err != nil {
@@ -345,31 +349,28 @@ func (s *server) SaveState(ctx context.Context, _ *pb.SaveStateRequest) (*pb.Sav
 	return wire.SaveStateToProto(blob, vecs), nil
 }
 
-// LoadState implements pb.OptimizerServer; an optimizer that is not an
-// optim.Stateful answers Unimplemented.
+// LoadState implements pb.OptimizerServer; an optimizer that does not
+// declare optim.Features.State answers Unimplemented.
 func (s *server) LoadState(ctx context.Context, req *pb.LoadStateRequest) (*pb.LoadStateResponse, error) {
-	st, ok := s.opt.(optim.Stateful)
-	if !ok {
-		return nil, wire.ToStatus(&wire.Error{Code: codes.Unimplemented, Msg: "optimizer does not implement optim.Stateful"})
+	if err := s.declared("state", func(f optim.Features) bool { return f.State }); err != nil {
+		return nil, wire.ToStatus(err)
 	}
-	if err := s.guard("LoadState", func() error { return st.LoadState(ctx, req.GetBlob()) }); err != nil {
+	if err := s.guard("LoadState", func() error { return s.opt.LoadState(ctx, req.GetBlob()) }); err != nil {
 		return nil, wire.ToStatus(err)
 	}
 	return &pb.LoadStateResponse{}, nil
 }
 
-// Finalize implements pb.OptimizerServer; an optimizer that is not an
-// optim.Finalizer answers Unimplemented.
+// Finalize implements pb.OptimizerServer; an optimizer that does not
+// declare optim.Features.Finalize answers Unimplemented.
 func (s *server) Finalize(ctx context.Context, _ *pb.FinalizeRequest) (*pb.FinalizeResponse, error) {
-	f, ok := s.opt.(optim.Finalizer)
-	if !ok {
-		return nil, wire.ToStatus(&wire.Error{Code: codes.Unimplemented, Msg: "optimizer does not implement optim.Finalizer"})
-	}
-	h, err := s.currentHost()
-	if err != nil {
+	if err := s.declared("finalize", func(f optim.Features) bool { return f.Finalize }); err != nil {
 		return nil, wire.ToStatus(err)
 	}
-	if err := s.guard("Finalize", func() error { return f.Finalize(ctx, h) }); err != nil {
+	if _, err := s.currentHost(); err != nil {
+		return nil, wire.ToStatus(err)
+	}
+	if err := s.guard("Finalize", func() error { return s.opt.Finalize(ctx) }); err != nil {
 		return nil, wire.ToStatus(err)
 	}
 	return &pb.FinalizeResponse{}, nil

@@ -231,7 +231,7 @@ func TestErrors(t *testing.T) {
 				_, err := w.opt.Predictive(context.Background(), &pb.PredictiveRequest{})
 				return err
 			},
-			codes.Unimplemented, "optim.Predictor",
+			codes.Unimplemented, `"predictive" feature`,
 		},
 		{
 			"save state unimplemented", protocoltest.NewPlain,
@@ -239,7 +239,7 @@ func TestErrors(t *testing.T) {
 				_, err := w.opt.SaveState(context.Background(), &pb.SaveStateRequest{})
 				return err
 			},
-			codes.Unimplemented, "optim.Stateful",
+			codes.Unimplemented, `"state" feature`,
 		},
 		{
 			"finalize unimplemented", protocoltest.NewPlain,
@@ -247,7 +247,7 @@ func TestErrors(t *testing.T) {
 				_, err := w.opt.Finalize(context.Background(), &pb.FinalizeRequest{})
 				return err
 			},
-			codes.Unimplemented, "optim.Finalizer",
+			codes.Unimplemented, `"finalize" feature`,
 		},
 		{
 			"load state unimplemented", protocoltest.NewPlain,
@@ -255,7 +255,7 @@ func TestErrors(t *testing.T) {
 				_, err := w.opt.LoadState(context.Background(), &pb.LoadStateRequest{})
 				return err
 			},
-			codes.Unimplemented, "optim.Stateful",
+			codes.Unimplemented, `"state" feature`,
 		},
 		{
 			"invalid info", func() optim.Optimizer { return badInfo{protocoltest.New()} },

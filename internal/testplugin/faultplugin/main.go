@@ -38,6 +38,8 @@ func defaults() config { return config{CrashAt: -1, HangAt: -1, NaNAt: -1, FailA
 
 // faulty is the optimizer.
 type faulty struct {
+	optim.Defaults
+	h     optim.Host
 	cfg   config
 	hs    *optim.Handles
 	grads []optim.Vec // one gradient per member
@@ -45,18 +47,18 @@ type faulty struct {
 
 // Info implements optim.Optimizer.
 func (o *faulty) Info() optim.Info {
-	return optim.Info{Name: "faulty", Version: "0.0.1", ProtocolMinor: optim.ProtocolMinor,
-		Capabilities: []optim.Capability{optim.CapMembers}, Params: hparams.MustSpecs(defaults())}
+	return optim.Info{Name: "faulty", Version: "0.0.1", Features: optim.Features{Members: true, BaseStep: true},
+		Params: hparams.MustSpecs(defaults())}
 }
 
 // Configure implements optim.Optimizer.
 func (o *faulty) Configure(ctx context.Context, h optim.Host, cfg optim.Config) error {
-	o.cfg = defaults()
+	o.h, o.cfg = h, defaults()
 	if err := hparams.Apply(&o.cfg, cfg.Params); err != nil {
 		return fmt.Errorf("faulty: %w", err)
 	}
 	o.hs = cfg.Namespace("faulty")
-	o.grads = o.hs.PerMember("g", max(cfg.Members, 1))
+	o.grads = o.hs.PerMember("g", cfg.MemberCount())
 	p := o.hs.Prog()
 	for m, g := range o.grads {
 		p.Alloc(g, m)
@@ -68,7 +70,7 @@ func (o *faulty) Configure(ctx context.Context, h optim.Host, cfg optim.Config) 
 }
 
 // Step implements optim.Optimizer.
-func (o *faulty) Step(ctx context.Context, h optim.Host, in optim.StepInput) (optim.StepOutput, error) {
+func (o *faulty) Step(ctx context.Context, in optim.StepInput) (optim.StepOutput, error) {
 	k := int(in.Step)
 	switch k {
 	case o.cfg.CrashAt:
@@ -94,7 +96,7 @@ func (o *faulty) Step(ctx context.Context, h optim.Host, in optim.StepInput) (op
 		loss = p.Mul(loss, optim.K(math.NaN()))
 	}
 	p.ReportMetrics(loss, acc)
-	if _, err := h.Exec(ctx, p); err != nil {
+	if _, err := o.h.Exec(ctx, p); err != nil {
 		return optim.StepOutput{}, fmt.Errorf("faulty: step: %w", err)
 	}
 	return optim.StepOutput{}, nil

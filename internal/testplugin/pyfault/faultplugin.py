@@ -42,13 +42,13 @@ def raw_stderr(line):
 
 class Faulty(optlab.Optimizer):
     def info(self):
-        return optlab.Info(name="faulty", version="0.0.1", capabilities=[optlab.CAP_MEMBERS],
+        return optlab.Info(name="faulty", version="0.0.1", features=optlab.Features(members=True, base_step=True),
                            params=optlab.specs(Params))
 
     def configure(self, host, config):
         with optlab.wrap_errors("faulty"):
             self.cfg = optlab.apply(Params, config.params)
-        self.hs = config.namespace("faulty")
+        self.host, self.hs = host, config.namespace("faulty")
         self.grads = self.hs.per_member("g", max(config.members, 1))
         p = self.hs.prog()
         for m, g in enumerate(self.grads):
@@ -56,7 +56,7 @@ class Faulty(optlab.Optimizer):
         with optlab.wrap_errors("faulty: configure"):
             host.exec(p)
 
-    def step(self, host, inp):
+    def step(self, inp):
         k, cfg = inp.step, self.cfg
         if k == cfg.crash_at:
             raw_stderr(f"faulty: simulated crash at step {k}")
@@ -81,7 +81,7 @@ class Faulty(optlab.Optimizer):
             loss = p.mul(loss, math.nan)
         p.report_metrics(loss, acc)
         with optlab.wrap_errors("faulty: step"):
-            host.exec(p)
+            self.host.exec(p)
         return {}
 
 

@@ -191,13 +191,15 @@ func ParamSpecFromProto(s *pb.ParamSpec) (optim.ParamSpec, error) {
 	return out, nil
 }
 
-// InfoToProto converts a plugin's Info; see ParamSpecToProto for the checks.
+// InfoToProto converts a plugin's Info, its features as their names
+// (optim.FeatureSet) among the capabilities; see ParamSpecToProto for the
+// checks.
 func InfoToProto(in optim.Info) (*pb.Info, error) {
 	out := &pb.Info{
 		Name:          in.Name,
 		Version:       in.Version,
 		ProtocolMinor: int32(in.ProtocolMinor),
-		Capabilities:  capsToProto(in.Capabilities),
+		Capabilities:  in.Features.Names(),
 	}
 	if in.Params != nil {
 		out.Params = make([]*pb.ParamSpec, len(in.Params))
@@ -212,13 +214,15 @@ func InfoToProto(in optim.Info) (*pb.Info, error) {
 	return out, nil
 }
 
-// InfoFromProto converts a received Info.
+// InfoFromProto converts a received Info; capability names that this SDK
+// does not know (a newer one's) are ignored.
 func InfoFromProto(in *pb.Info) (optim.Info, error) {
+	f, _ := optim.FeaturesOf(in.GetCapabilities())
 	out := optim.Info{
 		Name:          in.GetName(),
 		Version:       in.GetVersion(),
 		ProtocolMinor: int(in.GetProtocolMinor()),
-		Capabilities:  capsFromProto(in.GetCapabilities()),
+		Features:      f,
 	}
 	if in.GetParams() != nil {
 		out.Params = make([]optim.ParamSpec, len(in.GetParams()))
@@ -401,26 +405,30 @@ func LayoutFromProto(l *pb.Layout) optim.Layout {
 	return out
 }
 
-func capsToProto(cs []optim.Capability) []string {
-	if cs == nil {
-		return nil
+// InfoResponseToProto converts a plugin's Info for the Info call's reply.
+// Besides the features' names, the reply says Predictive, State and
+// Finalize in the booleans by which hosts before the names knew them.
+func InfoResponseToProto(in optim.Info) (*pb.InfoResponse, error) {
+	info, err := InfoToProto(in)
+	if err != nil {
+		return nil, err
 	}
-	out := make([]string, len(cs))
-	for i, c := range cs {
-		out[i] = string(c)
-	}
-	return out
+	f := in.Features
+	return &pb.InfoResponse{Info: info, Predictor: f.Predictive, Stateful: f.State, Finalizer: f.Finalize}, nil
 }
 
-func capsFromProto(cs []string) []optim.Capability {
-	if cs == nil {
-		return nil
+// InfoFromResponse converts the Info call's reply: the Info's features are
+// those it names and those that the booleans of earlier plugins say
+// (predictor, stateful, finalizer), so that a plugin built before the
+// names gives the host the same Features.
+func InfoFromResponse(r *pb.InfoResponse) (optim.Info, error) {
+	info, err := InfoFromProto(r.GetInfo())
+	if err != nil {
+		return info, err
 	}
-	out := make([]optim.Capability, len(cs))
-	for i, c := range cs {
-		out[i] = optim.Capability(c)
-	}
-	return out
+	info.Features = info.Features.Union(optim.Features{
+		Predictive: r.GetPredictor(), State: r.GetStateful(), Finalize: r.GetFinalizer()})
+	return info, nil
 }
 
 // vecsToProto and vecsFromProto convert handle lists.

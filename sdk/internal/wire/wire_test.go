@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -61,7 +62,7 @@ func TestInfoRoundTrip(t *testing.T) {
 		Name:          "sam",
 		Version:       "1.2.3",
 		ProtocolMinor: 0,
-		Capabilities:  []optim.Capability{"members", "state"},
+		Features:      optim.Features{Members: true, State: true},
 		Params: []optim.ParamSpec{
 			{Name: "rho", Type: optim.Float, Default: 0.05, Doc: "radius"},
 			{Name: "k", Type: optim.Int, Default: int64(4)},
@@ -276,5 +277,32 @@ func TestHandshake(t *testing.T) {
 	h := Handshake()
 	if h.ProtocolVersion != optim.ProtocolMajor || h.MagicCookieKey == "" || h.MagicCookieValue == "" {
 		t.Fatalf("bad handshake %+v", h)
+	}
+}
+
+// Every feature of optim.FeatureSet crosses the wire alone and comes back
+// alone, under its name; a plugin built before features had names
+// (booleans only, the capabilities of its day) gives the same Features.
+func TestFeaturesOverTheWire(t *testing.T) {
+	for _, s := range optim.FeatureSet() {
+		f := s.Set(optim.Features{}, true)
+		resp, err := InfoResponseToProto(optim.Info{Name: "x", Features: f})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := resp.GetInfo().GetCapabilities(); !slices.Equal(got, []string{s.Name}) {
+			t.Errorf("%s: capabilities on the wire %q", s.Field, got)
+		}
+		back, err := InfoFromResponse(resp)
+		if err != nil || back.Features != f {
+			t.Errorf("%s: back %+v, %v", s.Field, back.Features, err)
+		}
+	}
+	old := &pb.InfoResponse{Info: &pb.Info{Name: "old", Capabilities: []string{"members", "owns-update"}},
+		Predictor: true, Stateful: true, Finalizer: true}
+	got, err := InfoFromResponse(old)
+	want := optim.Features{Members: true, OwnsUpdate: true, Predictive: true, State: true, Finalize: true}
+	if err != nil || got.Features != want {
+		t.Errorf("a previous release's reply: %+v, %v; want %+v", got.Features, err, want)
 	}
 }

@@ -10,24 +10,24 @@ script:
 
     class SGD(optlab.Optimizer):
         def info(self):
-            return optlab.Info(name="sgd-py", version="0.1.0", capabilities=[optlab.CAP_MEMBERS])
+            return optlab.Info(name="sgd-py", version="0.1.0", features=optlab.Features(members=True, base_step=True))
 
         def configure(self, host, config):
-            self.hs = config.namespace("sgd")
+            self.host, self.hs = host, config.namespace("sgd")
             self.g = self.hs.per_member("g", config.members)
             p = self.hs.prog()
             for m, g in enumerate(self.g):
                 p.alloc(g, m)
             host.exec(p)
 
-        def step(self, host, inp):
+        def step(self, inp):
             p = self.hs.prog()
             evs = []
             for m, g in enumerate(self.g):
                 evs.append(p.grad(g, optlab.params_of(m)))
                 p.base_step(optlab.params_of(m), g)
             p.report_metrics(*p.mean(evs))  # the step's metrics, from the device
-            host.exec(p)
+            self.host.exec(p)
             return {}
 
     if __name__ == "__main__":
@@ -39,9 +39,9 @@ examples/python-sam/sam.py.
 
 from .errors import Code, Error, OpError, VecError, name_handles, wrap_errors
 from .hparams import apply, param, specs
-from .optimizer import (BOOL, CAP_MEMBER_DATA_ORDER, CAP_MEMBERS, CAP_OWNS_UPDATE, FLOAT, INT,
-                        PROTOCOL_MAJOR, PROTOCOL_MINOR, STRING, Config, Host, Info, Layout, MemberLayout, Optimizer,
-                        ParamSpec, Predictive, PredictiveKind, StepInput, Tensor)
+from .optimizer import (BOOL, FEATURES, FLOAT, INT, PROTOCOL_MAJOR, PROTOCOL_MINOR, STRING, Config, Features, Host,
+                        Info, Layout, MemberLayout, Optimizer, ParamSpec, Predictive, PredictiveKind, StepInput,
+                        Tensor, features_of)
 from .program import *  # noqa: F401,F403 - the op set and the builder
 from .program import __all__ as _program_all
 from .serve import serve
@@ -51,7 +51,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "Code", "Error", "OpError", "VecError", "name_handles", "wrap_errors", "apply", "param", "specs",
-    "BOOL", "CAP_MEMBER_DATA_ORDER", "CAP_MEMBERS", "CAP_OWNS_UPDATE", "FLOAT", "INT", "PROTOCOL_MAJOR",
+    "BOOL", "FEATURES", "Features", "features_of", "FLOAT", "INT", "PROTOCOL_MAJOR",
     "PROTOCOL_MINOR", "STRING", "Config", "Host", "Info", "Layout", "MemberLayout", "Optimizer", "ParamSpec",
     "Predictive", "PredictiveKind", "StepInput", "Tensor", "serve", "Trace",
 ] + list(_program_all)

@@ -41,10 +41,10 @@ import grpc
 from ._pb import plugin_pb2 as pb
 from ._pb import runtime_pb2 as rt
 from .errors import Code, Error, name_handles
-from .optimizer import PROTOCOL_MAJOR, is_finalizer, is_predictor, is_resolver, is_stateful
+from .optimizer import PROTOCOL_MAJOR
 from .program import Result
 from .trace import TRACE_ENV, Trace
-from .wire import (config_from_pb, exec_request_to_pb, info_to_pb, layout_from_pb, op_error_from_pb,
+from .wire import (config_from_pb, exec_request_to_pb, info_response_to_pb, layout_from_pb, op_error_from_pb,
                    op_error_to_pb, params_to_pb, predictive_to_pb, result_from_pb, step_input_from_pb,
                    step_output_to_pb)
 
@@ -297,11 +297,10 @@ class _OptimizerService:
         opt = self.opt
         info = self.guard("Info", opt.info)
         try:
-            msg = info_to_pb(info)
+            msg = info_response_to_pb(info)
         except (ValueError, TypeError, AttributeError) as e:
             raise _Failure(Code.INTERNAL, f"invalid Info: {e}") from None
-        return pb.InfoResponse(info=msg, predictor=is_predictor(opt), stateful=is_stateful(opt),
-                               finalizer=is_finalizer(opt))
+        return msg
 
     def configure(self, request, context):
         try:
@@ -322,8 +321,8 @@ class _OptimizerService:
             old.channel.close()
         self.guard("Configure", lambda: self.opt.configure(view, cfg))
         resp = pb.ConfigureResponse()
-        if is_resolver(self.opt):
-            resolved = self.guard("Configure", self.opt.resolved)
+        resolved = self.guard("Configure", self.opt.resolved)
+        if resolved:
             try:
                 params_to_pb(resolved, resp.resolved)
             except (ValueError, TypeError) as e:
@@ -336,37 +335,40 @@ class _OptimizerService:
                 raise _Failure(Code.FAILED_PRECONDITION, "optimizer used before Configure")
             return self._view
 
+    def _declared(self, name: str):
+        """Raises Unimplemented unless the optimizer's Info declares the
+        feature name: the host calls a feature's method only then."""
+        features = self.guard("Info", self.opt.info).features
+        if not getattr(features, name.replace("-", "_"), False):
+            raise _Failure(Code.UNIMPLEMENTED, f"optimizer does not declare the {name!r} feature")
+
     def step(self, request, context):
-        h = self._current_host()
-        out = self.guard("Step", lambda: self.opt.step(h, step_input_from_pb(request.input)))
+        self._current_host()
+        out = self.guard("Step", lambda: self.opt.step(step_input_from_pb(request.input)))
         try:
             return pb.StepResponse(output=step_output_to_pb(out))
         except (TypeError, ValueError) as e:
             raise _Failure(Code.INTERNAL, f"step returned {out!r}, want a dict of float metrics: {e}") from None
 
     def predictive(self, request, context):
-        if not is_predictor(self.opt):
-            raise _Failure(Code.UNIMPLEMENTED, "optimizer does not implement predictive")
+        self._declared("predictive")
         p = self.guard("Predictive", self.opt.predictive)
         return pb.PredictiveResponse(predictive=predictive_to_pb(p))
 
     def save_state(self, request, context):
-        if not is_stateful(self.opt):
-            raise _Failure(Code.UNIMPLEMENTED, "optimizer does not implement save_state and load_state")
+        self._declared("state")
         blob, vecs = self.guard("SaveState", self.opt.save_state)
         return pb.SaveStateResponse(blob=bytes(blob or b""), vecs=list(vecs or []))
 
     def load_state(self, request, context):
-        if not is_stateful(self.opt):
-            raise _Failure(Code.UNIMPLEMENTED, "optimizer does not implement save_state and load_state")
+        self._declared("state")
         self.guard("LoadState", lambda: self.opt.load_state(request.blob))
         return pb.LoadStateResponse()
 
     def finalize(self, request, context):
-        if not is_finalizer(self.opt):
-            raise _Failure(Code.UNIMPLEMENTED, "optimizer does not implement finalize")
-        h = self._current_host()
-        self.guard("Finalize", lambda: self.opt.finalize(h))
+        self._declared("finalize")
+        self._current_host()
+        self.guard("Finalize", self.opt.finalize)
         return pb.FinalizeResponse()
 
 

@@ -4,6 +4,7 @@ what the optimizer says (Info, Predictive)."""
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional
@@ -16,15 +17,32 @@ from .program import OPSET, Handles, Vec
 PROTOCOL_MAJOR = 1
 PROTOCOL_MINOR = OPSET["protocol_minor"]
 
-# Capabilities (optim.Capability).
-CAP_MEMBERS = "members"
-"""The optimizer trains every member of a run with several members."""
-CAP_MEMBER_DATA_ORDER = "member-data-order"
-"""Every member gets its own data order (deep ensembles)."""
-CAP_OWNS_UPDATE = "owns-update"
-"""The optimizer applies its own update and never sends base_step or set_lr:
-the host uses and records no base optimizer for it, and shows the step
-metric "lr" it reports as the run's learning rate."""
+# FEATURES is the table of optional features (optim.FeatureSet): each
+# entry's "name" is its name on the wire, its Features field is the name
+# with "-" as "_", and "method" names the Optimizer method it enables.
+FEATURES = OPSET["features"]
+
+
+def _feature_field(name: str) -> str:
+    return name.replace("-", "_")
+
+
+Features = dataclasses.make_dataclass(
+    "Features", [(_feature_field(f["name"]), bool, field(default=False)) for f in FEATURES],
+    namespace={
+        "__doc__": "An optimizer's optional features (optim.Features), declared once in its Info:\n" +
+                   "\n".join(f"  {_feature_field(f['name'])}: {f['doc']}" for f in FEATURES),
+        "names": lambda self: [f["name"] for f in FEATURES if getattr(self, _feature_field(f["name"]))],
+    })
+"""An optimizer's optional features (optim.Features), one bool per entry
+of FEATURES; names() lists those it has, by wire name."""
+
+
+def features_of(names) -> "Features":
+    """The Features named in names (wire names); unknown ones are ignored."""
+    known = {f["name"] for f in FEATURES}
+    return Features(**{_feature_field(n): True for n in names if n in known})
+
 
 # Hyperparameter types (optim.ParamType).
 FLOAT, INT, BOOL, STRING = "float", "int", "bool", "string"
@@ -45,16 +63,14 @@ class ParamSpec:
 
 @dataclass
 class Info:
-    """What a plugin says about itself."""
+    """What a plugin says about itself. protocol_minor 0 is stamped with
+    this SDK's (PROTOCOL_MINOR) when served."""
 
     name: str
     version: str = "0.0.0"
-    protocol_minor: int = PROTOCOL_MINOR
-    capabilities: List[str] = field(default_factory=list)
+    protocol_minor: int = 0
+    features: "Features" = field(default_factory=lambda: Features())
     params: List[ParamSpec] = field(default_factory=list)
-
-    def has(self, cap: str) -> bool:
-        return cap in self.capabilities
 
 
 @dataclass
@@ -152,19 +168,24 @@ class Host:
 
 
 class Optimizer:
-    """What a plugin implements. step is called once per minibatch: it
-    sends programs to host and returns the step's metrics as a dict.
+    """What a plugin implements (optim.Optimizer). configure binds the host
+    the optimizer drives for the rest of the run (keep it); step is called
+    once per minibatch, sends programs to that host and returns the step's
+    metrics as a dict.
 
-    Optional methods, found by name as Go finds interfaces:
-      predictive(self) -> Predictive        (optim.Predictor)
-      save_state(self) -> (bytes, [Vec])    (optim.Stateful, with load_state)
+    The other methods belong to optional features (Features, declared in
+    Info): the host calls each only when its feature is declared. This
+    class has their defaults, so a subclass writes info, configure and
+    step, and the methods of the features it declares:
+      predictive(self) -> Predictive        (features.predictive)
+      save_state(self) -> (bytes, [Vec])    (features.state, with load_state)
       load_state(self, blob: bytes) -> None
-      resolved(self) -> dict                (optim.Resolver: the values of
-          hyperparameters configure derived, a -1 "auto" made concrete, by
-          name; called after a successful configure, recorded by the host)
-      finalize(self, host: Host) -> None    (optim.Finalizer, protocol minor
-          6: called once after the last step, before the run is evaluated
-          and its model saved; it may send programs, e.g. update_bn)
+      finalize(self) -> None                (features.finalize: called once
+          after the last step, before the run is evaluated and its model
+          saved; it may send programs, e.g. update_bn)
+      resolved(self) -> dict                (always asked after configure:
+          the values of hyperparameters configure derived, a -1 "auto"
+          made concrete, by name; the host records them)
     """
 
     def info(self) -> Info:  # pragma: no cover - interface
@@ -173,29 +194,32 @@ class Optimizer:
     def configure(self, host: Host, config: Config) -> None:  # pragma: no cover - interface
         raise NotImplementedError
 
-    def step(self, host: Host, inp: StepInput) -> Dict[str, float]:  # pragma: no cover - interface
+    def step(self, inp: StepInput) -> Dict[str, float]:  # pragma: no cover - interface
         raise NotImplementedError
 
+    def predictive(self) -> Predictive:
+        """The point estimate of member 0 (no features.predictive)."""
+        return Predictive(kind=PredictiveKind.POINT)
 
-def is_predictor(opt) -> bool:
-    return callable(getattr(opt, "predictive", None))
+    def save_state(self):
+        """Nothing (no features.state): the state lives on the host."""
+        return b"", []
 
+    def load_state(self, blob: bytes) -> None:
+        """Only an empty state loads (no features.state)."""
+        if blob:
+            raise ValueError(f"unexpected {len(blob)}-byte state for an optimizer without state")
 
-def is_stateful(opt) -> bool:
-    return callable(getattr(opt, "save_state", None)) and callable(getattr(opt, "load_state", None))
+    def finalize(self) -> None:
+        """Nothing (no features.finalize)."""
 
-
-def is_finalizer(opt) -> bool:
-    return callable(getattr(opt, "finalize", None))
-
-
-def is_resolver(opt) -> bool:
-    return callable(getattr(opt, "resolved", None))
+    def resolved(self):
+        """Nothing derived: every hyperparameter trains as configured."""
+        return None
 
 
 __all__ = [
-    "PROTOCOL_MAJOR", "PROTOCOL_MINOR", "CAP_MEMBERS", "CAP_MEMBER_DATA_ORDER",
+    "PROTOCOL_MAJOR", "PROTOCOL_MINOR", "FEATURES", "Features", "features_of",
     "FLOAT", "INT", "BOOL", "STRING", "ParamSpec", "Info", "Tensor", "MemberLayout", "Layout",
     "Config", "StepInput", "PredictiveKind", "Predictive", "Host", "Optimizer",
-    "is_predictor", "is_stateful", "is_resolver", "is_finalizer",
 ]

@@ -10,7 +10,7 @@ from typing import Any, Dict, List
 from ._pb import plugin_pb2 as pb
 from .errors import Code, Error, OpError, VecError
 from .hparams import check
-from .optimizer import (BOOL, FLOAT, INT, PROTOCOL_MINOR, STRING, Config, Info, Layout, MemberLayout,
+from .optimizer import (BOOL, FLOAT, INT, PROTOCOL_MINOR, STRING, Config, Features, Info, features_of, Layout, MemberLayout,
                         ParamSpec, Predictive, StepInput, Tensor)
 from .program import (ENUMS, OPS, OPSET, Batch, K, Program, Reg, Result, Term, as_num, new_result,
                       op_name, op_spec)
@@ -69,14 +69,31 @@ def param_spec_to_pb(s: ParamSpec) -> pb.ParamSpec:
 
 
 def info_to_pb(info: Info) -> pb.Info:
-    out = pb.Info(name=info.name, version=info.version, protocol_minor=info.protocol_minor,
-                  capabilities=[str(c) for c in info.capabilities])
+    """The Info for the wire: its features by name among the capabilities,
+    the protocol minor stamped with PROTOCOL_MINOR when it is 0."""
+    if not isinstance(info.features, Features):
+        raise TypeError(f"features must be optlab.Features, got {type(info.features).__name__}")
+    out = pb.Info(name=info.name, version=info.version, protocol_minor=info.protocol_minor or PROTOCOL_MINOR,
+                  capabilities=info.features.names())
     for s in info.params:
         try:
             out.params.append(param_spec_to_pb(s))
         except ValueError as e:
             raise ValueError(f"info of {info.name!r}: {e}") from None
     return out
+
+
+def info_response_to_pb(info: Info) -> pb.InfoResponse:
+    """The Info call's reply: the Info, and predictive, state and finalize
+    also in the booleans by which hosts before feature names knew them."""
+    f = info.features
+    return pb.InfoResponse(info=info_to_pb(info), predictor=f.predictive, stateful=f.state, finalizer=f.finalize)
+
+
+def info_from_pb(msg: pb.Info) -> Info:
+    """A received Info (params left out); unknown feature names are ignored."""
+    return Info(name=msg.name, version=msg.version, protocol_minor=msg.protocol_minor,
+                features=features_of(msg.capabilities))
 
 
 def config_from_pb(c: pb.Config) -> Config:

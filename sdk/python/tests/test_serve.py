@@ -174,7 +174,7 @@ class ServeTest(unittest.TestCase):
     def test_info(self):
         r = self.p.call("Info", pb.InfoRequest(), pb.InfoResponse)
         self.assertEqual((r.info.name, r.info.version, r.info.protocol_minor), ("toy", "1.2.3", 6))
-        self.assertEqual(list(r.info.capabilities), ["members"])
+        self.assertEqual(list(r.info.capabilities), ["members", "base-step", "predictive", "state", "finalize"])
         self.assertTrue(r.predictor)
         self.assertTrue(r.stateful)
         self.assertTrue(r.finalizer)

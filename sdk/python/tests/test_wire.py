@@ -73,6 +73,12 @@ def _snake_upper(name):
     return re.sub(r"(?<=[a-z])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])", "_", name).upper()
 
 
+
+def optlab_method(go_name):
+    """The Python name of a Go method: SaveState -> save_state."""
+    return re.sub(r"(?<!^)([A-Z])", r"_\1", go_name).lower()
+
+
 class WireTest(unittest.TestCase):
     def test_every_op_round_trip(self):
         # Every op of the table, with every field set, immediates and
@@ -252,14 +258,36 @@ class WireTest(unittest.TestCase):
             rho: float = optlab.param(0.05, range="[0,)", doc="radius")
             m: int = optlab.param(1)
 
-        info = optlab.Info(name="x", version="1", capabilities=[optlab.CAP_MEMBERS], params=optlab.specs(Params))
+        info = optlab.Info(name="x", version="1", features=optlab.Features(members=True), params=optlab.specs(Params))
         m = wire.info_to_pb(info)
-        self.assertEqual((m.name, m.version, m.protocol_minor, list(m.capabilities)), ("x", "1", 6, ["members"]))
+        self.assertEqual((m.name, m.version, m.protocol_minor, list(m.capabilities)),
+                         ("x", "1", optlab.PROTOCOL_MINOR, ["members"]))
         self.assertEqual((m.params[0].default.float_value, m.params[0].range, m.params[1].default.int_value), (0.05, "[0,)", 1))
         bad = optlab.Info(name="x", params=[optlab.ParamSpec("k", "int", default="one")])
         with self.assertRaises(ValueError) as cm:
             wire.info_to_pb(bad)
         self.assertIn("info of 'x': hyperparameter 'k': default 'one' (str) does not match type int", str(cm.exception))
+
+    def test_features(self):
+        """Every feature of the op table (Go's optim.FeatureSet, through
+        ops.json) is a field of optlab.Features, in order, and crosses the
+        wire alone under its name, in the capabilities and, for the three
+        that hosts once knew by booleans, in those too."""
+        fields = [f.name for f in dataclasses.fields(optlab.Features)]
+        self.assertEqual(fields, [f["name"].replace("-", "_") for f in optlab.FEATURES])
+        self.assertEqual([f["name"] for f in optlab.FEATURES],
+                         ["members", "member-data-order", "owns-update", "base-step", "predictive", "state", "finalize"])
+        for f in optlab.FEATURES:
+            feats = optlab.Features(**{f["name"].replace("-", "_"): True})
+            r = wire.info_response_to_pb(optlab.Info(name="x", features=feats))
+            self.assertEqual(list(r.info.capabilities), [f["name"]])
+            self.assertEqual((r.predictor, r.stateful, r.finalizer),
+                             (f["name"] == "predictive", f["name"] == "state", f["name"] == "finalize"))
+            self.assertEqual(wire.info_from_pb(r.info).features, feats)
+            if f.get("method"):
+                self.assertTrue(callable(getattr(optlab.Optimizer, optlab_method(f["method"]))), f)
+        with self.assertRaises(TypeError):
+            wire.info_to_pb(optlab.Info(name="x", features=["members"]))
 
     def test_params_to_pb(self):
         r = pb.ConfigureResponse()
@@ -373,7 +401,7 @@ class SAMExampleTest(unittest.TestCase):
         params = {s.name: s.default for s in sam.info().params}
         sam.configure(h, optlab.Config(params=params, members=2))
         for step in range(2):
-            self.assertEqual(sam.step(h, optlab.StepInput(step=step, lr=0.1)), {})
+            self.assertEqual(sam.step(optlab.StepInput(step=step, lr=0.1)), {})
         with open(SAM_GOLDEN, encoding="utf-8") as f:
             self.assertEqual(out.getvalue(), f.read())
 

@@ -25,19 +25,21 @@ class Toy(optlab.Optimizer):
         self.steps = 0
 
     def info(self):
-        return optlab.Info(name="toy", version="1.2.3", capabilities=[optlab.CAP_MEMBERS], params=optlab.specs(Params))
+        return optlab.Info(name="toy", version="1.2.3", params=optlab.specs(Params),
+                           features=optlab.Features(members=True, base_step=True, predictive=True, state=True,
+                                                    finalize=True))
 
     def configure(self, host, config):
         with optlab.wrap_errors("toy"):
             self.cfg = optlab.apply(Params, config.params)
-        self.hs = config.namespace("toy")
+        self.host, self.hs = host, config.namespace("toy")
         self.g = self.hs.per_member("g", config.members)
         p = self.hs.prog()
         for m, g in enumerate(self.g):
             p.alloc(g, m)
         host.exec(p)
 
-    def step(self, host, inp):
+    def step(self, inp):
         fault = self.cfg.fault
         if fault == "fail":
             raise optlab.Error(f"toy: failure at step {inp.step}")
@@ -60,7 +62,7 @@ class Toy(optlab.Optimizer):
             p.read(ev.loss, ev.acc)
         p.read(n)
         with optlab.wrap_errors("toy: step"):
-            r = host.exec(p)
+            r = self.host.exec(p)
         self.steps += 1
         loss, acc = r.mean(evs)
         return {"loss": loss * self.cfg.scale, "acc": acc, "norm": r.get(n), "lr": inp.lr}
@@ -78,8 +80,8 @@ class Toy(optlab.Optimizer):
     def load_state(self, blob):
         self.steps = int(blob.decode())
 
-    def finalize(self, host):
-        host.exec(self.hs.prog().update_bn(optlab.params_of(0)))
+    def finalize(self):
+        self.host.exec(self.hs.prog().update_bn(optlab.params_of(0)))
 
 
 if __name__ == "__main__":
