@@ -51,11 +51,11 @@ func (o *SAM) Step(ctx context.Context, _ optim.StepInput) (optim.StepOutput, er
 	evs := make([]optim.Eval, len(o.g))
 	for m, g := range o.g {
 		th := optim.ParamsOf(m)
-		evs[m] = p.Grad(g, th, optim.Batch{}, optim.BNUpdate)             // g = ∇L(θ)
+		evs[m] = p.Grad(g, th, optim.Batch{}, optim.BNUpdate)            // g = ∇L(θ)
 		scale := p.Div(optim.K(o.Rho), p.Add(p.Norm(g), optim.K(1e-12))) // ρ/‖g‖
-		p.Copy(o.saved[m], th).Axpy(th, scale, g)                         // θ ← θ + ρ·g/‖g‖
-		p.Grad(g, th, optim.Batch{}, optim.BNFreeze)                      // g = ∇L(θ + e)
-		p.Copy(th, o.saved[m]).BaseStep(th, g)                            // back to θ; base step
+		p.Copy(o.saved[m], th).Axpy(th, scale, g)                        // θ ← θ + ρ·g/‖g‖
+		p.Grad(g, th, optim.Batch{}, optim.BNFreeze)                     // g = ∇L(θ + e)
+		p.Copy(th, o.saved[m]).BaseStep(th, g)                           // back to θ; base step
 	}
 	p.ReportMetrics(p.Mean(evs))
 	if _, err := o.h.Exec(ctx, p); err != nil {
