@@ -14,6 +14,8 @@ import (
 // name, without a sweep's values), arch, dataset, plugin and seed. A
 // configuration key the record lacks has its identity.Defaults value (so
 // data.label_noise.rate=0 matches the runs without label noise), or none.
+// The keys are those of this optlab's identity version
+// (Record.MigratedConfig).
 type Where struct {
 	Key, Value string
 }
@@ -53,7 +55,11 @@ func (w Where) Match(r Record) bool {
 	case "seed":
 		got, ok = r.Seed, true
 	default:
-		got, ok = r.Config[w.Key]
+		cfg, err := r.MigratedConfig()
+		if err != nil {
+			cfg = r.Config // a newer optlab's record: its keys as they are
+		}
+		got, ok = cfg[w.Key]
 		if !ok {
 			got, ok = identity.Defaults()[w.Key]
 		}
