@@ -129,8 +129,10 @@ func (r *Runner) forRun(run experiment.Run) *Runner {
 	return &c
 }
 
-// Record starts the result record of a run (without metrics); its
-// Config is the run's Config, rendered.
+// Record starts the result record of a run (without metrics): the one
+// place records are made. Its Config is the run's Config, rendered by the
+// identity declaration (identity.Config.Map), and Identity that
+// declaration's version.
 func (r *Runner) Record(run experiment.Run, m Optimizer) results.Record {
 	r = r.forRun(run)
 	tr := r.Exp.Train
