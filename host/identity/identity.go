@@ -17,6 +17,14 @@
 // the configurations of the previous one to it (Migrate), so that records
 // written before keep their meaning; records written before versions were
 // recorded are version 1.
+//
+// A new setting whose default is what every run did before it existed is
+// no change of the rules: it gets a Setting with that Default and
+// OmitDefault, and the configurations of runs at the default keep their
+// hash. Recording an existing setting differently is one: Version goes up,
+// Settings returns the new declaration (the old one stays, for its tests),
+// and migrations gains the function that rewrites a configuration of the
+// previous version as the new one records it.
 package identity
 
 import (
@@ -99,9 +107,12 @@ const paramsKey = "params"
 // that was added later is in use ([data.label_noise], [eval.corruptions]).
 // results.ConfigDiff compares a missing one, on either side, as its value
 // here: turning a setting on, or off again, is a difference.
-func Defaults() map[string]any {
+func Defaults() map[string]any { return defaultsOf(Settings()) }
+
+// defaultsOf is Defaults of a declaration.
+func defaultsOf(settings []Setting) map[string]any {
 	out := map[string]any{}
-	for _, s := range Settings() {
+	for _, s := range settings {
 		if s.Key != "" && s.Default != nil {
 			out[s.Key] = s.Default
 		}

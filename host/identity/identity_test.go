@@ -199,16 +199,13 @@ func configs() map[string]Config {
 	return out
 }
 
-// TestVersion1 reproduces the configurations of the rules before versions
-// (legacyMap), value and Go type, for configurations that take every
-// branch of them: records written before keep their configuration and
-// hash.
+// TestVersion1: the declaration of version 1 reproduces the
+// configurations of the rules before versions (legacyMap), value and Go
+// type, for configurations that take every branch of them, and their
+// defaults: records written before keep their configuration and hash.
 func TestVersion1(t *testing.T) {
-	if Version != 1 {
-		t.Skip("TestVersion1 compares the rules of version 1; Settings is now version", Version)
-	}
 	for name, c := range configs() {
-		got, want := c.Map(), legacyMap(c)
+		got, want := render(c, settingsV1()), legacyMap(c)
 		if reflect.DeepEqual(got, want) {
 			continue
 		}
@@ -225,8 +222,8 @@ func TestVersion1(t *testing.T) {
 			}
 		}
 	}
-	if got := Defaults(); !reflect.DeepEqual(got, legacyOmittedDefaults) {
-		t.Errorf("Defaults() = %v\nwant %v", got, legacyOmittedDefaults)
+	if got, want := defaultsOf(settingsV1()), legacyOmittedDefaults(); !reflect.DeepEqual(got, want) {
+		t.Errorf("version 1's defaults = %v\nwant %v", got, want)
 	}
 }
 

@@ -14,22 +14,24 @@ import (
 )
 
 // legacyOmittedDefaults is results.OmittedDefaults before versions.
-var legacyOmittedDefaults = map[string]any{
-	"train.precision":             "fp32",
-	"model.memory_format":         "contiguous",
-	"train.deterministic":         false,
-	"train.cudnn_benchmark":       false,
-	"train.tf32":                  false,
-	"data.label_noise.kind":       "",
-	"data.label_noise.rate":       0.0,
-	"data.label_noise.seed":       int64(0),
-	"data.label_noise.map":        "",
-	"eval.best_epoch":             "",
-	"eval.corruptions.families":   "",
-	"eval.corruptions.severities": "",
-	"eval.corruptions.seed":       int64(0),
-	"data.layout":                 "nchw",
-	"model.torchscript_init":      "file",
+func legacyOmittedDefaults() map[string]any {
+	return map[string]any{
+		"train.precision":             "fp32",
+		"model.memory_format":         "contiguous",
+		"train.deterministic":         false,
+		"train.cudnn_benchmark":       false,
+		"train.tf32":                  false,
+		"data.label_noise.kind":       "",
+		"data.label_noise.rate":       0.0,
+		"data.label_noise.seed":       int64(0),
+		"data.label_noise.map":        "",
+		"eval.best_epoch":             "",
+		"eval.corruptions.families":   "",
+		"eval.corruptions.severities": "",
+		"eval.corruptions.seed":       int64(0),
+		"data.layout":                 "nchw",
+		"model.torchscript_init":      "file",
+	}
 }
 
 // legacyMap is Config.Map before versions.
