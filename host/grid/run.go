@@ -165,7 +165,7 @@ func newRunner(sess *Session, store *results.Store, o RunOptions) *train.Runner 
 func (g *gridRun) run(ctx context.Context, run experiment.Run, res *Result) (lost, err error) {
 	log := g.o.Log
 	m := g.plan.Method(run)
-	st, err := g.store.Begin(ctx, run.Key, g.runner.Record(run, m).Config)
+	st, err := g.store.Begin(ctx, run.Key, g.runner.Config(run, m).Map())
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, g.interrupted(ctx)
@@ -233,7 +233,9 @@ func (g *gridRun) useData(ctx context.Context, run experiment.Run) error {
 	return nil
 }
 
-// train launches the method's plugin for one run and trains it.
+// train launches the method's plugin for one run and trains it. Its
+// record is made by the runner (train.Runner.Record), once: in Run, or
+// here for a plugin that did not start.
 func (g *gridRun) train(ctx context.Context, run experiment.Run, m train.Optimizer) (results.Record, error) {
 	c, err := g.plan.Launch(ctx, run.Method)
 	if err != nil {

@@ -22,6 +22,8 @@ import (
 	"os"
 	"sort"
 	"time"
+
+	"github.com/optlab/optlab/host/identity"
 )
 
 // Run status values.
@@ -59,6 +61,12 @@ type Record struct {
 	Config map[string]any `json:"config"`
 	// ConfigHash is HashConfig(Config); Append fills it when empty.
 	ConfigHash string `json:"config_hash"`
+	// Identity is the identity version of Config: the rules it was
+	// rendered by (identity.Version of the optlab that wrote it); 0 in
+	// records written before versions were recorded, which are version 1.
+	// It is not hashed. MigratedConfig is Config under this optlab's
+	// version, which a run's configuration now is compared with.
+	Identity int `json:"identity,omitempty"`
 	// Resolved holds, under Config's keys ("params.rho2"), the values the
 	// optimizer chose in Configure for hyperparameters whose configured
 	// value left the choice to it (optim.Resolver: OT-MDR's rho2 = -1 is
@@ -148,6 +156,33 @@ func (r *Record) MethodName() string {
 		return r.Base
 	}
 	return r.Method
+}
+
+// MigratedConfig returns the record's Config as this optlab's identity
+// version records configurations (identity.Migrate), in a new map, to be
+// compared with the configuration of a run now (ConfigDiff). A record of
+// an identity version this optlab does not know (a newer one's) is an
+// error.
+func (r *Record) MigratedConfig() (map[string]any, error) {
+	cfg, err := identity.Migrate(r.Config, r.Identity)
+	if err != nil {
+		return nil, fmt.Errorf("record %q: %w", r.Key, err)
+	}
+	return cfg, nil
+}
+
+// sameRun reports whether a and b have the same configuration
+// (SameConfig), each under this optlab's identity version.
+func sameRun(a, b *Record) (bool, error) {
+	ca, err := a.MigratedConfig()
+	if err != nil {
+		return false, err
+	}
+	cb, err := b.MigratedConfig()
+	if err != nil {
+		return false, err
+	}
+	return SameConfig(ca, cb), nil
 }
 
 // validate checks the fields every record must have.
@@ -401,8 +436,9 @@ func Finished(path string) (map[string]bool, error) {
 // ConfigHash differs: they would be pooled into one table cell although
 // they are different configurations. A record with an empty ConfigHash is
 // compared by HashConfig(Config). Records whose hashes differ only because
-// one was written by an older optlab, whose config has fewer keys, are the
-// same configuration (SameConfig).
+// one was written by an older optlab, whose config has fewer keys or is of
+// an earlier identity version, are the same configuration (SameConfig of
+// their MigratedConfig).
 func Merge(recs []Record) ([]Record, error) {
 	type id struct{ exp, key string }
 	index := make(map[id]int)
@@ -432,7 +468,15 @@ func Merge(recs []Record) ([]Record, error) {
 			first[c] = i
 			continue
 		}
-		if o := out[j]; o.ConfigHash != r.ConfigHash && !SameConfig(o.Config, r.Config) {
+		o := &out[j]
+		if o.ConfigHash == r.ConfigHash {
+			continue
+		}
+		same, err := sameRun(o, r)
+		if err != nil {
+			return nil, fmt.Errorf("merge: %w", err)
+		}
+		if !same {
 			return nil, fmt.Errorf("merge: method %q (experiment %q, dataset %q, arch %q) mixes configurations: run %q has config hash %s but run %q has %s",
 				r.Method, r.Experiment, r.Dataset, r.Arch, o.Key, o.ConfigHash, r.Key, r.ConfigHash)
 		}

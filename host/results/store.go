@@ -145,19 +145,31 @@ type Start struct {
 func (st Start) Train() bool { return st.Skip == NotSkipped }
 
 // Begin decides whether this host trains run key, whose configuration is
-// now cfg (the record's Config), and claims it when it does. A run that
-// finished with another configuration is superseded first: its records
+// now cfg (the record's Config, of identity.Version), and claims it when it
+// does. A finished record's configuration is compared under this version
+// (Record.MigratedConfig); a record of a version this optlab does not know
+// is an error. A run that finished with another configuration is
+// superseded first: its records
 // move to superseded/runs.jsonl, its curve, final model and TensorBoard
 // folder under superseded/ with the time in their names (KeepAside).
 // When ctx is done before the claim, Begin returns its cause.
 func (s *Store) Begin(ctx context.Context, key string, cfg map[string]any) (Start, error) {
 	var st Start
 	if fin, ok := s.done[key]; ok {
-		diff := ConfigDiff(fin.rec.Config, cfg)
+		old, err := fin.rec.MigratedConfig()
+		if err != nil {
+			return st, fmt.Errorf("%s: %w", fin.file, err)
+		}
+		diff := ConfigDiff(old, cfg)
 		if len(diff) == 0 {
 			return Start{Skip: SkipFinished}, nil
 		}
-		stale := func(r Record) bool { return len(ConfigDiff(r.Config, cfg)) > 0 }
+		// A record of an identity version this optlab does not know is
+		// left where it is.
+		stale := func(r Record) bool {
+			old, err := r.MigratedConfig()
+			return err == nil && len(ConfigDiff(old, cfg)) > 0
+		}
 		aside := func() error {
 			for _, f := range RunFiles(key) {
 				if _, err := s.Layout.KeepAside(filepath.Join(s.Layout.Dir, f)); err != nil {

@@ -4,14 +4,18 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+
+	"github.com/optlab/optlab/host/identity"
 )
 
 // Where is a condition on records: KEY=VALUE, where KEY is a key of the
 // record's configuration (data.label_noise.rate, train.optimizer.lr,
 // params.rho, …) or one of the record's own fields method (the [[method]]
-// name, without a sweep's values), arch, dataset, plugin and seed. A configuration key the record lacks has its
-// OmittedDefaults value (so data.label_noise.rate=0 matches the runs
-// without label noise), or none.
+// name, without a sweep's values), arch, dataset, plugin and seed. A
+// configuration key the record lacks has its identity.Defaults value (so
+// data.label_noise.rate=0 matches the runs without label noise), or none.
+// The keys are those of this optlab's identity version
+// (Record.MigratedConfig).
 type Where struct {
 	Key, Value string
 }
@@ -51,9 +55,13 @@ func (w Where) Match(r Record) bool {
 	case "seed":
 		got, ok = r.Seed, true
 	default:
-		got, ok = r.Config[w.Key]
+		cfg, err := r.MigratedConfig()
+		if err != nil {
+			cfg = r.Config // a newer optlab's record: its keys as they are
+		}
+		got, ok = cfg[w.Key]
 		if !ok {
-			got, ok = OmittedDefaults[w.Key]
+			got, ok = identity.Defaults()[w.Key]
 		}
 	}
 	if !ok {

@@ -10,11 +10,13 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 
 	"github.com/optlab/optlab/host/checkpoint"
 	"github.com/optlab/optlab/host/checkpoint/statedict"
 	"github.com/optlab/optlab/host/experiment"
+	"github.com/optlab/optlab/host/identity"
 	"github.com/optlab/optlab/host/observe"
 	"github.com/optlab/optlab/host/results"
 	"github.com/optlab/optlab/sdk/optim"
@@ -133,6 +135,7 @@ func (r *Runner) saveState(ctx context.Context, t *training, ls loopState) error
 		return err
 	}
 	meta[metaConfig] = string(c)
+	meta[metaIdentity] = strconv.Itoa(identity.Version)
 	if err := os.MkdirAll(filepath.Dir(t.statePath), 0o755); err != nil {
 		return err
 	}
@@ -169,6 +172,11 @@ func (r *Runner) saveModel(ctx context.Context, t *training) error {
 // configuration (its record's Config, as JSON).
 const metaConfig = "optlab.config"
 
+// metaIdentity is the training-state metadata key holding the identity
+// version of its metaConfig (identity.Version); states saved before
+// versions were recorded lack it (version 1).
+const metaIdentity = "optlab.identity"
+
 // retireStaleState moves run's saved training state aside when it was saved
 // with another configuration than cfg (the experiment was edited since), so
 // that the run starts over instead of resuming someone else's training, and
@@ -192,6 +200,15 @@ func (r *Runner) retireStaleState(run experiment.Run, path string, cfg map[strin
 	var old map[string]any
 	if err := json.Unmarshal([]byte(saved), &old); err != nil {
 		return fmt.Errorf("resuming from %s: configuration: %w", path, err)
+	}
+	version := 0
+	if v, ok := meta[metaIdentity]; ok {
+		if version, err = strconv.Atoi(v); err != nil {
+			return fmt.Errorf("resuming from %s: identity version: %w", path, err)
+		}
+	}
+	if old, err = identity.Migrate(old, version); err != nil {
+		return fmt.Errorf("resuming from %s: %w", path, err)
 	}
 	diff := results.ConfigDiff(old, cfg)
 	if len(diff) == 0 {

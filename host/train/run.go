@@ -19,6 +19,7 @@ import (
 	"github.com/optlab/optlab/host/data/devset"
 	"github.com/optlab/optlab/host/engine"
 	"github.com/optlab/optlab/host/experiment"
+	"github.com/optlab/optlab/host/identity"
 	"github.com/optlab/optlab/host/model"
 	"github.com/optlab/optlab/host/observe"
 	"github.com/optlab/optlab/host/results"
@@ -128,15 +129,17 @@ func (r *Runner) forRun(run experiment.Run) *Runner {
 	return &c
 }
 
-// Record starts the result record of a run (without metrics); its
-// Config is the run's Config, rendered.
+// Record starts the result record of a run (without metrics): the one
+// place records are made. Its Config is the run's Config, rendered by the
+// identity declaration (identity.Config.Map), and Identity that
+// declaration's version.
 func (r *Runner) Record(run experiment.Run, m Optimizer) results.Record {
 	r = r.forRun(run)
 	tr := r.Exp.Train
 	cfg := r.Config(run, m).Map()
 	rec := results.Record{
 		Experiment: r.Exp.Name, Key: run.Key, Method: run.Label, Plugin: m.Plugin, PluginVersion: m.Version,
-		Config: cfg, Dataset: r.Exp.Data.Dataset, Arch: run.Arch, Seed: run.Seed, Epochs: tr.Epochs,
+		Config: cfg, Identity: identity.Version, Dataset: r.Exp.Data.Dataset, Arch: run.Arch, Seed: run.Seed, Epochs: tr.Epochs,
 		Device: r.Dev.String(), Libtorch: tensor.LibtorchDescription(), BLAS: tensor.BLASInUse().String(), GitCommit: r.Meta.GitCommit, Host: r.Meta.Host,
 		Numerics: &results.Numerics{Deterministic: tr.Deterministic, CudnnBenchmark: tr.CudnnBenchmark, TF32: tr.TF32},
 	}
