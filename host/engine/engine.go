@@ -75,7 +75,7 @@ type Config struct {
 	// from the device: for debugging only.
 	DebugNonFinite bool
 	// OwnsUpdate says that the optimizer applies its own update
-	// (optim.CapOwnsUpdate): Base is not used, and a BaseStep or SetLR
+	// (optim.Features.OwnsUpdate): Base is not used, and a BaseStep or SetLR
 	// fails, naming itself.
 	OwnsUpdate bool
 }

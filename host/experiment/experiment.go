@@ -663,7 +663,7 @@ type Method struct {
 
 // BaseOptimizerKeys are the keys of [train.optimizer] that configure only
 // the base optimizer (the BaseStep op): a plugin that applies its own
-// update (optim.CapOwnsUpdate) ignores them. lr is not among them: the
+// update (optim.Features.OwnsUpdate) ignores them. lr is not among them: the
 // schedule's learning rate reaches every plugin as StepInput.LR.
 func BaseOptimizerKeys() []string {
 	return []string{"name", "momentum", "nesterov", "weight_decay", "betas", "eps"}

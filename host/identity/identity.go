@@ -48,7 +48,7 @@ import (
 const Version = 1
 
 // NoBaseOptimizer is the train.optimizer of the configuration of a run
-// whose optimizer applies its own update (optim.CapOwnsUpdate).
+// whose optimizer applies its own update (optim.Features.OwnsUpdate).
 const NoBaseOptimizer = "none (the plugin's own update)"
 
 // Config is what makes a run the run it is: the method's plugin and
@@ -80,7 +80,7 @@ type Config struct {
 	// file in member order, joined by "+"; "" when it has none.
 	ArchContent string `toml:"arch_content"`
 	// OwnsUpdate says that the optimizer applies its own update
-	// (optim.CapOwnsUpdate): Train.Optimizer's base optimizer is not used,
+	// (optim.Features.OwnsUpdate): Train.Optimizer's base optimizer is not used,
 	// only its lr.
 	OwnsUpdate bool `toml:"owns_update"`
 }

@@ -32,7 +32,7 @@ type Start struct {
 // its StepOutput's: "loss", "acc" and the method's own). LR is the
 // learning rate the step used: its BaseSteps' (the schedule's, or member
 // 0's SetLR override), or the metric "lr" that an optimizer owning its
-// update (optim.CapOwnsUpdate) reports, else the schedule's.
+// update (optim.Features.OwnsUpdate) reports, else the schedule's.
 type Step struct {
 	Step    int64 // steps taken, this one included (1-based)
 	Epoch   int   // 1-based

@@ -29,7 +29,7 @@ type training struct {
 	// perEpoch and total are the optimizer steps per epoch and in all.
 	perEpoch, total int64
 	// ownsUpdate says that the optimizer applies its own update
-	// (optim.CapOwnsUpdate).
+	// (optim.Features.OwnsUpdate).
 	ownsUpdate bool
 
 	sched *Schedule

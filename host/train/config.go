@@ -54,7 +54,7 @@ func archIdentity(members []string) string {
 }
 
 // NoBaseOptimizer is the train.optimizer of the configuration of a run
-// whose optimizer applies its own update (optim.CapOwnsUpdate).
+// whose optimizer applies its own update (optim.Features.OwnsUpdate).
 const NoBaseOptimizer = identity.NoBaseOptimizer
 
 // resolvedOf returns what opt chose in Configure for the hyperparameters

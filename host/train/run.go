@@ -79,7 +79,7 @@ type Optimizer struct {
 	// Params are the validated hyperparameters, defaults filled in.
 	Params map[string]any
 	// OwnsUpdate says that the optimizer applies its own update
-	// (optim.CapOwnsUpdate): the run has no base optimizer, and its record
+	// (optim.Features.OwnsUpdate): the run has no base optimizer, and its record
 	// says so. grid.Plan.Method sets it from the plugin's Info, which a
 	// run's Optimizer declaring the capability implies too.
 	OwnsUpdate bool

@@ -6,7 +6,7 @@
 //
 //   - "dst" (NewDST): the DST ensemble. The run's M members train
 //     independently (own initialization, own data order:
-//     optim.CapMemberDataOrder), each with dynamic sparse training at
+//     optim.Features.MemberDataOrder), each with dynamic sparse training at
 //     overall density d: an ERK sparse initialization, every step a
 //     gradient at the masked parameters, the base optimizer's step and the
 //     mask applied again, and every ΔT steps a topology update that prunes
