@@ -140,7 +140,7 @@ type StepInput struct {
 
 // StepOutput carries the step's training metrics (e.g. "loss", "acc").
 //
-// The metric "lr", when an optimizer that owns its update (CapOwnsUpdate)
+// The metric "lr", when an optimizer that owns its update (Features.OwnsUpdate)
 // reports it, is the learning rate its step used: the host's curves and
 // TensorBoard show it as the run's learning rate. For an optimizer that
 // steps with BaseStep the host shows the rate BaseStep used (StepInput.LR,
