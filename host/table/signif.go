@@ -223,7 +223,7 @@ func diffText(d diff, sp spec, latex bool) string {
 		body = "{" + body + "}"
 	}
 	if d.ci {
-		body += " [" + sp.format(d.lo) + ", " + sp.format(d.hi) + "]"
+		body += " [" + sp.formatLike(d.lo, d.d) + ", " + sp.formatLike(d.hi, d.d) + "]"
 	}
 	star := ""
 	if d.significant() {

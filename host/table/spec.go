@@ -24,8 +24,15 @@ type spec struct {
 	label    string
 	dir      direction
 	scale    float64 // display value = stored value × scale
+	// decimals is the number of decimals shown; a negative one, −d, shows
+	// d significant digits (at least one decimal), for the time metrics,
+	// whose values span orders of magnitude from a small model's 0.03 s
+	// per epoch to a large one's minutes.
 	decimals int
 }
+
+// sigTime is the decimals of the time metrics: 3 significant digits.
+const sigTime = -3
 
 // Time metrics read from Record fields rather than Record.Metrics.
 const (
@@ -68,7 +75,9 @@ func canonicalOrder() []string {
 //   - temperature: "T", no direction, 3 decimals;
 //   - *_loss: ↓, 4 decimals;
 //   - seconds_per_epoch ("s/epoch"), wall_seconds ("wall s") and other
-//     *_seconds or *time* keys: ↓, 1 decimal;
+//     *_seconds or *time* keys: ↓, 3 significant digits, at least 1
+//     decimal (0.0312, 1.23, 123.4), so that a small model's methods do
+//     not all read 0.0 or 0.1;
 //   - anything else: its key, no direction, 4 decimals.
 func metricSpec(key string) spec {
 	switch key {
@@ -89,9 +98,9 @@ func metricSpec(key string) spec {
 	case "temperature":
 		return spec{"T", neutral, 1, 3}
 	case secondsPerEpoch:
-		return spec{"s/epoch", down, 1, 1}
+		return spec{"s/epoch", down, 1, sigTime}
 	case wallSeconds:
-		return spec{"wall s", down, 1, 1}
+		return spec{"wall s", down, 1, sigTime}
 	case bestEpoch:
 		return spec{"best epoch", neutral, 1, 1}
 	case mCE:
@@ -131,7 +140,7 @@ func metricSpec(key string) spec {
 	case strings.HasSuffix(key, "_loss"):
 		return spec{strings.ReplaceAll(key, "_", " "), down, 1, 4}
 	case strings.HasSuffix(key, "_seconds"), strings.Contains(key, "time"):
-		return spec{strings.ReplaceAll(key, "_", " "), down, 1, 1}
+		return spec{strings.ReplaceAll(key, "_", " "), down, 1, sigTime}
 	}
 	return spec{key, neutral, 1, 4}
 }
@@ -149,8 +158,19 @@ func (s spec) arrow() string {
 
 // format returns v scaled and rounded for display, without a negative
 // zero.
-func (s spec) format(v float64) string {
-	out := strconv.FormatFloat(v*s.scale, 'f', s.decimals, 64)
+func (s spec) format(v float64) string { return s.formatLike(v, v) }
+
+// formatLike formats v with the decimals that ref gets (a mean's, for its
+// standard deviation or interval), without a negative zero.
+func (s spec) formatLike(v, ref float64) string {
+	d := s.decimals
+	if d < 0 {
+		d = 1
+		if x := math.Abs(ref * s.scale); x > 0 && !math.IsInf(x, 0) {
+			d = max(1, min(9, -s.decimals-1-int(math.Floor(math.Log10(x)))))
+		}
+	}
+	out := strconv.FormatFloat(v*s.scale, 'f', d, 64)
 	if strings.HasPrefix(out, "-") && strings.Trim(out, "-0.") == "" {
 		out = out[1:]
 	}

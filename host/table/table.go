@@ -774,7 +774,7 @@ func cellText(s stat, sp spec, pm string) string {
 	}
 	t := sp.format(s.mean)
 	if s.n > 1 {
-		t += " " + pm + " " + sp.format(s.std)
+		t += " " + pm + " " + sp.formatLike(s.std, s.mean)
 	}
 	return t
 }

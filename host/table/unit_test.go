@@ -54,7 +54,9 @@ func TestMetricSpec(t *testing.T) {
 		{"test_loss", "test loss", "↓", "0.5000", 0.5},
 		{"seconds_per_epoch", "s/epoch", "↓", "96.0", 96},
 		{"train_acc", "train ACC", "↑", "99.00", 0.99},
-		{"epoch_time", "epoch time", "↓", "3.5", 3.5},
+		{"epoch_time", "epoch time", "↓", "3.50", 3.5},
+		{"seconds_per_epoch", "s/epoch", "↓", "0.0312", 0.031234},
+		{"wall_seconds", "wall s", "↓", "1234.6", 1234.56},
 		{"kl", "kl", "", "0.0010", 0.001},
 		{"best_acc", "best-epoch ACC", "↑", "95.00", 0.95},
 		{"best_nll", "best-epoch NLL", "↓", "0.2000", 0.2},
@@ -429,5 +431,31 @@ func TestSelect(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// A small model's epochs take hundredths of a second: the time table shows
+// three significant digits, so that the methods are told apart and only
+// the fastest is bold (at one decimal every cell read 0.0, all bold).
+func TestRenderTimeSmallModel(t *testing.T) {
+	cfg := map[string]any{"x": 1}
+	var recs []results.Record
+	for seed, s := range []float64{0.0312, 0.0330} {
+		r := okRec("SGD", "uci-digits", "cnn", int64(seed+1), cfg, map[string]float64{"acc": 0.9})
+		r.SecondsPerEpoch = s
+		recs = append(recs, r)
+		r = okRec("SAM", "uci-digits", "cnn", int64(seed+1), cfg, map[string]float64{"acc": 0.9})
+		r.SecondsPerEpoch = 2 * s
+		recs = append(recs, r)
+	}
+	var buf bytes.Buffer
+	if err := RenderTime(&buf, recs, Options{}); err != nil {
+		t.Fatal(err)
+	}
+	out := strings.Join(strings.Fields(buf.String()), " ")
+	for _, want := range []string{"| SGD | **0.0321 ± 0.0013** |", "| SAM | 0.0642 ± 0.0025 |"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, buf.String())
+		}
 	}
 }
