@@ -45,7 +45,13 @@ import (
 // as one summary string (NoBaseOptimizer for a plugin that owns its
 // update), data.augment as text, and the settings added after records
 // existed left out at their defaults (Defaults).
-const Version = 1
+//
+// Version 2 records data.test_fraction only for data that it splits: an
+// npz file (or folder of .npy files) comes with its own test split, so the
+// key said nothing about such a run, and two npz runs that differed only
+// in it were two runs for nothing. Its migration drops the key from a
+// version-1 npz configuration.
+const Version = 2
 
 // NoBaseOptimizer is the train.optimizer of the configuration of a run
 // whose optimizer applies its own update (optim.Features.OwnsUpdate).
@@ -133,9 +139,18 @@ func Migrate(cfg map[string]any, from int) (map[string]any, error) {
 type migration func(map[string]any) map[string]any
 
 // migrations returns the migrations of the identity versions:
-// migrations()[i] takes version i+1 to version i+2. Version 1 is the only
-// version yet: there is none.
-func migrations() []migration { return nil }
+// migrations()[i] takes version i+1 to version i+2.
+func migrations() []migration { return []migration{v1ToV2} }
+
+// v1ToV2 drops data.test_fraction from the configuration of a run on npz
+// data, which version 2 does not record (it does not apply to them).
+func v1ToV2(cfg map[string]any) map[string]any {
+	out := maps.Clone(cfg)
+	if out["data.dataset"] == experiment.DatasetNumPy {
+		delete(out, "data.test_fraction")
+	}
+	return out
+}
 
 // migrate takes cfg from version from to version to with steps (see
 // migrations).

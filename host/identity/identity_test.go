@@ -347,3 +347,43 @@ func TestParamKey(t *testing.T) {
 		t.Errorf("params: %v", m)
 	}
 }
+
+// TestVersion2: version 2 records data.test_fraction only for data that it
+// splits; every other key, and every configuration not on npz data, is
+// version 1's. A version-1 configuration migrated to version 2 is what
+// version 2 renders, so a finished npz run of before is still found
+// finished (no ConfigDiff), and one of another dataset keeps its
+// configuration and hash.
+func TestVersion2(t *testing.T) {
+	npz := 0
+	for name, c := range configs() {
+		v1, v2 := render(c, settingsV1()), render(c, settingsV2())
+		want := maps.Clone(v1)
+		if c.Data.Dataset == experiment.DatasetNumPy {
+			npz++
+			if _, ok := v2["data.test_fraction"]; ok {
+				t.Errorf("%s: npz data records data.test_fraction", name)
+			}
+			delete(want, "data.test_fraction")
+		}
+		if !reflect.DeepEqual(v2, want) {
+			t.Errorf("%s: version 2 = %v\nwant %v", name, v2, want)
+		}
+		if got, err := Migrate(v1, 1); err != nil || !reflect.DeepEqual(got, v2) {
+			t.Errorf("%s: version 1 migrated = %v, %v\nwant %v", name, got, err, v2)
+		}
+		if got, err := Migrate(v2, Version); err != nil || !reflect.DeepEqual(got, v2) {
+			t.Errorf("%s: a version-2 configuration migrates to %v, %v", name, got, err)
+		}
+	}
+	if npz == 0 {
+		t.Fatal("no npz configuration among the test configurations")
+	}
+	c := configs()["defaults"]
+	c.Data.Dataset = experiment.DatasetNumPy
+	a, b := c, c
+	b.Data.TestFraction = a.Data.TestFraction + 0.1
+	if !reflect.DeepEqual(a.Map(), b.Map()) {
+		t.Error("two npz runs that differ in data.test_fraction alone are two runs")
+	}
+}

@@ -45,7 +45,23 @@ type Setting struct {
 
 // Settings returns, in a new slice, the declaration of identity version
 // Version: every field of Config, classified once.
-func Settings() []Setting { return settingsV1() }
+func Settings() []Setting { return settingsV2() }
+
+// settingsV2 is the declaration of identity version 2: version 1's, with
+// data.test_fraction recorded only for data that it splits (not npz).
+func settingsV2() []Setting {
+	out := settingsV1()
+	for i, s := range out {
+		if s.Path == "data.test_fraction" {
+			out[i].When = splitsTest
+		}
+	}
+	return out
+}
+
+// splitsTest tells whether data.test_fraction applies: every dataset but
+// npz, which brings its own test split.
+func splitsTest(c Config) bool { return c.Data.Dataset != experiment.DatasetNumPy }
 
 // settingsV1 is the declaration of identity version 1: the rules of every
 // record written before versions were recorded.
