@@ -34,7 +34,7 @@ func noiseSummaries(datas []experiment.Data, first data.Split) (string, error) {
 		}
 		st := first.Noise
 		if i > 0 {
-			sp, err := data.Load(d)
+			sp, err := data.Load(d.Spec())
 			if err != nil {
 				return "", err
 			}

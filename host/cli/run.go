@@ -52,11 +52,11 @@ func checkCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	datas := grid.DataSettings(exp, p.Runs)
-	sp, err := data.Load(datas[0])
+	sp, err := data.Load(datas[0].Spec())
 	if err != nil {
 		return fmt.Errorf("%s: data: %w", pos[0], err)
 	}
-	if err := data.CheckSplit(exp, sp); err != nil {
+	if err := experiment.CheckSplit(exp, sp); err != nil {
 		return fmt.Errorf("%s: %w", pos[0], err)
 	}
 	shape := make([]int64, len(sp.Train.Shape))

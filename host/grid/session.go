@@ -59,7 +59,7 @@ func (s *Session) Upload(ctx context.Context, d experiment.Data) (loaded bool, e
 		old.Drop()
 		old = nil
 	}
-	dd, err := devset.Load(ctx, s.W, s.Dev, d, func(sp data.Split) error { return data.CheckSplit(s.Exp, sp) })
+	dd, err := devset.Load(ctx, s.W, s.Dev, d.Spec(), func(sp data.Split) error { return experiment.CheckSplit(s.Exp, sp) })
 	if old != nil {
 		// Only the label noise changed: the test set, and so its
 		// corrupted copies, are the same.
