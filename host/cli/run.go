@@ -121,7 +121,7 @@ func (c *paramCounter) params(arch string) (int64, error) {
 	if n, ok := c.known[arch]; ok {
 		return n, nil
 	}
-	if _, script := experiment.TorchScriptPath(arch); script && c.w == nil {
+	if _, script := model.TorchScriptPath(arch); script && c.w == nil {
 		c.w = tensor.NewWorker(c.exp.Train.Threads)
 	}
 	m, err := model.Builtin().Make(c.ctx, c.w, tensor.CPU, arch, c.classes, c.shape)
