@@ -13,14 +13,11 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/optlab/optlab/host/data"
 	"github.com/optlab/optlab/host/experiment"
 	"github.com/optlab/optlab/host/grid"
-	"github.com/optlab/optlab/host/model"
 	"github.com/optlab/optlab/host/plugin"
 	"github.com/optlab/optlab/host/results"
 	"github.com/optlab/optlab/host/table"
-	"github.com/optlab/optlab/host/tensor"
 	"github.com/optlab/optlab/host/train"
 	"github.com/optlab/optlab/plugins/builtin"
 	"github.com/optlab/optlab/sdk/optim"
@@ -51,24 +48,18 @@ func checkCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
-	datas := grid.DataSettings(exp, p.Runs)
-	sp, err := data.Load(datas[0].Spec())
+	ck, err := grid.NewCheck(p)
 	if err != nil {
-		return fmt.Errorf("%s: data: %w", pos[0], err)
+		return err
 	}
-	if err := experiment.CheckSplit(exp, sp); err != nil {
-		return fmt.Errorf("%s: %w", pos[0], err)
-	}
-	shape := make([]int64, len(sp.Train.Shape))
-	for i, v := range sp.Train.Shape {
-		shape[i] = int64(v)
-	}
-	fmt.Fprintf(stdout, "%s: %s — %d train / %d test samples, %d classes, input %v\n", exp.File, exp.Data.Dataset, sp.Train.Len(), sp.Test.Len(), sp.Train.Classes, shape)
-	noise, err := noiseSummaries(datas, sp)
+	defer ck.Close()
+	sp := ck.Split
+	fmt.Fprintf(stdout, "%s: %s — %d train / %d test samples, %d classes, input %v\n", exp.File, exp.Data.Dataset, sp.Train.Len(), sp.Test.Len(), sp.Train.Classes, ck.Shape())
+	noise, err := ck.LabelNoise()
 	if err != nil {
-		return fmt.Errorf("%s: data: %w", pos[0], err)
+		return err
 	}
-	fmt.Fprint(stdout, noise)
+	fmt.Fprint(stdout, noiseSummaries(noise))
 	fmt.Fprint(stdout, evalSummary(exp.Eval))
 	fmt.Fprintln(stdout, gridSummary(exp, p.Runs))
 	fmt.Fprint(stdout, optimizerSummary(exp, func(m string) bool { return p.Infos[m].Has(optim.CapOwnsUpdate) }))
@@ -76,12 +67,10 @@ func checkCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if n := len(p.Runs); n > grid.DefaultWarnRuns {
 		fmt.Fprintf(stdout, "warning: %d runs, more than %d: is every list of the sweep meant? (host run --shard i/n splits a grid)\n", n, grid.DefaultWarnRuns)
 	}
-	count := newParamCounter(ctx, exp, sp.Train.Classes, shape)
-	defer count.close()
 	for _, r := range p.Runs {
 		var params int64
 		for _, a := range r.Members {
-			n, err := count.params(a)
+			n, err := ck.Params(ctx, a)
 			if err != nil {
 				return err
 			}
@@ -90,7 +79,7 @@ func checkCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		info := p.Infos[r.Method.Name]
 		fmt.Fprintf(stdout, "  %3d  %-40s plugin %s %s, %d parameters\n", r.Index, r.Key, info.Name, info.Version, params)
 	}
-	if err := grid.Preflight(ctx, p, sp); err != nil {
+	if err := ck.Preflight(ctx); err != nil {
 		return err
 	}
 	for _, n := range exp.Notes {
@@ -98,47 +87,6 @@ func checkCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	fmt.Fprintln(stdout, "ok")
 	return nil
-}
-
-// paramCounter counts the parameters of the archs of a check's runs, once
-// per arch. A TorchScript file is loaded to count them, on the CPU, by a
-// worker started for that with the experiment's threads (torch's thread
-// count is process-wide).
-type paramCounter struct {
-	ctx     context.Context
-	exp     *experiment.Experiment
-	classes int
-	shape   []int64
-	w       *tensor.Worker
-	known   map[string]int64
-}
-
-func newParamCounter(ctx context.Context, exp *experiment.Experiment, classes int, shape []int64) *paramCounter {
-	return &paramCounter{ctx: ctx, exp: exp, classes: classes, shape: shape, known: map[string]int64{}}
-}
-
-func (c *paramCounter) params(arch string) (int64, error) {
-	if n, ok := c.known[arch]; ok {
-		return n, nil
-	}
-	if _, script := model.TorchScriptPath(arch); script && c.w == nil {
-		c.w = tensor.NewWorker(c.exp.Train.Threads)
-	}
-	m, err := model.Builtin().Make(c.ctx, c.w, tensor.CPU, arch, c.classes, c.shape)
-	if err != nil {
-		return 0, err
-	}
-	if c.w != nil {
-		_ = c.w.Do(c.ctx, func() error { m.Release(); return nil })
-	}
-	c.known[arch] = m.Numel
-	return m.Numel, nil
-}
-
-func (c *paramCounter) close() {
-	if c.w != nil {
-		c.w.Close()
-	}
 }
 
 // timeoutsUsage documents the --timeouts flag.

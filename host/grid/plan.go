@@ -2,9 +2,10 @@
 // experiment with its plugins' schemas into a Plan; Open starts a Session
 // (the torch worker, the device and the data on it) for it; Run trains each
 // unfinished run through package train, with the results folder's
-// bookkeeping of results.Store, and Check tries everything a run needs
-// without training. The host command (package cli) parses flags, calls
-// these and prints.
+// bookkeeping of results.Store, and Check is host check's work: the data
+// loaded and checked, the parameters counted and everything a run needs
+// tried without training. The host command (package cli) parses flags,
+// calls these and prints.
 package grid
 
 import (
