@@ -145,14 +145,18 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		o.grid.Progress = nil
 	}
 	o.grid.Meta = train.Meta{GitCommit: gitCommit(), Host: train.DefaultHost()}
-	if err := checkDistinctResults(pos, o); err != nil {
+	exps := loadExperiments(pos, o.sets)
+	if err := checkDistinctResults(exps, o); err != nil {
 		return err
 	}
 	var files []string
 	var recs []results.Record
 	var failed, total int
-	for _, path := range pos {
-		res, err := runExperiment(ctx, path, o)
+	for _, l := range exps {
+		if l.err != nil {
+			return l.err
+		}
+		res, err := runExperiment(ctx, l.exp, o)
 		if err != nil {
 			return err
 		}
@@ -171,19 +175,43 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	return nil
 }
 
+// loaded is one experiment file of host run, loaded once for the whole
+// command: read and decoded (exp; nil when that failed) and validated
+// (err: the error of either, reported when the experiment's turn comes).
+type loaded struct {
+	path string
+	exp  *experiment.Experiment
+	err  error
+}
+
+// loadExperiments loads each experiment file of host run once, with the
+// --set overrides sets (grid.Load's two halves: experiment.Load, then
+// grid.Validate).
+func loadExperiments(paths, sets []string) []loaded {
+	out := make([]loaded, len(paths))
+	for i, path := range paths {
+		l := loaded{path: path}
+		if l.exp, l.err = experiment.Load(path, sets...); l.err == nil {
+			l.err = grid.Validate(l.exp)
+		}
+		out[i] = l
+	}
+	return out
+}
+
 // checkDistinctResults refuses, before anything is trained, two experiments
 // of one host run that write the same results folder (the same name and
 // results_dir, a copied file): the second would take the first's fresh
-// runs for its own finished or superseded ones. Files that do not load are
-// left to runExperiment to report.
-func checkDistinctResults(paths []string, o runOpts) error {
-	if len(paths) < 2 || o.grid.SmokeResults {
+// runs for its own finished or superseded ones. Files that do not decode
+// are left to the run loop to report.
+func checkDistinctResults(exps []loaded, o runOpts) error {
+	if len(exps) < 2 || o.grid.SmokeResults {
 		return nil
 	}
 	seen := map[string]string{} // results folder → experiment file
-	for _, path := range paths {
-		exp, err := experiment.Load(path, o.sets...)
-		if err != nil {
+	for _, l := range exps {
+		exp, path := l.exp, l.path
+		if exp == nil {
 			continue
 		}
 		dir := exp.ResultsDir
@@ -214,12 +242,9 @@ type runOpts struct {
 	grid           grid.RunOptions
 }
 
-// runExperiment runs the unfinished runs of one experiment (of its shard).
-func runExperiment(ctx context.Context, path string, o runOpts) (grid.Result, error) {
-	exp, err := grid.Load(path, o.sets...)
-	if err != nil {
-		return grid.Result{}, err
-	}
+// runExperiment runs the unfinished runs of one experiment (of its shard),
+// loaded and validated.
+func runExperiment(ctx context.Context, exp *experiment.Experiment, o runOpts) (grid.Result, error) {
 	p, err := grid.Prepare(ctx, exp, o.plugins)
 	if err != nil {
 		return grid.Result{}, err

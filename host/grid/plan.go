@@ -76,16 +76,22 @@ func (p *Plan) Launch(ctx context.Context, m experiment.Method) (*plugin.Client,
 }
 
 // Load reads the experiment file at path with the --set overrides sets and
-// validates it.
+// validates it (Validate).
 func Load(path string, sets ...string) (*experiment.Experiment, error) {
 	exp, err := experiment.Load(path, sets...)
 	if err != nil {
 		return nil, err
 	}
-	if err := experiment.Validate(exp, model.Builtin().Names()); err != nil {
+	if err := Validate(exp); err != nil {
 		return nil, err
 	}
 	return exp, nil
+}
+
+// Validate validates a decoded experiment (experiment.Validate) against the
+// host's built-in architectures.
+func Validate(exp *experiment.Experiment) error {
+	return experiment.Validate(exp, model.Builtin().Names())
 }
 
 // Prepare expands the experiment's grid, starts every method's plugin once
