@@ -20,8 +20,8 @@ const (
 // how. It is what the data package needs of an experiment's [data] table
 // (package experiment converts its Data into one: experiment.Data.Spec), in
 // the data package's own terms, so that the data package depends on no
-// experiment file format. Load does not fill in defaults: the zero value of
-// a field means what its comment says.
+// experiment file format. Load fills in no defaults (experiment.Default
+// has them): a field a dataset uses must be set.
 type Spec struct {
 	// Dataset names the dataset: CIFAR10, CIFAR100, FashionMNIST, MNIST,
 	// UCIDigitsName, CSVName, NumPyName or SyntheticName.
