@@ -85,7 +85,7 @@ func trainStep(b *testing.B, plugin, arch string) {
 		b.Fatal(err)
 	}
 	exp.ResultsDir = b.TempDir()
-	d, err := devset.Load(ctx, worker, device, exp.Data)
+	d, err := devset.Load(ctx, worker, device, exp.Data.Spec())
 	if err != nil {
 		b.Fatal(err)
 	}

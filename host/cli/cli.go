@@ -70,15 +70,9 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	case "plugins":
 		err = pluginsCmd(ctx, args[1:], stdout)
 	case "version":
-		w := tensor.NewWorker(1)
-		fmt.Fprintln(stdout, tensor.LibtorchDescription())
-		var cuda tensor.CUDAStatus
-		_ = w.Do(ctx, func() error { cuda = tensor.ProbeCUDA(); return nil })
-		for _, l := range cuda.Describe() {
+		for _, l := range tensor.Versions(ctx) {
 			fmt.Fprintln(stdout, l)
 		}
-		fmt.Fprintln(stdout, tensor.BLASDescription())
-		w.Close()
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 	default:

@@ -182,7 +182,7 @@ func TestLandscapeCmd(t *testing.T) {
 	ctx := context.Background()
 	w := tensor.NewWorker(2)
 	defer w.Close()
-	d, err := devset.Load(ctx, w, tensor.CPU, exp.Data)
+	d, err := devset.Load(ctx, w, tensor.CPU, exp.Data.Spec())
 	if err != nil {
 		t.Fatal(err)
 	}

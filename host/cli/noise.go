@@ -10,6 +10,7 @@ import (
 	"github.com/optlab/optlab/host/corrupt"
 	"github.com/optlab/optlab/host/data"
 	"github.com/optlab/optlab/host/experiment"
+	"github.com/optlab/optlab/host/grid"
 )
 
 // maxMatrixClasses is the largest number of classes whose transition
@@ -17,32 +18,22 @@ import (
 const maxMatrixClasses = 20
 
 // noiseSummaries describes, for host check, what the label noise of each
-// data setting of the runs does (datas, as grid.DataSettings gives them;
-// first is the data of datas[0]): a noiseSummary for each setting with
-// noise (a sweep of data.label_noise.rate or seed has several; the data is
-// loaded again for each), and, among several, a line for the runs without
-// (rate 0). "" when no run has label noise.
-func noiseSummaries(datas []experiment.Data, first data.Split) (string, error) {
+// data setting of the runs does (as grid.Check.LabelNoise found it): a
+// noiseSummary for each setting with noise (a sweep of
+// data.label_noise.rate or seed has several), and, among several, a line
+// for the runs without (rate 0). "" when no run has label noise.
+func noiseSummaries(noise []grid.NoiseEffect) string {
 	var b strings.Builder
-	for i, d := range datas {
-		n := d.LabelNoise
-		if !n.Active() {
-			if len(datas) > 1 {
+	for _, n := range noise {
+		if !n.Noise.Active() {
+			if len(noise) > 1 {
 				b.WriteString("label noise: none for the runs with rate 0 (clean training labels)\n")
 			}
 			continue
 		}
-		st := first.Noise
-		if i > 0 {
-			sp, err := data.Load(d)
-			if err != nil {
-				return "", err
-			}
-			st = sp.Noise
-		}
-		b.WriteString(noiseSummary(n, st))
+		b.WriteString(noiseSummary(n.Noise, n.Stats))
 	}
-	return b.String(), nil
+	return b.String()
 }
 
 // noiseSummary describes, for host check, what the label noise n did (st):

@@ -13,14 +13,11 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/optlab/optlab/host/data"
 	"github.com/optlab/optlab/host/experiment"
 	"github.com/optlab/optlab/host/grid"
-	"github.com/optlab/optlab/host/model"
 	"github.com/optlab/optlab/host/plugin"
 	"github.com/optlab/optlab/host/results"
 	"github.com/optlab/optlab/host/table"
-	"github.com/optlab/optlab/host/tensor"
 	"github.com/optlab/optlab/host/train"
 	"github.com/optlab/optlab/plugins/builtin"
 )
@@ -50,24 +47,18 @@ func checkCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
-	datas := grid.DataSettings(exp, p.Runs)
-	sp, err := data.Load(datas[0])
+	ck, err := grid.NewCheck(p)
 	if err != nil {
-		return fmt.Errorf("%s: data: %w", pos[0], err)
+		return err
 	}
-	if err := data.CheckSplit(exp, sp); err != nil {
-		return fmt.Errorf("%s: %w", pos[0], err)
-	}
-	shape := make([]int64, len(sp.Train.Shape))
-	for i, v := range sp.Train.Shape {
-		shape[i] = int64(v)
-	}
-	fmt.Fprintf(stdout, "%s: %s — %d train / %d test samples, %d classes, input %v\n", exp.File, exp.Data.Dataset, sp.Train.Len(), sp.Test.Len(), sp.Train.Classes, shape)
-	noise, err := noiseSummaries(datas, sp)
+	defer ck.Close()
+	sp := ck.Split
+	fmt.Fprintf(stdout, "%s: %s — %d train / %d test samples, %d classes, input %v\n", exp.File, exp.Data.Dataset, sp.Train.Len(), sp.Test.Len(), sp.Train.Classes, ck.Shape())
+	noise, err := ck.LabelNoise()
 	if err != nil {
-		return fmt.Errorf("%s: data: %w", pos[0], err)
+		return err
 	}
-	fmt.Fprint(stdout, noise)
+	fmt.Fprint(stdout, noiseSummaries(noise))
 	fmt.Fprint(stdout, evalSummary(exp.Eval))
 	fmt.Fprintln(stdout, gridSummary(exp, p.Runs))
 	fmt.Fprint(stdout, optimizerSummary(exp, func(m string) bool { return p.Infos[m].Features.OwnsUpdate }))
@@ -75,12 +66,10 @@ func checkCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if n := len(p.Runs); n > grid.DefaultWarnRuns {
 		fmt.Fprintf(stdout, "warning: %d runs, more than %d: is every list of the sweep meant? (host run --shard i/n splits a grid)\n", n, grid.DefaultWarnRuns)
 	}
-	count := newParamCounter(ctx, exp, sp.Train.Classes, shape)
-	defer count.close()
 	for _, r := range p.Runs {
 		var params int64
 		for _, a := range r.Members {
-			n, err := count.params(a)
+			n, err := ck.Params(ctx, a)
 			if err != nil {
 				return err
 			}
@@ -89,7 +78,7 @@ func checkCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		info := p.Infos[r.Method.Name]
 		fmt.Fprintf(stdout, "  %3d  %-40s plugin %s %s, %d parameters\n", r.Index, r.Key, info.Name, info.Version, params)
 	}
-	if err := grid.Preflight(ctx, p, sp); err != nil {
+	if err := ck.Preflight(ctx); err != nil {
 		return err
 	}
 	for _, n := range exp.Notes {
@@ -97,47 +86,6 @@ func checkCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	fmt.Fprintln(stdout, "ok")
 	return nil
-}
-
-// paramCounter counts the parameters of the archs of a check's runs, once
-// per arch. A TorchScript file is loaded to count them, on the CPU, by a
-// worker started for that with the experiment's threads (torch's thread
-// count is process-wide).
-type paramCounter struct {
-	ctx     context.Context
-	exp     *experiment.Experiment
-	classes int
-	shape   []int64
-	w       *tensor.Worker
-	known   map[string]int64
-}
-
-func newParamCounter(ctx context.Context, exp *experiment.Experiment, classes int, shape []int64) *paramCounter {
-	return &paramCounter{ctx: ctx, exp: exp, classes: classes, shape: shape, known: map[string]int64{}}
-}
-
-func (c *paramCounter) params(arch string) (int64, error) {
-	if n, ok := c.known[arch]; ok {
-		return n, nil
-	}
-	if _, script := experiment.TorchScriptPath(arch); script && c.w == nil {
-		c.w = tensor.NewWorker(c.exp.Train.Threads)
-	}
-	m, err := model.Builtin().Make(c.ctx, c.w, tensor.CPU, arch, c.classes, c.shape)
-	if err != nil {
-		return 0, err
-	}
-	if c.w != nil {
-		_ = c.w.Do(c.ctx, func() error { m.Release(); return nil })
-	}
-	c.known[arch] = m.Numel
-	return m.Numel, nil
-}
-
-func (c *paramCounter) close() {
-	if c.w != nil {
-		c.w.Close()
-	}
 }
 
 // timeoutsUsage documents the --timeouts flag.
@@ -196,14 +144,18 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		o.grid.Progress = nil
 	}
 	o.grid.Meta = train.Meta{GitCommit: gitCommit(), Host: train.DefaultHost()}
-	if err := checkDistinctResults(pos, o); err != nil {
+	exps := loadExperiments(pos, o.sets)
+	if err := checkDistinctResults(exps, o); err != nil {
 		return err
 	}
 	var files []string
 	var recs []results.Record
 	var failed, total int
-	for _, path := range pos {
-		res, err := runExperiment(ctx, path, o)
+	for _, l := range exps {
+		if l.err != nil {
+			return l.err
+		}
+		res, err := runExperiment(ctx, l.exp, o)
 		if err != nil {
 			return err
 		}
@@ -222,19 +174,43 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	return nil
 }
 
+// loaded is one experiment file of host run, loaded once for the whole
+// command: read and decoded (exp; nil when that failed) and validated
+// (err: the error of either, reported when the experiment's turn comes).
+type loaded struct {
+	path string
+	exp  *experiment.Experiment
+	err  error
+}
+
+// loadExperiments loads each experiment file of host run once, with the
+// --set overrides sets (grid.Load's two halves: experiment.Load, then
+// grid.Validate).
+func loadExperiments(paths, sets []string) []loaded {
+	out := make([]loaded, len(paths))
+	for i, path := range paths {
+		l := loaded{path: path}
+		if l.exp, l.err = experiment.Load(path, sets...); l.err == nil {
+			l.err = grid.Validate(l.exp)
+		}
+		out[i] = l
+	}
+	return out
+}
+
 // checkDistinctResults refuses, before anything is trained, two experiments
 // of one host run that write the same results folder (the same name and
 // results_dir, a copied file): the second would take the first's fresh
-// runs for its own finished or superseded ones. Files that do not load are
-// left to runExperiment to report.
-func checkDistinctResults(paths []string, o runOpts) error {
-	if len(paths) < 2 || o.grid.SmokeResults {
+// runs for its own finished or superseded ones. Files that do not decode
+// are left to the run loop to report.
+func checkDistinctResults(exps []loaded, o runOpts) error {
+	if len(exps) < 2 || o.grid.SmokeResults {
 		return nil
 	}
 	seen := map[string]string{} // results folder → experiment file
-	for _, path := range paths {
-		exp, err := experiment.Load(path, o.sets...)
-		if err != nil {
+	for _, l := range exps {
+		exp, path := l.exp, l.path
+		if exp == nil {
 			continue
 		}
 		dir := exp.ResultsDir
@@ -265,12 +241,9 @@ type runOpts struct {
 	grid           grid.RunOptions
 }
 
-// runExperiment runs the unfinished runs of one experiment (of its shard).
-func runExperiment(ctx context.Context, path string, o runOpts) (grid.Result, error) {
-	exp, err := grid.Load(path, o.sets...)
-	if err != nil {
-		return grid.Result{}, err
-	}
+// runExperiment runs the unfinished runs of one experiment (of its shard),
+// loaded and validated.
+func runExperiment(ctx context.Context, exp *experiment.Experiment, o runOpts) (grid.Result, error) {
 	p, err := grid.Prepare(ctx, exp, o.plugins)
 	if err != nil {
 		return grid.Result{}, err

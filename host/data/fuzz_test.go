@@ -8,8 +8,6 @@ import (
 	"slices"
 	"strings"
 	"testing"
-
-	"github.com/optlab/optlab/host/experiment"
 )
 
 // FuzzCIFARReader feeds arbitrary bytes to ParseCIFAR as a batch file.
@@ -194,9 +192,9 @@ func FuzzNumPy(f *testing.F) {
 		f.Add(s, true, uint8(3))
 	}
 	f.Fuzz(func(t *testing.T, b []byte, nhwc bool, classes uint8) {
-		opts := NumPyOptions{Layout: experiment.LayoutNCHW, Classes: int(classes)}
+		opts := NumPyOptions{Layout: LayoutNCHW, Classes: int(classes)}
 		if nhwc {
-			opts.Layout = experiment.LayoutNHWC
+			opts.Layout = LayoutNHWC
 		}
 		sp, err := ReadNumPy(bytes.NewReader(b), int64(len(b)), opts)
 		if err != nil {

@@ -4,13 +4,23 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+)
 
-	"github.com/optlab/optlab/host/experiment"
+// Label-noise kinds (NoiseOptions.Kind).
+const (
+	// NoiseSymmetric moves a label to one of the other classes, chosen
+	// uniformly.
+	NoiseSymmetric = "symmetric"
+	// NoisePairflip moves a label of class c to class (c+1) mod Classes.
+	NoisePairflip = "pairflip"
+	// NoiseAsymmetric moves a label of a class NoiseOptions.Map lists to
+	// the class it maps to.
+	NoiseAsymmetric = "asymmetric"
 )
 
 // NoiseOptions configures AddLabelNoise.
 type NoiseOptions struct {
-	// Kind says where a flipped label goes (experiment.Noise*): symmetric
+	// Kind says where a flipped label goes (Noise*): symmetric
 	// to one of the other classes chosen uniformly, pairflip from class c
 	// to (c+1) mod Classes, asymmetric from a class Map lists to the class
 	// it maps to (samples of other classes keep their labels).
@@ -26,6 +36,10 @@ type NoiseOptions struct {
 	// get; no class may map to itself.
 	Map map[int]int
 }
+
+// Active reports whether o asks for noise: a kind and a rate above 0
+// (Load adds the noise of Spec.LabelNoise only then; rate 0 is no noise).
+func (o NoiseOptions) Active() bool { return o.Kind != "" && o.Rate > 0 }
 
 // NoiseStats is what AddLabelNoise did.
 type NoiseStats struct {
@@ -64,14 +78,14 @@ func AddLabelNoise(s *Set, opts NoiseOptions) (*NoiseStats, error) {
 	k := s.Classes
 	to := make([]int, k) // the class a flipped label of class c gets; -1 for none
 	switch opts.Kind {
-	case experiment.NoiseSymmetric, experiment.NoisePairflip:
+	case NoiseSymmetric, NoisePairflip:
 		if k < 2 {
 			return nil, fmt.Errorf("label noise on %q: %s noise needs at least 2 classes (it has %d)", s.Name, opts.Kind, k)
 		}
 		for c := range to {
 			to[c] = (c + 1) % k
 		}
-	case experiment.NoiseAsymmetric:
+	case NoiseAsymmetric:
 		if len(opts.Map) == 0 {
 			return nil, fmt.Errorf("label noise on %q: asymmetric noise needs a class map", s.Name)
 		}
@@ -89,7 +103,7 @@ func AddLabelNoise(s *Set, opts NoiseOptions) (*NoiseStats, error) {
 			to[from] = dst
 		}
 	default:
-		return nil, fmt.Errorf("label noise on %q: unknown kind %q (want %s, %s or %s)", s.Name, opts.Kind, experiment.NoiseSymmetric, experiment.NoisePairflip, experiment.NoiseAsymmetric)
+		return nil, fmt.Errorf("label noise on %q: unknown kind %q (want %s, %s or %s)", s.Name, opts.Kind, NoiseSymmetric, NoisePairflip, NoiseAsymmetric)
 	}
 	st := &NoiseStats{Samples: s.Len(), Transition: make([][]int, k)}
 	for c := range st.Transition {
@@ -102,7 +116,7 @@ func AddLabelNoise(s *Set, opts NoiseOptions) (*NoiseStats, error) {
 		noisy := int(c)
 		if u < opts.Rate && to[c] >= 0 {
 			noisy = to[c]
-			if opts.Kind == experiment.NoiseSymmetric {
+			if opts.Kind == NoiseSymmetric {
 				// One of the k-1 classes other than c, uniformly.
 				if noisy = r.intN(k - 1); noisy >= int(c) {
 					noisy++

@@ -5,8 +5,6 @@ import (
 	"slices"
 	"strings"
 	"testing"
-
-	"github.com/optlab/optlab/host/experiment"
 )
 
 // TestAddLabelNoiseCounts pins, for a fixed seed, how many labels each kind
@@ -18,11 +16,11 @@ func TestAddLabelNoiseCounts(t *testing.T) {
 		flipped    int
 		transition [][]int
 	}{
-		{NoiseOptions{Kind: experiment.NoiseSymmetric, Rate: 0.3, Seed: 7}, 60,
+		{NoiseOptions{Kind: NoiseSymmetric, Rate: 0.3, Seed: 7}, 60,
 			[][]int{{38, 5, 3, 4}, {1, 39, 5, 5}, {5, 7, 32, 6}, {6, 6, 7, 31}}},
-		{NoiseOptions{Kind: experiment.NoisePairflip, Rate: 0.3, Seed: 7}, 57,
+		{NoiseOptions{Kind: NoisePairflip, Rate: 0.3, Seed: 7}, 57,
 			[][]int{{37, 13, 0, 0}, {0, 32, 18, 0}, {0, 0, 33, 17}, {9, 0, 0, 41}}},
-		{NoiseOptions{Kind: experiment.NoiseAsymmetric, Rate: 0.5, Seed: 7, Map: map[int]int{0: 2, 3: 1}}, 45,
+		{NoiseOptions{Kind: NoiseAsymmetric, Rate: 0.5, Seed: 7, Map: map[int]int{0: 2, 3: 1}}, 45,
 			[][]int{{30, 0, 20, 0}, {0, 50, 0, 0}, {0, 0, 50, 0}, {0, 25, 0, 25}}},
 	}
 	for _, tc := range tests {
@@ -75,7 +73,7 @@ func TestAddLabelNoiseCounts(t *testing.T) {
 // TestAddLabelNoiseRateZero: rate 0 flips nothing and the matrix is the
 // class counts on its diagonal.
 func TestAddLabelNoiseRateZero(t *testing.T) {
-	for _, kind := range []string{experiment.NoiseSymmetric, experiment.NoisePairflip, experiment.NoiseAsymmetric} {
+	for _, kind := range []string{NoiseSymmetric, NoisePairflip, NoiseAsymmetric} {
 		s := indexSet(cyclicLabels(30, 3), 3)
 		before := fingerprint(s)
 		st, err := AddLabelNoise(s, NoiseOptions{Kind: kind, Seed: 1, Map: map[int]int{1: 0}})
@@ -96,7 +94,7 @@ func TestAddLabelNoiseRateZero(t *testing.T) {
 func TestAddLabelNoiseKeepsSharedLabels(t *testing.T) {
 	s := indexSet(cyclicLabels(50, 5), 5)
 	shared := *s
-	if _, err := AddLabelNoise(s, NoiseOptions{Kind: experiment.NoiseSymmetric, Rate: 0.9, Seed: 3}); err != nil {
+	if _, err := AddLabelNoise(s, NoiseOptions{Kind: NoiseSymmetric, Rate: 0.9, Seed: 3}); err != nil {
 		t.Fatal(err)
 	}
 	if !slices.Equal(shared.Y, cyclicLabels(50, 5)) {
@@ -110,11 +108,11 @@ func TestAddLabelNoiseErrors(t *testing.T) {
 		want string
 	}{
 		{NoiseOptions{Kind: "uniform", Rate: 0.1}, `unknown kind "uniform"`},
-		{NoiseOptions{Kind: experiment.NoiseSymmetric, Rate: 1}, "rate 1, want a value in [0,1)"},
-		{NoiseOptions{Kind: experiment.NoisePairflip, Rate: -0.5}, "rate -0.5"},
-		{NoiseOptions{Kind: experiment.NoiseAsymmetric, Rate: 0.1}, "needs a class map"},
-		{NoiseOptions{Kind: experiment.NoiseAsymmetric, Rate: 0.1, Map: map[int]int{1: 3}}, "class map 1 → 3 is out of range: 3 classes (0..2)"},
-		{NoiseOptions{Kind: experiment.NoiseAsymmetric, Rate: 0.1, Map: map[int]int{2: 2}}, "sends class 2 to itself"},
+		{NoiseOptions{Kind: NoiseSymmetric, Rate: 1}, "rate 1, want a value in [0,1)"},
+		{NoiseOptions{Kind: NoisePairflip, Rate: -0.5}, "rate -0.5"},
+		{NoiseOptions{Kind: NoiseAsymmetric, Rate: 0.1}, "needs a class map"},
+		{NoiseOptions{Kind: NoiseAsymmetric, Rate: 0.1, Map: map[int]int{1: 3}}, "class map 1 → 3 is out of range: 3 classes (0..2)"},
+		{NoiseOptions{Kind: NoiseAsymmetric, Rate: 0.1, Map: map[int]int{2: 2}}, "sends class 2 to itself"},
 	}
 	for _, tc := range tests {
 		s := indexSet(cyclicLabels(9, 3), 3)
@@ -128,7 +126,7 @@ func TestAddLabelNoiseErrors(t *testing.T) {
 		}
 	}
 	one := indexSet([]int32{0, 0}, 1)
-	if _, err := AddLabelNoise(one, NoiseOptions{Kind: experiment.NoiseSymmetric, Rate: 0.5}); err == nil {
+	if _, err := AddLabelNoise(one, NoiseOptions{Kind: NoiseSymmetric, Rate: 0.5}); err == nil {
 		t.Error("symmetric noise on one class: no error")
 	}
 }
@@ -147,9 +145,7 @@ func sampleLabels(s *Set) map[float32]int32 {
 // TestLoadLabelNoise: Load adds the noise to the training labels, draws the
 // validation split from the noisy labels and leaves the test set clean.
 func TestLoadLabelNoise(t *testing.T) {
-	d := experiment.Default().Data
-	d.Dataset = experiment.DatasetSynthetic
-	d.Synthetic = experiment.Synthetic{Train: 300, Test: 100, Classes: 5, Features: 4}
+	d := Spec{Dataset: SyntheticName, Normalize: true, Synthetic: SyntheticSpec{Train: 300, Test: 100, Classes: 5, Features: 4}}
 	clean, err := Load(d)
 	if err != nil {
 		t.Fatal(err)
@@ -157,7 +153,7 @@ func TestLoadLabelNoise(t *testing.T) {
 	if clean.Noise != nil {
 		t.Errorf("no label noise asked, stats %+v", clean.Noise)
 	}
-	d.LabelNoise = experiment.LabelNoise{Kind: experiment.NoisePairflip, Rate: 0.4, Seed: 11}
+	d.LabelNoise = NoiseOptions{Kind: NoisePairflip, Rate: 0.4, Seed: 11}
 	noisy, err := Load(d)
 	if err != nil {
 		t.Fatal(err)
@@ -218,7 +214,7 @@ func TestLoadLabelNoise(t *testing.T) {
 	}
 
 	// A class map the dataset's classes do not allow fails the load.
-	d.LabelNoise = experiment.LabelNoise{Kind: experiment.NoiseAsymmetric, Rate: 0.4, Map: map[string]int{"7": 1}}
+	d.LabelNoise = NoiseOptions{Kind: NoiseAsymmetric, Rate: 0.4, Map: map[int]int{7: 1}}
 	if _, err := Load(d); err == nil || !strings.Contains(err.Error(), "out of range") {
 		t.Errorf("class map out of range: error %v", err)
 	}

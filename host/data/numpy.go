@@ -12,7 +12,6 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/optlab/optlab/host/experiment"
 	"github.com/optlab/optlab/host/internal/regfile"
 )
 
@@ -29,14 +28,23 @@ func numpyParts() [3]numpyPart {
 	return [3]numpyPart{{"x_train", "y_train", false}, {"x_test", "y_test", false}, {"x_val", "y_val", true}}
 }
 
+// Axis orders of 4-D image arrays (NumPyOptions.Layout).
+const (
+	// LayoutNCHW is samples × channels × height × width (PyTorch's).
+	LayoutNCHW = "nchw"
+	// LayoutNHWC is samples × height × width × channels (TensorFlow's,
+	// and that of most image libraries); loading transposes it to C×H×W.
+	LayoutNHWC = "nhwc"
+)
+
 // NumPyOptions configures LoadNumPy and ReadNumPy.
 type NumPyOptions struct {
 	// Name is the Sets' name and the prefix of error messages; LoadNumPy
 	// defaults it to the base name of the path without ".npz".
 	Name string
-	// Layout is the axis order of 4-D x arrays: experiment.LayoutNCHW
-	// (the default when empty) or experiment.LayoutNHWC. It does not apply
-	// to other ranks, and experiment.LayoutNHWC with 2-D x is refused.
+	// Layout is the axis order of 4-D x arrays: LayoutNCHW (the default
+	// when empty) or LayoutNHWC. It does not apply to other ranks, and
+	// LayoutNHWC with 2-D x is refused.
 	Layout string
 	// Classes fixes the number of classes; every label must be below it.
 	// 0 means the largest label plus one, provided that leaves at most
@@ -185,9 +193,9 @@ func numpySplit(src numpySource, opts NumPyOptions) (Split, error) {
 	name := opts.Name
 	fail := func(err error) (Split, error) { return Split{}, fmt.Errorf("npz %s: %w", name, err) }
 	switch opts.Layout {
-	case "", experiment.LayoutNCHW, experiment.LayoutNHWC:
+	case "", LayoutNCHW, LayoutNHWC:
 	default:
-		return fail(fmt.Errorf("layout %q, want %s or %s", opts.Layout, experiment.LayoutNCHW, experiment.LayoutNHWC))
+		return fail(fmt.Errorf("layout %q, want %s or %s", opts.Layout, LayoutNCHW, LayoutNHWC))
 	}
 	if opts.Classes < 0 || opts.Classes > maxClasses {
 		return fail(fmt.Errorf("%d classes, want 0..%d", opts.Classes, maxClasses))
@@ -303,7 +311,7 @@ func numpySamples(x *NPYArray, name, layout string) (*Set, error) {
 	nhwc := false
 	switch len(x.Shape) {
 	case 2:
-		if layout == experiment.LayoutNHWC {
+		if layout == LayoutNHWC {
 			return nil, fmt.Errorf("%s is 2-D, %s (samples × features), but data.layout = %q is for 4-D images; remove data.layout", name, shapeString(x.Shape), layout)
 		}
 		shape = []int{x.Shape[1]}
@@ -311,12 +319,12 @@ func numpySamples(x *NPYArray, name, layout string) (*Set, error) {
 		shape = []int{1, x.Shape[1], x.Shape[2]}
 	case 4:
 		shape = []int{x.Shape[1], x.Shape[2], x.Shape[3]}
-		if layout == experiment.LayoutNHWC {
+		if layout == LayoutNHWC {
 			shape = []int{x.Shape[3], x.Shape[1], x.Shape[2]}
 			nhwc = true
 		}
 	default:
-		return nil, fmt.Errorf("%s has shape %s: want N×features, N×H×W or N×C×H×W (N×H×W×C with data.layout = %q)", name, shapeString(x.Shape), experiment.LayoutNHWC)
+		return nil, fmt.Errorf("%s has shape %s: want N×features, N×H×W or N×C×H×W (N×H×W×C with data.layout = %q)", name, shapeString(x.Shape), LayoutNHWC)
 	}
 	n := x.Shape[0]
 	if n == 0 {

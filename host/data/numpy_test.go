@@ -10,8 +10,6 @@ import (
 	"slices"
 	"strings"
 	"testing"
-
-	"github.com/optlab/optlab/host/experiment"
 )
 
 // readNumPyBytes runs ReadNumPy on an in-memory archive.
@@ -62,17 +60,17 @@ func TestReadNumPy(t *testing.T) {
 		{
 			name: "nhwc uint8",
 			in:   npzOf(t, "x_train", npyU8(nhwc, 2, 2, 2, 3), "y_train", labels, "x_test", npyU8(nhwc, 2, 2, 2, 3), "y_test", npyI64(1, 1)),
-			opts: NumPyOptions{Layout: experiment.LayoutNHWC}, shape: []int{3, 2, 2}, classes: 2, x: nchw, y: []int32{0, 1}, test: 2,
+			opts: NumPyOptions{Layout: LayoutNHWC}, shape: []int{3, 2, 2}, classes: 2, x: nchw, y: []int32{0, 1}, test: 2,
 		},
 		{
 			name: "nchw written explicitly",
 			in:   npzOf(t, "x_train", npyU8(nchw, 2, 3, 2, 2), "y_train", labels, "x_test", npyU8(nchw, 2, 3, 2, 2), "y_test", labels),
-			opts: NumPyOptions{Layout: experiment.LayoutNCHW}, shape: []int{3, 2, 2}, classes: 2, x: nchw, y: []int32{0, 1}, test: 2,
+			opts: NumPyOptions{Layout: LayoutNCHW}, shape: []int{3, 2, 2}, classes: 2, x: nchw, y: []int32{0, 1}, test: 2,
 		},
 		{
 			name: "grayscale N×H×W, layout ignored",
 			in:   npzOf(t, "x_train", npyU8(ramp(12), 3, 2, 2), "y_train", npyI64(2, 0, 1), "x_test", npyU8(ramp(4), 1, 2, 2), "y_test", npyI64(2)),
-			opts: NumPyOptions{Layout: experiment.LayoutNHWC}, shape: []int{1, 2, 2}, classes: 3, x: ramp(12), y: []int32{2, 0, 1}, test: 1,
+			opts: NumPyOptions{Layout: LayoutNHWC}, shape: []int{1, 2, 2}, classes: 3, x: ramp(12), y: []int32{2, 0, 1}, test: 1,
 		},
 		{
 			name: "float features with a validation split",
@@ -214,7 +212,7 @@ func TestReadNumPyErrors(t *testing.T) {
 		{"float label over classes", full("y_test", npyF64([]float64{0, 7}, 2)), NumPyOptions{Classes: 2}, []string{"y_test[1] = 7 is out of range 0..1 (data.classes = 2)"}},
 		{"one class", full("y_train", npyI64(1, 1)), NumPyOptions{}, []string{"every label in y_train is 1: a classifier needs samples of at least 2 classes"}},
 		{"typo label", full("y_test", npyI64(0, 99)), NumPyOptions{}, []string{"y_test[1] = 99 makes 100 classes, 98 of them without a training sample; fix the label, or set data.classes = 100"}},
-		{"nhwc with vectors", full(), NumPyOptions{Layout: experiment.LayoutNHWC}, []string{"x_train is 2-D, (2, 2) (samples × features), but data.layout = \"nhwc\" is for 4-D images"}},
+		{"nhwc with vectors", full(), NumPyOptions{Layout: LayoutNHWC}, []string{"x_train is 2-D, (2, 2) (samples × features), but data.layout = \"nhwc\" is for 4-D images"}},
 		{"bad layout", full(), NumPyOptions{Layout: "chw"}, []string{`layout "chw", want nchw or nhwc`}},
 		{"bad classes", full(), NumPyOptions{Classes: -2}, []string{"-2 classes"}},
 		{"string labels", full("y_train", npyOf("<U1", make([]byte, 8), 2)), NumPyOptions{}, []string{`y_train.npy: dtype "<U1" is not supported`}},
@@ -354,30 +352,29 @@ func TestLoadExperimentNumPy(t *testing.T) {
 	images := write("images.npz", "x_train", npyU8(ramp(20*3*4*4), 20, 4, 4, 3), "y_train", npyI64(y...), "x_test", npyU8(ramp(2*48), 2, 4, 4, 3), "y_test", npyI64(0, 1))
 	vectors := write("vectors.npz", "x_train", npyF32(make([]float32, 40), 20, 2), "y_train", npyI64(y...), "x_test", npyF32(make([]float32, 4), 2, 2), "y_test", npyI64(0, 1),
 		"x_val", npyF32(make([]float32, 4), 2, 2), "y_val", npyI64(1, 1))
-	base := experiment.Default().Data
-	base.Dataset = experiment.DatasetNumPy
+	base := Spec{Dataset: NumPyName, Layout: LayoutNCHW, Normalize: true}
 	tests := []struct {
 		name    string
-		edit    func(d *experiment.Data)
+		edit    func(d *Spec)
 		train   int
 		val     int
 		shape   []int
 		flipped bool
 		want    string // an error, or ""
 	}{
-		{name: "images nhwc", edit: func(d *experiment.Data) {
-			d.Path, d.Layout, d.Augment = images, experiment.LayoutNHWC, []string{"crop", "flip"}
+		{name: "images nhwc", edit: func(d *Spec) {
+			d.Path, d.Layout, d.Augment = images, LayoutNHWC, []string{"crop", "flip"}
 		}, train: 20, shape: []int{3, 4, 4}},
-		{name: "held out", edit: func(d *experiment.Data) { d.Path, d.Validation = images, 0.25 }, train: 15, val: 5, shape: []int{4, 4, 3}},
-		{name: "the file's validation split", edit: func(d *experiment.Data) { d.Path = vectors }, train: 20, val: 2, shape: []int{2}},
-		{name: "label noise leaves the file's validation split alone", edit: func(d *experiment.Data) {
-			d.Path, d.LabelNoise = vectors, experiment.LabelNoise{Kind: experiment.NoisePairflip, Rate: 0.9}
+		{name: "held out", edit: func(d *Spec) { d.Path, d.Validation = images, 0.25 }, train: 15, val: 5, shape: []int{4, 4, 3}},
+		{name: "the file's validation split", edit: func(d *Spec) { d.Path = vectors }, train: 20, val: 2, shape: []int{2}},
+		{name: "label noise leaves the file's validation split alone", edit: func(d *Spec) {
+			d.Path, d.LabelNoise = vectors, NoiseOptions{Kind: NoisePairflip, Rate: 0.9}
 		}, train: 20, val: 2, shape: []int{2}, flipped: true},
-		{name: "validation with the file's own", edit: func(d *experiment.Data) { d.Path, d.Validation = vectors, 0.1 },
+		{name: "validation with the file's own", edit: func(d *Spec) { d.Path, d.Validation = vectors, 0.1 },
 			want: "npz vectors: data.validation = 0.1, but the file holds its own validation split (x_val, y_val): set data.validation = 0 to use it, or remove x_val and y_val"},
-		{name: "augment vectors", edit: func(d *experiment.Data) { d.Path, d.Augment = vectors, []string{"flip"} },
+		{name: "augment vectors", edit: func(d *Spec) { d.Path, d.Augment = vectors, []string{"flip"} },
 			want: `npz vectors: data.augment = ["flip"] needs images (C×H×W samples), but the samples are vectors of 2 features; set data.augment = []`},
-		{name: "classes", edit: func(d *experiment.Data) { d.Path, d.Classes = images, 1 }, want: "npz images: y_train[1] = 1 is out of range 0..0 (data.classes = 1)"},
+		{name: "classes", edit: func(d *Spec) { d.Path, d.Classes = images, 1 }, want: "npz images: y_train[1] = 1 is out of range 0..0 (data.classes = 1)"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -406,62 +403,6 @@ func TestLoadExperimentNumPy(t *testing.T) {
 			if tc.flipped {
 				if sp.Noise == nil || sp.Noise.Flipped == 0 || !slices.Equal(sp.Val.Y, []int32{1, 1}) {
 					t.Errorf("noise %+v, validation labels %v", sp.Noise, sp.Val.Y)
-				}
-			}
-		})
-	}
-}
-
-func TestCheckSplit(t *testing.T) {
-	images := &Set{Name: "i", Shape: []int{1, 2, 2}, Classes: 2, X: make([]uint8, 4), Y: []int32{0}}
-	floats := &Set{Name: "f", Shape: []int{3, 2, 2}, Classes: 2, F: make([]float32, 12), Y: []int32{0}}
-	vectors := &Set{Name: "v", Shape: []int{4}, Classes: 2, F: make([]float32, 4), Y: []int32{0}}
-	tests := []struct {
-		name string
-		edit func(e *experiment.Experiment)
-		sp   Split
-		want []string // substrings of the error; none: no error
-	}{
-		{name: "defaults", sp: Split{Train: vectors, Test: vectors}},
-		{name: "temperature needs validation", edit: func(e *experiment.Experiment) { e.Eval.Temperature = experiment.TemperatureValidation }, sp: Split{Train: vectors, Test: vectors},
-			want: []string{`eval.temperature = "validation" needs a validation split: set data.validation > 0 (or give x_val and y_val in an npz file)`}},
-		{name: "temperature with validation", edit: func(e *experiment.Experiment) { e.Eval.Temperature = experiment.TemperatureValidation }, sp: Split{Train: vectors, Test: vectors, Val: vectors}},
-		{name: "best epoch needs validation", edit: func(e *experiment.Experiment) { e.Eval.BestEpoch = experiment.BestAcc }, sp: Split{Train: vectors, Test: vectors},
-			want: []string{"eval.best_epoch needs a validation split"}},
-		{name: "corruptions on images", edit: func(e *experiment.Experiment) { e.Eval.Corruptions.Families = []string{"all"} }, sp: Split{Train: images, Test: images}},
-		{name: "corruptions need 8-bit images", edit: func(e *experiment.Experiment) {
-			e.Data.Dataset = experiment.DatasetNumPy
-			e.Eval.Corruptions.Families = []string{"all"}
-		}, sp: Split{Train: floats, Test: floats}, want: []string{`eval.corruptions needs 8-bit images (uint8 C×H×W samples); the test samples of "npz" are float of shape [3 2 2]`}},
-		{name: "channels_last on float images", edit: func(e *experiment.Experiment) { e.Model.MemoryFormat = experiment.MemoryChannelsLast }, sp: Split{Train: floats, Test: floats}},
-		{name: "everything at once", edit: func(e *experiment.Experiment) {
-			e.Eval.Temperature = experiment.TemperatureValidation
-			e.Eval.Corruptions.Families = []string{"jpeg"}
-			e.Model.MemoryFormat = experiment.MemoryChannelsLast
-		}, sp: Split{Train: vectors, Test: vectors}, want: []string{
-			`eval.temperature = "validation" needs a validation split`,
-			"; eval.corruptions needs 8-bit images",
-			`; model.memory_format = "channels_last" needs image inputs (C×H×W), but the samples of "uci-digits" have shape [4]; use "contiguous"`}},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			e := experiment.Default()
-			if tc.edit != nil {
-				tc.edit(e)
-			}
-			err := CheckSplit(e, tc.sp)
-			if len(tc.want) == 0 {
-				if err != nil {
-					t.Fatal(err)
-				}
-				return
-			}
-			if err == nil {
-				t.Fatal("no error")
-			}
-			for _, w := range tc.want {
-				if !strings.Contains(err.Error(), w) {
-					t.Errorf("error %q lacks %q", err, w)
 				}
 			}
 		})

@@ -3,7 +3,9 @@
 // train, validation and test parts deterministically from a seed.
 //
 // Uploading a Set to the device, normalizing it there and augmenting it is
-// the job of other packages; this package never touches the GPU.
+// the job of other packages; this package never touches the GPU. Load reads
+// what a Spec names; the package knows nothing of experiment files
+// (package experiment makes the Spec).
 //
 // Samples are stored sample-major: sample i occupies
 // [i*SampleSize(), (i+1)*SampleSize()) of X or F, laid out in the order given

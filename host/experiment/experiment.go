@@ -11,7 +11,9 @@
 // are the combinations of the values of the keys written as lists (sweeps:
 // its parameters, the numbers of [train] and the rate and seed of
 // [data.label_noise]; see sweep.go). Load and
-// Parse also apply --set KEY=VALUE overrides (see set.go).
+// Parse also apply --set KEY=VALUE overrides (see set.go). Data.Spec hands
+// the [data] table to package data in that package's terms (data.Spec),
+// and CheckSplit checks the keys that only the loaded data can answer.
 //
 // The struct fields below document each key and its default; the defaults
 // are those of Default.
@@ -31,23 +33,26 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/optlab/optlab/host/data"
 )
 
-// Dataset names accepted in data.dataset (and, for some, data.ood).
+// Dataset names accepted in data.dataset (and, for some, data.ood): the
+// names package data loads (Data.Spec hands them over as they are).
 const (
-	DatasetUCIDigits = "uci-digits"
-	DatasetCIFAR10   = "cifar10"
-	DatasetCIFAR100  = "cifar100"
-	DatasetCSV       = "csv"
-	DatasetSynthetic = "synthetic"
+	DatasetUCIDigits = data.UCIDigitsName
+	DatasetCIFAR10   = data.CIFAR10
+	DatasetCIFAR100  = data.CIFAR100
+	DatasetCSV       = data.CSVName
+	DatasetSynthetic = data.SyntheticName
 	// DatasetNumPy reads NumPy arrays from data.path: an .npz archive
 	// (np.savez) or a folder of .npy files, holding x_train, y_train,
 	// x_test and y_test, and optionally x_val and y_val.
-	DatasetNumPy = "npz"
+	DatasetNumPy = data.NumPyName
 	// DatasetFashionMNIST and DatasetMNIST read the four canonical IDX files
 	// (gzip-compressed or not) from data.dir.
-	DatasetFashionMNIST = "fashion-mnist"
-	DatasetMNIST        = "mnist"
+	DatasetFashionMNIST = data.FashionMNIST
+	DatasetMNIST        = data.MNIST
 )
 
 // HasDir reports whether the named dataset is read from files in a folder
@@ -63,10 +68,10 @@ func HasDir(dataset string) bool {
 // Axis orders of 4-D image arrays accepted in data.layout (dataset npz).
 const (
 	// LayoutNCHW is samples × channels × height × width (PyTorch's).
-	LayoutNCHW = "nchw"
+	LayoutNCHW = data.LayoutNCHW
 	// LayoutNHWC is samples × height × width × channels (TensorFlow's,
 	// and that of most image libraries).
-	LayoutNHWC = "nhwc"
+	LayoutNHWC = data.LayoutNHWC
 )
 
 // Optimizer names accepted in train.optimizer.name.
@@ -228,16 +233,32 @@ type Data struct {
 	LabelNoise LabelNoise `toml:"label_noise"`
 }
 
+// Spec is the data package's description of the data d names: what
+// data.Load, data.LoadOOD and devset.Load read, with the label noise's class
+// map as class numbers (ClassMap). The dataset, layout and noise names are
+// handed over as they are: this package's constants are data's.
+func (d Data) Spec() data.Spec {
+	n := d.LabelNoise
+	return data.Spec{
+		Dataset: d.Dataset, Dir: d.Dir, Path: d.Path, Classes: d.Classes, Layout: d.Layout,
+		TestFraction: d.TestFraction, Validation: d.Validation,
+		Augment: d.Augment, Normalize: d.Normalize,
+		OOD: d.OOD, OODDir: d.OODDir,
+		Synthetic:  data.SyntheticSpec{Train: d.Synthetic.Train, Test: d.Synthetic.Test, Classes: d.Synthetic.Classes, Features: d.Synthetic.Features},
+		LabelNoise: data.NoiseOptions{Kind: n.Kind, Rate: n.Rate, Seed: n.Seed, Map: n.ClassMap()},
+	}
+}
+
 // Label-noise kinds accepted in data.label_noise.kind.
 const (
 	// NoiseSymmetric moves a label to one of the other classes, chosen
 	// uniformly.
-	NoiseSymmetric = "symmetric"
+	NoiseSymmetric = data.NoiseSymmetric
 	// NoisePairflip moves a label of class c to class (c+1) mod K.
-	NoisePairflip = "pairflip"
+	NoisePairflip = data.NoisePairflip
 	// NoiseAsymmetric moves a label of a class the map lists to the class
 	// it maps to.
-	NoiseAsymmetric = "asymmetric"
+	NoiseAsymmetric = data.NoiseAsymmetric
 )
 
 // Best-epoch criteria accepted in eval.best_epoch.

@@ -114,7 +114,11 @@ func ParseArch(spec string) (canonical string, members []string, err error) {
 // TorchScriptPrefix starts an arch name that is a TorchScript file, made in
 // PyTorch by torch.jit.script(model).save(path): "torchscript:net.pt". The
 // path may hold any character but '+' and '*' (the spec's separators); a
-// relative one is relative to the experiment file's folder (Load).
+// relative one is relative to the experiment file's folder (Load). Arch
+// names go to model.Zoo.Make as they are, so this is model.TorchScriptPrefix
+// too: it is written out here because this package does not import package
+// model (which needs libtorch); a test of package grid, which imports both,
+// checks that they agree.
 const TorchScriptPrefix = "torchscript:"
 
 // TorchScriptPath returns the file of a "torchscript:" arch name, and

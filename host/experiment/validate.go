@@ -302,7 +302,7 @@ func knownClasses(d Data) int {
 // imageInputs tells whether the dataset's inputs are images (C×H×W), not
 // flat feature vectors (csv, synthetic with features > 0). npz counts as
 // images: only loading its arrays tells, and it refuses what needs images
-// (data.augment) when they are not (data.CheckSplit the rest).
+// (data.augment) when they are not (CheckSplit the rest).
 func imageInputs(d Data) bool {
 	return d.Dataset != DatasetCSV && !(d.Dataset == DatasetSynthetic && d.Synthetic.Features > 0)
 }
@@ -540,7 +540,7 @@ func (v *validator) eval() {
 	ev := &v.e.Eval
 	v.enum("eval.temperature", ev.Temperature, TemperatureValidation, TemperatureTestHalves, TemperatureNone)
 	// An npz file may hold its own validation split (x_val, y_val), which
-	// only loading it tells (data.CheckSplit).
+	// only loading it tells (CheckSplit).
 	ownVal := v.e.Data.Dataset == DatasetNumPy
 	if ev.Temperature == TemperatureValidation && !(v.e.Data.Validation > 0) && !ownVal {
 		v.fail("eval.temperature", "= \"validation\" needs data.validation > 0 (got %s); use \"test-halves\" or hold out a validation split",
@@ -597,7 +597,7 @@ func (v *validator) corruptions() {
 	case DatasetCIFAR10, DatasetCIFAR100, DatasetFashionMNIST, DatasetMNIST:
 	case DatasetNumPy:
 		// Loading tells whether its samples are uint8 images
-		// (data.CheckSplit).
+		// (CheckSplit).
 	default:
 		v.fail(table, "needs 8-bit images (cifar10, cifar100, fashion-mnist, mnist, or npz with uint8 images); dataset %q is not", v.e.Data.Dataset)
 	}

@@ -12,21 +12,139 @@ import (
 	"github.com/optlab/optlab/host/experiment"
 	"github.com/optlab/optlab/host/model"
 	"github.com/optlab/optlab/host/results"
+	"github.com/optlab/optlab/host/tensor"
 	"github.com/optlab/optlab/host/train"
 )
+
+// Check is host check's work on a plan, in steps, so that the host
+// command can print what each step found before it takes the next:
+// NewCheck loads the data of the grid's first data setting into host
+// memory and checks it against the experiment; LabelNoise says what the
+// label noise of each data setting does; Params counts an arch's
+// parameters; Preflight tries what every run needs at its start. The
+// torch worker that Params (for a TorchScript arch) and Preflight need is
+// a Session's, started the first time one of them needs it. Close the
+// Check when done.
+type Check struct {
+	// Plan is the plan checked.
+	Plan *Plan
+	// Split is the data of the plan's first data setting (DataSettings),
+	// in host memory.
+	Split data.Split
+	// datas are the data settings of the plan's runs (DataSettings).
+	datas []experiment.Data
+	// sess is the session of Params and Preflight (nil until one needs
+	// it); its device is parsed by Preflight.
+	sess *Session
+	// params are the parameter counts of the archs counted so far.
+	params map[string]int64
+}
+
+// NewCheck loads the data of the first data setting of p's runs (data.Load,
+// into host memory, not onto the device) and checks the experiment's keys
+// that need it (experiment.CheckSplit).
+func NewCheck(p *Plan) (*Check, error) {
+	c := &Check{Plan: p, datas: DataSettings(p.Exp, p.Runs), params: map[string]int64{}}
+	sp, err := data.Load(c.datas[0].Spec())
+	if err != nil {
+		return nil, fmt.Errorf("%s: data: %w", p.Exp.File, err)
+	}
+	if err := experiment.CheckSplit(p.Exp, sp); err != nil {
+		return nil, fmt.Errorf("%s: %w", p.Exp.File, err)
+	}
+	c.Split = sp
+	return c, nil
+}
+
+// Shape is the shape of one input sample of the checked data.
+func (c *Check) Shape() []int64 {
+	shape := make([]int64, len(c.Split.Train.Shape))
+	for i, v := range c.Split.Train.Shape {
+		shape[i] = int64(v)
+	}
+	return shape
+}
+
+// NoiseEffect is the label noise of one data setting and what it does to
+// the training labels.
+type NoiseEffect struct {
+	// Noise is the setting's [data.label_noise].
+	Noise experiment.LabelNoise
+	// Stats is what the noise did; nil when Noise is not Active.
+	Stats *data.NoiseStats
+}
+
+// LabelNoise returns the label noise of each data setting of the plan's
+// runs (DataSettings: several when the runs sweep the noise's rate or
+// seed), in grid order, and what it does: the data of each setting with
+// noise but the first is loaded again for it.
+func (c *Check) LabelNoise() ([]NoiseEffect, error) {
+	out := make([]NoiseEffect, len(c.datas))
+	for i, d := range c.datas {
+		out[i].Noise = d.LabelNoise
+		if !d.LabelNoise.Active() {
+			continue
+		}
+		out[i].Stats = c.Split.Noise
+		if i > 0 {
+			sp, err := data.Load(d.Spec())
+			if err != nil {
+				return nil, fmt.Errorf("%s: data: %w", c.Plan.Exp.File, err)
+			}
+			out[i].Stats = sp.Noise
+		}
+	}
+	return out, nil
+}
+
+// Params counts the parameters of one member of arch for the checked
+// data, once per arch. A TorchScript file is loaded to count them, on the
+// CPU, by the Check's session's worker.
+func (c *Check) Params(ctx context.Context, arch string) (int64, error) {
+	if n, ok := c.params[arch]; ok {
+		return n, nil
+	}
+	var w *tensor.Worker
+	if _, script := model.TorchScriptPath(arch); script {
+		w = c.session().W
+	}
+	m, err := model.Builtin().Make(ctx, w, tensor.CPU, arch, c.Split.Train.Classes, c.Shape())
+	if err != nil {
+		return 0, err
+	}
+	if w != nil {
+		_ = w.Do(ctx, func() error { m.Release(); return nil })
+	}
+	c.params[arch] = m.Numel
+	return m.Numel, nil
+}
+
+// session returns the Check's session, starting its worker when there is
+// none yet (its device is left to Preflight).
+func (c *Check) session() *Session {
+	if c.sess == nil {
+		c.sess = start(c.Plan.Exp)
+	}
+	return c.sess
+}
+
+// Close stops the Check's session, if it started one.
+func (c *Check) Close() {
+	if c.sess != nil {
+		c.sess.Close()
+		c.sess = nil
+	}
+}
 
 // Preflight fails on what would make runs fail at their start: a batch
 // larger than the training set, a missing or mismatched model.init_from, a
 // hyperparameter the plugin rejects when configured, a run's file names too
-// long for the file system, a results folder that cannot be written. Each
-// setting of each method is configured once, on its first run, through the
-// same code a run uses (train.Runner.Preflight), so the messages are the
-// run's.
-func Preflight(ctx context.Context, p *Plan, sp data.Split) error {
-	shape := make([]int64, len(sp.Train.Shape))
-	for i, v := range sp.Train.Shape {
-		shape[i] = int64(v)
-	}
+// long for the file system, a results folder that cannot be written, a
+// train.device that cannot be used. Each setting of each method is
+// configured once, on its first run, through the same code a run uses
+// (train.Runner.Preflight), so the messages are the run's.
+func (c *Check) Preflight(ctx context.Context) error {
+	p, sp := c.Plan, c.Split
 	var errs []error
 	keys := make([]string, len(p.Runs))
 	for i, r := range p.Runs {
@@ -41,13 +159,12 @@ func Preflight(ctx context.Context, p *Plan, sp data.Split) error {
 	} else if err := checkRunFolders(l, p.Exp.Eval.TensorBoard); err != nil {
 		errs = append(errs, err)
 	}
-	sess, err := Open(ctx, p.Exp)
-	if err != nil {
+	sess := c.session()
+	if err := sess.openDevice(ctx); err != nil {
 		return errors.Join(append(errs, err)...)
 	}
-	defer sess.Close()
 	r := &train.Runner{W: sess.W, Dev: sess.Dev, Exp: p.Exp, Zoo: model.Builtin(),
-		Data: &devset.Data{Classes: sp.Train.Classes, Shape: shape, TrainSize: sp.Train.Len(), TestSize: sp.Test.Len(), LabelNoise: sp.Noise}}
+		Data: &devset.Data{Classes: sp.Train.Classes, Shape: c.Shape(), TrainSize: sp.Train.Len(), TestSize: sp.Test.Len(), LabelNoise: sp.Noise}}
 	seen := map[string]bool{}
 	for _, run := range p.Runs {
 		if seen[run.Label] {

@@ -2,9 +2,10 @@
 // experiment with its plugins' schemas into a Plan; Open starts a Session
 // (the torch worker, the device and the data on it) for it; Run trains each
 // unfinished run through package train, with the results folder's
-// bookkeeping of results.Store, and Check tries everything a run needs
-// without training. The host command (package cli) parses flags, calls
-// these and prints.
+// bookkeeping of results.Store, and Check is host check's work: the data
+// loaded and checked, the parameters counted and everything a run needs
+// tried without training. The host command (package cli) parses flags,
+// calls these and prints.
 package grid
 
 import (
@@ -13,6 +14,7 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
+	"sync"
 
 	"github.com/hashicorp/go-hclog"
 
@@ -75,29 +77,44 @@ func (p *Plan) Launch(ctx context.Context, m experiment.Method) (*plugin.Client,
 }
 
 // Load reads the experiment file at path with the --set overrides sets and
-// validates it.
+// validates it (Validate).
 func Load(path string, sets ...string) (*experiment.Experiment, error) {
 	exp, err := experiment.Load(path, sets...)
 	if err != nil {
 		return nil, err
 	}
-	if err := experiment.Validate(exp, model.Builtin().Names()); err != nil {
+	if err := Validate(exp); err != nil {
 		return nil, err
 	}
 	return exp, nil
 }
 
+// Validate validates a decoded experiment (experiment.Validate) against the
+// host's built-in architectures.
+func Validate(exp *experiment.Experiment) error {
+	return experiment.Validate(exp, model.Builtin().Names())
+}
+
+// maxLaunches bounds how many plugins Prepare starts at once.
+const maxLaunches = 8
+
 // Prepare expands the experiment's grid, starts every method's plugin once
 // to learn its schema (plugin.Launch checks its protocol) and validates the
 // hyperparameters against it: every value of a sweep, then each run's
 // setting; and it refuses the base optimizer's keys that plugins applying
-// their own update would ignore (experiment.ValidateOwnsUpdate). Every
-// problem is reported, joined.
+// their own update would ignore (experiment.ValidateOwnsUpdate). The
+// plugins are started concurrently (up to maxLaunches at once), so plugins
+// that do not start cost about one start deadline together, not one each.
+// Every problem is reported, joined, in the order of the methods.
 func Prepare(ctx context.Context, exp *experiment.Experiment, plugins Plugins) (*Plan, error) {
+	if plugins.Output != nil {
+		plugins.Output = &syncWriter{w: plugins.Output}
+	}
 	p := &Plan{Exp: exp, Runs: experiment.Grid(exp), Params: map[string]map[string]any{}, Infos: map[string]optim.Info{}, plugins: plugins}
+	infos, infoErrs := p.infos(ctx)
 	var errs []error
-	for _, m := range exp.Methods {
-		info, err := p.info(ctx, m)
+	for i, m := range exp.Methods {
+		info, err := infos[i], infoErrs[i]
 		if err != nil {
 			errs = append(errs, fmt.Errorf("%s:%d: method %q: %w", exp.File, m.Line, m.Name, err))
 			continue
@@ -122,6 +139,40 @@ func Prepare(ctx context.Context, exp *experiment.Experiment, plugins Plugins) (
 		return nil, errors.Join(errs...)
 	}
 	return p, nil
+}
+
+// infos launches the plugin of each method of the experiment for its Info
+// (info), up to maxLaunches at once, and returns the answers and errors by
+// method index.
+func (p *Plan) infos(ctx context.Context) ([]optim.Info, []error) {
+	methods := p.Exp.Methods
+	infos := make([]optim.Info, len(methods))
+	errs := make([]error, len(methods))
+	slots := make(chan struct{}, maxLaunches)
+	var wg sync.WaitGroup
+	for i, m := range methods {
+		wg.Go(func() {
+			slots <- struct{}{}
+			defer func() { <-slots }()
+			infos[i], errs[i] = p.info(ctx, m)
+		})
+	}
+	wg.Wait()
+	return infos, errs
+}
+
+// syncWriter serialises the writes of the plugins started at once (and
+// of their loggers) to one writer.
+type syncWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+// Write implements io.Writer.
+func (s *syncWriter) Write(b []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.w.Write(b)
 }
 
 // info launches method m's plugin for its Info and checks that it can

@@ -26,12 +26,24 @@ type Session struct {
 
 // Open starts a session for exp on its train.device.
 func Open(ctx context.Context, exp *experiment.Experiment) (*Session, error) {
-	s := &Session{Exp: exp, W: tensor.NewWorker(exp.Train.Threads)}
-	if err := s.W.Do(ctx, func() (err error) { s.Dev, err = tensor.ParseDevice(exp.Train.Device); return err }); err != nil {
+	s := start(exp)
+	if err := s.openDevice(ctx); err != nil {
 		s.W.Close()
 		return nil, err
 	}
 	return s, nil
+}
+
+// start starts the worker of a session for exp, with its train.threads;
+// the device is openDevice's.
+func start(exp *experiment.Experiment) *Session {
+	return &Session{Exp: exp, W: tensor.NewWorker(exp.Train.Threads)}
+}
+
+// openDevice sets Dev to the experiment's train.device, parsed (and, for
+// auto, chosen) on the worker.
+func (s *Session) openDevice(ctx context.Context) error {
+	return s.W.Do(ctx, func() (err error) { s.Dev, err = tensor.ParseDevice(s.Exp.Train.Device); return err })
 }
 
 // Describe is the session's one-line summary: libtorch, the device, torch's
@@ -59,7 +71,7 @@ func (s *Session) Upload(ctx context.Context, d experiment.Data) (loaded bool, e
 		old.Drop()
 		old = nil
 	}
-	dd, err := devset.Load(ctx, s.W, s.Dev, d, func(sp data.Split) error { return data.CheckSplit(s.Exp, sp) })
+	dd, err := devset.Load(ctx, s.W, s.Dev, d.Spec(), func(sp data.Split) error { return experiment.CheckSplit(s.Exp, sp) })
 	if old != nil {
 		// Only the label noise changed: the test set, and so its
 		// corrupted copies, are the same.

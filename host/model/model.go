@@ -16,7 +16,6 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/optlab/optlab/host/experiment"
 	"github.com/optlab/optlab/host/tensor"
 )
 
@@ -372,11 +371,11 @@ func (z Zoo) New(arch string, classes int, in []int64) (*Model, error) {
 }
 
 // Make builds arch for a number of classes and an input shape: for a
-// "torchscript:" name (experiment.TorchScriptPrefix), the module in that
+// "torchscript:" name (TorchScriptPrefix), the module in that
 // file, loaded onto device d on w's thread (NewTorchScript); else the
 // zoo's architecture. Release the model on w once done with it.
 func (z Zoo) Make(ctx context.Context, w *tensor.Worker, d tensor.Device, arch string, classes int, in []int64) (*Model, error) {
-	path, ok := experiment.TorchScriptPath(arch)
+	path, ok := TorchScriptPath(arch)
 	if !ok {
 		return z.New(arch, classes, in)
 	}

@@ -7,9 +7,21 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/optlab/optlab/host/experiment"
 	"github.com/optlab/optlab/host/tensor"
 )
+
+// TorchScriptPrefix starts an arch name that is a TorchScript file
+// ("torchscript:net.pt"): Zoo.Make loads the module in that file. The
+// experiment file's model.archs writes them so (experiment.TorchScriptPrefix
+// is the same string; package experiment does not import this one, which
+// needs libtorch).
+const TorchScriptPrefix = "torchscript:"
+
+// TorchScriptPath returns the file of a "torchscript:" arch name, and
+// whether arch is one.
+func TorchScriptPath(arch string) (string, bool) {
+	return strings.CutPrefix(arch, TorchScriptPrefix)
+}
 
 // scriptNet runs a TorchScript module over optlab's flat vectors: before
 // every pass it points the module's parameters and BatchNorm running
@@ -39,7 +51,7 @@ type scriptBN struct {
 // momentum. Other buffers stay in the module as they are. Call it on the
 // worker; the Model's Release frees the module.
 func NewTorchScript(path string, classes int, in []int64, d tensor.Device) (m *Model, err error) {
-	arch := experiment.TorchScriptPrefix + path
+	arch := TorchScriptPrefix + path
 	if _, err := os.Stat(path); err != nil {
 		return nil, fmt.Errorf("%s: %w", arch, err)
 	}

@@ -7,7 +7,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/optlab/optlab/host/experiment"
 	"github.com/optlab/optlab/host/tensor"
 	"github.com/optlab/optlab/internal/torchtwin"
 )
@@ -71,7 +70,7 @@ func makeOnWorker(t *testing.T, arch string, classes int) (*Model, error) {
 // module.
 func TestTorchScriptLayout(t *testing.T) {
 	dir := writeScriptFixtures(t)
-	m, err := makeOnWorker(t, experiment.TorchScriptPrefix+filepath.Join(dir, "net.pt"), 10)
+	m, err := makeOnWorker(t, TorchScriptPrefix+filepath.Join(dir, "net.pt"), 10)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -93,7 +92,7 @@ func TestTorchScriptLayout(t *testing.T) {
 	if strings.Join(bufs, " ") != "bn.running_mean bn.running_var" {
 		t.Errorf("buffers %v", bufs)
 	}
-	if !m.IsTorchScript() || m.Arch != experiment.TorchScriptPrefix+filepath.Join(dir, "net.pt") {
+	if !m.IsTorchScript() || m.Arch != TorchScriptPrefix+filepath.Join(dir, "net.pt") {
 		t.Errorf("arch %q", m.Arch)
 	}
 	if err := m.SetNumerics(Numerics{ChannelsLast: true}); err == nil || !strings.Contains(err.Error(), "channels_last") {
@@ -119,7 +118,7 @@ func TestTorchScriptRefusals(t *testing.T) {
 		{"frozen.pt", 10, "has no parameters (a frozen module?"},
 	} {
 		t.Run(c.file, func(t *testing.T) {
-			_, err := makeOnWorker(t, experiment.TorchScriptPrefix+filepath.Join(dir, c.file), c.classes)
+			_, err := makeOnWorker(t, TorchScriptPrefix+filepath.Join(dir, c.file), c.classes)
 			if err == nil || !strings.Contains(err.Error(), c.want) {
 				t.Fatalf("got %v, want an error with %q", err, c.want)
 			}

@@ -71,6 +71,7 @@ package tensor
 import "C"
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"strings"
@@ -263,6 +264,18 @@ func (s CUDAStatus) driverTooOld() bool {
 // driverOlderMinor: same major version, older minor one.
 func (s CUDAStatus) driverOlderMinor() bool {
 	return s.Driver > 0 && s.Runtime > 0 && s.Driver/1000 == s.Runtime/1000 && s.Driver < s.Runtime
+}
+
+// Versions is what `host version` prints, a line each: libtorch
+// (LibtorchDescription), the CUDA status (ProbeCUDA, on a worker of its
+// own; CUDAStatus.Describe) and the BLAS in use (BLASDescription).
+func Versions(ctx context.Context) []string {
+	w := NewWorker(1)
+	defer w.Close()
+	var cuda CUDAStatus
+	_ = w.Do(ctx, func() error { cuda = ProbeCUDA(); return nil })
+	lines := append([]string{LibtorchDescription()}, cuda.Describe()...)
+	return append(lines, BLASDescription())
 }
 
 // Describe is the CUDA part of `host version`: a CPU build says so; a CUDA

@@ -247,7 +247,7 @@ func TestTorchScriptResNetFromNumPy(t *testing.T) {
 	w := tensor.NewWorker(2)
 	defer w.Close()
 	ctx := context.Background()
-	d, err := devset.Load(ctx, w, tensor.CPU, exp.Data)
+	d, err := devset.Load(ctx, w, tensor.CPU, exp.Data.Spec())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -54,7 +54,7 @@ func newRunner(t *testing.T, w *tensor.Worker, src string) (*Runner, *experiment
 		t.Fatal(err)
 	}
 	exp.ResultsDir = t.TempDir()
-	d, err := devset.Load(context.Background(), w, tensor.CPU, exp.Data)
+	d, err := devset.Load(context.Background(), w, tensor.CPU, exp.Data.Spec())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,7 +7,6 @@ import (
 
 	"github.com/optlab/optlab/host/corrupt"
 	"github.com/optlab/optlab/host/data"
-	"github.com/optlab/optlab/host/experiment"
 	"github.com/optlab/optlab/host/tensor"
 )
 
@@ -21,8 +20,7 @@ func TestCorrupted(t *testing.T) {
 	w := tensor.NewWorker(1)
 	defer w.Close()
 	ctx := context.Background()
-	d := experiment.Default().Data
-	d.Dataset, d.Dir = experiment.DatasetFashionMNIST, dir
+	d := data.Spec{Dataset: data.FashionMNIST, Dir: dir, Normalize: true}
 	first, err := Load(ctx, w, tensor.CPU, d)
 	if err != nil {
 		t.Fatal(err)
@@ -38,7 +36,7 @@ func TestCorrupted(t *testing.T) {
 	if a.N != first.Test.N || !slices.Equal(a.Shape, first.Test.Shape) {
 		t.Errorf("corrupted set %d × %v, test set %d × %v", a.N, a.Shape, first.Test.N, first.Test.Shape)
 	}
-	d.LabelNoise = experiment.LabelNoise{Kind: experiment.NoiseSymmetric, Rate: 0.5}
+	d.LabelNoise = data.NoiseOptions{Kind: data.NoiseSymmetric, Rate: 0.5}
 	second, err := Load(ctx, w, tensor.CPU, d)
 	if err != nil {
 		t.Fatal(err)

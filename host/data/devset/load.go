@@ -7,7 +7,6 @@ import (
 
 	"github.com/optlab/optlab/host/corrupt"
 	"github.com/optlab/optlab/host/data"
-	"github.com/optlab/optlab/host/experiment"
 	"github.com/optlab/optlab/host/tensor"
 )
 
@@ -33,11 +32,11 @@ type corruptedKey struct {
 	seed     int64
 }
 
-// Load loads the experiment's data (data.Load, data.LoadOOD) and copies
-// it to the device. The checks, if any, see the loaded split first (the
-// host passes data.CheckSplit, which only the data can answer for npz
+// Load loads the data d names (data.Load, data.LoadOOD) and copies it to
+// the device. The checks, if any, see the loaded split first (the host
+// passes experiment.CheckSplit, which only the data can answer for npz
 // files); the first error stops the load.
-func Load(ctx context.Context, w *tensor.Worker, dev tensor.Device, d experiment.Data, checks ...func(data.Split) error) (*Data, error) {
+func Load(ctx context.Context, w *tensor.Worker, dev tensor.Device, d data.Spec, checks ...func(data.Split) error) (*Data, error) {
 	sp, err := data.Load(d)
 	if err != nil {
 		return nil, err
