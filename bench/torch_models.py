@@ -113,13 +113,14 @@ class ConvBN(nn.Module):
 
 
 class CNN(nn.Module):
-    """Three conv3x3-BN-ReLU blocks (32/64/128), max-pool after the first two."""
+    """Three conv3x3-BN-ReLU blocks (32/64/128; cnn-small 16/32/64),
+    max-pool after the first two."""
 
-    def __init__(self, classes, cin=3):
+    def __init__(self, classes, cin=3, widths=(32, 64, 128)):
         super().__init__()
-        widths = [32, 64, 128]
+        widths = list(widths)
         self.features = nn.ModuleList(ConvBN(c, w, 3) for c, w in zip([cin] + widths, widths))
-        self.fc = nn.Linear(128, classes)
+        self.fc = nn.Linear(widths[-1], classes)
         init_like_optlab(self, "fan_in")
 
     def forward(self, x):
@@ -495,6 +496,7 @@ class EfficientNetB0(nn.Module):
 ZOO = {
     "mlp": lambda c, s: MLP(math.prod(s), c),
     "cnn": lambda c, s: CNN(c, s[0]),
+    "cnn-small": lambda c, s: CNN(c, s[0], widths=(16, 32, 64)),
     "lenet5": LeNet5,
     "resnet10": lambda c, s: ResNet([1, 1, 1, 1], c, s[0]),
     "resnet18": lambda c, s: ResNet([2, 2, 2, 2], c, s[0]),

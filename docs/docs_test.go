@@ -23,6 +23,7 @@ import (
 	"testing"
 
 	"github.com/optlab/optlab/host/cli"
+	"github.com/optlab/optlab/host/model"
 	"github.com/optlab/optlab/sdk/optim"
 )
 
@@ -150,6 +151,40 @@ func TestOpTable(t *testing.T) {
 		out := append(append(append([]byte{}, doc[:m[4]]...), want...), doc[m[5]:]...)
 		if err := os.WriteFile(f, out, 0o644); err != nil {
 			t.Fatal(err)
+		}
+	}
+}
+
+// The architecture lists of docs/EXPERIMENTS.md and README.md, and the
+// PyTorch twins of bench/torch_models.py (its ZOO), name every built-in
+// architecture of the model package (a list that omitted cnn-small and
+// lenet5, and a README arch the twins could not build, were found by a
+// user).
+func TestArchLists(t *testing.T) {
+	names := model.Builtin().Names()
+	for _, f := range []string{"EXPERIMENTS.md", "../README.md"} {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, n := range names {
+			if !bytes.Contains(b, []byte("`"+n+"`")) {
+				t.Errorf("%s does not list the architecture `%s`", f, n)
+			}
+		}
+	}
+	zoo, err := os.ReadFile("../bench/torch_models.py")
+	if err != nil {
+		t.Fatal(err)
+	}
+	i := bytes.Index(zoo, []byte("\nZOO = {"))
+	if i < 0 {
+		t.Fatal("bench/torch_models.py has no ZOO")
+	}
+	body := zoo[i : i+bytes.Index(zoo[i:], []byte("\n}"))]
+	for _, n := range names {
+		if !bytes.Contains(body, []byte(fmt.Sprintf("%q:", n))) {
+			t.Errorf("bench/torch_models.py's ZOO cannot build `%s`", n)
 		}
 	}
 }
