@@ -13,21 +13,29 @@ import (
 // side of the wire, where the SDK names it from the plugin's program.
 type VecError struct {
 	Vec Vec
+	// Name is the handle's name in the program that used it
+	// (Program.Name), which the host or SDK reporting the error fills in;
+	// "" prints the bare name ("v3", "params[0]").
+	Name string
 	// Msg follows the handle: "is not allocated".
 	Msg string
-
-	names *Handles
 }
 
 // Error implements error.
-func (e *VecError) Error() string { return "handle " + e.names.Name(e.Vec) + " " + e.Msg }
+func (e *VecError) Error() string {
+	name := e.Name
+	if name == "" {
+		name = vecName(e.Vec)
+	}
+	return "handle " + name + " " + e.Msg
+}
 
 // NameHandles makes the VecError inside err (if any) print its handle with
 // the names of p's namespace: the SDK calls it on the errors Exec returns.
 func NameHandles(err error, p *Program) {
 	var ve *VecError
-	if p != nil && p.names != nil && errors.As(err, &ve) {
-		ve.names = p.names
+	if p != nil && errors.As(err, &ve) {
+		ve.Name = p.Name(ve.Vec)
 	}
 }
 
@@ -64,10 +72,7 @@ func (c *Checker) Check(i int, op Op, allocated func(Vec) (int, bool)) error {
 	if err == nil {
 		c.record(op, allocated)
 	}
-	var ve *VecError
-	if errors.As(err, &ve) && c.p != nil {
-		ve.names = c.p.names
-	}
+	NameHandles(err, c.p)
 	return err
 }
 
@@ -107,7 +112,7 @@ func (c *Checker) same(allocated func(Vec) (int, bool), vs ...Vec) (int, error) 
 		}
 		if m != first && c.l.Members[m].Numel != c.l.Members[first].Numel {
 			return 0, &VecError{Vec: v, Msg: fmt.Sprintf("has the layout of member %d (%d parameters), %s has member %d's (%d)",
-				m, c.l.Members[m].Numel, c.p.names.Name(vs[0]), first, c.l.Members[first].Numel)}
+				m, c.l.Members[m].Numel, c.p.Name(vs[0]), first, c.l.Members[first].Numel)}
 		}
 	}
 	return first, nil
@@ -126,10 +131,10 @@ func (c *Checker) sameTensors(a, b int) bool {
 // reg returns what is known of register r, or an error when no earlier op
 // set it.
 func (c *Checker) reg(r Reg) (regInfo, error) {
-	if r.i < 1 || int(r.i) > len(c.regs) {
+	if r.Index() < 1 || r.Index() > len(c.regs) {
 		return regInfo{}, fmt.Errorf("register %s is not set by an earlier op of this program (%d so far)", r, len(c.regs))
 	}
-	return c.regs[r.i-1], nil
+	return c.regs[r.Index()-1], nil
 }
 
 // coef checks an operand that scales or fills a vector of member m:

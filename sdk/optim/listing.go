@@ -36,8 +36,16 @@ func (p *Program) String() string {
 	return b.String()
 }
 
-// vec names a handle for a listing.
-func (p *Program) vec(v Vec) string { return p.names.Name(v) }
+// Name returns the name of handle v in p's listing (String): the name it
+// was handed out with when the program was started by Handles.Prog, else
+// its bare name ("params[0]", "rho[1]", "v3"). A nil program names bare
+// handles.
+func (p *Program) Name(v Vec) string {
+	if p == nil {
+		return vecName(v)
+	}
+	return p.names.Name(v)
+}
 
 func num(f float64) string { return strconv.FormatFloat(f, 'g', 6, 64) }
 
@@ -156,7 +164,7 @@ func (p *Program) value(f reflect.Value, mod string) string {
 		if mod == "out" && x == 0 { // a gradient target: 0 is none, not params[0]
 			return "_"
 		}
-		return p.vec(x)
+		return p.Name(x)
 	}
 	switch x := f.Interface().(type) {
 	case Vec:
@@ -174,7 +182,7 @@ func (p *Program) value(f reflect.Value, mod string) string {
 	case []Term:
 		s := make([]string, len(x))
 		for i, t := range x {
-			s[i] = numString(t.Coef) + "·" + p.vec(t.X)
+			s[i] = numString(t.Coef) + "·" + p.Name(t.X)
 		}
 		return strings.Join(s, " + ")
 	case float64:

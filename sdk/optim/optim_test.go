@@ -44,6 +44,31 @@ func TestHandlesNamespaces(t *testing.T) {
 	}
 }
 
+// A program names a handle as its listing does, and a VecError prints the
+// name it carries (the bare name without one).
+func TestProgramName(t *testing.T) {
+	hs := optim.NewHandles().Sub("sam")
+	g := hs.New("g")
+	var none *optim.Program
+	for _, tc := range []struct {
+		p    *optim.Program
+		v    optim.Vec
+		want string
+	}{{hs.Prog(), g, "sam/g"}, {optim.Prog(), g, "v1"}, {none, g, "v1"}, {hs.Prog(), optim.ParamsOf(1), "params[1]"}} {
+		if got := tc.p.Name(tc.v); got != tc.want {
+			t.Errorf("Name(%d) = %q, want %q", tc.v, got, tc.want)
+		}
+	}
+	e := &optim.VecError{Vec: g, Msg: "is not allocated"}
+	if got := e.Error(); got != "handle v1 is not allocated" {
+		t.Errorf("VecError without a name: %q", got)
+	}
+	e.Name = hs.Prog().Name(g)
+	if got := e.Error(); got != "handle sam/g is not allocated" {
+		t.Errorf("VecError with a name: %q", got)
+	}
+}
+
 func TestRegisters(t *testing.T) {
 	p := optim.Prog()
 	p.Fill(1, optim.K(2))

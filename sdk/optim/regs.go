@@ -25,8 +25,8 @@ type Reg struct {
 // progID identifies a program (its address; never compared by value).
 type progID struct{ _ byte }
 
-// Index returns the register's 1-based number in its program (0 for the
-// zero Reg). Hosts use it; plugins never need it.
+// Index returns the register's 1-based number in its program, the number
+// String prints (0 for the zero Reg).
 func (r Reg) Index() int { return int(r.i) }
 
 // String returns "#n".
@@ -64,14 +64,16 @@ func RegOf(n Num) (Reg, bool) {
 }
 
 // Result holds the values of a program's Read ops. Read them with Get and
-// the registers the builder returned.
+// the registers the builder returned. A host makes the Result of a program
+// it ran from the program and the values of its Read ops (NewResult checks
+// their count); a fake host in a test may too.
 type Result struct {
+	// Program is the program that ran: Get finds a register's Read among
+	// its ops, so the program is not changed while its Result is read.
+	Program *Program
 	// Reads are the values of the program's Read ops, in op order: what
 	// crosses the wire.
 	Reads []float64
-
-	regs []int32 // register of each read
-	id   *progID
 }
 
 // NewResult returns p's result with the values vals of its Read ops, in
@@ -79,23 +81,26 @@ type Result struct {
 // make their results with it. It is an error when vals has another length
 // than p has Read ops.
 func NewResult(p *Program, vals []float64) (Result, error) {
-	r := Result{Reads: vals}
-	if p == nil {
-		if len(vals) != 0 {
+	if n := numReads(p); n != len(vals) {
+		if p == nil {
 			return Result{}, fmt.Errorf("result of a nil program with %d values", len(vals))
 		}
-		return r, nil
+		return Result{}, fmt.Errorf("result has %d values for %d Read ops", len(vals), n)
 	}
-	r.id = p.ident()
-	for _, op := range p.Ops {
-		if rd, ok := op.(Read); ok {
-			r.regs = append(r.regs, rd.X.i)
+	return Result{Program: p, Reads: vals}, nil
+}
+
+// numReads returns the number of Read ops of p.
+func numReads(p *Program) int {
+	n := 0
+	if p != nil {
+		for _, op := range p.Ops {
+			if _, ok := op.(Read); ok {
+				n++
+			}
 		}
 	}
-	if len(r.regs) != len(vals) {
-		return Result{}, fmt.Errorf("result has %d values for %d Read ops", len(vals), len(r.regs))
-	}
-	return r, nil
+	return n
 }
 
 // ReadError is what Result.Get panics with when a register cannot be read
@@ -116,13 +121,22 @@ func (r Result) Lookup(x Reg) (float64, error) {
 	if x.i == 0 {
 		return math.NaN(), nil
 	}
-	if x.id != r.id {
+	if r.Program == nil || x.id != r.Program.id {
 		return 0, &ReadError{Reg: x, Reason: "belongs to another program than this result's"}
 	}
-	for j, i := range r.regs {
-		if i == x.i {
+	j := 0 // index of the Read op among the program's
+	for _, op := range r.Program.Ops {
+		rd, ok := op.(Read)
+		if !ok {
+			continue
+		}
+		if rd.X.i == x.i {
+			if j >= len(r.Reads) {
+				return 0, &ReadError{Reg: x, Reason: fmt.Sprintf("has no value: the result has %d values for more Read ops", len(r.Reads))}
+			}
 			return r.Reads[j], nil
 		}
+		j++
 	}
 	return 0, &ReadError{Reg: x, Reason: "was not read: add a Read op for it (Program.Read)"}
 }
