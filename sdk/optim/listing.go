@@ -19,7 +19,7 @@ func (p *Program) String() string {
 	reg := 1
 	for i, op := range p.Ops {
 		fmt.Fprintf(&b, "%2d %-9s %s", i, OpName(op), p.operands(op))
-		spec, _ := SpecOf(op)
+		spec, _ := specOf(op)
 		switch n := len(spec.Regs); {
 		case n == 1:
 			fmt.Fprintf(&b, "  → #%d", reg)
@@ -30,7 +30,7 @@ func (p *Program) String() string {
 			}
 			fmt.Fprintf(&b, "  → %s", strings.Join(parts, ", "))
 		}
-		reg += Emits(op)
+		reg += emits(op)
 		b.WriteByte('\n')
 	}
 	return b.String()
@@ -90,7 +90,7 @@ func (k BinaryKind) String() string {
 
 // operands formats an op's fields with its Format.
 func (p *Program) operands(op Op) string {
-	spec, ok := SpecOf(op)
+	spec, ok := specOf(op)
 	if !ok || op == nil {
 		return fmt.Sprintf("%+v", op)
 	}
@@ -195,8 +195,11 @@ func (p *Program) value(f reflect.Value, mod string) string {
 
 // numString formats an operand: an immediate as a number, a register as #n.
 func numString(n Num) string {
-	if k, ok := Imm(n); ok {
-		return num(k)
+	switch x := n.(type) {
+	case nil:
+		return num(0)
+	case K:
+		return num(float64(x))
 	}
 	return n.(Reg).String()
 }

@@ -82,10 +82,7 @@ func TestRegisters(t *testing.T) {
 		t.Fatalf("registers %v %v %v %v %v; want #1 #3 #4 #5 #7", n, ev.Loss, ev.Acc, d, c)
 	}
 	p.Read(n, ev.Acc, c)
-	r, err := optim.NewResult(p, []float64{10, 40, 70})
-	if err != nil {
-		t.Fatal(err)
-	}
+	r := optim.Result{Program: p, Reads: []float64{10, 40, 70}}
 	for _, tc := range []struct {
 		r    optim.Reg
 		want float64
@@ -122,8 +119,13 @@ func TestRegisters(t *testing.T) {
 	if err := q.Err(); err == nil || !strings.Contains(err.Error(), "another program") {
 		t.Errorf("Err after a foreign register: %v", err)
 	}
-	if _, err := optim.NewResult(p, []float64{1}); err == nil {
-		t.Error("NewResult with the wrong number of values")
+	// A result with fewer values than Read ops is an error too.
+	short := optim.Result{Program: p, Reads: []float64{10}}
+	if v, err := short.Lookup(ev.Acc); !errors.As(err, &re) || err.Error() != "register #4: has no value: the result has 1 value(s), fewer than the program's Read ops" {
+		t.Errorf("Lookup past the values = %v, %v", v, err)
+	}
+	if _, err := (optim.Result{}).Lookup(n); err == nil || !strings.Contains(err.Error(), "another program") {
+		t.Errorf("Lookup in a result without a program: %v", err)
 	}
 }
 
@@ -131,10 +133,7 @@ func TestMean(t *testing.T) {
 	p := optim.Prog()
 	evs := []optim.Eval{p.Grad(1, optim.ParamsOf(0), optim.Batch{}, optim.BNUpdate), p.Grad(2, optim.ParamsOf(1), optim.Batch{}, optim.BNUpdate)}
 	p.Read(evs[0].Loss, evs[0].Acc, evs[1].Loss, evs[1].Acc)
-	r, err := optim.NewResult(p, []float64{1, 0.5, 3, 0.25})
-	if err != nil {
-		t.Fatal(err)
-	}
+	r := optim.Result{Program: p, Reads: []float64{1, 0.5, 3, 0.25}}
 	if loss, acc := r.Mean(evs); loss != 2 || acc != 0.375 {
 		t.Errorf("Mean = %v, %v; want 2, 0.375", loss, acc)
 	}
@@ -156,7 +155,7 @@ func (h fixedHost) Exec(_ context.Context, p *optim.Program) (optim.Result, erro
 	if h.err != nil {
 		return optim.Result{}, h.err
 	}
-	return optim.NewResult(p, []float64{1.5})
+	return optim.Result{Program: p, Reads: []float64{1.5}}, nil
 }
 
 func TestTrace(t *testing.T) {

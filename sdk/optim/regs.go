@@ -45,28 +45,10 @@ type K float64
 func (K) isNum()   {}
 func (Reg) isNum() {}
 
-// Imm returns n's immediate value and true, or 0 and false when n is a
-// register. A nil Num is K(0).
-func Imm(n Num) (float64, bool) {
-	switch v := n.(type) {
-	case nil:
-		return 0, true
-	case K:
-		return float64(v), true
-	}
-	return 0, false
-}
-
-// RegOf returns the register n names, and whether it names one.
-func RegOf(n Num) (Reg, bool) {
-	r, ok := n.(Reg)
-	return r, ok && r.i != 0
-}
-
 // Result holds the values of a program's Read ops. Read them with Get and
 // the registers the builder returned. A host makes the Result of a program
-// it ran from the program and the values of its Read ops (NewResult checks
-// their count); a fake host in a test may too.
+// it ran from the program and the values of its Read ops (sdk/opset's
+// NewResult checks their count); a fake host in a test may too.
 type Result struct {
 	// Program is the program that ran: Get finds a register's Read among
 	// its ops, so the program is not changed while its Result is read.
@@ -76,37 +58,11 @@ type Result struct {
 	Reads []float64
 }
 
-// NewResult returns p's result with the values vals of its Read ops, in
-// op order: hosts (the engine, optimtest's exact host, the wire client)
-// make their results with it. It is an error when vals has another length
-// than p has Read ops.
-func NewResult(p *Program, vals []float64) (Result, error) {
-	if n := numReads(p); n != len(vals) {
-		if p == nil {
-			return Result{}, fmt.Errorf("result of a nil program with %d values", len(vals))
-		}
-		return Result{}, fmt.Errorf("result has %d values for %d Read ops", len(vals), n)
-	}
-	return Result{Program: p, Reads: vals}, nil
-}
-
-// numReads returns the number of Read ops of p.
-func numReads(p *Program) int {
-	n := 0
-	if p != nil {
-		for _, op := range p.Ops {
-			if _, ok := op.(Read); ok {
-				n++
-			}
-		}
-	}
-	return n
-}
-
 // ReadError is what Result.Get panics with when a register cannot be read
 // from a result: it belongs to another program, or its program did not Read
 // it. Both are programming errors of the optimizer (sdk/serve turns the
-// panic into the run's error).
+// panic into the run's error). A Result made by hand with fewer Reads than
+// its program has Read ops is the third case.
 type ReadError struct {
 	Reg    Reg
 	Reason string
@@ -115,7 +71,7 @@ type ReadError struct {
 // Error implements error.
 func (e *ReadError) Error() string { return fmt.Sprintf("register %s: %s", e.Reg, e.Reason) }
 
-// Lookup returns the value of register r, or a *ReadError when r belongs to
+// Lookup returns the value of register x, or a *ReadError when x belongs to
 // another program or was not read. The zero Reg reads NaN.
 func (r Result) Lookup(x Reg) (float64, error) {
 	if x.i == 0 {
@@ -132,7 +88,7 @@ func (r Result) Lookup(x Reg) (float64, error) {
 		}
 		if rd.X.i == x.i {
 			if j >= len(r.Reads) {
-				return 0, &ReadError{Reg: x, Reason: fmt.Sprintf("has no value: the result has %d values for more Read ops", len(r.Reads))}
+				return 0, &ReadError{Reg: x, Reason: fmt.Sprintf("has no value: the result has %d value(s), fewer than the program's Read ops", len(r.Reads))}
 			}
 			return r.Reads[j], nil
 		}
