@@ -18,6 +18,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/optlab/optlab/host/plugin"
+	"github.com/optlab/optlab/sdk/opset"
 	"github.com/optlab/optlab/sdk/optim"
 )
 
@@ -59,7 +60,7 @@ func (h *nullHost) Exec(_ context.Context, p *optim.Program) (optim.Result, erro
 		h.readExecs++
 	}
 	h.mu.Unlock()
-	return optim.NewResult(p, vals)
+	return opset.NewResult(p, vals)
 }
 
 // take returns the counts since the last call and resets them.

@@ -13,7 +13,7 @@
 // (regs.go): a 0-d float64 tensor, or one float64 per segment of a member's
 // layout; coefficients that are registers use the tensor-coefficient
 // kernels, immediates the scalar ones (on the CPU the two give the same
-// bits). Every op is checked by optim.Checker first and runs in its own
+// bits). Every op is checked by opset.Checker first and runs in its own
 // tensor.Scope, so its temporaries are freed when it ends. Read ops cost
 // one device→host transfer at the end of the Exec; Report ops keep the
 // step's metrics on the device until the training loop takes them
@@ -38,6 +38,7 @@ import (
 
 	"github.com/optlab/optlab/host/model"
 	"github.com/optlab/optlab/host/tensor"
+	"github.com/optlab/optlab/sdk/opset"
 	"github.com/optlab/optlab/sdk/optim"
 )
 
@@ -279,7 +280,7 @@ func (e *Engine) Stats() (execs, ops int64) {
 
 // Exec runs a program on the worker and returns the values of its Read ops
 // (read back from the device with one transfer at the end, none when the
-// program reads nothing). Every op is first checked by optim.Checker; a
+// program reads nothing). Every op is first checked by opset.Checker; a
 // failing op stops the program with an *optim.OpError; an op kind, unary or
 // binary kind, BatchNorm mode or the like that the engine does not know
 // wraps errors.ErrUnsupported. A program whose builder recorded a misuse
@@ -302,7 +303,7 @@ func (e *Engine) exec(ctx context.Context, p *optim.Program) (optim.Result, erro
 	if err := p.Err(); err != nil {
 		return optim.Result{}, fmt.Errorf("program refused before it ran: %w", err)
 	}
-	x := &execState{ctx: ctx, p: p, check: optim.NewChecker(p, e.layout), rs: tensor.NewScope()}
+	x := &execState{ctx: ctx, p: p, check: opset.NewChecker(p, e.layout), rs: tensor.NewScope()}
 	defer x.close()
 	for i, op := range p.Ops {
 		e.count.ops.Add(1)
@@ -315,7 +316,7 @@ func (e *Engine) exec(ctx context.Context, p *optim.Program) (optim.Result, erro
 			err = e.checkFinite(x, op, n)
 		}
 		if err != nil {
-			optim.NameHandles(err, p)
+			opset.NameHandles(err, p)
 			return optim.Result{}, &optim.OpError{Index: i, Op: optim.OpName(op), Err: err}
 		}
 	}
@@ -323,7 +324,7 @@ func (e *Engine) exec(ctx context.Context, p *optim.Program) (optim.Result, erro
 	if err != nil {
 		return optim.Result{}, err
 	}
-	res, err := optim.NewResult(p, vals)
+	res, err := opset.NewResult(p, vals)
 	if err != nil {
 		return optim.Result{}, err
 	}
@@ -361,7 +362,7 @@ func (e *Engine) allocated(v optim.Vec) (int, bool) {
 }
 
 // get resolves a handle to its tensor and member; a handle that names no
-// vector is an *optim.VecError with optim.Checker's message.
+// vector is an *optim.VecError with opset.Checker's message.
 func (e *Engine) get(h optim.Vec) (tensor.T, int, error) {
 	if m, ok := h.Rho(); ok {
 		if m >= len(e.members) || e.members[m].vi == nil {
@@ -538,7 +539,7 @@ func (e *Engine) withOperand(s *tensor.Scope, x *execState, dst optim.Vec, n opt
 	if err != nil {
 		return err
 	}
-	if v, ok := optim.Imm(n); ok {
+	if v, ok := opset.Imm(n); ok {
 		imm(d, v)
 	} else {
 		reg(d, e.coef(s, x, n, d))
@@ -568,7 +569,7 @@ func (e *Engine) axpy(s *tensor.Scope, x *execState, o optim.Axpy) error {
 	if err != nil {
 		return err
 	}
-	if a, ok := optim.Imm(o.Alpha); ok {
+	if a, ok := opset.Imm(o.Alpha); ok {
 		s.Axpy(d, a, v)
 	} else {
 		s.AxpyT(d, e.coef(s, x, o.Alpha, d), v)
@@ -751,7 +752,7 @@ func (e *Engine) lincomb(s *tensor.Scope, x *execState, o optim.LinComb) error {
 	switch {
 	case alias:
 		// Dst is read by a later term: accumulate in a temporary.
-		if v, ok := optim.Imm(c0); ok {
+		if v, ok := opset.Imm(c0); ok {
 			acc = s.Scale(vecs[0], v)
 		} else {
 			acc = s.Mul(vecs[0], e.coef(s, x, c0, d))
@@ -760,7 +761,7 @@ func (e *Engine) lincomb(s *tensor.Scope, x *execState, o optim.LinComb) error {
 		if o.Terms[0].X != o.Dst {
 			s.CopyFrom(d, vecs[0])
 		}
-		if v, ok := optim.Imm(c0); ok {
+		if v, ok := opset.Imm(c0); ok {
 			s.ScaleInPlace(d, v)
 		} else {
 			s.ScaleT(d, e.coef(s, x, c0, d))
@@ -768,7 +769,7 @@ func (e *Engine) lincomb(s *tensor.Scope, x *execState, o optim.LinComb) error {
 	}
 	for i, t := range o.Terms[1:] {
 		ts := tensor.NewScope()
-		if v, ok := optim.Imm(t.Coef); ok {
+		if v, ok := opset.Imm(t.Coef); ok {
 			ts.AddInPlace(acc, ts.Scale(vecs[i+1], v))
 		} else {
 			ts.AxpyT(acc, e.coef(ts, x, t.Coef, d), vecs[i+1])

@@ -7,6 +7,7 @@ import (
 	"slices"
 
 	"github.com/optlab/optlab/host/tensor"
+	"github.com/optlab/optlab/sdk/opset"
 	"github.com/optlab/optlab/sdk/optim"
 )
 
@@ -31,7 +32,7 @@ type execState struct {
 	// ctx is the Exec's: a long op (UpdateBN) stops when it is done.
 	ctx   context.Context
 	p     *optim.Program
-	check *optim.Checker
+	check *opset.Checker
 	rs    *tensor.Scope // owns the registers
 	regs  []register
 	reads []tensor.T // registers of the Read ops, in order
@@ -63,7 +64,7 @@ func (x *execState) reg(r optim.Reg) register { return x.regs[r.Index()-1] }
 // values (ExpandSegs). Immediates never come here: they take the scalar
 // kernels.
 func (e *Engine) coef(s *tensor.Scope, x *execState, n optim.Num, dst tensor.T) tensor.T {
-	r, _ := optim.RegOf(n)
+	r, _ := opset.RegOf(n)
 	reg := x.reg(r)
 	c := reg.t
 	if reg.seg != nil {
@@ -78,10 +79,10 @@ func (e *Engine) coef(s *tensor.Scope, x *execState, n optim.Num, dst tensor.T) 
 
 // operand returns an Arith operand as a float64 tensor on the device.
 func (e *Engine) operand(s *tensor.Scope, x *execState, n optim.Num) register {
-	if v, ok := optim.Imm(n); ok {
+	if v, ok := opset.Imm(n); ok {
 		return register{t: s.ScalarTensor(v, e.cfg.Device)}
 	}
-	r, _ := optim.RegOf(n)
+	r, _ := opset.RegOf(n)
 	return x.reg(r)
 }
 
@@ -357,7 +358,7 @@ func (e *Engine) checkFinite(x *execState, op optim.Op, first int) error {
 		}
 	}
 	var names []string
-	if sp, ok := optim.SpecOf(op); ok {
+	if sp, ok := opset.SpecOf(op); ok {
 		names = sp.Regs
 	}
 	for j := range regs {

@@ -37,3 +37,26 @@ func OpName(op Op) string {
 	}
 	return t.Name()
 }
+
+// VecError is an error about one vector handle of an op. It prints the
+// handle by its namespaced name ("handle sam/g[0] is not allocated") when
+// the program that named it was built with Handles.Prog, also on the far
+// side of the wire, where the SDK names it from the plugin's program.
+type VecError struct {
+	Vec Vec
+	// Name is the handle's name in the program that used it
+	// (Program.Name), which the host or SDK reporting the error fills in;
+	// "" prints the bare name ("v3", "params[0]").
+	Name string
+	// Msg follows the handle: "is not allocated".
+	Msg string
+}
+
+// Error implements error.
+func (e *VecError) Error() string {
+	name := e.Name
+	if name == "" {
+		name = vecName(e.Vec)
+	}
+	return "handle " + name + " " + e.Msg
+}

@@ -19,7 +19,7 @@ func (p *Program) String() string {
 	reg := 1
 	for i, op := range p.Ops {
 		fmt.Fprintf(&b, "%2d %-9s %s", i, OpName(op), p.operands(op))
-		spec, _ := SpecOf(op)
+		spec, _ := specOf(op)
 		switch n := len(spec.Regs); {
 		case n == 1:
 			fmt.Fprintf(&b, "  → #%d", reg)
@@ -30,14 +30,22 @@ func (p *Program) String() string {
 			}
 			fmt.Fprintf(&b, "  → %s", strings.Join(parts, ", "))
 		}
-		reg += Emits(op)
+		reg += emits(op)
 		b.WriteByte('\n')
 	}
 	return b.String()
 }
 
-// vec names a handle for a listing.
-func (p *Program) vec(v Vec) string { return p.names.Name(v) }
+// Name returns the name of handle v in p's listing (String): the name it
+// was handed out with when the program was started by Handles.Prog, else
+// its bare name ("params[0]", "rho[1]", "v3"). A nil program names bare
+// handles.
+func (p *Program) Name(v Vec) string {
+	if p == nil {
+		return vecName(v)
+	}
+	return p.names.Name(v)
+}
 
 func num(f float64) string { return strconv.FormatFloat(f, 'g', 6, 64) }
 
@@ -82,7 +90,7 @@ func (k BinaryKind) String() string {
 
 // operands formats an op's fields with its Format.
 func (p *Program) operands(op Op) string {
-	spec, ok := SpecOf(op)
+	spec, ok := specOf(op)
 	if !ok || op == nil {
 		return fmt.Sprintf("%+v", op)
 	}
@@ -156,7 +164,7 @@ func (p *Program) value(f reflect.Value, mod string) string {
 		if mod == "out" && x == 0 { // a gradient target: 0 is none, not params[0]
 			return "_"
 		}
-		return p.vec(x)
+		return p.Name(x)
 	}
 	switch x := f.Interface().(type) {
 	case Vec:
@@ -174,7 +182,7 @@ func (p *Program) value(f reflect.Value, mod string) string {
 	case []Term:
 		s := make([]string, len(x))
 		for i, t := range x {
-			s[i] = numString(t.Coef) + "·" + p.vec(t.X)
+			s[i] = numString(t.Coef) + "·" + p.Name(t.X)
 		}
 		return strings.Join(s, " + ")
 	case float64:
@@ -187,8 +195,11 @@ func (p *Program) value(f reflect.Value, mod string) string {
 
 // numString formats an operand: an immediate as a number, a register as #n.
 func numString(n Num) string {
-	if k, ok := Imm(n); ok {
-		return num(k)
+	switch x := n.(type) {
+	case nil:
+		return num(0)
+	case K:
+		return num(float64(x))
 	}
 	return n.(Reg).String()
 }

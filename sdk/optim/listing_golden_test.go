@@ -1,12 +1,15 @@
 package optim_test
 
 import (
+	"flag"
 	"math"
 	"os"
 	"testing"
 
 	"github.com/optlab/optlab/sdk/optim"
 )
+
+var update = flag.Bool("update", false, "rewrite testdata/listing_all_ops.txt")
 
 // allOpsProgram builds a program with every op of the table, through the
 // builder where it has a method. sdk/python/tests/test_program.py builds

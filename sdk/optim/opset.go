@@ -1,18 +1,17 @@
 package optim
 
 import (
-	"encoding/json"
 	"fmt"
 	"reflect"
 	"slices"
-	"strings"
 )
 
 // OpSpec describes one op of the protocol: the single source from which the
 // listing (Program.String), both wire directions (sdk/internal/wire, by the
-// field names), the Python SDK's ops (sdk/python/optlab/ops.json, written
-// from this table and checked against it by a test) and the argument
-// checker (Checker) take the op set. Adding an op is: its Go type and
+// field names), the Python SDK's ops (sdk/python/optlab/ops.json, which
+// sdk/opset writes from this table and a test checks against it) and the
+// argument checker that every host runs (sdk/opset's Checker) take the op
+// set. Adding an op is: its Go type and
 // builder method, a row here, its message in the .proto, the engine's and
 // the exact host's kernels, and its conformance cases.
 type OpSpec struct {
@@ -36,28 +35,6 @@ type OpSpec struct {
 	Type reflect.Type
 	// Doc is a one-line description of what the op does.
 	Doc string
-}
-
-// Fields returns the op's fields: the exported fields of its Go type, in
-// order, with their wire names.
-func (s OpSpec) Fields() []FieldSpec {
-	var out []FieldSpec
-	for i := range s.Type.NumField() {
-		f := s.Type.Field(i)
-		out = append(out, FieldSpec{Name: f.Name, Wire: snake(f.Name), Kind: fieldKind(f.Type), Type: f.Type})
-	}
-	return out
-}
-
-// FieldSpec describes one field of an op.
-type FieldSpec struct {
-	// Name is the Go field name; Wire the protocol's (snake case).
-	Name, Wire string
-	// Kind is the field's type in the protocol: "vec", "vecs", "num",
-	// "reg", "terms", "batch", "bool", "int32", "int64", "float", "string",
-	// or "enum:<Type>" for the kinds and modes.
-	Kind string
-	Type reflect.Type
 }
 
 func spec[T Op](name, wire string, since int, format string, regs ...string) OpSpec {
@@ -141,9 +118,9 @@ func buildOpSet() []OpSpec {
 	}
 }
 
-// SpecOf returns the table row of op's type (a value or a pointer), and
+// specOf returns the table row of op's type (a value or a pointer), and
 // whether it has one.
-func SpecOf(op Op) (OpSpec, bool) {
+func specOf(op Op) (OpSpec, bool) {
 	if op == nil {
 		return OpSpec{}, false
 	}
@@ -158,9 +135,10 @@ func SpecOf(op Op) (OpSpec, bool) {
 	return opTable[i], true
 }
 
-// Emits returns the number of registers op sets: 1 for Dot, Norm, Arith
-// and SegReduce, 2 for Grad and JointGrad, else 0.
-func Emits(op Op) int {
+// emits returns the number of registers op sets: 1 for Dot, Norm, Arith
+// and SegReduce, 2 for Grad and JointGrad, else 0 (what the table's Regs
+// say, which a test of sdk/opset checks).
+func emits(op Op) int {
 	switch op.(type) {
 	case Dot, *Dot, Norm, *Norm, Arith, *Arith, SegReduce, *SegReduce:
 		return 1
@@ -168,87 +146,6 @@ func Emits(op Op) int {
 		return 2
 	}
 	return 0
-}
-
-// snake turns a Go field name into the protocol's: OutRho → out_rho,
-// LR → lr, ID → id.
-func snake(s string) string {
-	var b strings.Builder
-	for i, r := range s {
-		if r >= 'A' && r <= 'Z' {
-			if i > 0 && !(s[i-1] >= 'A' && s[i-1] <= 'Z') {
-				b.WriteByte('_')
-			}
-			b.WriteRune(r + 'a' - 'A')
-			continue
-		}
-		b.WriteRune(r)
-	}
-	return b.String()
-}
-
-var (
-	vecType   = reflect.TypeFor[Vec]()
-	numType   = reflect.TypeFor[Num]()
-	regType   = reflect.TypeFor[Reg]()
-	batchType = reflect.TypeFor[Batch]()
-	termsType = reflect.TypeFor[[]Term]()
-	vecsType  = reflect.TypeFor[[]Vec]()
-)
-
-// Enums are the enumerations of the op set by Go type name, with their
-// names (as listings print them) and numbers (as the wire carries them).
-func Enums() map[string]map[string]int32 {
-	out := map[string]map[string]int32{}
-	add := func(name string, n int32, str func(int32) string) {
-		m := map[string]int32{}
-		for i := range n {
-			if s := str(i); !strings.Contains(s, "(") {
-				m[s] = i
-			}
-		}
-		out[name] = m
-	}
-	add("UnaryKind", 16, func(i int32) string { return UnaryKind(i).String() })
-	add("BinaryKind", 16, func(i int32) string { return BinaryKind(i).String() })
-	add("BNMode", 4, func(i int32) string { return BNMode(i).String() })
-	add("ArithKind", 16, func(i int32) string { return ArithKind(i).String() })
-	add("SegKind", 8, func(i int32) string { return SegKind(i).String() })
-	add("Segmentation", 4, func(i int32) string { return Segmentation(i).String() })
-	return out
-}
-
-func fieldKind(t reflect.Type) string {
-	switch t {
-	case vecType:
-		return "vec"
-	case numType:
-		return "num"
-	case regType:
-		return "reg"
-	case batchType:
-		return "batch"
-	case termsType:
-		return "terms"
-	case vecsType:
-		return "vecs"
-	}
-	if t.PkgPath() == vecType.PkgPath() && t.Kind() == reflect.Int32 {
-		return "enum:" + t.Name()
-	}
-	switch t.Kind() {
-	case reflect.Bool:
-		return "bool"
-	case reflect.Int32:
-		return "int32"
-	case reflect.Int64:
-		return "int64"
-	case reflect.Float64:
-		return "float"
-	case reflect.String:
-		return "string"
-	}
-	panic(fmt.Sprintf("optim: op field type %v has no protocol kind", t))
 }
 
 var arithNames = [...]string{ArithAdd: "add", ArithSub: "sub", ArithMul: "mul", ArithDiv: "div",
@@ -278,58 +175,4 @@ func (s Segmentation) String() string {
 		return "row"
 	}
 	return fmt.Sprintf("Segmentation(%d)", int32(s))
-}
-
-// OpSetJSON returns the op table as JSON, for SDKs in other languages
-// (sdk/python reads it from optlab/ops.json, which a test keeps equal to
-// this): the protocol minor, the optional features (FeatureSet), every op with its wire name, minor, registers,
-// listing format and fields (Go and wire names, protocol kind), and the
-// enumerations by name.
-func OpSetJSON() ([]byte, error) {
-	type field struct {
-		Name string `json:"name"`
-		Wire string `json:"wire"`
-		Kind string `json:"kind"`
-	}
-	type op struct {
-		Name   string   `json:"name"`
-		Wire   string   `json:"wire"`
-		Since  int      `json:"since"`
-		Regs   []string `json:"regs"`
-		Segs   bool     `json:"segs,omitempty"`
-		Arith  bool     `json:"arith,omitempty"`
-		Format string   `json:"format"`
-		Fields []field  `json:"fields"`
-	}
-	type feature struct {
-		Name   string `json:"name"`
-		Field  string `json:"field"`
-		Method string `json:"method,omitempty"`
-		Since  int    `json:"since"`
-		Doc    string `json:"doc"`
-	}
-	doc := struct {
-		ProtocolMinor int                         `json:"protocol_minor"`
-		Features      []feature                   `json:"features"`
-		Ops           []op                        `json:"ops"`
-		Enums         map[string]map[string]int32 `json:"enums"`
-	}{ProtocolMinor: ProtocolMinor, Enums: Enums()}
-	for _, f := range featureTable {
-		doc.Features = append(doc.Features, feature{Name: f.Name, Field: f.Field, Method: f.Method, Since: f.Since, Doc: f.Doc})
-	}
-	for _, s := range opTable {
-		o := op{Name: s.Name, Wire: s.Wire, Since: s.Since, Regs: s.Regs, Segs: s.Segs, Arith: s.Arith, Format: s.Format}
-		if o.Regs == nil {
-			o.Regs = []string{}
-		}
-		for _, f := range s.Fields() {
-			o.Fields = append(o.Fields, field{Name: f.Name, Wire: f.Wire, Kind: f.Kind})
-		}
-		doc.Ops = append(doc.Ops, o)
-	}
-	b, err := json.MarshalIndent(doc, "", "  ")
-	if err != nil {
-		return nil, err
-	}
-	return append(b, '\n'), nil
 }

@@ -21,7 +21,8 @@ const ProtocolMinor = 6
 type Host interface {
 	// Layout describes the members' parameters (metadata only).
 	Layout(ctx context.Context) (Layout, error)
-	// Exec runs the program's ops in order, each checked by Checker first,
+	// Exec runs the program's ops in order, each checked first by the
+	// argument checker that every host shares (sdk/opset's Checker),
 	// and returns the values of its Read ops (a nil program is an empty
 	// one; a program whose builder recorded a misuse, Program.Err, fails
 	// before its first op). It stops at the first op that
@@ -58,6 +59,45 @@ type Layout struct {
 	TrainSize int64
 	// BatchSize is the configured minibatch size.
 	BatchSize int64
+}
+
+// Numel returns the number of elements of a tensor of shape t.Shape.
+func (t Tensor) Numel() int64 {
+	n := int64(1)
+	for _, d := range t.Shape {
+		n *= d
+	}
+	return n
+}
+
+// Segments returns the sizes of the segments of m's flat vector under by,
+// in order (see Segmentation); the tensors tile the vector in Layout order.
+// A layout without tensors is one tensor of shape [Numel]. An unknown
+// segmentation gives nil.
+func (m MemberLayout) Segments(by Segmentation) []int64 {
+	ts := m.Tensors
+	if len(ts) == 0 {
+		ts = []Tensor{{Shape: []int64{m.Numel}}}
+	}
+	var out []int64
+	for _, t := range ts {
+		switch by {
+		case PerTensor:
+			out = append(out, t.Numel())
+		case PerRow:
+			if len(t.Shape) == 0 {
+				out = append(out, 1)
+				continue
+			}
+			row := t.Numel() / max(t.Shape[0], 1)
+			for range t.Shape[0] {
+				out = append(out, row)
+			}
+		default:
+			return nil
+		}
+	}
+	return out
 }
 
 // ParamType is the type of a hyperparameter.

@@ -44,6 +44,31 @@ func TestHandlesNamespaces(t *testing.T) {
 	}
 }
 
+// A program names a handle as its listing does, and a VecError prints the
+// name it carries (the bare name without one).
+func TestProgramName(t *testing.T) {
+	hs := optim.NewHandles().Sub("sam")
+	g := hs.New("g")
+	var none *optim.Program
+	for _, tc := range []struct {
+		p    *optim.Program
+		v    optim.Vec
+		want string
+	}{{hs.Prog(), g, "sam/g"}, {optim.Prog(), g, "v1"}, {none, g, "v1"}, {hs.Prog(), optim.ParamsOf(1), "params[1]"}} {
+		if got := tc.p.Name(tc.v); got != tc.want {
+			t.Errorf("Name(%d) = %q, want %q", tc.v, got, tc.want)
+		}
+	}
+	e := &optim.VecError{Vec: g, Msg: "is not allocated"}
+	if got := e.Error(); got != "handle v1 is not allocated" {
+		t.Errorf("VecError without a name: %q", got)
+	}
+	e.Name = hs.Prog().Name(g)
+	if got := e.Error(); got != "handle sam/g is not allocated" {
+		t.Errorf("VecError with a name: %q", got)
+	}
+}
+
 func TestRegisters(t *testing.T) {
 	p := optim.Prog()
 	p.Fill(1, optim.K(2))
@@ -57,10 +82,7 @@ func TestRegisters(t *testing.T) {
 		t.Fatalf("registers %v %v %v %v %v; want #1 #3 #4 #5 #7", n, ev.Loss, ev.Acc, d, c)
 	}
 	p.Read(n, ev.Acc, c)
-	r, err := optim.NewResult(p, []float64{10, 40, 70})
-	if err != nil {
-		t.Fatal(err)
-	}
+	r := optim.Result{Program: p, Reads: []float64{10, 40, 70}}
 	for _, tc := range []struct {
 		r    optim.Reg
 		want float64
@@ -97,8 +119,13 @@ func TestRegisters(t *testing.T) {
 	if err := q.Err(); err == nil || !strings.Contains(err.Error(), "another program") {
 		t.Errorf("Err after a foreign register: %v", err)
 	}
-	if _, err := optim.NewResult(p, []float64{1}); err == nil {
-		t.Error("NewResult with the wrong number of values")
+	// A result with fewer values than Read ops is an error too.
+	short := optim.Result{Program: p, Reads: []float64{10}}
+	if v, err := short.Lookup(ev.Acc); !errors.As(err, &re) || err.Error() != "register #4: has no value: the result has 1 value(s), fewer than the program's Read ops" {
+		t.Errorf("Lookup past the values = %v, %v", v, err)
+	}
+	if _, err := (optim.Result{}).Lookup(n); err == nil || !strings.Contains(err.Error(), "another program") {
+		t.Errorf("Lookup in a result without a program: %v", err)
 	}
 }
 
@@ -106,10 +133,7 @@ func TestMean(t *testing.T) {
 	p := optim.Prog()
 	evs := []optim.Eval{p.Grad(1, optim.ParamsOf(0), optim.Batch{}, optim.BNUpdate), p.Grad(2, optim.ParamsOf(1), optim.Batch{}, optim.BNUpdate)}
 	p.Read(evs[0].Loss, evs[0].Acc, evs[1].Loss, evs[1].Acc)
-	r, err := optim.NewResult(p, []float64{1, 0.5, 3, 0.25})
-	if err != nil {
-		t.Fatal(err)
-	}
+	r := optim.Result{Program: p, Reads: []float64{1, 0.5, 3, 0.25}}
 	if loss, acc := r.Mean(evs); loss != 2 || acc != 0.375 {
 		t.Errorf("Mean = %v, %v; want 2, 0.375", loss, acc)
 	}
@@ -131,7 +155,7 @@ func (h fixedHost) Exec(_ context.Context, p *optim.Program) (optim.Result, erro
 	if h.err != nil {
 		return optim.Result{}, h.err
 	}
-	return optim.NewResult(p, []float64{1.5})
+	return optim.Result{Program: p, Reads: []float64{1.5}}, nil
 }
 
 func TestTrace(t *testing.T) {

@@ -99,7 +99,7 @@ func (p *Program) Err() error {
 func (p *Program) NumRegs() int {
 	n := 0
 	for _, op := range p.Ops {
-		n += Emits(op)
+		n += emits(op)
 	}
 	return n
 }
@@ -342,7 +342,7 @@ func (p *Program) ReadAll() *Program {
 				}
 			}
 		}
-		for range Emits(op) {
+		for range emits(op) {
 			if seg {
 				segs[reg] = true
 			} else {

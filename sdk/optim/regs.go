@@ -25,8 +25,8 @@ type Reg struct {
 // progID identifies a program (its address; never compared by value).
 type progID struct{ _ byte }
 
-// Index returns the register's 1-based number in its program (0 for the
-// zero Reg). Hosts use it; plugins never need it.
+// Index returns the register's 1-based number in its program, the number
+// String prints (0 for the zero Reg).
 func (r Reg) Index() int { return int(r.i) }
 
 // String returns "#n".
@@ -45,63 +45,24 @@ type K float64
 func (K) isNum()   {}
 func (Reg) isNum() {}
 
-// Imm returns n's immediate value and true, or 0 and false when n is a
-// register. A nil Num is K(0).
-func Imm(n Num) (float64, bool) {
-	switch v := n.(type) {
-	case nil:
-		return 0, true
-	case K:
-		return float64(v), true
-	}
-	return 0, false
-}
-
-// RegOf returns the register n names, and whether it names one.
-func RegOf(n Num) (Reg, bool) {
-	r, ok := n.(Reg)
-	return r, ok && r.i != 0
-}
-
 // Result holds the values of a program's Read ops. Read them with Get and
-// the registers the builder returned.
+// the registers the builder returned. A host makes the Result of a program
+// it ran from the program and the values of its Read ops (sdk/opset's
+// NewResult checks their count); a fake host in a test may too.
 type Result struct {
+	// Program is the program that ran: Get finds a register's Read among
+	// its ops, so the program is not changed while its Result is read.
+	Program *Program
 	// Reads are the values of the program's Read ops, in op order: what
 	// crosses the wire.
 	Reads []float64
-
-	regs []int32 // register of each read
-	id   *progID
-}
-
-// NewResult returns p's result with the values vals of its Read ops, in
-// op order: hosts (the engine, optimtest's exact host, the wire client)
-// make their results with it. It is an error when vals has another length
-// than p has Read ops.
-func NewResult(p *Program, vals []float64) (Result, error) {
-	r := Result{Reads: vals}
-	if p == nil {
-		if len(vals) != 0 {
-			return Result{}, fmt.Errorf("result of a nil program with %d values", len(vals))
-		}
-		return r, nil
-	}
-	r.id = p.ident()
-	for _, op := range p.Ops {
-		if rd, ok := op.(Read); ok {
-			r.regs = append(r.regs, rd.X.i)
-		}
-	}
-	if len(r.regs) != len(vals) {
-		return Result{}, fmt.Errorf("result has %d values for %d Read ops", len(vals), len(r.regs))
-	}
-	return r, nil
 }
 
 // ReadError is what Result.Get panics with when a register cannot be read
 // from a result: it belongs to another program, or its program did not Read
 // it. Both are programming errors of the optimizer (sdk/serve turns the
-// panic into the run's error).
+// panic into the run's error). A Result made by hand with fewer Reads than
+// its program has Read ops is the third case.
 type ReadError struct {
 	Reg    Reg
 	Reason string
@@ -110,19 +71,28 @@ type ReadError struct {
 // Error implements error.
 func (e *ReadError) Error() string { return fmt.Sprintf("register %s: %s", e.Reg, e.Reason) }
 
-// Lookup returns the value of register r, or a *ReadError when r belongs to
+// Lookup returns the value of register x, or a *ReadError when x belongs to
 // another program or was not read. The zero Reg reads NaN.
 func (r Result) Lookup(x Reg) (float64, error) {
 	if x.i == 0 {
 		return math.NaN(), nil
 	}
-	if x.id != r.id {
+	if r.Program == nil || x.id != r.Program.id {
 		return 0, &ReadError{Reg: x, Reason: "belongs to another program than this result's"}
 	}
-	for j, i := range r.regs {
-		if i == x.i {
+	j := 0 // index of the Read op among the program's
+	for _, op := range r.Program.Ops {
+		rd, ok := op.(Read)
+		if !ok {
+			continue
+		}
+		if rd.X.i == x.i {
+			if j >= len(r.Reads) {
+				return 0, &ReadError{Reg: x, Reason: fmt.Sprintf("has no value: the result has %d value(s), fewer than the program's Read ops", len(r.Reads))}
+			}
 			return r.Reads[j], nil
 		}
+		j++
 	}
 	return 0, &ReadError{Reg: x, Reason: "was not read: add a Read op for it (Program.Read)"}
 }

@@ -73,8 +73,20 @@ func (t *tracer) Exec(ctx context.Context, p *Program) (Result, error) {
 		fmt.Fprintf(&b, "   error: %v\n", err)
 	} else if len(r.Reads) > 0 {
 		b.WriteString("   ←")
+		var regs []Reg // the registers read, in op order
+		if r.Program != nil {
+			for _, op := range r.Program.Ops {
+				if rd, ok := op.(Read); ok {
+					regs = append(regs, rd.X)
+				}
+			}
+		}
 		for i, s := range r.Reads {
-			fmt.Fprintf(&b, " #%d=%s", r.regs[i], num(s))
+			reg := "#?"
+			if i < len(regs) {
+				reg = regs[i].String()
+			}
+			fmt.Fprintf(&b, " %s=%s", reg, num(s))
 		}
 		b.WriteByte('\n')
 	}

@@ -54,7 +54,7 @@ type HostTestOptions struct {
 // failing op, and a message that names the offending value where the case
 // knows it (an unknown handle, a missing member, a vector's length), and
 // a handle that names no vector must fail with an *optim.VecError (the
-// message of optim.Checker); an op kind, unary, binary, arith or segment
+// message of opset.Checker); an op kind, unary, binary, arith or segment
 // kind, segmentation or BatchNorm mode the host does not know must wrap
 // errors.ErrUnsupported. A program whose builder recorded a misuse
 // (Program.Err: a register of another program) must fail before any of

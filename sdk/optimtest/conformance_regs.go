@@ -8,6 +8,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/optlab/optlab/sdk/opset"
 	"github.com/optlab/optlab/sdk/optim"
 )
 
@@ -828,10 +829,10 @@ func readCases() []hostCase {
 			p := optim.Prog()
 			r := p.Norm(optim.Params)
 			p.Read(r, r)
-			if _, err := optim.NewResult(p, []float64{1}); err == nil {
+			if _, err := opset.NewResult(p, []float64{1}); err == nil {
 				t.Error("NewResult with 1 value for 2 Read ops: no error")
 			}
-			res, err := optim.NewResult(p, []float64{1, 1})
+			res, err := opset.NewResult(p, []float64{1, 1})
 			if err != nil || res.Get(r) != 1 {
 				t.Errorf("NewResult: %v, %v", res, err)
 			}

@@ -40,6 +40,7 @@ import (
 	"slices"
 	"sync"
 
+	"github.com/optlab/optlab/sdk/opset"
 	"github.com/optlab/optlab/sdk/optim"
 )
 
@@ -351,7 +352,7 @@ func (h *Host) Layout(ctx context.Context) (optim.Layout, error) {
 }
 
 // Exec implements optim.Host: it runs the ops in order, each checked first
-// by optim.Checker, and stops at the first failing op, with an
+// by opset.Checker, and stops at the first failing op, with an
 // *optim.OpError that names it. Effects of the ops before it remain. Every
 // call is recorded (see Execs).
 func (h *Host) Exec(ctx context.Context, p *optim.Program) (optim.Result, error) {
@@ -371,7 +372,7 @@ func (h *Host) Exec(ctx context.Context, p *optim.Program) (optim.Result, error)
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	rec := ExecRecord{Step: h.step, Program: cloneProgram(p)}
-	x := &execState{check: optim.NewChecker(p, l), layout: l.Members[0]}
+	x := &execState{check: opset.NewChecker(p, l), layout: l.Members[0]}
 	for i, op := range p.Ops {
 		err = x.check.Check(i, op, h.allocated)
 		if err == nil {
@@ -391,7 +392,7 @@ func (h *Host) Exec(ctx context.Context, p *optim.Program) (optim.Result, error)
 	}
 	var res optim.Result
 	if err == nil {
-		res, err = optim.NewResult(p, x.reads)
+		res, err = opset.NewResult(p, x.reads)
 		rec.Reads, rec.Reports = x.reads, x.reports
 		for name, v := range x.reports {
 			if _, dup := h.reports[name]; dup && h.step >= 0 {
@@ -432,7 +433,7 @@ func (h *Host) allocated(v optim.Vec) (int, bool) {
 
 // execState is the state of one Exec: its registers, reads and reports.
 type execState struct {
-	check   *optim.Checker
+	check   *opset.Checker
 	layout  optim.MemberLayout // every member's (one problem)
 	regs    []register
 	reads   []float64
@@ -453,7 +454,7 @@ func (x *execState) scalar(v float64) { x.set(register{v: v}) }
 
 // num returns an operand's value as a register (an immediate is a scalar).
 func (x *execState) num(n optim.Num) register {
-	if k, ok := optim.Imm(n); ok {
+	if k, ok := opset.Imm(n); ok {
 		return register{v: k}
 	}
 	return x.regs[n.(optim.Reg).Index()-1]

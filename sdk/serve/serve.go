@@ -30,6 +30,7 @@ import (
 
 	pb "github.com/optlab/optlab/sdk/internal/pluginpb"
 	"github.com/optlab/optlab/sdk/internal/wire"
+	"github.com/optlab/optlab/sdk/opset"
 	"github.com/optlab/optlab/sdk/optim"
 )
 
@@ -408,7 +409,7 @@ func (h *hostClient) Exec(ctx context.Context, p *optim.Program) (optim.Result, 
 	resp, err := h.c.Exec(ctx, req)
 	if err != nil {
 		err = wire.FromStatus(err)
-		optim.NameHandles(err, p)
+		opset.NameHandles(err, p)
 		return optim.Result{}, err
 	}
 	return wire.ResultFromProto(p, resp.GetResult())

@@ -27,7 +27,7 @@ type Error struct {
 
 	// vec, when set, is the error's *optim.VecError, and Msg ends with its
 	// text as the sender printed it, after prefix: Error prints the handle
-	// with the names optim.NameHandles gives the VecError.
+	// with the names opset.NameHandles gives the VecError.
 	vec    *optim.VecError
 	prefix string
 }

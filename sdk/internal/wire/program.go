@@ -9,6 +9,7 @@ import (
 	"google.golang.org/protobuf/reflect/protoreflect"
 
 	pb "github.com/optlab/optlab/sdk/internal/pluginpb"
+	"github.com/optlab/optlab/sdk/opset"
 	"github.com/optlab/optlab/sdk/optim"
 )
 
@@ -31,7 +32,7 @@ type codec struct {
 
 // fieldCodec maps one Go field.
 type fieldCodec struct {
-	spec   optim.FieldSpec
+	spec   opset.FieldSpec
 	index  int                          // Go field index
 	fd     protoreflect.FieldDescriptor // the field (for a Num, the Num message)
 	legacy protoreflect.FieldDescriptor // a Num's double field before minor 5, or nil
@@ -60,7 +61,7 @@ var (
 	numK     = numDesc.Fields().ByName("k")
 	numReg   = numDesc.Fields().ByName("reg")
 	codecs   = buildCodecs()
-	opsEnums = optim.Enums()
+	opsEnums = opset.Enums()
 )
 
 func buildCodecs() opCodecs {
@@ -73,7 +74,7 @@ func buildCodecs() opCodecs {
 			}
 			continue
 		}
-		c, err := newCodec(s.Type, fieldsOf(s), fd.Message())
+		c, err := newCodec(s.Type, opset.Fields(s.Type), fd.Message())
 		if err != nil && cs.err == nil {
 			cs.err = fmt.Errorf("op %s: %w", s.Name, err)
 		}
@@ -83,16 +84,12 @@ func buildCodecs() opCodecs {
 	return cs
 }
 
-// fieldsOf returns the fields of an op, or (with Type a Batch or Term) of
-// a message inside one: the table's Fields work on any struct.
-func fieldsOf(s optim.OpSpec) []optim.FieldSpec { return s.Fields() }
-
 // newCodec maps t's fields to msg's by wire name and kind. It returns the
 // codec of the fields that agree and the first that does not.
-func newCodec(t reflect.Type, fields []optim.FieldSpec, msg protoreflect.MessageDescriptor) (*codec, error) {
+func newCodec(t reflect.Type, fields []opset.FieldSpec, msg protoreflect.MessageDescriptor) (*codec, error) {
 	c := &codec{typ: t, msg: msg}
 	var first error
-	fail := func(f optim.FieldSpec, format string, args ...any) {
+	fail := func(f opset.FieldSpec, format string, args ...any) {
 		if first == nil {
 			first = fmt.Errorf("field %s (%s %s): %s", f.Name, f.Wire, f.Kind, fmt.Sprintf(format, args...))
 		}
@@ -127,7 +124,7 @@ func newCodec(t reflect.Type, fields []optim.FieldSpec, msg protoreflect.Message
 			if st.Kind() == reflect.Slice {
 				st = st.Elem()
 			}
-			sub, err := newCodec(st, fieldsOf(optim.OpSpec{Type: st}), fc.fd.Message())
+			sub, err := newCodec(st, opset.Fields(st), fc.fd.Message())
 			if err != nil {
 				fail(f, "%v", err)
 				continue
@@ -240,7 +237,7 @@ func (c *codec) encode(v reflect.Value, m protoreflect.Message) {
 				continue // absent: an immediate 0 (old ops), an unused operand (Arith)
 			}
 			nm := m.Mutable(f.fd).Message()
-			if k, ok := optim.Imm(n); ok {
+			if k, ok := opset.Imm(n); ok {
 				nm.Set(numK, protoreflect.ValueOfFloat64(k))
 				if f.legacy != nil {
 					m.Set(f.legacy, protoreflect.ValueOfFloat64(k))
@@ -438,7 +435,7 @@ func ResultToProto(r optim.Result) *pb.Result {
 // ResultFromProto converts the result of program p: an error (Internal)
 // when it has another number of values than p has Read ops.
 func ResultFromProto(p *optim.Program, r *pb.Result) (optim.Result, error) {
-	res, err := optim.NewResult(p, r.GetScalars())
+	res, err := opset.NewResult(p, r.GetScalars())
 	if err != nil {
 		return optim.Result{}, errorf(codes.Internal, "host's result: %v", err)
 	}

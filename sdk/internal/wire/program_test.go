@@ -16,6 +16,7 @@ import (
 	"google.golang.org/protobuf/reflect/protoreflect"
 
 	pb "github.com/optlab/optlab/sdk/internal/pluginpb"
+	"github.com/optlab/optlab/sdk/opset"
 	"github.com/optlab/optlab/sdk/optim"
 )
 
@@ -63,10 +64,10 @@ func (f *filler) fill(v reflect.Value) {
 		case reflect.Bool:
 			v.SetBool(true)
 		case reflect.Int32, reflect.Int64:
-			if name := v.Type().Name(); optim.Enums()[name] != nil {
+			if name := v.Type().Name(); opset.Enums()[name] != nil {
 				// The largest value of the enumeration: never 0.
 				var last int32
-				for _, e := range optim.Enums()[name] {
+				for _, e := range opset.Enums()[name] {
 					last = max(last, e)
 				}
 				v.SetInt(int64(last))
@@ -131,7 +132,7 @@ func TestProgramRoundTripEveryOp(t *testing.T) {
 				one := optim.Prog()
 				one.Ops = []optim.Op{op}
 				dec, got := roundTrip(t, one)
-				spec, _ := optim.SpecOf(op)
+				spec, _ := opset.SpecOf(op)
 				if w := dec.Ops[0].ProtoReflect().WhichOneof(opOneof); w == nil || string(w.Name()) != spec.Wire {
 					t.Fatalf("encoded as %v, want %s", w, spec.Wire)
 				}
@@ -162,7 +163,7 @@ func TestOpSetMatchesProto(t *testing.T) {
 			t.Errorf("op %s: no field %q in pb.Op's oneof", s.Name, s.Wire)
 			continue
 		}
-		checkFields(t, s.Name, s.Fields(), fd.Message())
+		checkFields(t, s.Name, opset.Fields(s.Type), fd.Message())
 	}
 	fields := opOneof.Fields()
 	for i := range fields.Len() {
@@ -175,7 +176,7 @@ func TestOpSetMatchesProto(t *testing.T) {
 // checkFields checks that msg has no field that fields lack (but the
 // legacy double of a Num) and recurses into Batch and Term; CheckOpSet
 // checked the other direction and the kinds.
-func checkFields(t *testing.T, name string, fields []optim.FieldSpec, msg protoreflect.MessageDescriptor) {
+func checkFields(t *testing.T, name string, fields []opset.FieldSpec, msg protoreflect.MessageDescriptor) {
 	t.Helper()
 	known := map[protoreflect.Name]bool{}
 	for _, f := range fields {
@@ -189,7 +190,7 @@ func checkFields(t *testing.T, name string, fields []optim.FieldSpec, msg protor
 				st = st.Elem()
 			}
 			if fd := msg.Fields().ByName(protoreflect.Name(f.Wire)); fd != nil && fd.Message() != nil {
-				checkFields(t, name+"."+f.Name, optim.OpSpec{Type: st}.Fields(), fd.Message())
+				checkFields(t, name+"."+f.Name, opset.Fields(st), fd.Message())
 			}
 		}
 	}
@@ -380,7 +381,7 @@ func TestExecRequestLegacy(t *testing.T) {
 		}
 	}
 	vals := []float64{2.5, 0.9, 3, 1.25, 0.5, 9}
-	r, err := optim.NewResult(p, vals)
+	r, err := opset.NewResult(p, vals)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -412,7 +413,7 @@ func TestResultRoundTrip(t *testing.T) {
 	a, b := p.Norm(1), p.Dot(1, 2)
 	p.Read(b, a)
 	for _, vals := range [][]float64{{1, -2.5}, {math.Inf(1), 3e300}} {
-		r, err := optim.NewResult(p, vals)
+		r, err := opset.NewResult(p, vals)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -450,7 +451,7 @@ func TestVecErrorRoundTrip(t *testing.T) {
 	if want := fmt.Sprintf("exec: op 0 (Axpy): handle v%d is not allocated", g); back.Error() != want {
 		t.Fatalf("before naming: %q, want %q", back.Error(), want)
 	}
-	optim.NameHandles(back, prog)
+	opset.NameHandles(back, prog)
 	const want = "exec: op 0 (Axpy): handle sam/g is not allocated"
 	if back.Error() != want {
 		t.Fatalf("named: %q, want %q", back.Error(), want)

@@ -126,7 +126,7 @@ def name_handles(err: BaseException, p) -> None:
     """Make the VecError of err (an Error whose op failed on a handle) print
     its handle with the names of program p's namespace, in the op's message
     and in err's, when the message ends with the host's text: the SDK calls
-    it on the errors Host.exec raises (Go's optim.NameHandles)."""
+    it on the errors Host.exec raises (Go's opset.NameHandles)."""
     op = getattr(err, "op", None)
     names = getattr(p, "_names", None)
     if not isinstance(err, Error) or op is None or op.vec_error is None or names is None:

@@ -2,13 +2,13 @@
 they return.
 
 This mirrors sdk/optim's program.go, regs.go, handles.go and listing.go, and
-takes the op set from the Go op table (optlab/ops.json, generated from
-sdk/optim's OpSet: never edit it by hand): the same ops with the same names
-and fields (the protocol's snake-case names), the same listing (byte for
-byte), and a builder whose value-computing ops return registers that later
-ops use on the device, that a Read op brings back in the Result (a
-blocking read) and a Report op hands to the host's metrics (no blocking
-read). Nothing here needs gRPC.
+takes the op set from the Go op table (optlab/ops.json, written by
+sdk/opset from optim.OpSet: never edit it by hand): the same ops with the
+same names and fields (the protocol's snake-case names), the same listing
+(byte for byte), and a builder whose value-computing ops return registers
+that later ops use on the device, that a Read op brings back in the Result
+(a blocking read) and a Report op hands to the host's metrics (no
+blocking read). Nothing here needs gRPC.
 
     hs = config.namespace("sam")
     g = hs.new("g")
@@ -29,7 +29,7 @@ import os
 from dataclasses import dataclass, field, make_dataclass
 from typing import Any, Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple, Union
 
-# The op table (sdk/optim OpSetJSON): the protocol minor, every op with its
+# The op table (sdk/opset OpSetJSON): the protocol minor, every op with its
 # wire name, registers, listing format and fields, and the enumerations.
 with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "ops.json"), encoding="utf-8") as _f:
     OPSET: Dict[str, Any] = json.load(_f)

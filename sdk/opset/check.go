@@ -1,33 +1,21 @@
-package optim
+package opset
 
 import (
 	"errors"
 	"fmt"
 	"reflect"
 	"slices"
+
+	"github.com/optlab/optlab/sdk/optim"
 )
 
-// VecError is an error about one vector handle of an op. It prints the
-// handle by its namespaced name ("handle sam/g[0] is not allocated") when
-// the program that named it was built with Handles.Prog, also on the far
-// side of the wire, where the SDK names it from the plugin's program.
-type VecError struct {
-	Vec Vec
-	// Msg follows the handle: "is not allocated".
-	Msg string
-
-	names *Handles
-}
-
-// Error implements error.
-func (e *VecError) Error() string { return "handle " + e.names.Name(e.Vec) + " " + e.Msg }
-
-// NameHandles makes the VecError inside err (if any) print its handle with
-// the names of p's namespace: the SDK calls it on the errors Exec returns.
-func NameHandles(err error, p *Program) {
-	var ve *VecError
-	if p != nil && p.names != nil && errors.As(err, &ve) {
-		ve.names = p.names
+// NameHandles makes the *optim.VecError inside err (if any) print its
+// handle by its name in p (Program.Name): the SDK calls it on the errors
+// Exec returns, the host on the errors of the program it ran.
+func NameHandles(err error, p *optim.Program) {
+	var ve *optim.VecError
+	if p != nil && errors.As(err, &ve) {
+		ve.Name = p.Name(ve.Vec)
 	}
 }
 
@@ -41,60 +29,61 @@ func NameHandles(err error, p *Program) {
 // segment ops. What only a host can know (the current batch, memory) stays
 // with the host.
 type Checker struct {
-	p    *Program
-	l    Layout
-	regs []regInfo // by register index − 1
+	p    *optim.Program
+	l    optim.Layout
+	ops  []optim.OpSpec // the op table
+	regs []regInfo      // by register index − 1
 }
 
 // regInfo is what the Checker knows of a register.
 type regInfo struct {
 	segs   bool
 	member int // segment registers: the member whose layout they segment
-	by     Segmentation
+	by     optim.Segmentation
 }
 
 // NewChecker returns a Checker of p's ops for a host with layout l.
-func NewChecker(p *Program, l Layout) *Checker { return &Checker{p: p, l: l} }
+func NewChecker(p *optim.Program, l optim.Layout) *Checker {
+	return &Checker{p: p, l: l, ops: optim.OpSet()}
+}
 
 // Check checks op i (the next op in order) before it runs; allocated tells
 // which member's layout an allocated vector has (false: not allocated). It
-// returns nil or the error to wrap in an *OpError.
-func (c *Checker) Check(i int, op Op, allocated func(Vec) (int, bool)) error {
+// returns nil or the error to wrap in an *optim.OpError; a
+// *optim.VecError in it has its handle named by p (NameHandles).
+func (c *Checker) Check(i int, op optim.Op, allocated func(optim.Vec) (int, bool)) error {
 	err := c.check(op, allocated)
 	if err == nil {
 		c.record(op, allocated)
 	}
-	var ve *VecError
-	if errors.As(err, &ve) && c.p != nil {
-		ve.names = c.p.names
-	}
+	NameHandles(err, c.p)
 	return err
 }
 
 // vec resolves a handle to its member.
-func (c *Checker) vec(v Vec, allocated func(Vec) (int, bool)) (int, error) {
+func (c *Checker) vec(v optim.Vec, allocated func(optim.Vec) (int, bool)) (int, error) {
 	if m, ok := v.Rho(); ok {
 		if m >= len(c.l.Members) || !c.l.Members[m].Variational {
-			return 0, &VecError{Vec: v, Msg: fmt.Sprintf("names the ρ of member %d, which is not variational", m)}
+			return 0, &optim.VecError{Vec: v, Msg: fmt.Sprintf("names the ρ of member %d, which is not variational", m)}
 		}
 		return m, nil
 	}
 	if m, ok := v.Member(); ok {
 		if m >= len(c.l.Members) {
-			return 0, &VecError{Vec: v, Msg: fmt.Sprintf("names member %d; the run has %d", m, len(c.l.Members))}
+			return 0, &optim.VecError{Vec: v, Msg: fmt.Sprintf("names member %d; the run has %d", m, len(c.l.Members))}
 		}
 		return m, nil
 	}
 	m, ok := allocated(v)
 	if !ok {
-		return 0, &VecError{Vec: v, Msg: "is not allocated"}
+		return 0, &optim.VecError{Vec: v, Msg: "is not allocated"}
 	}
 	return m, nil
 }
 
 // same resolves handles that must share one layout and returns the member
 // of the first.
-func (c *Checker) same(allocated func(Vec) (int, bool), vs ...Vec) (int, error) {
+func (c *Checker) same(allocated func(optim.Vec) (int, bool), vs ...optim.Vec) (int, error) {
 	first := -1
 	for _, v := range vs {
 		m, err := c.vec(v, allocated)
@@ -106,8 +95,8 @@ func (c *Checker) same(allocated func(Vec) (int, bool), vs ...Vec) (int, error) 
 			continue
 		}
 		if m != first && c.l.Members[m].Numel != c.l.Members[first].Numel {
-			return 0, &VecError{Vec: v, Msg: fmt.Sprintf("has the layout of member %d (%d parameters), %s has member %d's (%d)",
-				m, c.l.Members[m].Numel, c.p.names.Name(vs[0]), first, c.l.Members[first].Numel)}
+			return 0, &optim.VecError{Vec: v, Msg: fmt.Sprintf("has the layout of member %d (%d parameters), %s has member %d's (%d)",
+				m, c.l.Members[m].Numel, c.p.Name(vs[0]), first, c.l.Members[first].Numel)}
 		}
 	}
 	return first, nil
@@ -120,22 +109,22 @@ func (c *Checker) sameTensors(a, b int) bool {
 		return true
 	}
 	ta, tb := c.l.Members[a].Tensors, c.l.Members[b].Tensors
-	return slices.EqualFunc(ta, tb, func(x, y Tensor) bool { return slices.Equal(x.Shape, y.Shape) })
+	return slices.EqualFunc(ta, tb, func(x, y optim.Tensor) bool { return slices.Equal(x.Shape, y.Shape) })
 }
 
 // reg returns what is known of register r, or an error when no earlier op
 // set it.
-func (c *Checker) reg(r Reg) (regInfo, error) {
-	if r.i < 1 || int(r.i) > len(c.regs) {
+func (c *Checker) reg(r optim.Reg) (regInfo, error) {
+	if r.Index() < 1 || r.Index() > len(c.regs) {
 		return regInfo{}, fmt.Errorf("register %s is not set by an earlier op of this program (%d so far)", r, len(c.regs))
 	}
-	return c.regs[r.i-1], nil
+	return c.regs[r.Index()-1], nil
 }
 
 // coef checks an operand that scales or fills a vector of member m:
 // an immediate, a scalar register, or a segment register of m's layout.
-func (c *Checker) coef(n Num, m int) error {
-	r, ok := n.(Reg)
+func (c *Checker) coef(n optim.Num, m int) error {
+	r, ok := n.(optim.Reg)
 	if !ok {
 		return nil
 	}
@@ -150,7 +139,7 @@ func (c *Checker) coef(n Num, m int) error {
 }
 
 // scalar checks that r is a scalar register set by an earlier op.
-func (c *Checker) scalar(r Reg) error {
+func (c *Checker) scalar(r optim.Reg) error {
 	ri, err := c.reg(r)
 	if err != nil {
 		return err
@@ -161,8 +150,8 @@ func (c *Checker) scalar(r Reg) error {
 	return nil
 }
 
-func segmentation(by Segmentation) error {
-	if by != PerTensor && by != PerRow {
+func segmentation(by optim.Segmentation) error {
+	if by != optim.PerTensor && by != optim.PerRow {
 		return fmt.Errorf("unknown segmentation %d: %w", by, errors.ErrUnsupported)
 	}
 	return nil
@@ -170,14 +159,14 @@ func segmentation(by Segmentation) error {
 
 // check checks op before it runs: a value of a known op kind whose
 // handles, registers and arguments are valid here.
-func (c *Checker) check(op Op, allocated func(Vec) (int, bool)) error {
+func (c *Checker) check(op optim.Op, allocated func(optim.Vec) (int, bool)) error {
 	if op == nil {
 		return errors.New("nil op")
 	}
 	if reflect.TypeOf(op).Kind() == reflect.Pointer {
-		return fmt.Errorf("op %T is a pointer: programs hold op values (%s{…}, not &%s{…})", op, OpName(op), OpName(op))
+		return fmt.Errorf("op %T is a pointer: programs hold op values (%s{…}, not &%s{…})", op, optim.OpName(op), optim.OpName(op))
 	}
-	if _, ok := SpecOf(op); !ok {
+	if _, ok := specIn(c.ops, op); !ok {
 		return fmt.Errorf("unknown op %T: %w", op, errors.ErrUnsupported)
 	}
 	return c.checkVecOp(op, allocated)
@@ -185,39 +174,39 @@ func (c *Checker) check(op Op, allocated func(Vec) (int, bool)) error {
 
 // checkVecOp checks an op that frees, writes or reads vectors; the others
 // go to checkRegOp.
-func (c *Checker) checkVecOp(op Op, allocated func(Vec) (int, bool)) error {
+func (c *Checker) checkVecOp(op optim.Op, allocated func(optim.Vec) (int, bool)) error {
 	switch o := op.(type) {
-	case Copy:
+	case optim.Copy:
 		return c.sameLayout(allocated, o.Dst, o.Src)
-	case Free:
+	case optim.Free:
 		return c.handle(o.ID, allocated)
-	case Grad:
+	case optim.Grad:
 		return c.grad(o, allocated)
-	case JointGrad:
+	case optim.JointGrad:
 		return c.jointGrad(o, allocated)
-	case BaseStep:
+	case optim.BaseStep:
 		return c.sameLayout(allocated, o.Params, o.Grad)
-	case Fill:
+	case optim.Fill:
 		return c.withCoef(o.Dst, o.Value, allocated)
-	case FillRange:
+	case optim.FillRange:
 		return c.handle(o.Dst, allocated)
-	case Scale:
+	case optim.Scale:
 		return c.withCoef(o.Dst, o.Alpha, allocated)
-	case AddConst:
+	case optim.AddConst:
 		return c.withCoef(o.Dst, o.Value, allocated)
-	case Axpy:
+	case optim.Axpy:
 		return c.axpy(o, allocated)
-	case LinComb:
+	case optim.LinComb:
 		return c.linComb(o, allocated)
-	case Unary:
+	case optim.Unary:
 		return c.unary(o, allocated)
-	case Binary:
+	case optim.Binary:
 		return c.binary(o, allocated)
-	case RandN:
+	case optim.RandN:
 		return c.handle(o.Dst, allocated)
-	case TopKMask:
+	case optim.TopKMask:
 		return c.topKMask(o, allocated)
-	case UpdateBN:
+	case optim.UpdateBN:
 		if _, ok := o.X.Rho(); ok {
 			return fmt.Errorf("update_bn of ρ handle %d: X must hold parameters", o.X)
 		}
@@ -228,19 +217,19 @@ func (c *Checker) checkVecOp(op Op, allocated func(Vec) (int, bool)) error {
 
 // checkRegOp checks an op that sets or reads registers; other ops (Alloc,
 // SetLR) have nothing to check here.
-func (c *Checker) checkRegOp(op Op, allocated func(Vec) (int, bool)) error {
+func (c *Checker) checkRegOp(op optim.Op, allocated func(optim.Vec) (int, bool)) error {
 	switch o := op.(type) {
-	case Dot:
+	case optim.Dot:
 		return c.sameLayout(allocated, o.A, o.B)
-	case Norm:
+	case optim.Norm:
 		return c.handle(o.X, allocated)
-	case Arith:
+	case optim.Arith:
 		return c.arith(o)
-	case SegReduce:
+	case optim.SegReduce:
 		return c.segReduce(o, allocated)
-	case Read:
+	case optim.Read:
 		return c.scalar(o.X)
-	case Report:
+	case optim.Report:
 		if o.Name == "" {
 			return errors.New("report needs a metric name")
 		}
@@ -251,20 +240,20 @@ func (c *Checker) checkRegOp(op Op, allocated func(Vec) (int, bool)) error {
 
 // handle checks that v names a vector: a member's parameters or ρ, or an
 // allocated vector.
-func (c *Checker) handle(v Vec, allocated func(Vec) (int, bool)) error {
+func (c *Checker) handle(v optim.Vec, allocated func(optim.Vec) (int, bool)) error {
 	_, err := c.vec(v, allocated)
 	return err
 }
 
 // sameLayout checks that vs name vectors of one layout.
-func (c *Checker) sameLayout(allocated func(Vec) (int, bool), vs ...Vec) error {
+func (c *Checker) sameLayout(allocated func(optim.Vec) (int, bool), vs ...optim.Vec) error {
 	_, err := c.same(allocated, vs...)
 	return err
 }
 
 // withCoef checks an op that writes vector dst with operand n (Fill, Scale,
 // AddConst).
-func (c *Checker) withCoef(dst Vec, n Num, allocated func(Vec) (int, bool)) error {
+func (c *Checker) withCoef(dst optim.Vec, n optim.Num, allocated func(optim.Vec) (int, bool)) error {
 	m, err := c.vec(dst, allocated)
 	if err != nil {
 		return err
@@ -274,14 +263,14 @@ func (c *Checker) withCoef(dst Vec, n Num, allocated func(Vec) (int, bool)) erro
 
 // grad checks a Grad: its Out, Eps and OutRho are allocated vectors or 0,
 // of At's layout.
-func (c *Checker) grad(o Grad, allocated func(Vec) (int, bool)) error {
-	vs := []Vec{o.At}
-	for _, v := range []Vec{o.Out, o.Eps, o.OutRho} {
+func (c *Checker) grad(o optim.Grad, allocated func(optim.Vec) (int, bool)) error {
+	vs := []optim.Vec{o.At}
+	for _, v := range []optim.Vec{o.Out, o.Eps, o.OutRho} {
 		if v < 0 {
 			if _, err := c.vec(v, allocated); err != nil {
 				return err
 			}
-			return &VecError{Vec: v, Msg: "is reserved: a gradient's Out, Eps and OutRho are allocated vectors (> 0), or 0 for none"}
+			return &optim.VecError{Vec: v, Msg: "is reserved: a gradient's Out, Eps and OutRho are allocated vectors (> 0), or 0 for none"}
 		}
 		if v != 0 {
 			vs = append(vs, v)
@@ -292,17 +281,17 @@ func (c *Checker) grad(o Grad, allocated func(Vec) (int, bool)) error {
 
 // jointGrad checks a JointGrad: its Outs are allocated vectors or 0, each
 // of its At's layout.
-func (c *Checker) jointGrad(o JointGrad, allocated func(Vec) (int, bool)) error {
+func (c *Checker) jointGrad(o optim.JointGrad, allocated func(optim.Vec) (int, bool)) error {
 	for _, v := range o.Outs {
 		if v < 0 {
 			if _, err := c.vec(v, allocated); err != nil {
 				return err
 			}
-			return &VecError{Vec: v, Msg: "is reserved: a gradient target is an allocated vector (> 0), or 0 for none"}
+			return &optim.VecError{Vec: v, Msg: "is reserved: a gradient target is an allocated vector (> 0), or 0 for none"}
 		}
 	}
 	for i, v := range o.Ats {
-		vs := []Vec{v}
+		vs := []optim.Vec{v}
 		if i < len(o.Outs) && o.Outs[i] != 0 {
 			vs = append(vs, o.Outs[i])
 		}
@@ -314,7 +303,7 @@ func (c *Checker) jointGrad(o JointGrad, allocated func(Vec) (int, bool)) error 
 }
 
 // axpy checks an Axpy: Dst and X of one layout, Alpha an operand for it.
-func (c *Checker) axpy(o Axpy, allocated func(Vec) (int, bool)) error {
+func (c *Checker) axpy(o optim.Axpy, allocated func(optim.Vec) (int, bool)) error {
 	m, err := c.same(allocated, o.Dst, o.X)
 	if err != nil {
 		return err
@@ -324,8 +313,8 @@ func (c *Checker) axpy(o Axpy, allocated func(Vec) (int, bool)) error {
 
 // linComb checks a LinComb: Dst and every term's X of one layout, every
 // coefficient an operand for it.
-func (c *Checker) linComb(o LinComb, allocated func(Vec) (int, bool)) error {
-	vs := []Vec{o.Dst}
+func (c *Checker) linComb(o optim.LinComb, allocated func(optim.Vec) (int, bool)) error {
+	vs := []optim.Vec{o.Dst}
 	for _, t := range o.Terms {
 		vs = append(vs, t.X)
 	}
@@ -342,16 +331,16 @@ func (c *Checker) linComb(o LinComb, allocated func(Vec) (int, bool)) error {
 }
 
 // unary checks a Unary: a known kind, Dst and Src of one layout.
-func (c *Checker) unary(o Unary, allocated func(Vec) (int, bool)) error {
-	if o.Kind < Abs || o.Kind > Reciprocal {
+func (c *Checker) unary(o optim.Unary, allocated func(optim.Vec) (int, bool)) error {
+	if o.Kind < optim.Abs || o.Kind > optim.Reciprocal {
 		return fmt.Errorf("unknown unary kind %d: %w", o.Kind, errors.ErrUnsupported)
 	}
 	return c.sameLayout(allocated, o.Dst, o.Src)
 }
 
 // binary checks a Binary: a known kind, Dst, A and B of one layout.
-func (c *Checker) binary(o Binary, allocated func(Vec) (int, bool)) error {
-	if o.Kind < Mul || o.Kind > Min {
+func (c *Checker) binary(o optim.Binary, allocated func(optim.Vec) (int, bool)) error {
+	if o.Kind < optim.Mul || o.Kind > optim.Min {
 		return fmt.Errorf("unknown binary kind %d: %w", o.Kind, errors.ErrUnsupported)
 	}
 	return c.sameLayout(allocated, o.Dst, o.A, o.B)
@@ -359,14 +348,14 @@ func (c *Checker) binary(o Binary, allocated func(Vec) (int, bool)) error {
 
 // segReduce checks a SegReduce: a known kind and segmentation, and X (and
 // Y, for SegDot, of X's layout).
-func (c *Checker) segReduce(o SegReduce, allocated func(Vec) (int, bool)) error {
-	if o.Kind < SegSumSq || o.Kind > SegMaxAbs {
+func (c *Checker) segReduce(o optim.SegReduce, allocated func(optim.Vec) (int, bool)) error {
+	if o.Kind < optim.SegSumSq || o.Kind > optim.SegMaxAbs {
 		return fmt.Errorf("unknown segment reduction %d: %w", o.Kind, errors.ErrUnsupported)
 	}
 	if err := segmentation(o.By); err != nil {
 		return err
 	}
-	if o.Kind == SegDot {
+	if o.Kind == optim.SegDot {
 		return c.sameLayout(allocated, o.X, o.Y)
 	}
 	return c.handle(o.X, allocated)
@@ -375,7 +364,7 @@ func (c *Checker) segReduce(o SegReduce, allocated func(Vec) (int, bool)) error 
 // topKMask checks a TopKMask: a known segmentation, Dst and X of one
 // layout, and a fraction in [0, 1] or a register of the mask's
 // segmentation.
-func (c *Checker) topKMask(o TopKMask, allocated func(Vec) (int, bool)) error {
+func (c *Checker) topKMask(o optim.TopKMask, allocated func(optim.Vec) (int, bool)) error {
 	if err := segmentation(o.By); err != nil {
 		return err
 	}
@@ -386,7 +375,7 @@ func (c *Checker) topKMask(o TopKMask, allocated func(Vec) (int, bool)) error {
 	if k, ok := Imm(o.Frac); ok && !(k >= 0 && k <= 1) {
 		return fmt.Errorf("top-k fraction %v is outside [0, 1]", k)
 	}
-	r, ok := o.Frac.(Reg)
+	r, ok := o.Frac.(optim.Reg)
 	if !ok {
 		return nil
 	}
@@ -400,20 +389,20 @@ func (c *Checker) topKMask(o TopKMask, allocated func(Vec) (int, bool)) error {
 	return nil
 }
 
-func (c *Checker) arith(o Arith) error {
+func (c *Checker) arith(o optim.Arith) error {
 	n := o.Kind.Arity()
 	if n == 0 {
 		return fmt.Errorf("unknown arith kind %d: %w", o.Kind, errors.ErrUnsupported)
 	}
 	var seg *regInfo
-	for j, x := range []Num{o.A, o.B, o.C} {
+	for j, x := range []optim.Num{o.A, o.B, o.C} {
 		if j >= n {
 			if x != nil {
 				return fmt.Errorf("%s takes %d operand(s); operand %d is set", o.Kind, n, j+1)
 			}
 			continue
 		}
-		r, ok := x.(Reg)
+		r, ok := x.(optim.Reg)
 		if !ok {
 			continue
 		}
@@ -433,16 +422,16 @@ func (c *Checker) arith(o Arith) error {
 }
 
 // record notes the registers op sets.
-func (c *Checker) record(op Op, allocated func(Vec) (int, bool)) {
+func (c *Checker) record(op optim.Op, allocated func(optim.Vec) (int, bool)) {
 	switch o := op.(type) {
-	case SegReduce:
+	case optim.SegReduce:
 		m, _ := c.vec(o.X, allocated)
 		c.regs = append(c.regs, regInfo{segs: true, member: m, by: o.By})
 		return
-	case Arith:
+	case optim.Arith:
 		ri := regInfo{}
-		for _, x := range []Num{o.A, o.B, o.C} {
-			if r, ok := x.(Reg); ok {
+		for _, x := range []optim.Num{o.A, o.B, o.C} {
+			if r, ok := x.(optim.Reg); ok {
 				if r2, err := c.reg(r); err == nil && r2.segs {
 					ri = r2
 				}
@@ -451,46 +440,8 @@ func (c *Checker) record(op Op, allocated func(Vec) (int, bool)) {
 		c.regs = append(c.regs, ri)
 		return
 	}
-	for range Emits(op) {
+	spec, _ := specIn(c.ops, op)
+	for range spec.Regs {
 		c.regs = append(c.regs, regInfo{})
 	}
-}
-
-// Numel returns the number of elements of a tensor of shape t.Shape.
-func (t Tensor) Numel() int64 {
-	n := int64(1)
-	for _, d := range t.Shape {
-		n *= d
-	}
-	return n
-}
-
-// Segments returns the sizes of the segments of m's flat vector under by,
-// in order (see Segmentation); the tensors tile the vector in Layout order.
-// A layout without tensors is one tensor of shape [Numel]. An unknown
-// segmentation gives nil.
-func (m MemberLayout) Segments(by Segmentation) []int64 {
-	ts := m.Tensors
-	if len(ts) == 0 {
-		ts = []Tensor{{Shape: []int64{m.Numel}}}
-	}
-	var out []int64
-	for _, t := range ts {
-		switch by {
-		case PerTensor:
-			out = append(out, t.Numel())
-		case PerRow:
-			if len(t.Shape) == 0 {
-				out = append(out, 1)
-				continue
-			}
-			row := t.Numel() / max(t.Shape[0], 1)
-			for range t.Shape[0] {
-				out = append(out, row)
-			}
-		default:
-			return nil
-		}
-	}
-	return out
 }
