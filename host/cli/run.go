@@ -61,7 +61,7 @@ func checkCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fmt.Fprint(stdout, noiseSummaries(noise))
 	fmt.Fprint(stdout, evalSummary(exp.Eval))
 	fmt.Fprintln(stdout, gridSummary(exp, p.Runs))
-	fmt.Fprint(stdout, optimizerSummary(exp, func(m string) bool { return p.Infos[m].Features.OwnsUpdate }))
+	fmt.Fprint(stdout, optimizerSummary(exp, p.OwnsUpdate))
 	fmt.Fprintln(stdout, stepsSummary(exp, p.Runs, sp.Train.Len()))
 	if n := len(p.Runs); n > grid.DefaultWarnRuns {
 		fmt.Fprintf(stdout, "warning: %d runs, more than %d: is every list of the sweep meant? (host run --shard i/n splits a grid)\n", n, grid.DefaultWarnRuns)

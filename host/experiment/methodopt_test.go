@@ -226,7 +226,7 @@ plugin = "sgd"
 	}{
 		{"none owns", []bool{false, false}, nil, nil},
 		{"one owns", []bool{true, false}, nil, []string{
-			`t.toml:21: method[0].optimizer.weight_decay would be ignored: method "Lion"'s plugin applies its own update (feature "owns-update") and uses no base optimizer; remove it (only lr applies, as the plugin's StepInput.LR)`,
+			`t.toml:21: method[0].optimizer.weight_decay would be ignored: method "Lion"'s plugin applies its own update (feature "owns-update", or an update rule other than "base") and uses no base optimizer; remove it (only lr applies, as the plugin's StepInput.LR)`,
 		}},
 		{"every one owns", []bool{true, true}, nil, []string{
 			`t.toml:5: train.optimizer.name would be ignored: every method's plugin applies its own update`,

@@ -235,7 +235,7 @@ func ValidateOwnsUpdate(e *Experiment, owns func(method int) bool) error {
 		}
 		for _, k := range BaseOptimizerKeys() {
 			if key := fmt.Sprintf("method[%d].optimizer.%s", i, k); e.has(key) {
-				c.add(e.Line(key), key, "%s would be ignored: method %q's plugin applies its own update (feature %q) and uses no base optimizer; remove it (only lr applies, as the plugin's StepInput.LR)",
+				c.add(e.Line(key), key, "%s would be ignored: method %q's plugin applies its own update (feature %q, or an update rule other than \"base\") and uses no base optimizer; remove it (only lr applies, as the plugin's StepInput.LR)",
 					key, m.Name, "owns-update")
 			}
 		}
@@ -243,7 +243,7 @@ func ValidateOwnsUpdate(e *Experiment, owns func(method int) bool) error {
 	if all {
 		for _, k := range BaseOptimizerKeys() {
 			if key := "train.optimizer." + k; e.has(key) {
-				c.add(e.Line(key), key, "%s would be ignored: every method's plugin applies its own update (feature %q) and uses no base optimizer; remove it (only lr applies, as the plugins' StepInput.LR)",
+				c.add(e.Line(key), key, "%s would be ignored: every method's plugin applies its own update (feature %q, or an update rule other than \"base\") and uses no base optimizer; remove it (only lr applies, as the plugins' StepInput.LR)",
 					key, "owns-update")
 			}
 		}

@@ -38,7 +38,7 @@ func TestPrepareOwnsUpdate(t *testing.T) {
 		want          []string // substrings of the error; none: no error
 	}{
 		{"lr only", "[[method]]\nname = \"Own\"\nplugin = \"owner\"\n[method.optimizer]\nlr = 0.01\n", []string{
-			`o.toml:3: train.optimizer.momentum would be ignored: every method's plugin applies its own update (feature "owns-update")`,
+			`o.toml:3: train.optimizer.momentum would be ignored: every method's plugin applies its own update (feature "owns-update", or an update rule other than "base")`,
 		}},
 		{"its own base keys", "[[method]]\nname = \"Own\"\nplugin = \"owner\"\n[method.optimizer]\nlr = 0.01\nweight_decay = 0.1\n" +
 			"[[method]]\nname = \"SGD\"\nplugin = \"sgd\"\n", []string{

@@ -55,9 +55,32 @@ type Plan struct {
 // Method is what a run's record says about its optimizer (without the
 // optimizer itself, which a launched plugin provides).
 func (p *Plan) Method(run experiment.Run) train.Optimizer {
-	info := p.Infos[run.Method.Name]
-	return train.Optimizer{Plugin: info.Name, Version: info.Version, Params: p.Params[run.Label],
-		OwnsUpdate: info.Features.OwnsUpdate}
+	info, params := p.Infos[run.Method.Name], p.Params[run.Label]
+	return train.Optimizer{Plugin: info.Name, Version: info.Version, Params: params,
+		OwnsUpdate: info.OwnsUpdateWith(params)}
+}
+
+// OwnsUpdate reports whether every run of the method named method applies
+// its own update: its plugin declares optim.Features.OwnsUpdate, or
+// Features.UpdateRule with an update rule other than "base" in each run's
+// hyperparameters (SAM with update = "adamw"). Such runs use no base
+// optimizer.
+func (p *Plan) OwnsUpdate(method string) bool {
+	info, ok := p.Infos[method]
+	if !ok {
+		return false
+	}
+	seen := false
+	for _, run := range p.Runs {
+		if run.Method.Name != method {
+			continue
+		}
+		if !info.OwnsUpdateWith(p.Params[run.Label]) {
+			return false
+		}
+		seen = true
+	}
+	return seen
 }
 
 // Launch starts the plugin of method m.
@@ -128,10 +151,7 @@ func Prepare(ctx context.Context, exp *experiment.Experiment, plugins Plugins) (
 			errs = append(errs, err)
 		}
 	}
-	owns := func(i int) bool {
-		info, ok := p.Infos[exp.Methods[i].Name]
-		return ok && info.Features.OwnsUpdate
-	}
+	owns := func(i int) bool { return p.OwnsUpdate(exp.Methods[i].Name) }
 	if err := experiment.ValidateOwnsUpdate(exp, owns); err != nil {
 		errs = append(errs, err)
 	}

@@ -21,9 +21,9 @@ const (
 
 // spec describes how a metric is labelled and formatted.
 type spec struct {
-	label    string
-	dir      direction
-	scale    float64 // display value = stored value × scale
+	label string
+	dir   direction
+	scale float64 // display value = stored value × scale
 	// decimals is the number of decimals shown; a negative one, −d, shows
 	// d significant digits (at least one decimal), for the time metrics,
 	// whose values span orders of magnitude from a small model's 0.03 s

@@ -79,16 +79,17 @@ type Optimizer struct {
 	// Params are the validated hyperparameters, defaults filled in.
 	Params map[string]any
 	// OwnsUpdate says that the optimizer applies its own update
-	// (optim.Features.OwnsUpdate): the run has no base optimizer, and its record
-	// says so. grid.Plan.Method sets it from the plugin's Info, which a
-	// run's Optimizer declaring the capability implies too.
+	// (optim.Info.OwnsUpdateWith its Params): the run has no base
+	// optimizer, and its record says so. grid.Plan.Method sets it from the
+	// plugin's Info and the run's hyperparameters, which a run's Optimizer
+	// declaring the feature implies too.
 	OwnsUpdate bool
 }
 
 // ownsUpdate reports whether the optimizer applies its own update: it
-// says so in OwnsUpdate or in its Info.
+// says so in OwnsUpdate, or its Info does for its Params.
 func (m Optimizer) ownsUpdate() bool {
-	return m.OwnsUpdate || (m.Optimizer != nil && m.Optimizer.Info().Features.OwnsUpdate)
+	return m.OwnsUpdate || (m.Optimizer != nil && m.Optimizer.Info().OwnsUpdateWith(m.Params))
 }
 
 // ErrNaN reports a diverged run.

@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/optlab/optlab/plugins/adamw"
 	"github.com/optlab/optlab/plugins/bsam"
 	"github.com/optlab/optlab/plugins/compose"
 	"github.com/optlab/optlab/plugins/ensembles"
@@ -43,11 +44,11 @@ func methods() []method {
 	return []method{
 		{optim.Entry{Name: "sgd", New: sgd.New,
 			Doc: "the host's base optimizer on one full-batch gradient per step (SGD with momentum or Adam)"}, true},
-		{optim.Entry{Name: "sam", New: sam.New,
+		{optim.Entry{Name: "sam", New: func() optim.Optimizer { return sam.NewWith(Rules()) },
 			Doc: "Sharpness-Aware Minimization (Foret et al.), with ASAM and m-sharpness"}, true},
 		{optim.Entry{Name: "bsam", New: bsam.New,
 			Doc: "Bayesian SAM (Möllenhoff & Khan): a Gaussian posterior with its own update"}, true},
-		{optim.Entry{Name: "otmdr", New: otmdr.New,
+		{optim.Entry{Name: "otmdr", New: func() optim.Optimizer { return otmdr.NewWith(Rules()) },
 			Doc: "OT-MDR, optimal-transport model distributional robustness (Nguyen et al.), one model or an ensemble"}, true},
 		{optim.Entry{Name: "sgvb", New: sgvb.New,
 			Doc: "SGVB (Bayes by backprop) on a mean-field Gaussian Bayesian neural network"}, false},
@@ -57,10 +58,21 @@ func methods() []method {
 			Doc: "deep, snapshot and FGE ensembles, each member's step done by a member optimizer"}, false},
 		{optim.Entry{Name: "swa", New: func() optim.Optimizer { return swa.New(MemberOptions()) },
 			Doc: "stochastic weight averaging (Izmailov et al.) on top of a member method: SWA, SWA-SAM, SWA-OT-MDR"}, false},
+		{optim.Entry{Name: "adamw", New: adamw.New,
+			Doc: "AdamW (Loshchilov & Hutter) as torch.optim.AdamW computes it; also an update rule of sam and otmdr (update = \"adamw\")"}, false},
 		{optim.Entry{Name: "dst", New: sparse.NewDST,
 			Doc: "DST ensemble (Liu et al., FreeTickets): independent members, each trained with dynamic sparse training"}, false},
 		{optim.Entry{Name: "edst", New: sparse.NewEDST,
 			Doc: "EDST ensemble (Liu et al., FreeTickets): sparse tickets of one dynamic-sparse-training run"}, false},
+	}
+}
+
+// Rules returns the built-in update rules, which the methods with
+// optim.Features.UpdateRule (sam, otmdr) may take as their update
+// ("update" = the rule's name) instead of the host's base step.
+func Rules() compose.Rules {
+	return compose.Rules{
+		{Name: "adamw", New: adamw.NewRule, Doc: "AdamW as torch.optim.AdamW (decoupled weight decay)"},
 	}
 }
 

@@ -86,29 +86,36 @@ func (o Options) RequireSetLR(method, what, member string) error {
 // nested table, so "sam.rho" would have to be quoted in every experiment),
 // for the wrapper's schema after its own.
 func (o Options) Prefixed() []optim.ParamSpec {
-	var out []optim.ParamSpec
 	if o.Members == nil {
 		return nil
 	}
+	var groups []prefixGroup
 	for _, m := range o.Members.Entries() {
-		for _, p := range m.New().Info().Params {
-			p.Name = m.Name + "_" + p.Name
-			p.Doc = "member = " + m.Name + ": " + p.Doc
+		groups = append(groups, prefixGroup{m.Name, m.New().Info().Params})
+	}
+	return prefixed("member", groups)
+}
+
+// prefixGroup is one choice's hyperparameters (a member optimizer's, an
+// update rule's), prefixed with its name in the schema of what uses it.
+type prefixGroup struct {
+	name   string
+	params []optim.ParamSpec
+}
+
+// prefixed returns the groups' hyperparameters as "<name>_<param>", each
+// documented as applying when key (the hyperparameter that chooses) names
+// its group.
+func prefixed(key string, groups []prefixGroup) []optim.ParamSpec {
+	var out []optim.ParamSpec
+	for _, g := range groups {
+		for _, p := range g.params {
+			p.Name = g.name + "_" + p.Name
+			p.Doc = key + " = " + g.name + ": " + p.Doc
 			out = append(out, p)
 		}
 	}
 	return out
-}
-
-// splitMember returns the member optimizer whose prefix key has and the
-// name without the prefix.
-func (o Options) splitMember(key string) (member, rest string, ok bool) {
-	for _, m := range o.Names() {
-		if rest, ok := strings.CutPrefix(key, m+"_"); ok {
-			return m, rest, true
-		}
-	}
-	return "", "", false
 }
 
 // IsDefault reports whether v is the default of spec (canonical types).
@@ -126,36 +133,53 @@ func IsDefault(spec optim.ParamSpec, v any) bool {
 // is a value other than the default for an optimizer that is not the
 // member, which would otherwise be ignored without a word.
 func (o Options) Split(method string, params map[string]any) (member string, inner, own map[string]any, err error) {
-	member = DefaultMember
-	if s, ok := params["member"].(string); ok {
-		member = s
+	return splitPrefixed(method, "member", DefaultMember, o.Names(), o.Prefixed(), params)
+}
+
+// splitPrefixed reads the choice key of params (def when absent), which
+// must be one of names, and splits the prefixed hyperparameters (specs,
+// "<name>_<param>") of every choice off params: it returns the chosen
+// one's, without the prefix, and the rest (the method's own, key
+// included); see Options.Split for the errors.
+func splitPrefixed(method, key, def string, names []string, specs []optim.ParamSpec, params map[string]any) (chosen string, inner, own map[string]any, err error) {
+	chosen = def
+	if s, ok := params[key].(string); ok {
+		chosen = s
 	}
-	if !slices.Contains(o.Names(), member) {
-		return "", nil, nil, fmt.Errorf("%s: member %q: want one of %q", method, member, o.Names())
+	if !slices.Contains(names, chosen) {
+		return "", nil, nil, fmt.Errorf("%s: %s %q: want one of %q", method, key, chosen, names)
 	}
 	inner, own = map[string]any{}, map[string]any{}
-	specs := map[string]optim.ParamSpec{}
-	for _, s := range o.Prefixed() {
-		specs[s.Name] = s
+	byName := map[string]optim.ParamSpec{}
+	for _, s := range specs {
+		byName[s.Name] = s
+	}
+	split := func(k string) (name, rest string, ok bool) {
+		for _, n := range names {
+			if rest, ok := strings.CutPrefix(k, n+"_"); ok {
+				return n, rest, true
+			}
+		}
+		return "", "", false
 	}
 	for _, k := range slices.Sorted(maps.Keys(params)) {
-		m, rest, ok := o.splitMember(k)
+		n, rest, ok := split(k)
 		if !ok {
 			own[k] = params[k]
 			continue
 		}
-		spec, known := specs[k]
+		spec, known := byName[k]
 		switch {
 		case !known:
-			return "", nil, nil, fmt.Errorf("%s: %q: %w (%s has no %q)", method, k, hparams.ErrUnknown, m, rest)
-		case m == member:
+			return "", nil, nil, fmt.Errorf("%s: %q: %w (%s has no %q)", method, k, hparams.ErrUnknown, n, rest)
+		case n == chosen:
 			inner[rest] = params[k]
 		case !IsDefault(spec, params[k]):
-			return "", nil, nil, fmt.Errorf("%s: %s = %v is set but member = %q: only %s_* parameters apply",
-				method, k, params[k], member, member)
+			return "", nil, nil, fmt.Errorf("%s: %s = %v is set but %s = %q: only %s_* parameters apply",
+				method, k, params[k], key, chosen, chosen)
 		}
 	}
-	return member, inner, own, nil
+	return chosen, inner, own, nil
 }
 
 // NewMember makes the member optimizer named member and configures it with

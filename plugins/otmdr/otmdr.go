@@ -86,6 +86,7 @@ import (
 	"maps"
 	"math/rand/v2"
 
+	"github.com/optlab/optlab/plugins/compose"
 	"github.com/optlab/optlab/sdk/hparams"
 	"github.com/optlab/optlab/sdk/optim"
 )
@@ -260,14 +261,18 @@ type Hooks struct {
 // another optimizer.
 type OTMDR struct {
 	optim.Defaults
-	h     optim.Host
-	cfg   Config
-	typed bool // made by NewFrom: cfg is resolved and Configure reads no params
-	hooks Hooks
-	bn    [3]optim.BNMode
-	hs    *optim.Handles
-	vecs  []memberVecs // per member
-	rng   *rand.PCG
+	// rules are the update rules its "update" may name (none: the host's
+	// base step only); update is the chosen one, configured.
+	rules  compose.Rules
+	update *compose.Update
+	h      optim.Host
+	cfg    Config
+	typed  bool // made by NewFrom: cfg is resolved and Configure reads no params
+	hooks  Hooks
+	bn     [3]optim.BNMode
+	hs     *optim.Handles
+	vecs   []memberVecs // per member
+	rng    *rand.PCG
 	// resolved is what resolving cfg changed (Resolved).
 	resolved map[string]any
 }
@@ -286,6 +291,11 @@ func (o *OTMDR) sum(m int) optim.Vec  { return o.vecs[m].sum }
 // New returns an OT-MDR optimizer with the default hyperparameters, which
 // Configure replaces with its params.
 func New() optim.Optimizer { return &OTMDR{cfg: DefaultConfig()} }
+
+// NewWith returns an OT-MDR optimizer that takes its update from the rule
+// its "update" hyperparameter names among rules ("base", the default, is
+// the host's base step, as New's).
+func NewWith(rules compose.Rules) optim.Optimizer { return &OTMDR{cfg: DefaultConfig(), rules: rules} }
 
 // NewFrom returns an OT-MDR optimizer with the hyperparameters c (resolved
 // and validated here) and the hooks, as the concrete type, for optimizers
@@ -326,17 +336,21 @@ func (o *OTMDR) norm(p *optim.Program, at Pass, x optim.Vec) optim.Reg {
 // Info implements optim.Optimizer.
 func (o *OTMDR) Info() optim.Info {
 	return optim.Info{Name: "otmdr", Version: "0.1.0",
-		Features: optim.Features{Members: true, BaseStep: true, Predictive: true, State: true},
-		Params:   hparams.MustSpecs(DefaultConfig())}
+		Features: optim.Features{Members: true, BaseStep: true, UpdateRule: len(o.rules) > 0, Predictive: true, State: true},
+		Params:   append(hparams.MustSpecs(DefaultConfig()), o.rules.Params()...)}
 }
 
 // Configure implements optim.Optimizer: it seeds the plugin's stream with
 // the run seed and allocates the members' buffers in cfg.Namespace("otmdr").
 func (o *OTMDR) Configure(ctx context.Context, h optim.Host, cfg optim.Config) error {
 	c, resolved := o.cfg, o.resolved
+	rule, ruleParams, own, err := o.rules.Split("otmdr", cfg.Params)
+	if err != nil {
+		return err
+	}
 	switch {
 	case !o.typed:
-		given, err := givenConfig(cfg.Params)
+		given, err := givenConfig(own)
 		if err != nil {
 			return err
 		}
@@ -391,7 +405,11 @@ func (o *OTMDR) Configure(ctx context.Context, h optim.Host, cfg optim.Config) e
 	if _, err := h.Exec(ctx, p); err != nil {
 		return fmt.Errorf("otmdr: configure: %w", err)
 	}
-	return nil
+	// The rule allocates after OT-MDR's own vectors, which keep their
+	// handles whatever the rule.
+	o.update, err = o.rules.NewUpdate(ctx, h, "otmdr", rule, optim.Config{Params: ruleParams, Seed: cfg.Seed,
+		TotalSteps: cfg.TotalSteps, StepsPerEpoch: cfg.StepsPerEpoch, Members: cfg.Members, Handles: o.hs})
+	return err
 }
 
 // Resolved implements optim.Optimizer: the hyperparameters whose values the
@@ -539,13 +557,14 @@ func (o *OTMDR) descent(p *optim.Program, d [][]draw, k int, n []optim.Reg) []op
 	return evals
 }
 
-// baseStep appends, per member, the base step with (1/K or 1)·Σₖ Gₖ.
-func (o *OTMDR) baseStep(p *optim.Program) {
+// baseStep appends, per member, the update (the base step, or the update
+// rule's) with (1/K or 1)·Σₖ Gₖ.
+func (o *OTMDR) baseStep(p *optim.Program, in optim.StepInput) {
 	for m, v := range o.vecs {
 		if o.cfg.Particles > 1 && o.cfg.ParticleReduction == "mean" {
 			p.Scale(v.sum, optim.K(1/float64(o.cfg.Particles)))
 		}
-		p.BaseStep(optim.ParamsOf(m), v.sum)
+		o.update.Apply(p, m, optim.ParamsOf(m), v.sum, in)
 	}
 }
 
@@ -607,10 +626,11 @@ func (o *OTMDR) ascentNorms(p *optim.Program, s ascentSlots) []optim.Reg {
 // ρ/(‖g‖+1e-12) in registers on the device. It reports loss and acc on
 // B¹ₖ at θ and loss_perturbed and acc_perturbed on B at θ²ₖ, averaged over
 // members (joint: of the joint passes) and particles.
-func (o *OTMDR) Step(ctx context.Context, _ optim.StepInput) (optim.StepOutput, error) {
+func (o *OTMDR) Step(ctx context.Context, in optim.StepInput) (optim.StepOutput, error) {
 	if o.rng == nil {
 		return optim.StepOutput{}, errors.New("otmdr: step: not configured")
 	}
+	o.update.Begin(in)
 	passes := len(o.vecs) // gradient passes per phase: one per member, or one joint pass
 	if o.cfg.Joint {
 		passes = 1
@@ -630,7 +650,7 @@ func (o *OTMDR) Step(ctx context.Context, _ optim.StepInput) (optim.StepOutput, 
 	if o.hooks.End != nil {
 		o.hooks.End(p)
 	}
-	o.baseStep(p)
+	o.baseStep(p, in)
 	p.ReportMetrics(mt.loss, mt.acc).Report("loss_perturbed", mt.lossP).Report("acc_perturbed", mt.accP)
 	if _, err := o.h.Exec(ctx, p); err != nil {
 		return optim.StepOutput{}, fmt.Errorf("otmdr: step: %w", err)
@@ -651,16 +671,20 @@ func (o *OTMDR) Predictive(context.Context) (optim.Predictive, error) {
 	return optim.Predictive{Kind: optim.Members, Vecs: vecs}, nil
 }
 
-// state is the checkpointed blob: the position of the seed stream.
+// state is the checkpointed blob: the position of the seed stream, and
+// the update rule's state (none for the base step).
 type state struct {
 	Version int    `json:"version"`
 	RNG     []byte `json:"rng"`
+	Update  []byte `json:"update,omitempty"`
 }
 
-// SaveState implements optim.Optimizer (Features.State). The vectors are per-step scratch
-// and the base optimizer's state belongs to the host, so the state is the
-// seed stream's position alone (no vectors).
-func (o *OTMDR) SaveState(context.Context) ([]byte, []optim.Vec, error) {
+// SaveState implements optim.Optimizer (Features.State). OT-MDR's vectors
+// are per-step scratch and the base optimizer's state belongs to the host,
+// so its state is the seed stream's position, and the update rule's (its
+// blob inside OT-MDR's, its vectors the state's vectors; none for the
+// base step).
+func (o *OTMDR) SaveState(ctx context.Context) ([]byte, []optim.Vec, error) {
 	if o.rng == nil {
 		return nil, nil, errors.New("otmdr: save state: not configured")
 	}
@@ -668,17 +692,21 @@ func (o *OTMDR) SaveState(context.Context) ([]byte, []optim.Vec, error) {
 	if err != nil {
 		return nil, nil, fmt.Errorf("otmdr: save state: %w", err)
 	}
-	b, err := json.Marshal(state{Version: 1, RNG: r})
+	u, vecs, err := o.update.SaveState(ctx)
 	if err != nil {
 		return nil, nil, fmt.Errorf("otmdr: save state: %w", err)
 	}
-	return b, nil, nil
+	b, err := json.Marshal(state{Version: 1, RNG: r, Update: u})
+	if err != nil {
+		return nil, nil, fmt.Errorf("otmdr: save state: %w", err)
+	}
+	return b, vecs, nil
 }
 
 // LoadState implements optim.Optimizer (Features.State), after Configure: it restores the
 // seed stream, so the resumed run draws the splits and noise that an
 // uninterrupted one would.
-func (o *OTMDR) LoadState(_ context.Context, blob []byte) error {
+func (o *OTMDR) LoadState(ctx context.Context, blob []byte) error {
 	var s state
 	if err := json.Unmarshal(blob, &s); err != nil {
 		return fmt.Errorf("otmdr: load state: %w", err)
@@ -688,6 +716,9 @@ func (o *OTMDR) LoadState(_ context.Context, blob []byte) error {
 	}
 	rng := &rand.PCG{}
 	if err := rng.UnmarshalBinary(s.RNG); err != nil {
+		return fmt.Errorf("otmdr: load state: %w", err)
+	}
+	if err := o.update.LoadState(ctx, s.Update); err != nil {
 		return fmt.Errorf("otmdr: load state: %w", err)
 	}
 	o.rng = rng

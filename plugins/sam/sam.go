@@ -33,6 +33,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/optlab/optlab/plugins/compose"
 	"github.com/optlab/optlab/sdk/hparams"
 	"github.com/optlab/optlab/sdk/optim"
 )
@@ -56,10 +57,15 @@ func defaults() Config {
 // every optional method's default.
 type SAM struct {
 	optim.Defaults
-	h    optim.Host
-	cfg  Config
-	hs   *optim.Handles
-	vecs []memberVecs // per member
+	// rules are the update rules its "update" may name (none: the host's
+	// base step only, and no "update" hyperparameter); update is the
+	// chosen one, configured.
+	rules  compose.Rules
+	update *compose.Update
+	h      optim.Host
+	cfg    Config
+	hs     *optim.Handles
+	vecs   []memberVecs // per member
 }
 
 // memberVecs holds one member's handles.
@@ -75,10 +81,18 @@ type memberVecs struct {
 // New returns a SAM optimizer with the default hyperparameters.
 func New() optim.Optimizer { return &SAM{cfg: defaults()} }
 
+// NewWith returns a SAM optimizer that takes its update from the rule its
+// "update" hyperparameter names among rules (plugins/builtin gives every
+// built-in rule): "base", the default, is the host's base step, as New's;
+// "adamw" makes SAM-AdamW. Its state is then the rule's.
+func NewWith(rules compose.Rules) optim.Optimizer { return &SAM{cfg: defaults(), rules: rules} }
+
 // Info implements optim.Optimizer.
 func (o *SAM) Info() optim.Info {
-	return optim.Info{Name: "sam", Version: "0.1.0", Features: optim.Features{Members: true, BaseStep: true},
-		Params: hparams.MustSpecs(defaults())}
+	ruled := len(o.rules) > 0
+	return optim.Info{Name: "sam", Version: "0.1.0",
+		Features: optim.Features{Members: true, BaseStep: true, UpdateRule: ruled, State: ruled},
+		Params:   append(hparams.MustSpecs(defaults()), o.rules.Params()...)}
 }
 
 // weightsOnly tells whether ASAM's T applies to weight tensors only.
@@ -109,7 +123,11 @@ func (o *SAM) Configure(ctx context.Context, h optim.Host, cfg optim.Config) err
 	if err != nil {
 		return fmt.Errorf("sam: layout: %w", err)
 	}
-	if err := hparams.ApplyIn(&o.cfg, cfg.Params, batchBound(l)); err != nil {
+	rule, ruleParams, own, err := o.rules.Split("sam", cfg.Params)
+	if err != nil {
+		return err
+	}
+	if err := hparams.ApplyIn(&o.cfg, own, batchBound(l)); err != nil {
 		return fmt.Errorf("sam: %w", err)
 	}
 	if o.cfg.AdaptiveScope != "all" && !o.cfg.Adaptive {
@@ -160,8 +178,21 @@ func (o *SAM) Configure(ctx context.Context, h optim.Host, cfg optim.Config) err
 	if _, err := h.Exec(ctx, p); err != nil {
 		return fmt.Errorf("sam: configure: %w", err)
 	}
-	return nil
+	// The rule allocates after SAM's own vectors, so that these keep
+	// their handles whatever the rule.
+	o.update, err = o.rules.NewUpdate(ctx, h, "sam", rule, optim.Config{Params: ruleParams, Seed: cfg.Seed,
+		TotalSteps: cfg.TotalSteps, StepsPerEpoch: cfg.StepsPerEpoch, Members: cfg.Members, Handles: o.hs})
+	return err
 }
+
+// SaveState implements optim.Optimizer (Features.State, with an update
+// rule): the rule's state; SAM's own vectors are per-step scratch.
+func (o *SAM) SaveState(ctx context.Context) ([]byte, []optim.Vec, error) {
+	return o.update.SaveState(ctx)
+}
+
+// LoadState implements optim.Optimizer (Features.State), after Configure.
+func (o *SAM) LoadState(ctx context.Context, blob []byte) error { return o.update.LoadState(ctx, blob) }
 
 // buildMasks appends to p the ops that make every member's weight mask (1
 // on the tensors whose name contains "weight", 0 elsewhere) and its
@@ -194,7 +225,8 @@ func (o *SAM) buildMasks(l optim.Layout, p *optim.Program) error {
 // ascent coefficient ρ/(‖g‖+1e-12) is computed on the device in a register
 // and scales the perturbation directly, and the loss and accuracy at θ are
 // reported to the host's logs.
-func (o *SAM) Step(ctx context.Context, _ optim.StepInput) (optim.StepOutput, error) {
+func (o *SAM) Step(ctx context.Context, in optim.StepInput) (optim.StepOutput, error) {
+	o.update.Begin(in)
 	p := o.hs.Prog()
 	evs := make([]optim.Eval, 0, len(o.vecs)*o.cfg.M)
 	norms := make([][]optim.Reg, len(o.vecs)) // per member and batch part
@@ -240,7 +272,7 @@ func (o *SAM) Step(ctx context.Context, _ optim.StepInput) (optim.StepOutput, er
 			g = v.scratch
 			p.LinComb(g, avg...)
 		}
-		p.BaseStep(th, g)
+		o.update.Apply(p, m, th, g, in)
 	}
 	p.ReportMetrics(p.Mean(evs))
 	if _, err := o.h.Exec(ctx, p); err != nil {

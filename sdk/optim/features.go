@@ -42,6 +42,13 @@ type Features struct {
 	// ensembles, SWA's swa_lr). An optimizer without it (bSAM, which does
 	// its own update from StepInput.LR) is refused there.
 	BaseStep bool
+	// UpdateRule: the optimizer takes its update from the update rule that
+	// its hyperparameter UpdateParam names: BaseUpdate ("base") for the
+	// host's base optimizer (BaseStep), or another rule ("adamw") whose
+	// ops the optimizer sends itself. With any rule but BaseUpdate the
+	// optimizer applies its own update for that run, as one with
+	// OwnsUpdate does (Info.OwnsUpdateWith).
+	UpdateRule bool
 	// Predictive: the predictive is not the point estimate of member 0:
 	// the host asks Optimizer.Predictive (ensembles, posteriors).
 	Predictive bool
@@ -83,6 +90,8 @@ var featureTable = []FeatureSpec{
 		Doc: "applies its own update: no base optimizer, never BaseStep or SetLR"},
 	{Name: "base-step", Field: "BaseStep", Since: 6, get: func(f *Features) *bool { return &f.BaseStep },
 		Doc: "updates with the host's base optimizer only, so a wrapper may schedule its rate with SetLR"},
+	{Name: "update-rule", Field: "UpdateRule", Since: 6, get: func(f *Features) *bool { return &f.UpdateRule },
+		Doc: "takes its update from the rule its \"update\" hyperparameter names (\"base\": the host's base optimizer)"},
 	{Name: "predictive", Field: "Predictive", Method: "Predictive", Since: 0, get: func(f *Features) *bool { return &f.Predictive },
 		Doc: "forms its own predictive (Predictive)"},
 	{Name: "state", Field: "State", Method: "SaveState", Since: 0, get: func(f *Features) *bool { return &f.State },
@@ -137,6 +146,29 @@ func (f Features) Union(g Features) Features {
 		}
 	}
 	return f
+}
+
+// UpdateParam is the hyperparameter that names the update rule of an
+// optimizer with Features.UpdateRule, and BaseUpdate its value for the
+// host's base optimizer.
+const (
+	UpdateParam = "update"
+	BaseUpdate  = "base"
+)
+
+// OwnsUpdateWith reports whether the optimizer that i describes applies
+// its own update when configured with params (its validated
+// hyperparameters): it declares Features.OwnsUpdate, or Features.UpdateRule
+// with an update rule other than BaseUpdate.
+func (i Info) OwnsUpdateWith(params map[string]any) bool {
+	if i.Features.OwnsUpdate {
+		return true
+	}
+	if !i.Features.UpdateRule {
+		return false
+	}
+	rule, _ := params[UpdateParam].(string)
+	return rule != "" && rule != BaseUpdate
 }
 
 // Defaults is embedded by an optimizer for the methods of the features it

@@ -119,7 +119,7 @@ func (r *Harness) Configure(ctx context.Context, totalSteps int64) error {
 	if h, ok := r.Host.(*Host); ok {
 		// As the real host: an optimizer that owns its update may not send
 		// BaseStep or SetLR.
-		h.setOwnsUpdate(info.Features.OwnsUpdate)
+		h.setOwnsUpdate(info.OwnsUpdateWith(params))
 	}
 	layout, err := r.Host.Layout(ctx)
 	if err != nil {

@@ -276,7 +276,8 @@ class WireTest(unittest.TestCase):
         fields = [f.name for f in dataclasses.fields(optlab.Features)]
         self.assertEqual(fields, [f["name"].replace("-", "_") for f in optlab.FEATURES])
         self.assertEqual([f["name"] for f in optlab.FEATURES],
-                         ["members", "member-data-order", "owns-update", "base-step", "predictive", "state", "finalize"])
+                         ["members", "member-data-order", "owns-update", "base-step", "update-rule", "predictive", "state",
+                          "finalize"])
         for f in optlab.FEATURES:
             feats = optlab.Features(**{f["name"].replace("-", "_"): True})
             r = wire.info_response_to_pb(optlab.Info(name="x", features=feats))
