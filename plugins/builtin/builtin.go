@@ -18,6 +18,7 @@ import (
 	"github.com/optlab/optlab/plugins/bsam"
 	"github.com/optlab/optlab/plugins/compose"
 	"github.com/optlab/optlab/plugins/ensembles"
+	"github.com/optlab/optlab/plugins/muon"
 	"github.com/optlab/optlab/plugins/otmdr"
 	"github.com/optlab/optlab/plugins/sam"
 	"github.com/optlab/optlab/plugins/sgd"
@@ -30,7 +31,8 @@ import (
 // method is one line of the list: member says whether the methods that
 // wrap a member method (ensembles, swa) may use it as their member (not
 // sgvb and otmdr-sgvb, which train one variational member, nor the
-// wrappers themselves). Whether a wrapper may also schedule its rate is
+// wrappers themselves, nor muon yet: its hyperparameters would join the
+// wrappers' schemas). Whether a wrapper may also schedule its rate is
 // the member's own declaration, optim.Features.BaseStep.
 type method struct {
 	optim.Entry
@@ -47,6 +49,8 @@ func methods() []method {
 			Doc: "Sharpness-Aware Minimization (Foret et al.), with ASAM and m-sharpness"}, true},
 		{optim.Entry{Name: "bsam", New: bsam.New,
 			Doc: "Bayesian SAM (Möllenhoff & Khan): a Gaussian posterior with its own update"}, true},
+		{optim.Entry{Name: "muon", New: muon.New,
+			Doc: "Muon (Keller Jordan): momentum orthogonalised by Newton–Schulz on matrix tensors, AdamW on the others"}, false},
 		{optim.Entry{Name: "otmdr", New: otmdr.New,
 			Doc: "OT-MDR, optimal-transport model distributional robustness (Nguyen et al.), one model or an ensemble"}, true},
 		{optim.Entry{Name: "sgvb", New: sgvb.New,
