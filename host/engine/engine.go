@@ -483,6 +483,8 @@ func (e *Engine) runVecOp(s *tensor.Scope, x *execState, op optim.Op) error {
 		return e.report(s, x, o)
 	case optim.UpdateBN:
 		return e.updateBN(x.ctx, o)
+	case optim.NewtonSchulz:
+		return e.newtonSchulz(s, o)
 	default:
 		// The Checker refuses nil and unknown ops first.
 		return fmt.Errorf("unknown op %T: %w", op, errors.ErrUnsupported)

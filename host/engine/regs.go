@@ -314,6 +314,8 @@ func written(op optim.Op) []optim.Vec {
 		return []optim.Vec{o.Dst}
 	case optim.TopKMask:
 		return []optim.Vec{o.Dst}
+	case optim.NewtonSchulz:
+		return []optim.Vec{o.Dst}
 	case optim.Grad:
 		return slices.DeleteFunc([]optim.Vec{o.Out, o.OutRho}, func(v optim.Vec) bool { return v == 0 })
 	case optim.JointGrad:

@@ -39,6 +39,7 @@ func TestBF16EveryBuiltinMethod(t *testing.T) {
 		{"sam", "sam", bf16, map[string]any{"rho": 0.05}},
 		{"asam", "sam", bf16, map[string]any{"rho": 0.5, "adaptive": true}},
 		{"bsam", "bsam", bf16, nil},
+		{"muon", "muon", bf16, nil},
 		{"otmdr", "otmdr", bf16, nil},
 		{"otmdr joint", "otmdr", two, map[string]any{"joint": true}},
 		{"sgvb", "sgvb", vi, nil},

@@ -69,6 +69,8 @@ func TestOneExecNoBlockingReadPerStep(t *testing.T) {
 		{"sam m=2", "sam", short, map[string]any{"rho": 0.05, "m": int64(2)}},
 		{"asam weights", "sam", short, map[string]any{"rho": 0.5, "adaptive": true, "adaptive_scope": "weights"}},
 		{"bsam", "bsam", short, nil},
+		{"muon", "muon", short, nil},
+		{"muon ensemble", "muon", two, map[string]any{"weight_decay": 0.01}},
 		{"otmdr", "otmdr", short, nil},
 		{"otmdr K=2", "otmdr", short, map[string]any{"particles": int64(2)}},
 		{"otmdr reference", "otmdr", short, map[string]any{"mode": "reference"}},

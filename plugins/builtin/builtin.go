@@ -19,6 +19,7 @@ import (
 	"github.com/optlab/optlab/plugins/bsam"
 	"github.com/optlab/optlab/plugins/compose"
 	"github.com/optlab/optlab/plugins/ensembles"
+	"github.com/optlab/optlab/plugins/muon"
 	"github.com/optlab/optlab/plugins/otmdr"
 	"github.com/optlab/optlab/plugins/sam"
 	"github.com/optlab/optlab/plugins/sgd"
@@ -31,7 +32,8 @@ import (
 // method is one line of the list: member says whether the methods that
 // wrap a member method (ensembles, swa) may use it as their member (not
 // sgvb and otmdr-sgvb, which train one variational member, nor the
-// wrappers themselves). Whether a wrapper may also schedule its rate is
+// wrappers themselves, nor muon yet: its hyperparameters would join the
+// wrappers' schemas). Whether a wrapper may also schedule its rate is
 // the member's own declaration, optim.Features.BaseStep.
 type method struct {
 	optim.Entry
@@ -60,6 +62,8 @@ func methods() []method {
 			Doc: "stochastic weight averaging (Izmailov et al.) on top of a member method: SWA, SWA-SAM, SWA-OT-MDR"}, false},
 		{optim.Entry{Name: "adamw", New: adamw.New,
 			Doc: "AdamW (Loshchilov & Hutter) as torch.optim.AdamW computes it; also an update rule of sam and otmdr (update = \"adamw\")"}, false},
+		{optim.Entry{Name: "muon", New: muon.New,
+			Doc: "Muon (Keller Jordan): momentum orthogonalised by Newton–Schulz on matrix tensors, AdamW on the others"}, false},
 		{optim.Entry{Name: "dst", New: sparse.NewDST,
 			Doc: "DST ensemble (Liu et al., FreeTickets): independent members, each trained with dynamic sparse training"}, false},
 		{optim.Entry{Name: "edst", New: sparse.NewEDST,

@@ -3,6 +3,7 @@ package opset
 import (
 	"errors"
 	"fmt"
+	"math"
 	"reflect"
 	"slices"
 
@@ -206,6 +207,8 @@ func (c *Checker) checkVecOp(op optim.Op, allocated func(optim.Vec) (int, bool))
 		return c.handle(o.Dst, allocated)
 	case optim.TopKMask:
 		return c.topKMask(o, allocated)
+	case optim.NewtonSchulz:
+		return c.newtonSchulz(o, allocated)
 	case optim.UpdateBN:
 		if _, ok := o.X.Rho(); ok {
 			return fmt.Errorf("update_bn of ρ handle %d: X must hold parameters", o.X)
@@ -385,6 +388,39 @@ func (c *Checker) topKMask(o optim.TopKMask, allocated func(optim.Vec) (int, boo
 	}
 	if ri.segs && (ri.by != o.By || !c.sameTensors(ri.member, m)) {
 		return fmt.Errorf("segment register %s segments member %d per %s; the mask is per %s of member %d", r, ri.member, ri.by, o.By, m)
+	}
+	return nil
+}
+
+// MaxNewtonSchulzSteps is the most iterations a NewtonSchulz op may ask
+// for.
+const MaxNewtonSchulzSteps = 100
+
+// newtonSchulz checks a NewtonSchulz: Dst and Src of one member's tensor
+// shapes, Steps in [1, MaxNewtonSchulzSteps], finite coefficients and a
+// finite Eps ≥ 0.
+func (c *Checker) newtonSchulz(o optim.NewtonSchulz, allocated func(optim.Vec) (int, bool)) error {
+	if o.Steps < 1 || o.Steps > MaxNewtonSchulzSteps {
+		return fmt.Errorf("newton_schulz: steps = %d is outside [1, %d]", o.Steps, MaxNewtonSchulzSteps)
+	}
+	for _, k := range []struct {
+		name string
+		v    float64
+	}{{"a", o.A}, {"b", o.B}, {"c", o.C}, {"eps", o.Eps}} {
+		if math.IsNaN(k.v) || math.IsInf(k.v, 0) {
+			return fmt.Errorf("newton_schulz: %s = %v is not finite", k.name, k.v)
+		}
+	}
+	if o.Eps < 0 {
+		return fmt.Errorf("newton_schulz: eps = %v is negative", o.Eps)
+	}
+	md, err := c.same(allocated, o.Dst, o.Src)
+	if err != nil {
+		return err
+	}
+	if ms, _ := c.vec(o.Src, allocated); !c.sameTensors(md, ms) {
+		return &optim.VecError{Vec: o.Src, Msg: fmt.Sprintf("has member %d's tensor shapes, %s has member %d's (newton_schulz takes one member's matrices)",
+			ms, c.p.Name(o.Dst), md)}
 	}
 	return nil
 }

@@ -46,6 +46,7 @@ func allOpsProgram() *optim.Program {
 	p.AddConst(g, p.Sqrt(m))
 	loss, acc := p.Mean([]optim.Eval{ev, ev2})
 	p.ReportMetrics(loss, acc).Report("norm", n)
+	p.NewtonSchulz(t, g, 5).NewtonSchulzOp(optim.NewtonSchulz{Dst: g, Src: g, Steps: 30, A: 1.5, B: -0.5, C: 0, Eps: 0})
 	p.Read(n, m).UpdateBN(saved).UpdateBN(optim.Params).Free(t)
 	p.Ops = append(p.Ops, optim.Unary{Dst: t, Src: g, Kind: 42})
 	return p

@@ -230,30 +230,31 @@ type SetLR struct {
 	LR     float64
 }
 
-func (JointGrad) isOp() {}
-func (UpdateBN) isOp()  {}
-func (Alloc) isOp()     {}
-func (Free) isOp()      {}
-func (Copy) isOp()      {}
-func (Fill) isOp()      {}
-func (FillRange) isOp() {}
-func (Scale) isOp()     {}
-func (AddConst) isOp()  {}
-func (Axpy) isOp()      {}
-func (LinComb) isOp()   {}
-func (Unary) isOp()     {}
-func (Binary) isOp()    {}
-func (RandN) isOp()     {}
-func (Dot) isOp()       {}
-func (Norm) isOp()      {}
-func (Grad) isOp()      {}
-func (BaseStep) isOp()  {}
-func (SetLR) isOp()     {}
-func (Arith) isOp()     {}
-func (SegReduce) isOp() {}
-func (TopKMask) isOp()  {}
-func (Read) isOp()      {}
-func (Report) isOp()    {}
+func (JointGrad) isOp()    {}
+func (UpdateBN) isOp()     {}
+func (Alloc) isOp()        {}
+func (Free) isOp()         {}
+func (Copy) isOp()         {}
+func (Fill) isOp()         {}
+func (FillRange) isOp()    {}
+func (Scale) isOp()        {}
+func (AddConst) isOp()     {}
+func (Axpy) isOp()         {}
+func (LinComb) isOp()      {}
+func (Unary) isOp()        {}
+func (Binary) isOp()       {}
+func (RandN) isOp()        {}
+func (Dot) isOp()          {}
+func (Norm) isOp()         {}
+func (Grad) isOp()         {}
+func (BaseStep) isOp()     {}
+func (SetLR) isOp()        {}
+func (Arith) isOp()        {}
+func (SegReduce) isOp()    {}
+func (TopKMask) isOp()     {}
+func (Read) isOp()         {}
+func (Report) isOp()       {}
+func (NewtonSchulz) isOp() {}
 
 // ArithKind selects the function of an Arith op.
 type ArithKind int32
@@ -403,4 +404,49 @@ type UpdateBN struct{ X Vec }
 type Report struct {
 	Name string
 	X    Reg
+}
+
+// Keller Jordan's coefficients of the quintic Newton–Schulz iteration
+// (zeropower_via_newtonschulz5 in github.com/KellerJordan/Muon, muon.py),
+// his default step count and the ε of its normalisation: what
+// Program.NewtonSchulz sends.
+const (
+	NS5A     = 3.4445
+	NS5B     = -4.7750
+	NS5C     = 2.0315
+	NS5Steps = 5
+	NS5Eps   = 1e-7
+)
+
+// NewtonSchulz orthogonalises every matrix-shaped tensor of Src and
+// writes the result into Dst: for each tensor of the member's layout with
+// two or more dims, viewed as the matrix G of shape [d0, d1·d2·…] (a conv
+// weight [out, in, kh, kw] as [out, in·kh·kw]), the quintic Newton–Schulz
+// iteration of Keller Jordan's zeropower_via_newtonschulz5:
+//
+//	X = G / (‖G‖_F + Eps), transposed when d0 > d1·d2·… (so that X has no more rows than columns)
+//	Steps times: M = X·Xᵀ; X = A·X + (B·M + C·M·M)·X
+//	transposed back
+//
+// with A, B, C the coefficients (NS5A, NS5B, NS5C with NS5Steps steps and
+// NS5Eps are his). The iteration maps every singular value s of X to
+// A·s + B·s³ + C·s⁵ and keeps the singular vectors: with his coefficients
+// and 5 steps it takes G = U·S·Vᵀ to U·S'·Vᵀ with S' in [0.68, 1.14] for
+// the singular values of G/‖G‖_F above 0.01 (in [0.47, 1.21] above
+// 0.001), not exactly U·Vᵀ (the cubic coefficients 1.5, −0.5, 0 converge
+// to U·Vᵀ, slowly). Tensors of fewer than two dims (biases, BatchNorm weights, a
+// layout's 1-D tensors) are copied from Src to Dst unchanged, so a plugin
+// masks them itself when it wants something else there. Dst and Src have
+// one member's tensor shapes (they may be the same vector). Steps is in
+// [1, 100], the coefficients are finite and Eps is finite and ≥ 0.
+//
+// Keller Jordan runs the iteration in bfloat16 on the GPU; hosts run it in
+// the vector's own type (float32 on the engine, float64 in optimtest's
+// exact host), a matrix at a time or batched over tensors of one shape.
+// Muon orthogonalises its momentum with it. Protocol minor 7.
+type NewtonSchulz struct {
+	Dst, Src Vec
+	Steps    int32
+	A, B, C  float64
+	Eps      float64
 }

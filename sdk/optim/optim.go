@@ -13,7 +13,7 @@ const ProtocolMajor = 1
 
 // ProtocolMinor is the in-band minor version carried by Info; hosts accept
 // plugins with a minor version up to their own.
-const ProtocolMinor = 6
+const ProtocolMinor = 7
 
 // Host is what an optimizer drives: it describes the parameter layout and
 // executes programs of ops on the device, returning only the values the
@@ -96,6 +96,31 @@ func (m MemberLayout) Segments(by Segmentation) []int64 {
 		default:
 			return nil
 		}
+	}
+	return out
+}
+
+// Matrix is a tensor of a member's layout with two or more dims, viewed as
+// the matrix of Rows = d0 rows and Cols = d1·d2·… columns (a conv weight
+// [out, in, kh, kw] as [out, in·kh·kw]), row-major from Offset in the flat
+// vector: what the matrix ops (NewtonSchulz) act on.
+type Matrix struct {
+	// Tensor is the tensor's index in Tensors.
+	Tensor     int
+	Offset     int64
+	Rows, Cols int64
+}
+
+// Matrices returns m's matrix-shaped tensors (two or more dims, none of
+// them 0), in layout order. A layout without tensors (one tensor of shape
+// [Numel]) has none.
+func (m MemberLayout) Matrices() []Matrix {
+	var out []Matrix
+	for i, t := range m.Tensors {
+		if len(t.Shape) < 2 || t.Numel() == 0 {
+			continue
+		}
+		out = append(out, Matrix{Tensor: i, Offset: t.Offset, Rows: t.Shape[0], Cols: t.Numel() / t.Shape[0]})
 	}
 	return out
 }

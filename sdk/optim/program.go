@@ -292,6 +292,18 @@ func (p *Program) Report(name string, x Reg) *Program {
 // optimizer's Finalize).
 func (p *Program) UpdateBN(x Vec) *Program { return p.add(UpdateBN{X: x}) }
 
+// NewtonSchulz appends dst = the Newton–Schulz orthogonalisation of every
+// matrix-shaped tensor of src with Keller Jordan's coefficients (NS5A,
+// NS5B, NS5C, NS5Eps) and the given number of steps (NS5Steps is his); the
+// other tensors are copied. NewtonSchulzOp sends coefficients of one's own.
+func (p *Program) NewtonSchulz(dst, src Vec, steps int) *Program {
+	return p.NewtonSchulzOp(NewtonSchulz{Dst: dst, Src: src, Steps: int32(steps), A: NS5A, B: NS5B, C: NS5C, Eps: NS5Eps})
+}
+
+// NewtonSchulzOp appends o, a NewtonSchulz op with every field set by the
+// caller (its own coefficients, step count and ε).
+func (p *Program) NewtonSchulzOp(o NewtonSchulz) *Program { return p.add(o) }
+
 // Mean returns the registers of the mean loss and accuracy over the
 // gradient passes evs, each term divided by the count and summed in order
 // (the float64 arithmetic of Result.Mean, on the device). With no passes

@@ -430,13 +430,14 @@ func (c *conf) expectConst(what string, x optim.Vec, want float64) {
 }
 
 // expectSame expects vectors a and b (of one member) to be equal: ‖a − b‖
-// is at most Tol·(‖a‖ + ‖b‖).
+// is finite and at most Tol·(‖a‖ + ‖b‖).
 func (c *conf) expectSame(what string, a, b optim.Vec) {
 	d := c.alloc(c.member(a), "diff")
 	c.p().LinComb(d, optim.Term{Coef: optim.K(1), X: a}, optim.Term{Coef: optim.K(-1), X: b})
 	nd, na, nb := c.norm(d), c.norm(a), c.norm(b)
 	c.expect(what, func(get func(ref) float64) error {
-		if diff, scale := get(nd), get(na)+get(nb); !(diff <= c.opts.Tol*scale) {
+		// A non-finite difference fails even against an infinite scale.
+		if diff, scale := get(nd), get(na)+get(nb); !(diff <= c.opts.Tol*scale) || math.IsInf(diff, 0) {
 			return fmt.Errorf("‖a − b‖ = %.6g for ‖a‖ + ‖b‖ = %.6g", diff, scale)
 		}
 		return nil

@@ -21,6 +21,7 @@ func hostCases() []hostCase {
 		arithCases(), linCombCases(), unaryCases(), binaryCases(), randNCases(), reduceCases(),
 		gradCases(), variationalCases(), jointCases(), baseStepCases(), setLRCases(), handleCases(),
 		arithCasesMinor5(), coefCases(), segReduceCases(), segArithCases(), topKCases(), readCases(), reportCases(),
+		matrixCases(),
 	} {
 		cs = append(cs, group...)
 	}

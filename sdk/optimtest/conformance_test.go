@@ -9,7 +9,8 @@ import (
 )
 
 // The exact host passes the conformance suite: with deterministic members
-// of a small MLP, with a variational member, and seen through optim.Trace.
+// of a small MLP (two, and one with a tall and a wide matrix), with a
+// variational member, and seen through optim.Trace.
 func TestHostConformance(t *testing.T) {
 	mlp := func() optimtest.Problem {
 		return optimtest.NewMLP(optimtest.MLPConfig{Hidden: 3, Samples: 48, Seed: 2})
@@ -20,6 +21,9 @@ func TestHostConformance(t *testing.T) {
 	}{
 		{"mlp", func(t *testing.T) optim.Host {
 			return optimtest.MustHost(t, mlp(), optimtest.WithMembers(2), optimtest.WithBatchSize(16))
+		}},
+		{"mlp, tall and wide", func(t *testing.T) optim.Host { // fc1 5×4, fc2 3×5 (NewtonSchulz transposes fc1)
+			return optimtest.MustHost(t, optimtest.NewMLP(optimtest.MLPConfig{Hidden: 5, Samples: 48, Seed: 2}), optimtest.WithBatchSize(16))
 		}},
 		{"variational", func(t *testing.T) optim.Host {
 			return optimtest.MustHost(t, mlp(), optimtest.WithMembers(2), optimtest.WithBatchSize(16),

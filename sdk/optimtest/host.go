@@ -675,6 +675,8 @@ func (h *Host) applyVecOp(op optim.Op, x *execState) error {
 		return h.setLR(op)
 	case optim.UpdateBN:
 		return h.updateBN(op)
+	case optim.NewtonSchulz:
+		return h.newtonSchulz(op, x)
 	default:
 		return fmt.Errorf("unknown op %T: %w", op, errors.ErrUnsupported)
 	}
@@ -994,6 +996,16 @@ func (h *Host) topKMask(op optim.TopKMask, x *execState) error {
 		}
 		start += int(n)
 	}
+	return nil
+}
+
+// newtonSchulz runs a NewtonSchulz op in float64 (NewtonSchulzRef).
+func (h *Host) newtonSchulz(op optim.NewtonSchulz, x *execState) error {
+	d, s, err := h.get2(op.Dst, op.Src)
+	if err != nil {
+		return err
+	}
+	copy(d, NewtonSchulzRef(x.layout, s, op))
 	return nil
 }
 

@@ -3591,6 +3591,101 @@ func (x *UpdateBNOp) GetX() int32 {
 	return 0
 }
 
+// NewtonSchulzOp mirrors optim.NewtonSchulz (since minor 7): dst = the
+// quintic Newton–Schulz orthogonalisation of every tensor of src with two
+// or more dims, viewed as a matrix [d0, rest]; other tensors copied.
+type NewtonSchulzOp struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Dst           int32                  `protobuf:"zigzag32,1,opt,name=dst,proto3" json:"dst,omitempty"`
+	Src           int32                  `protobuf:"zigzag32,2,opt,name=src,proto3" json:"src,omitempty"`
+	Steps         int32                  `protobuf:"varint,3,opt,name=steps,proto3" json:"steps,omitempty"`
+	A             float64                `protobuf:"fixed64,4,opt,name=a,proto3" json:"a,omitempty"`
+	B             float64                `protobuf:"fixed64,5,opt,name=b,proto3" json:"b,omitempty"`
+	C             float64                `protobuf:"fixed64,6,opt,name=c,proto3" json:"c,omitempty"`
+	Eps           float64                `protobuf:"fixed64,7,opt,name=eps,proto3" json:"eps,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *NewtonSchulzOp) Reset() {
+	*x = NewtonSchulzOp{}
+	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[53]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NewtonSchulzOp) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NewtonSchulzOp) ProtoMessage() {}
+
+func (x *NewtonSchulzOp) ProtoReflect() protoreflect.Message {
+	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[53]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NewtonSchulzOp.ProtoReflect.Descriptor instead.
+func (*NewtonSchulzOp) Descriptor() ([]byte, []int) {
+	return file_optlab_plugin_v1_plugin_proto_rawDescGZIP(), []int{53}
+}
+
+func (x *NewtonSchulzOp) GetDst() int32 {
+	if x != nil {
+		return x.Dst
+	}
+	return 0
+}
+
+func (x *NewtonSchulzOp) GetSrc() int32 {
+	if x != nil {
+		return x.Src
+	}
+	return 0
+}
+
+func (x *NewtonSchulzOp) GetSteps() int32 {
+	if x != nil {
+		return x.Steps
+	}
+	return 0
+}
+
+func (x *NewtonSchulzOp) GetA() float64 {
+	if x != nil {
+		return x.A
+	}
+	return 0
+}
+
+func (x *NewtonSchulzOp) GetB() float64 {
+	if x != nil {
+		return x.B
+	}
+	return 0
+}
+
+func (x *NewtonSchulzOp) GetC() float64 {
+	if x != nil {
+		return x.C
+	}
+	return 0
+}
+
+func (x *NewtonSchulzOp) GetEps() float64 {
+	if x != nil {
+		return x.Eps
+	}
+	return 0
+}
+
 // Op is one instruction. An Op whose kind the receiver does not know (a
 // field number from a newer minor version) decodes with no kind set and is
 // answered with Unimplemented and the op's index.
@@ -3622,6 +3717,7 @@ type Op struct {
 	//	*Op_Read
 	//	*Op_Report
 	//	*Op_UpdateBn
+	//	*Op_NewtonSchulz
 	Kind          isOp_Kind `protobuf_oneof:"kind"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -3629,7 +3725,7 @@ type Op struct {
 
 func (x *Op) Reset() {
 	*x = Op{}
-	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[53]
+	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3641,7 +3737,7 @@ func (x *Op) String() string {
 func (*Op) ProtoMessage() {}
 
 func (x *Op) ProtoReflect() protoreflect.Message {
-	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[53]
+	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3654,7 +3750,7 @@ func (x *Op) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Op.ProtoReflect.Descriptor instead.
 func (*Op) Descriptor() ([]byte, []int) {
-	return file_optlab_plugin_v1_plugin_proto_rawDescGZIP(), []int{53}
+	return file_optlab_plugin_v1_plugin_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *Op) GetKind() isOp_Kind {
@@ -3880,6 +3976,15 @@ func (x *Op) GetUpdateBn() *UpdateBNOp {
 	return nil
 }
 
+func (x *Op) GetNewtonSchulz() *NewtonSchulzOp {
+	if x != nil {
+		if x, ok := x.Kind.(*Op_NewtonSchulz); ok {
+			return x.NewtonSchulz
+		}
+	}
+	return nil
+}
+
 type isOp_Kind interface {
 	isOp_Kind()
 }
@@ -3980,6 +4085,10 @@ type Op_UpdateBn struct {
 	UpdateBn *UpdateBNOp `protobuf:"bytes,24,opt,name=update_bn,json=updateBn,proto3,oneof"` // since minor 6
 }
 
+type Op_NewtonSchulz struct {
+	NewtonSchulz *NewtonSchulzOp `protobuf:"bytes,25,opt,name=newton_schulz,json=newtonSchulz,proto3,oneof"` // since minor 7
+}
+
 func (*Op_Alloc) isOp_Kind() {}
 
 func (*Op_Free) isOp_Kind() {}
@@ -4028,6 +4137,8 @@ func (*Op_Report) isOp_Kind() {}
 
 func (*Op_UpdateBn) isOp_Kind() {}
 
+func (*Op_NewtonSchulz) isOp_Kind() {}
+
 // Program mirrors optim.Program.
 type Program struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -4038,7 +4149,7 @@ type Program struct {
 
 func (x *Program) Reset() {
 	*x = Program{}
-	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[54]
+	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4050,7 +4161,7 @@ func (x *Program) String() string {
 func (*Program) ProtoMessage() {}
 
 func (x *Program) ProtoReflect() protoreflect.Message {
-	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[54]
+	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4063,7 +4174,7 @@ func (x *Program) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Program.ProtoReflect.Descriptor instead.
 func (*Program) Descriptor() ([]byte, []int) {
-	return file_optlab_plugin_v1_plugin_proto_rawDescGZIP(), []int{54}
+	return file_optlab_plugin_v1_plugin_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *Program) GetOps() []*Op {
@@ -4085,7 +4196,7 @@ type Result struct {
 
 func (x *Result) Reset() {
 	*x = Result{}
-	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[55]
+	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4097,7 +4208,7 @@ func (x *Result) String() string {
 func (*Result) ProtoMessage() {}
 
 func (x *Result) ProtoReflect() protoreflect.Message {
-	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[55]
+	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4110,7 +4221,7 @@ func (x *Result) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Result.ProtoReflect.Descriptor instead.
 func (*Result) Descriptor() ([]byte, []int) {
-	return file_optlab_plugin_v1_plugin_proto_rawDescGZIP(), []int{55}
+	return file_optlab_plugin_v1_plugin_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *Result) GetScalars() []float64 {
@@ -4132,7 +4243,7 @@ type ExecRequest struct {
 
 func (x *ExecRequest) Reset() {
 	*x = ExecRequest{}
-	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[56]
+	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4144,7 +4255,7 @@ func (x *ExecRequest) String() string {
 func (*ExecRequest) ProtoMessage() {}
 
 func (x *ExecRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[56]
+	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4157,7 +4268,7 @@ func (x *ExecRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecRequest.ProtoReflect.Descriptor instead.
 func (*ExecRequest) Descriptor() ([]byte, []int) {
-	return file_optlab_plugin_v1_plugin_proto_rawDescGZIP(), []int{56}
+	return file_optlab_plugin_v1_plugin_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *ExecRequest) GetProgram() *Program {
@@ -4183,7 +4294,7 @@ type ExecResponse struct {
 
 func (x *ExecResponse) Reset() {
 	*x = ExecResponse{}
-	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[57]
+	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4195,7 +4306,7 @@ func (x *ExecResponse) String() string {
 func (*ExecResponse) ProtoMessage() {}
 
 func (x *ExecResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[57]
+	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4208,7 +4319,7 @@ func (x *ExecResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecResponse.ProtoReflect.Descriptor instead.
 func (*ExecResponse) Descriptor() ([]byte, []int) {
-	return file_optlab_plugin_v1_plugin_proto_rawDescGZIP(), []int{57}
+	return file_optlab_plugin_v1_plugin_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *ExecResponse) GetResult() *Result {
@@ -4238,7 +4349,7 @@ type OpError struct {
 
 func (x *OpError) Reset() {
 	*x = OpError{}
-	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[58]
+	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4250,7 +4361,7 @@ func (x *OpError) String() string {
 func (*OpError) ProtoMessage() {}
 
 func (x *OpError) ProtoReflect() protoreflect.Message {
-	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[58]
+	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4263,7 +4374,7 @@ func (x *OpError) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OpError.ProtoReflect.Descriptor instead.
 func (*OpError) Descriptor() ([]byte, []int) {
-	return file_optlab_plugin_v1_plugin_proto_rawDescGZIP(), []int{58}
+	return file_optlab_plugin_v1_plugin_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *OpError) GetOpIndex() int32 {
@@ -4514,7 +4625,15 @@ const file_optlab_plugin_v1_plugin_proto_rawDesc = "" +
 	"\x01x\x18\x02 \x01(\x05R\x01x\"\x1a\n" +
 	"\n" +
 	"UpdateBNOp\x12\f\n" +
-	"\x01x\x18\x01 \x01(\x11R\x01x\"\x98\n" +
+	"\x01x\x18\x01 \x01(\x11R\x01x\"\x86\x01\n" +
+	"\x0eNewtonSchulzOp\x12\x10\n" +
+	"\x03dst\x18\x01 \x01(\x11R\x03dst\x12\x10\n" +
+	"\x03src\x18\x02 \x01(\x11R\x03src\x12\x14\n" +
+	"\x05steps\x18\x03 \x01(\x05R\x05steps\x12\f\n" +
+	"\x01a\x18\x04 \x01(\x01R\x01a\x12\f\n" +
+	"\x01b\x18\x05 \x01(\x01R\x01b\x12\f\n" +
+	"\x01c\x18\x06 \x01(\x01R\x01c\x12\x10\n" +
+	"\x03eps\x18\a \x01(\x01R\x03eps\"\xe1\n" +
 	"\n" +
 	"\x02Op\x121\n" +
 	"\x05alloc\x18\x01 \x01(\v2\x19.optlab.plugin.v1.AllocOpH\x00R\x05alloc\x12.\n" +
@@ -4545,7 +4664,8 @@ const file_optlab_plugin_v1_plugin_proto_rawDesc = "" +
 	"top_k_mask\x18\x15 \x01(\v2\x1c.optlab.plugin.v1.TopKMaskOpH\x00R\btopKMask\x12.\n" +
 	"\x04read\x18\x16 \x01(\v2\x18.optlab.plugin.v1.ReadOpH\x00R\x04read\x124\n" +
 	"\x06report\x18\x17 \x01(\v2\x1a.optlab.plugin.v1.ReportOpH\x00R\x06report\x12;\n" +
-	"\tupdate_bn\x18\x18 \x01(\v2\x1c.optlab.plugin.v1.UpdateBNOpH\x00R\bupdateBnB\x06\n" +
+	"\tupdate_bn\x18\x18 \x01(\v2\x1c.optlab.plugin.v1.UpdateBNOpH\x00R\bupdateBn\x12G\n" +
+	"\rnewton_schulz\x18\x19 \x01(\v2 .optlab.plugin.v1.NewtonSchulzOpH\x00R\fnewtonSchulzB\x06\n" +
 	"\x04kind\"1\n" +
 	"\aProgram\x12&\n" +
 	"\x03ops\x18\x01 \x03(\v2\x14.optlab.plugin.v1.OpR\x03ops\"\"\n" +
@@ -4641,7 +4761,7 @@ func file_optlab_plugin_v1_plugin_proto_rawDescGZIP() []byte {
 }
 
 var file_optlab_plugin_v1_plugin_proto_enumTypes = make([]protoimpl.EnumInfo, 8)
-var file_optlab_plugin_v1_plugin_proto_msgTypes = make([]protoimpl.MessageInfo, 62)
+var file_optlab_plugin_v1_plugin_proto_msgTypes = make([]protoimpl.MessageInfo, 63)
 var file_optlab_plugin_v1_plugin_proto_goTypes = []any{
 	(ParamType)(0),             // 0: optlab.plugin.v1.ParamType
 	(PredictiveKind)(0),        // 1: optlab.plugin.v1.PredictiveKind
@@ -4704,25 +4824,26 @@ var file_optlab_plugin_v1_plugin_proto_goTypes = []any{
 	(*ReadOp)(nil),             // 58: optlab.plugin.v1.ReadOp
 	(*ReportOp)(nil),           // 59: optlab.plugin.v1.ReportOp
 	(*UpdateBNOp)(nil),         // 60: optlab.plugin.v1.UpdateBNOp
-	(*Op)(nil),                 // 61: optlab.plugin.v1.Op
-	(*Program)(nil),            // 62: optlab.plugin.v1.Program
-	(*Result)(nil),             // 63: optlab.plugin.v1.Result
-	(*ExecRequest)(nil),        // 64: optlab.plugin.v1.ExecRequest
-	(*ExecResponse)(nil),       // 65: optlab.plugin.v1.ExecResponse
-	(*OpError)(nil),            // 66: optlab.plugin.v1.OpError
-	nil,                        // 67: optlab.plugin.v1.Config.ParamsEntry
-	nil,                        // 68: optlab.plugin.v1.ConfigureResponse.ResolvedEntry
-	nil,                        // 69: optlab.plugin.v1.StepOutput.MetricsEntry
+	(*NewtonSchulzOp)(nil),     // 61: optlab.plugin.v1.NewtonSchulzOp
+	(*Op)(nil),                 // 62: optlab.plugin.v1.Op
+	(*Program)(nil),            // 63: optlab.plugin.v1.Program
+	(*Result)(nil),             // 64: optlab.plugin.v1.Result
+	(*ExecRequest)(nil),        // 65: optlab.plugin.v1.ExecRequest
+	(*ExecResponse)(nil),       // 66: optlab.plugin.v1.ExecResponse
+	(*OpError)(nil),            // 67: optlab.plugin.v1.OpError
+	nil,                        // 68: optlab.plugin.v1.Config.ParamsEntry
+	nil,                        // 69: optlab.plugin.v1.ConfigureResponse.ResolvedEntry
+	nil,                        // 70: optlab.plugin.v1.StepOutput.MetricsEntry
 }
 var file_optlab_plugin_v1_plugin_proto_depIdxs = []int32{
 	0,  // 0: optlab.plugin.v1.ParamSpec.type:type_name -> optlab.plugin.v1.ParamType
 	8,  // 1: optlab.plugin.v1.ParamSpec.default:type_name -> optlab.plugin.v1.Value
 	9,  // 2: optlab.plugin.v1.Info.params:type_name -> optlab.plugin.v1.ParamSpec
 	10, // 3: optlab.plugin.v1.InfoResponse.info:type_name -> optlab.plugin.v1.Info
-	67, // 4: optlab.plugin.v1.Config.params:type_name -> optlab.plugin.v1.Config.ParamsEntry
+	68, // 4: optlab.plugin.v1.Config.params:type_name -> optlab.plugin.v1.Config.ParamsEntry
 	13, // 5: optlab.plugin.v1.ConfigureRequest.config:type_name -> optlab.plugin.v1.Config
-	68, // 6: optlab.plugin.v1.ConfigureResponse.resolved:type_name -> optlab.plugin.v1.ConfigureResponse.ResolvedEntry
-	69, // 7: optlab.plugin.v1.StepOutput.metrics:type_name -> optlab.plugin.v1.StepOutput.MetricsEntry
+	69, // 6: optlab.plugin.v1.ConfigureResponse.resolved:type_name -> optlab.plugin.v1.ConfigureResponse.ResolvedEntry
+	70, // 7: optlab.plugin.v1.StepOutput.metrics:type_name -> optlab.plugin.v1.StepOutput.MetricsEntry
 	16, // 8: optlab.plugin.v1.StepRequest.input:type_name -> optlab.plugin.v1.StepInput
 	17, // 9: optlab.plugin.v1.StepResponse.output:type_name -> optlab.plugin.v1.StepOutput
 	1,  // 10: optlab.plugin.v1.Predictive.kind:type_name -> optlab.plugin.v1.PredictiveKind
@@ -4774,34 +4895,35 @@ var file_optlab_plugin_v1_plugin_proto_depIdxs = []int32{
 	58, // 56: optlab.plugin.v1.Op.read:type_name -> optlab.plugin.v1.ReadOp
 	59, // 57: optlab.plugin.v1.Op.report:type_name -> optlab.plugin.v1.ReportOp
 	60, // 58: optlab.plugin.v1.Op.update_bn:type_name -> optlab.plugin.v1.UpdateBNOp
-	61, // 59: optlab.plugin.v1.Program.ops:type_name -> optlab.plugin.v1.Op
-	62, // 60: optlab.plugin.v1.ExecRequest.program:type_name -> optlab.plugin.v1.Program
-	63, // 61: optlab.plugin.v1.ExecResponse.result:type_name -> optlab.plugin.v1.Result
-	8,  // 62: optlab.plugin.v1.Config.ParamsEntry.value:type_name -> optlab.plugin.v1.Value
-	8,  // 63: optlab.plugin.v1.ConfigureResponse.ResolvedEntry.value:type_name -> optlab.plugin.v1.Value
-	11, // 64: optlab.plugin.v1.Optimizer.Info:input_type -> optlab.plugin.v1.InfoRequest
-	14, // 65: optlab.plugin.v1.Optimizer.Configure:input_type -> optlab.plugin.v1.ConfigureRequest
-	18, // 66: optlab.plugin.v1.Optimizer.Step:input_type -> optlab.plugin.v1.StepRequest
-	21, // 67: optlab.plugin.v1.Optimizer.Predictive:input_type -> optlab.plugin.v1.PredictiveRequest
-	23, // 68: optlab.plugin.v1.Optimizer.SaveState:input_type -> optlab.plugin.v1.SaveStateRequest
-	25, // 69: optlab.plugin.v1.Optimizer.LoadState:input_type -> optlab.plugin.v1.LoadStateRequest
-	27, // 70: optlab.plugin.v1.Optimizer.Finalize:input_type -> optlab.plugin.v1.FinalizeRequest
-	32, // 71: optlab.plugin.v1.Host.Layout:input_type -> optlab.plugin.v1.LayoutRequest
-	64, // 72: optlab.plugin.v1.Host.Exec:input_type -> optlab.plugin.v1.ExecRequest
-	12, // 73: optlab.plugin.v1.Optimizer.Info:output_type -> optlab.plugin.v1.InfoResponse
-	15, // 74: optlab.plugin.v1.Optimizer.Configure:output_type -> optlab.plugin.v1.ConfigureResponse
-	19, // 75: optlab.plugin.v1.Optimizer.Step:output_type -> optlab.plugin.v1.StepResponse
-	22, // 76: optlab.plugin.v1.Optimizer.Predictive:output_type -> optlab.plugin.v1.PredictiveResponse
-	24, // 77: optlab.plugin.v1.Optimizer.SaveState:output_type -> optlab.plugin.v1.SaveStateResponse
-	26, // 78: optlab.plugin.v1.Optimizer.LoadState:output_type -> optlab.plugin.v1.LoadStateResponse
-	28, // 79: optlab.plugin.v1.Optimizer.Finalize:output_type -> optlab.plugin.v1.FinalizeResponse
-	33, // 80: optlab.plugin.v1.Host.Layout:output_type -> optlab.plugin.v1.LayoutResponse
-	65, // 81: optlab.plugin.v1.Host.Exec:output_type -> optlab.plugin.v1.ExecResponse
-	73, // [73:82] is the sub-list for method output_type
-	64, // [64:73] is the sub-list for method input_type
-	64, // [64:64] is the sub-list for extension type_name
-	64, // [64:64] is the sub-list for extension extendee
-	0,  // [0:64] is the sub-list for field type_name
+	61, // 59: optlab.plugin.v1.Op.newton_schulz:type_name -> optlab.plugin.v1.NewtonSchulzOp
+	62, // 60: optlab.plugin.v1.Program.ops:type_name -> optlab.plugin.v1.Op
+	63, // 61: optlab.plugin.v1.ExecRequest.program:type_name -> optlab.plugin.v1.Program
+	64, // 62: optlab.plugin.v1.ExecResponse.result:type_name -> optlab.plugin.v1.Result
+	8,  // 63: optlab.plugin.v1.Config.ParamsEntry.value:type_name -> optlab.plugin.v1.Value
+	8,  // 64: optlab.plugin.v1.ConfigureResponse.ResolvedEntry.value:type_name -> optlab.plugin.v1.Value
+	11, // 65: optlab.plugin.v1.Optimizer.Info:input_type -> optlab.plugin.v1.InfoRequest
+	14, // 66: optlab.plugin.v1.Optimizer.Configure:input_type -> optlab.plugin.v1.ConfigureRequest
+	18, // 67: optlab.plugin.v1.Optimizer.Step:input_type -> optlab.plugin.v1.StepRequest
+	21, // 68: optlab.plugin.v1.Optimizer.Predictive:input_type -> optlab.plugin.v1.PredictiveRequest
+	23, // 69: optlab.plugin.v1.Optimizer.SaveState:input_type -> optlab.plugin.v1.SaveStateRequest
+	25, // 70: optlab.plugin.v1.Optimizer.LoadState:input_type -> optlab.plugin.v1.LoadStateRequest
+	27, // 71: optlab.plugin.v1.Optimizer.Finalize:input_type -> optlab.plugin.v1.FinalizeRequest
+	32, // 72: optlab.plugin.v1.Host.Layout:input_type -> optlab.plugin.v1.LayoutRequest
+	65, // 73: optlab.plugin.v1.Host.Exec:input_type -> optlab.plugin.v1.ExecRequest
+	12, // 74: optlab.plugin.v1.Optimizer.Info:output_type -> optlab.plugin.v1.InfoResponse
+	15, // 75: optlab.plugin.v1.Optimizer.Configure:output_type -> optlab.plugin.v1.ConfigureResponse
+	19, // 76: optlab.plugin.v1.Optimizer.Step:output_type -> optlab.plugin.v1.StepResponse
+	22, // 77: optlab.plugin.v1.Optimizer.Predictive:output_type -> optlab.plugin.v1.PredictiveResponse
+	24, // 78: optlab.plugin.v1.Optimizer.SaveState:output_type -> optlab.plugin.v1.SaveStateResponse
+	26, // 79: optlab.plugin.v1.Optimizer.LoadState:output_type -> optlab.plugin.v1.LoadStateResponse
+	28, // 80: optlab.plugin.v1.Optimizer.Finalize:output_type -> optlab.plugin.v1.FinalizeResponse
+	33, // 81: optlab.plugin.v1.Host.Layout:output_type -> optlab.plugin.v1.LayoutResponse
+	66, // 82: optlab.plugin.v1.Host.Exec:output_type -> optlab.plugin.v1.ExecResponse
+	74, // [74:83] is the sub-list for method output_type
+	65, // [65:74] is the sub-list for method input_type
+	65, // [65:65] is the sub-list for extension type_name
+	65, // [65:65] is the sub-list for extension extendee
+	0,  // [0:65] is the sub-list for field type_name
 }
 
 func init() { file_optlab_plugin_v1_plugin_proto_init() }
@@ -4819,7 +4941,7 @@ func file_optlab_plugin_v1_plugin_proto_init() {
 		(*Num_K)(nil),
 		(*Num_Reg)(nil),
 	}
-	file_optlab_plugin_v1_plugin_proto_msgTypes[53].OneofWrappers = []any{
+	file_optlab_plugin_v1_plugin_proto_msgTypes[54].OneofWrappers = []any{
 		(*Op_Alloc)(nil),
 		(*Op_Free)(nil),
 		(*Op_Copy)(nil),
@@ -4844,6 +4966,7 @@ func file_optlab_plugin_v1_plugin_proto_init() {
 		(*Op_Read)(nil),
 		(*Op_Report)(nil),
 		(*Op_UpdateBn)(nil),
+		(*Op_NewtonSchulz)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -4851,7 +4974,7 @@ func file_optlab_plugin_v1_plugin_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_optlab_plugin_v1_plugin_proto_rawDesc), len(file_optlab_plugin_v1_plugin_proto_rawDesc)),
 			NumEnums:      8,
-			NumMessages:   62,
+			NumMessages:   63,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

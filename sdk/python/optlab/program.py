@@ -105,6 +105,11 @@ ArithKind = ENUMS["ArithKind"]
 SegKind = ENUMS["SegKind"]
 Segmentation = ENUMS["Segmentation"]
 
+# Keller Jordan's quintic Newton–Schulz iteration (zeropower_via_newtonschulz5
+# in github.com/KellerJordan/Muon): coefficients, step count and the ε of its
+# normalisation, as Go's optim.NS5A … NS5Eps.
+NS5_A, NS5_B, NS5_C, NS5_STEPS, NS5_EPS = 3.4445, -4.7750, 2.0315, 5, 1e-7
+
 _ARITY = {ArithKind.SQRT: 1, ArithKind.RECIP: 1, ArithKind.CLAMP: 3}
 
 
@@ -628,6 +633,18 @@ class Program:
         minor 6)."""
         return self._add(UpdateBN(x))
 
+    def newton_schulz(self, dst: Vec, src: Vec, steps: int) -> "Program":
+        """dst = the Newton–Schulz orthogonalisation of every tensor of src
+        with two or more dims, viewed as a matrix [d0, rest], with Keller
+        Jordan's coefficients (NS5_A, NS5_B, NS5_C, NS5_EPS; NS5_STEPS is
+        his step count); the other tensors are copied (protocol minor 7)."""
+        return self.newton_schulz_op(NewtonSchulz(dst, src, int(steps), NS5_A, NS5_B, NS5_C, NS5_EPS))
+
+    def newton_schulz_op(self, o) -> "Program":
+        """A NewtonSchulz op with every field set by the caller (its own
+        coefficients a, b, c, step count and eps)."""
+        return self._add(o)
+
     def mean(self, evs: Sequence[Eval]) -> Tuple[Reg, Reg]:
         """The registers of the mean loss and accuracy over the gradient
         passes evs, each term divided by the count and summed in order (the
@@ -831,6 +848,7 @@ Report = OPS["Report"]
 __all__ = [
     "OPSET", "Vec", "PARAMS", "params_of", "rho_of", "member_of", "rho_member_of",
     "ENUMS", "UnaryKind", "BinaryKind", "BNMode", "ArithKind", "SegKind", "Segmentation", "arity",
+    "NS5_A", "NS5_B", "NS5_C", "NS5_STEPS", "NS5_EPS",
 ] + sorted(_enum_constants) + [
     "Batch", "ALL", "Reg", "Scalar", "K", "Num", "as_num", "Eval", "Term", "Op", "OPS",
 ] + list(OPS) + [

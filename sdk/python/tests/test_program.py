@@ -79,6 +79,7 @@ def all_ops_program():
     p.add_const(g, p.sqrt(m))
     loss, acc = p.mean([ev, ev2])
     p.report_metrics(loss, acc).report("norm", n)
+    p.newton_schulz(t, g, 5).newton_schulz_op(optlab.NewtonSchulz(g, g, 30, 1.5, -0.5, 0, 0))
     p.read(n, m).update_bn(saved).update_bn(optlab.PARAMS).free(t)
     p.ops.append(optlab.Unary(t, g, 42))
     return p
@@ -230,6 +231,23 @@ class ProgramTest(unittest.TestCase):
         p.ops.append(None)
         self.assertEqual(str(p), " 0 Copy      sam/g = params[0]\n 1 Arith     add(0)  → #1\n 2 nil       <nil>\n")
         self.assertEqual(optlab.listing(None), "<nil program>\n")
+
+    def test_newton_schulz(self):
+        # The builder sends Keller Jordan's coefficients (Go's optim.NS5A …)
+        # with the given step count; newton_schulz_op sends one's own, and
+        # both cross the wire as they are (protocol minor 7).
+        from optlab import wire
+        hs = optlab.Handles().sub("muon")
+        u, g = hs.new("u"), hs.new("g")
+        p = hs.prog().newton_schulz(u, g, optlab.NS5_STEPS)
+        p.newton_schulz_op(optlab.NewtonSchulz(dst=g, src=g, steps=30, a=1.5, b=-0.5, c=0.0, eps=0.0))
+        self.assertEqual(p.ops[0], optlab.NewtonSchulz(u, g, 5, 3.4445, -4.7750, 2.0315, 1e-7))
+        self.assertEqual(optlab.emits(p.ops[0]), 0)
+        self.assertEqual(optlab.op_spec(p.ops[0])["since"], 7)
+        self.assertEqual(str(p), " 0 NewtonSchulz muon/u = newton-schulz(muon/g) steps=5 a=3.4445 b=-4.775 c=2.0315 eps=1e-07\n"
+                                 " 1 NewtonSchulz muon/g = newton-schulz(muon/g) steps=30 a=1.5 b=-0.5 c=0 eps=0\n")
+        back = wire.exec_request_from_pb(wire.exec_request_to_pb(p))
+        self.assertEqual(back.ops, p.ops)
 
     def test_num_is_go_g6(self):
         for f, s in [(1.0, "1"), (0.1875, "0.1875"), (1.160454, "1.16045"), (1e-12, "1e-12"), (123456789.0, "1.23457e+08"),
