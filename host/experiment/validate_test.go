@@ -213,9 +213,9 @@ func TestValidateTopAndMethods(t *testing.T) {
 		{"method name with a zero-width space", "name = \"x\"\n[[method]]\nname = \"SAM\u200b\"\nplugin = \"sgd\"\n", []string{`method[0].name "SAM\u200b" must not contain`}},
 		{"duplicate method names", "name = \"x\"\n[[method]]\nname = \"SAM\"\nplugin = \"sam\"\n[[method]]\nname = \"sam\"\nplugin = \"sam\"\n",
 			[]string{`t.toml:6: method[1].name "sam" is already used by method[0] (line 2)`}},
-		{"plugin and path", "name = \"x\"\n[[method]]\nname = \"m\"\nplugin = \"sam\"\npath = \"bin/sam\"\n", []string{"t.toml:5: method[0]: set exactly one of plugin and path (both are set)"}},
-		{"neither plugin nor path", "name = \"x\"\n[[method]]\nname = \"m\"\n", []string{`t.toml:2: method[0] ("m"): set exactly one of plugin`}},
-		{"plugin with slash", "name = \"x\"\n[[method]]\nname = \"m\"\nplugin = \"bin/sam\"\n", []string{`t.toml:4: method[0].plugin "bin/sam" must be a plugin name`}},
+		{"plugin and path", "name = \"x\"\n[[method]]\nname = \"m\"\nplugin = \"sam\"\npath = \"bin/sam\"\n", []string{`t.toml:5: method "m": set exactly one of plugin and path (both are set)`}},
+		{"neither plugin nor path", "name = \"x\"\n[[method]]\nname = \"m\"\n", []string{`t.toml:2: method "m": set exactly one of plugin`}},
+		{"plugin with slash", "name = \"x\"\n[[method]]\nname = \"m\"\nplugin = \"bin/sam\"\n", []string{`t.toml:4: method "m": plugin "bin/sam" must be a plugin name`}},
 		{"name with equals", "name = \"x\"\n[[method]]\nname = \"a=b\"\nplugin = \"sam\"\n", []string{`t.toml:3: method[0].name "a=b" must not contain`}},
 		{"path ok", "name = \"x\"\n[[method]]\nname = \"Deep ensemble (5)\"\npath = \"/opt/plugins/de\"\n", nil},
 	}
