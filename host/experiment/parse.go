@@ -674,7 +674,7 @@ func (c *checker) mismatch(p keyPath, want string, got any) {
 	hint := ""
 	if _, isArray := asArray(got); isArray && !strings.HasPrefix(want, "an array") &&
 		len(p) > 0 && !strings.HasPrefix(p[len(p)-1], indexPrefix) {
-		hint = "; a list of values (a sweep) may be written only for method parameters, the numbers of [train], [train.optimizer] and [train.schedule] other than eval_batch_size and threads, and data.label_noise.rate and seed"
+		hint = "; a list of values (a sweep) may be written only for method parameters, the numbers of [train], [train.optimizer] and [train.schedule] other than eval_batch_size, threads and dump_params_every, and data.label_noise.rate and seed"
 		if len(p) > 2 && p[0] == "method" && (p[2] == "optimizer" || p[2] == "schedule") {
 			hint = fmt.Sprintf("; [method.%s] takes one value per key, not a sweep: sweep the key in [train.%s] (for the methods that do not set it), or write one [[method]] per value", p[2], p[2])
 		}

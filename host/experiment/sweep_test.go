@@ -59,7 +59,7 @@ func TestParseSweeps(t *testing.T) {
 		{name: "zero and negative zero twice", train: "optimizer.weight_decay = [0.0, -0.0]",
 			errs: []string{"s.toml:3: train.optimizer.weight_decay lists 0 twice (elements 0 and 1)"}},
 		{name: "key that cannot sweep", train: "eval_batch_size = [100, 200]",
-			errs: []string{"s.toml:3: train.eval_batch_size must be an integer (got an array); a list of values (a sweep) may be written only for method parameters, the numbers of [train], [train.optimizer] and [train.schedule] other than eval_batch_size and threads, and data.label_noise.rate and seed"}},
+			errs: []string{"s.toml:3: train.eval_batch_size must be an integer (got an array); a list of values (a sweep) may be written only for method parameters, the numbers of [train], [train.optimizer] and [train.schedule] other than eval_batch_size, threads and dump_params_every, and data.label_noise.rate and seed"}},
 		{name: "data key cannot sweep", train: "optimizer.name = [\"sgd\", \"adam\"]",
 			errs: []string{`s.toml:3: train.optimizer.name must be a string (got an array); a list of values (a sweep)`}},
 		{name: "empty parameter list", params: "rho = []",

@@ -388,6 +388,7 @@ func (v *validator) train() {
 		v.fail("train.device", "must be auto, cpu, cuda or cuda:N with N ≥ 0 (got %q)", t.Device)
 	}
 	v.intMin("train.threads", t.Threads, 0)
+	v.intMin("train.dump_params_every", t.DumpParamsEvery, 0)
 	if t.Deterministic && t.CudnnBenchmark {
 		v.fail("train.cudnn_benchmark", "must be false with train.deterministic = true (benchmarking picks convolution algorithms by their timings, which differ from run to run)")
 	}

@@ -129,6 +129,7 @@ func TestValidate(t *testing.T) {
 			`t.toml:6: model.memory_format channels_last needs image inputs (dataset "csv" has flat feature vectors); use "contiguous"`}},
 		{name: "label smoothing", body: "[train]\nlabel_smoothing = 1", want: []string{"t.toml:3: train.label_smoothing must be in [0, 1) (got 1)"}},
 		{name: "threads", body: "[train]\nthreads = -2\nmax_steps = -1", want: []string{"t.toml:3: train.threads must be ≥ 0 (got -2)", "t.toml:4: train.max_steps must be ≥ 0 (got -1)"}},
+		{name: "dump_params_every", body: "[train]\ndump_params_every = -1", want: []string{"t.toml:3: train.dump_params_every must be ≥ 0 (got -1)"}},
 		{name: "deterministic without benchmarking", body: "[train]\ndeterministic = true\ncudnn_benchmark = true", want: []string{"t.toml:4: train.cudnn_benchmark must be false with train.deterministic = true"}},
 		{name: "optimizer name", body: "[train.optimizer]\nname = \"adamw\"", want: []string{`t.toml:3: train.optimizer.name must be one of sgd, adam (got "adamw"); did you mean "adam"?`}},
 		{name: "lr inf", body: "[train.optimizer]\nlr = inf", want: []string{"t.toml:3: train.optimizer.lr must be > 0 (got inf)"}},
