@@ -5,7 +5,8 @@ Every architecture here has exactly the parameter and buffer names, shapes
 and order of its Go counterpart, so a state dict written by optlab (one
 tensor per name, e.g. a safetensors file) loads with
 ``model.load_state_dict(..., strict=True)``; optlab's checkpoints carry a
-num_batches_tracked scalar per BatchNorm for that reason. Initialization
+num_batches_tracked scalar per BatchNorm for that reason (the number of
+passes that updated its statistics, as PyTorch counts them). Initialization
 follows optlab's InitParams in distribution (not in draws): convolutions
 Kaiming normal with the fan the Go code names, BatchNorm gamma=1 beta=0,
 linear layers PyTorch's default unless optlab zero-initializes them.
@@ -22,7 +23,12 @@ Usage (Debian's PyTorch; the python3 on PATH may have no torch):
         # run torch.optim.swa_utils.update_bn over IO's "train" inputs at the
         # checkpoint's parameters and print the largest difference from the
         # BatchNorm statistics in CKPT (the host's UpdateBN), and from IO's
-        # "probs" (the host's eval-mode probabilities on "input")
+        # "probs" (the host's eval-mode probabilities on "input"), and count
+        # the BatchNorms whose num_batches_tracked differs from CKPT's
+    /usr/bin/python3 bench/torch_models.py --bn-passes START --after END --arch cnn --io IO
+        # from the checkpoint START, pass IO's "batches" (K x N x C x H x W)
+        # forward in train mode and compare the BatchNorm statistics and
+        # num_batches_tracked with END's (the host's after the same passes)
     /usr/bin/python3 bench/torch_models.py --script OUT.pt --arch cnn \
         --classes 10 --in-shape 1,8,8 [--init CKPT]
         # save the architecture as TorchScript (torch.jit.script), with the
@@ -603,7 +609,9 @@ def update_bn_compare(ckpt, arch, io_path, batch):
     UpdateBN computed over io_path's "train" inputs in batches of batch, in
     order; io_path's "input" and "probs" are a batch and the host's
     eval-mode probabilities there. Returns (max abs difference of the
-    statistics, max abs statistic, max abs difference of the probabilities).
+    statistics, max abs statistic, max abs difference of the probabilities,
+    number of BatchNorms whose num_batches_tracked after update_bn differs
+    from the checkpoint's).
     """
     io, _ = read_safetensors(io_path)
     train, x, want = io["train"].float(), io["input"].float(), io["probs"].double()
@@ -616,10 +624,47 @@ def update_bn_compare(ckpt, arch, io_path, batch):
     mine = model.state_dict()
     diff = max(float((mine[k].double() - v.double()).abs().max()) for k, v in host.items())
     scale = max(float(v.abs().max()) for v in host.values())
+    mismatches = tracked_mismatches(model, read_safetensors(ckpt)[0])
     model.eval()
     with torch.no_grad():
         probs = torch.softmax(model(x), dim=1).double()
-    return diff, scale, float((probs - want).abs().max())
+    return diff, scale, float((probs - want).abs().max()), mismatches
+
+
+def tracked_mismatches(model, ckpt_tensors):
+    """Number of BatchNorms whose num_batches_tracked in model differs from
+    the one in ckpt_tensors (a state dict read from an optlab file)."""
+    return sum(1 for k, v in model.state_dict().items()
+               if k.endswith("num_batches_tracked") and int(v) != int(ckpt_tensors[k]))
+
+
+def bn_passes_compare(start, end, arch, io_path):
+    """Train-mode forward passes from the start checkpoint vs the host's.
+
+    start is an optlab checkpoint; io_path's "batches" (K x N x C x H x W)
+    are the batches the host passed forward in train mode from it, updating
+    the BatchNorm running statistics, before it saved end. The twin loads
+    start (its num_batches_tracked included), passes the same batches
+    forward in train mode and compares its statistics and
+    num_batches_tracked with end's. Returns (max abs difference of the
+    statistics, max abs statistic, number of BatchNorms whose
+    num_batches_tracked differs, the twin's first num_batches_tracked).
+    """
+    io, _ = read_safetensors(io_path)
+    batches = io["batches"].float()
+    model = build(arch, 10, tuple(batches.shape[2:]))
+    load_optlab(model, start)
+    model.train()
+    with torch.no_grad():
+        for x in batches:
+            model(x)
+    host, _ = read_safetensors(end)
+    mine = model.state_dict()
+    stats = [k for k in mine if k.endswith(("running_mean", "running_var"))]
+    diff = max(float((mine[k].double() - host[k].double()).abs().max()) for k in stats)
+    scale = max(float(host[k].abs().max()) for k in stats)
+    first = next(int(v) for k, v in mine.items() if k.endswith("num_batches_tracked"))
+    return diff, scale, tracked_mismatches(model, host), first
 
 
 def count(model):
@@ -638,6 +683,10 @@ def main(argv):
     ap.add_argument("--update-bn", metavar="CKPT", help="optlab checkpoint whose BatchNorm statistics the host's "
                     "UpdateBN computed, to compare with torch.optim.swa_utils.update_bn (needs --arch, --io, --batch)")
     ap.add_argument("--batch", type=int, default=0, help="batch size of --update-bn's pass")
+    ap.add_argument("--bn-passes", metavar="CKPT", help="optlab checkpoint from which the host passed --io's \"batches\" "
+                    "forward in train mode before it saved --after: compare the BatchNorm statistics and "
+                    "num_batches_tracked (needs --arch, --io, --after)")
+    ap.add_argument("--after", metavar="CKPT", help="the host's checkpoint after --bn-passes' batches")
     ap.add_argument("--script", metavar="OUT", help="save --arch as TorchScript to OUT (torch.jit.script)")
     ap.add_argument("--classes", type=int, default=10, help="classes of --script's model")
     ap.add_argument("--in-shape", default="3,32,32", help="per-sample input shape of --script's model, e.g. 1,28,28")
@@ -655,8 +704,14 @@ def main(argv):
     if args.update_bn:
         if not (args.arch and args.io and args.batch > 0):
             ap.error("--update-bn needs --arch, --io and --batch")
-        diff, scale, pdiff = update_bn_compare(args.update_bn, args.arch, args.io, args.batch)
-        print("max_abs_diff %.9g max_abs_stat %.9g max_abs_prob_diff %.9g" % (diff, scale, pdiff))
+        diff, scale, pdiff, mism = update_bn_compare(args.update_bn, args.arch, args.io, args.batch)
+        print("max_abs_diff %.9g max_abs_stat %.9g max_abs_prob_diff %.9g tracked_mismatches %d" % (diff, scale, pdiff, mism))
+        return 0
+    if args.bn_passes:
+        if not (args.arch and args.io and args.after):
+            ap.error("--bn-passes needs --arch, --io and --after")
+        diff, scale, mism, first = bn_passes_compare(args.bn_passes, args.after, args.arch, args.io)
+        print("max_abs_diff %.9g max_abs_stat %.9g tracked_mismatches %d tracked %d" % (diff, scale, mism, first))
         return 0
     if args.script:
         if not args.arch:
@@ -670,7 +725,7 @@ def main(argv):
         torch.jit.script(model).save(args.script)
         return 0
     if not (args.count or args.check):
-        ap.error("nothing to do: give --count, --check, --compare, --update-bn or --script")
+        ap.error("nothing to do: give --count, --check, --compare, --update-bn, --bn-passes or --script")
     if args.count:
         print("%-16s %14s %14s" % ("arch", "10 classes", "100 classes"))
         for arch in archs:

@@ -54,6 +54,8 @@ func TestCheckCatchesRunFailures(t *testing.T) {
 			"", []string{"its files' paths would be up to", "choose a shorter results_dir"}},
 		{"tensorboard folder a file", spec{Methods: []method{{Name: "SGD", Plugin: "sgd"}}},
 			"", []string{"results_dir: cannot create", "tb is not a folder (TensorBoard files go there; make it a writable folder or set eval.tensorboard = false)"}},
+		{"params folder a file", spec{Methods: []method{{Name: "SGD", Plugin: "sgd"}}},
+			"", []string{"results_dir: cannot create", "params is not a folder (the parameter dumps go there; make it a writable folder or set train.dump_params_every = 0)"}},
 		{"results folder not writable", spec{Methods: []method{{Name: "SGD", Plugin: "sgd"}}},
 			"", []string{"results_dir: cannot create", "is not a folder"}},
 	}
@@ -85,6 +87,11 @@ func TestCheckCatchesRunFailures(t *testing.T) {
 				os.MkdirAll(filepath.Join(res, "bad"), 0o755)
 				os.WriteFile(filepath.Join(res, "bad", "tb"), nil, 0o644)
 				text = "results_dir = \"" + res + "\"\n" + text
+			case "params folder a file":
+				res := filepath.Join(t.TempDir(), "res")
+				os.MkdirAll(filepath.Join(res, "bad"), 0o755)
+				os.WriteFile(filepath.Join(res, "bad", "params"), nil, 0o644)
+				text = "results_dir = \"" + res + "\"\n" + strings.Replace(text, "[train]\n", "[train]\ndump_params_every = 2\n", 1)
 			case "results folder not writable":
 				text = "results_dir = \"" + filepath.Join(notADir, "results") + "\"\n" + text
 			}

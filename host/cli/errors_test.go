@@ -45,6 +45,12 @@ func TestConfigErrors(t *testing.T) {
 		{"unknown_param.toml", []string{
 			`host: testdata/errors/unknown_param.toml:11: method "SAM": unknown parameter "rhoo"; did you mean "rho"?`,
 		}},
+		// Validate's problems and the plugin's schema's, together, in
+		// line order, the method named alike (issue 39).
+		{"values_and_params.toml", []string{
+			"host: testdata/errors/values_and_params.toml:19: method \"AdamW\": optimizer.weight_decay must be ≥ 0 (got -1)\n" +
+				"testdata/errors/values_and_params.toml:21: method \"AdamW\": params.rho -1 is out of range [0,): want ≥ 0\n",
+		}},
 		{"missing_cifar.toml", []string{
 			"host: testdata/errors/missing_cifar.toml: data: cifar10: no CIFAR-10 binary files in testdata/errors/no-such-cifar",
 			"get them with `host data get cifar10 --dir testdata/errors/no-such-cifar`",

@@ -35,11 +35,13 @@ func checkCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if len(pos) != 1 {
 		return errors.New("usage: host check [--set KEY=VALUE …] EXPERIMENT.toml")
 	}
-	exp, err := grid.Load(pos[0], sets...)
+	t, err := plugin.ParseTimeouts(*timeouts)
 	if err != nil {
 		return err
 	}
-	t, err := plugin.ParseTimeouts(*timeouts)
+	// The file's structure first (syntax, keys, types); then its values
+	// and its hyperparameters, whose problems Prepare reports together.
+	exp, err := experiment.Load(pos[0], sets...)
 	if err != nil {
 		return err
 	}
@@ -175,24 +177,22 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 }
 
 // loaded is one experiment file of host run, loaded once for the whole
-// command: read and decoded (exp; nil when that failed) and validated
-// (err: the error of either, reported when the experiment's turn comes).
+// command: read and decoded (exp; nil when that failed, err says why,
+// when the experiment's turn comes). Its values are validated with its
+// hyperparameters by grid.Prepare, so that their problems come together.
 type loaded struct {
 	path string
 	exp  *experiment.Experiment
 	err  error
 }
 
-// loadExperiments loads each experiment file of host run once, with the
-// --set overrides sets (grid.Load's two halves: experiment.Load, then
-// grid.Validate).
+// loadExperiments reads and decodes each experiment file of host run
+// once, with the --set overrides sets (experiment.Load).
 func loadExperiments(paths, sets []string) []loaded {
 	out := make([]loaded, len(paths))
 	for i, path := range paths {
 		l := loaded{path: path}
-		if l.exp, l.err = experiment.Load(path, sets...); l.err == nil {
-			l.err = grid.Validate(l.exp)
-		}
+		l.exp, l.err = experiment.Load(path, sets...)
 		out[i] = l
 	}
 	return out
@@ -241,8 +241,8 @@ type runOpts struct {
 	grid           grid.RunOptions
 }
 
-// runExperiment runs the unfinished runs of one experiment (of its shard),
-// loaded and validated.
+// runExperiment validates one loaded experiment and its hyperparameters
+// (grid.Prepare) and runs its unfinished runs (of its shard).
 func runExperiment(ctx context.Context, exp *experiment.Experiment, o runOpts) (grid.Result, error) {
 	p, err := grid.Prepare(ctx, exp, o.plugins)
 	if err != nil {

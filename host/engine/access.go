@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"fmt"
 	"math/rand/v2"
 
 	"github.com/optlab/optlab/host/tensor"
@@ -28,6 +29,49 @@ func (e *Engine) VecStats(h optim.Vec) (*tensor.T, bool) {
 		return nil, false
 	}
 	return &v.bn, true
+}
+
+// BNBatches returns how many passes updated the BatchNorm running
+// statistics that handle h carries (a member's live ones for its live
+// parameters, optim.ParamsOf(m); a plugin vector's own), as PyTorch's
+// num_batches_tracked counts the train-mode forward passes that update
+// them: one per gradient pass with BNUpdate (GradOp, JointGrad: one per
+// member), none with BNFreeze; UpdateBN sets it to the number of batches
+// it passed, as torch.optim.swa_utils.update_bn does (it resets the
+// statistics and their counter first); a Copy with BN carries it with the
+// statistics, and a Copy without BN into a vector drops both. A handle
+// without statistics gives 0. Counters start at 0 (SetBNBatches restores
+// one).
+func (e *Engine) BNBatches(h optim.Vec) int64 {
+	if n := e.bnBatches(h); n != nil {
+		return *n
+	}
+	return 0
+}
+
+// SetBNBatches sets the counter BNBatches returns for handle h (restoring
+// a training state, loading a checkpoint). It fails for a handle that is
+// neither a member's live parameters nor an allocated plugin vector.
+func (e *Engine) SetBNBatches(h optim.Vec, n int64) error {
+	c := e.bnBatches(h)
+	if c == nil {
+		return fmt.Errorf("handle %d holds no BatchNorm statistics", h)
+	}
+	*c = n
+	return nil
+}
+
+// bnBatches returns the counter of the BatchNorm-updating passes of the
+// statistics that handle h carries (see BNBatches): its member's for live
+// parameters, a vector's own otherwise; nil for any other handle.
+func (e *Engine) bnBatches(h optim.Vec) *int64 {
+	if m, ok := h.Member(); ok && m < len(e.members) {
+		return &e.members[m].bnBatches
+	}
+	if v, ok := e.vecs[h]; ok {
+		return &v.bnBatches
+	}
+	return nil
 }
 
 // RandSource returns the host random stream that RandN ops with seed 0 draw

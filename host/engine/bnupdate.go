@@ -32,7 +32,9 @@ func (e *Engine) SetBNData(d BNData) { e.bnData = d }
 // gradient, the k-th (0-based) with BatchNorm momentum 1/(k+1): the running
 // mean and variance become the average over the batches of the batch means
 // and unbiased batch variances, as PyTorch's cumulative average
-// (momentum = None) gives. A model without BatchNorm has nothing to update.
+// (momentum = None) gives; their counter (BNBatches) becomes the number of
+// batches, as update_bn leaves num_batches_tracked. A model without
+// BatchNorm has nothing to update.
 func (e *Engine) updateBN(ctx context.Context, o optim.UpdateBN) error {
 	if _, ok := o.X.Rho(); ok {
 		return fmt.Errorf("update_bn of ρ handle %d: X must hold parameters (a variational member's means μ)", o.X)
@@ -46,7 +48,7 @@ func (e *Engine) updateBN(ctx context.Context, o optim.UpdateBN) error {
 	if mem.Model.BufNumel > 0 && (d.Inputs == nil || d.N <= 0 || d.Batch <= 0) {
 		return errors.New("update_bn: this host has no training data to pass over")
 	}
-	buf := mem.Buf
+	buf, count := mem.Buf, &mem.bnBatches
 	if _, live := o.X.Member(); !live {
 		v := e.vecs[o.X]
 		if !v.bn.Valid() {
@@ -59,7 +61,7 @@ func (e *Engine) updateBN(ctx context.Context, o optim.UpdateBN) error {
 			v.bn = s.Keep(t)
 			s.Close()
 		}
-		buf = v.bn
+		buf, count = v.bn, &v.bnBatches
 	}
 	if mem.Model.BufNumel == 0 {
 		return nil // no BatchNorm: the (empty) statistics are exact
@@ -79,6 +81,7 @@ func (e *Engine) updateBN(ctx context.Context, o optim.UpdateBN) error {
 	if err := s.Err(); err != nil {
 		return err
 	}
+	*count = 0
 	for k, start := int64(0), int64(0); start < d.N; k, start = k+1, start+d.Batch {
 		if err := ctx.Err(); err != nil {
 			return fmt.Errorf("update_bn: stopped after %d of %d samples: %w", start, d.N, err)
@@ -91,6 +94,7 @@ func (e *Engine) updateBN(ctx context.Context, o optim.UpdateBN) error {
 		if err != nil {
 			return fmt.Errorf("update_bn: batch %d: %w", k, err)
 		}
+		*count = k + 1
 	}
 	if !work.Same(buf) {
 		s.CopyFrom(buf, work)

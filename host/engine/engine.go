@@ -90,6 +90,9 @@ type Member struct {
 	lr     float64  // learning rate for BaseStep in the current step
 	x, y   tensor.T // the member's current batch (owned)
 	vi     *variational
+
+	// bnBatches counts the passes that updated Buf (BNBatches).
+	bnBatches int64
 }
 
 type vec struct {
@@ -99,6 +102,8 @@ type vec struct {
 	// bn holds BatchNorm running statistics received by a Copy with BN
 	// (a model-state snapshot); invalid when the vector has none.
 	bn tensor.T
+	// bnBatches counts the passes that updated bn (BNBatches).
+	bnBatches int64
 }
 
 // Engine executes programs. Create it with New; Close frees its tensors.
@@ -671,6 +676,7 @@ func (e *Engine) copyVec(s *tensor.Scope, o optim.Copy) error {
 		s.CopyFrom(d, src)
 		if dv != nil {
 			dv.bn.Drop()
+			dv.bnBatches = 0
 		}
 		return nil
 	}
@@ -695,6 +701,7 @@ func (e *Engine) copyVec(s *tensor.Scope, o optim.Copy) error {
 		dv.bn = dst
 	}
 	s.CopyFrom(dst, stats)
+	*e.bnBatches(o.Dst) = *e.bnBatches(o.Src)
 	return s.Err()
 }
 
@@ -923,6 +930,9 @@ func (e *Engine) grad(s *tensor.Scope, o optim.Grad) ([]tensor.T, error) {
 	mom, err := e.bnMomentum(o.BN)
 	if err != nil {
 		return nil, err
+	}
+	if o.BN == optim.BNUpdate {
+		mem.bnBatches++
 	}
 	at = e.toDevice(s, at)
 	if mem.vi != nil {

@@ -54,6 +54,9 @@ func (e *Engine) jointGrad(s *tensor.Scope, o optim.JointGrad) ([]tensor.T, erro
 			return nil, fmt.Errorf("joint_grad: member %d does not share member 0's batch", m)
 		}
 		owners[i] = m
+		if o.BN == optim.BNUpdate {
+			mem.bnBatches++
+		}
 		leaves[i] = s.RequiresGrad(e.toDevice(s, at))
 		p := s.Softmax(mem.Model.Forward(s, leaves[i], mem.Buf, x, true, mom), 1)
 		if sum.Valid() {

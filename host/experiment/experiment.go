@@ -500,6 +500,12 @@ type Train struct {
 	// on the device in host memory, with a line in the log, instead of
 	// failing the run; ops on such vectors are slower.
 	Spill bool `toml:"spill"`
+	// DumpParamsEvery (default 0: off; ≥ 0) writes every member's live
+	// parameters and BatchNorm statistics, as a PyTorch state dict, before
+	// the first optimizer step and after every DumpParamsEvery-th, to the
+	// run's folder of results.Layout.ParamsDir, for step-by-step
+	// comparisons with other code. It changes nothing a run computes.
+	DumpParamsEvery int `toml:"dump_params_every"`
 	// Deterministic (default false) makes cuDNN use deterministic
 	// algorithms and turns on torch's deterministic algorithms (an op that
 	// has none then fails the run, naming itself). Needs CudnnBenchmark

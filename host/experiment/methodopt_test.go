@@ -104,29 +104,29 @@ func TestMethodOptimizerErrors(t *testing.T) {
 		want         []string
 	}{
 		{"unknown key", "[method.optimizer]\nmomentun = 0.5", nil,
-			[]string{`t.toml:20: unknown key "method[0].optimizer.momentun"; did you mean "momentum"?`}},
+			[]string{`t.toml:20: method "A": unknown key "optimizer.momentun"; did you mean "momentum"?`}},
 		{"unknown schedule key", "[method.schedule]\nmilestone = [0.5]", nil,
-			[]string{`t.toml:20: unknown key "method[0].schedule.milestone"; did you mean "milestones"?`}},
+			[]string{`t.toml:20: method "A": unknown key "schedule.milestone"; did you mean "milestones"?`}},
 		{"wrong type", "[method.optimizer]\nlr = \"fast\"", nil,
-			[]string{`t.toml:20: method[0].optimizer.lr must be a number (got string "fast")`}},
+			[]string{`t.toml:20: method "A": optimizer.lr must be a number (got string "fast")`}},
 		{"a sweep is refused", "[method.optimizer]\nlr = [0.1, 0.2]", nil,
-			[]string{`t.toml:20: method[0].optimizer.lr must be a number (got an array); [method.optimizer] takes one value per key, not a sweep`}},
+			[]string{`t.toml:20: method "A": optimizer.lr must be a number (got an array); [method.optimizer] takes one value per key, not a sweep`}},
 		{"bad value", "[method.optimizer]\nlr = -1", nil,
-			[]string{`t.toml:20: method[0].optimizer.lr must be > 0 (got -1)`}},
+			[]string{`t.toml:20: method "A": optimizer.lr must be > 0 (got -1)`}},
 		{"unknown name", "[method.optimizer]\nname = \"adamw\"", nil,
-			[]string{`t.toml:20: method[0].optimizer.name must be one of sgd, adam (got "adamw"); did you mean "adam"?`}},
+			[]string{`t.toml:20: method "A": optimizer.name must be one of sgd, adam (got "adamw"); did you mean "adam"?`}},
 		{"key of another optimizer", "[method.optimizer]\nname = \"adam\"\nmomentum = 0.5", nil,
-			[]string{`t.toml:21: method[0].optimizer.momentum applies only to optimizer sgd`}},
+			[]string{`t.toml:21: method "A": optimizer.momentum applies only to optimizer sgd`}},
 		{"inherited key checked against the method's", "[method.optimizer]\nmomentum = 0", nil,
-			[]string{`t.toml:8: train.optimizer.nesterov needs method[0].optimizer.momentum > 0 (got 0)`}},
+			[]string{`t.toml:8: method "A": train.optimizer.nesterov needs optimizer.momentum > 0 (got 0)`}},
 		{"schedule key of another kind", "[method.schedule]\nkind = \"cosine\"\ngamma = 0.5", nil,
-			[]string{`t.toml:21: method[0].schedule.gamma applies only to schedule kind step`}},
+			[]string{`t.toml:21: method "A": schedule.gamma applies only to schedule kind step`}},
 		{"cross-key check with the method's lr", "[method.optimizer]\nlr = 1e-4\n[method.schedule]\nkind = \"cosine\"\nmin_lr = 1e-3", nil,
-			[]string{`t.toml:23: method[0].schedule.min_lr must be < method[0].optimizer.lr = 0.0001 (got 0.001)`}},
+			[]string{`t.toml:23: method "A": schedule.min_lr must be < optimizer.lr = 0.0001 (got 0.001)`}},
 		{"--set", "", []string{"method.A.optimizer.lr=-2"},
-			[]string{`t.toml: --set method.A.optimizer.lr=-2: method[0].optimizer.lr must be > 0 (got -2)`}},
+			[]string{`t.toml: --set method.A.optimizer.lr=-2: method "A": optimizer.lr must be > 0 (got -2)`}},
 		{"--set unknown key", "", []string{"method.A.optimizer.lrr=2"},
-			[]string{`t.toml: --set method.A.optimizer.lrr=2: unknown key "method[0].optimizer.lrr"; did you mean "lr"?`}},
+			[]string{`t.toml: --set method.A.optimizer.lrr=2: method "A": unknown key "optimizer.lrr"; did you mean "lr"?`}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -142,6 +142,49 @@ func TestMethodOptimizerErrors(t *testing.T) {
 				if !strings.Contains(err.Error(), w) {
 					t.Errorf("error\n%v\nwant it to contain\n%s", err, w)
 				}
+			}
+		})
+	}
+}
+
+// A message about a method's keys names the method by its name, with the
+// keys relative to it, in every check (decoding, Validate, ValidateParams);
+// a method whose name cannot tell it from the others (none, an invalid
+// one, or one another method has too, ignoring case) keeps its index.
+func TestMethodLabels(t *testing.T) {
+	tests := []struct {
+		name, methods string
+		want          []string
+	}{
+		{"named", "[[method]]\nname = \"A\"\nplugin = \"sgd\"\n[method.optimizer]\nlr = -1\n", []string{
+			`t.toml:20: method "A": optimizer.lr must be > 0 (got -1)`,
+		}},
+		{"a name that needs quoting", "[[method]]\nname = \"Adam + SAM\"\nplugin = \"sgd\"\n[method.optimizer]\nlrr = 1\n", []string{
+			`t.toml:20: method "Adam + SAM": unknown key "optimizer.lrr"; did you mean "lr"?`,
+		}},
+		{"no name", "[[method]]\nplugin = \"sgd\"\n[method.optimizer]\nlr = -1\n", []string{
+			`t.toml:16: method[0].name is required`,
+			`t.toml:19: method[0].optimizer.lr must be > 0 (got -1)`,
+		}},
+		{"a name used twice", "[[method]]\nname = \"sam\"\nplugin = \"sgd\"\n[method.optimizer]\nlr = -1\n[[method]]\nname = \"SAM\"\nplugin = \"sgd\"\n", []string{
+			`t.toml:20: method[0].optimizer.lr must be > 0 (got -1)`,
+			`t.toml:22: method[1].name "SAM" is already used by method[0] (line 16); names must be unique, ignoring case`,
+		}},
+		{"the other method keeps its name", "[[method]]\nname = \"A\"\nplugin = \"sgd\"\n[[method]]\nname = \"B\"\nplugin = \"sgd\"\n[method.schedule]\ngamma = 2\n", []string{
+			`t.toml:23: method "B": schedule.gamma must be in (0, 1] (got 2)`,
+		}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			e, err := Parse([]byte(methodOptFile(tc.methods)), "t.toml")
+			if err == nil {
+				err = Validate(e, testArchs())
+			}
+			if err == nil {
+				t.Fatalf("no error, want %q", tc.want)
+			}
+			if got, want := err.Error(), strings.Join(tc.want, "\n"); got != want {
+				t.Errorf("error\n%s\nwant\n%s", got, want)
 			}
 		})
 	}
@@ -226,17 +269,17 @@ plugin = "sgd"
 	}{
 		{"none owns", []bool{false, false}, nil, nil},
 		{"one owns", []bool{true, false}, nil, []string{
-			`t.toml:21: method[0].optimizer.weight_decay would be ignored: method "Lion"'s plugin applies its own update (feature "owns-update", or an update rule other than "base") and uses no base optimizer; remove it (only lr applies, as the plugin's StepInput.LR)`,
+			`t.toml:21: method "Lion": optimizer.weight_decay would be ignored: the method's plugin applies its own update (feature "owns-update", or an update rule other than "base") and uses no base optimizer; remove it (only lr applies, as the plugin's StepInput.LR)`,
 		}},
 		{"every one owns", []bool{true, true}, nil, []string{
 			`t.toml:5: train.optimizer.name would be ignored: every method's plugin applies its own update`,
 			`t.toml:7: train.optimizer.momentum would be ignored`,
 			`t.toml:8: train.optimizer.nesterov would be ignored`,
 			`t.toml:9: train.optimizer.weight_decay would be ignored`,
-			`t.toml:21: method[0].optimizer.weight_decay would be ignored`,
+			`t.toml:21: method "Lion": optimizer.weight_decay would be ignored`,
 		}},
 		{"--set", []bool{false, true}, []string{"method.SGD.optimizer.eps=1e-6"}, []string{
-			`t.toml: --set method.SGD.optimizer.eps=1e-6: method[1].optimizer.eps would be ignored: method "SGD"'s plugin`,
+			`t.toml: --set method.SGD.optimizer.eps=1e-6: method "SGD": optimizer.eps would be ignored: the method's plugin`,
 		}},
 	}
 	for _, tc := range tests {

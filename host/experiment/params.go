@@ -133,7 +133,14 @@ func checkParam(s optim.ParamSpec, v any, b hparams.Bounds) (any, error) {
 // RunBounds returns the values of the named range bounds (see
 // hparams.Bounds) for a run of e, e as the run sees it (Run.Experiment):
 // "batch" is train.batch_size, the samples of every training step's batch.
+// A bound whose key is not valid (a batch size < 1, which Validate
+// refuses) is left out, unbounded, so that checking the hyperparameters
+// of an experiment with that mistake (grid.Prepare) adds no problem that
+// follows from it.
 func RunBounds(e *Experiment) hparams.Bounds {
+	if e.Train.BatchSize < 1 {
+		return hparams.Bounds{}
+	}
 	return hparams.Bounds{"batch": float64(e.Train.BatchSize)}
 }
 
@@ -226,17 +233,17 @@ func typeErr(want string, got any) error {
 // methods). lr stays allowed: it reaches the plugin as StepInput.LR. The
 // problems cite the keys' lines, as an ErrorList; nil when there are none.
 func ValidateOwnsUpdate(e *Experiment, owns func(method int) bool) error {
-	c := &errs{file: e.File, sets: e.sets}
+	c := &errs{file: e.File, sets: e.sets, names: methodNames(e)}
 	all := len(e.Methods) > 0
-	for i, m := range e.Methods {
+	for i := range e.Methods {
 		if !owns(i) {
 			all = false
 			continue
 		}
 		for _, k := range BaseOptimizerKeys() {
 			if key := fmt.Sprintf("method[%d].optimizer.%s", i, k); e.has(key) {
-				c.add(e.Line(key), key, "%s would be ignored: method %q's plugin applies its own update (feature %q, or an update rule other than \"base\") and uses no base optimizer; remove it (only lr applies, as the plugin's StepInput.LR)",
-					key, m.Name, "owns-update")
+				c.add(e.Line(key), key, "%s would be ignored: the method's plugin applies its own update (feature %q, or an update rule other than \"base\") and uses no base optimizer; remove it (only lr applies, as the plugin's StepInput.LR)",
+					key, "owns-update")
 			}
 		}
 	}

@@ -186,6 +186,7 @@ func checkSource(name, src string, sets []string) (*checker, string, []Sweep, er
 
 	c := &checker{errs: errs{file: name}, lines: lines}
 	c.sets = c.applySets(tree, sets, lines)
+	c.names = treeMethodNames(tree)
 	sweeps, changed := c.extractSweeps(tree)
 	c.table(tree, reflect.TypeFor[document](), nil)
 	if err := c.err(); err != nil {
@@ -258,7 +259,7 @@ func (c *checker) decodeMethod(e *Experiment, i int, m methodDoc, md *toml.MetaD
 	if err := md.PrimitiveDecode(m.Params, &params); err != nil {
 		p := keyPath{"method"}.index(i).child("params")
 		c.list = append(c.list, &Error{File: c.file, Line: c.lines[p.String()], Key: p.String(),
-			Msg: printable(fmt.Sprintf("%s: %v", p, err)), Err: err})
+			Msg: c.message("%s: %v", p, err), Err: err})
 		return
 	}
 	pp := keyPath{"method"}.index(i).child("params")
@@ -272,6 +273,20 @@ func (c *checker) decodeMethod(e *Experiment, i int, m methodDoc, md *toml.MetaD
 		Schedule: m.Schedule, ScheduleKeys: c.written[keyPath{"method"}.index(i).child("schedule").String()],
 		sets: ps,
 	}
+}
+
+// treeMethodNames returns the names of the methods of a decoded tree, by
+// index ("" for a method without a name that is a string), for the labels
+// of messages (errs.methods).
+func treeMethodNames(tree map[string]any) []string {
+	list, _ := asArray(tree["method"])
+	out := make([]string, len(list))
+	for i, x := range list {
+		if m, ok := x.(map[string]any); ok {
+			out[i], _ = m["name"].(string)
+		}
+	}
+	return out
 }
 
 // methodTables returns the keys written in every method's
@@ -659,7 +674,7 @@ func (c *checker) mismatch(p keyPath, want string, got any) {
 	hint := ""
 	if _, isArray := asArray(got); isArray && !strings.HasPrefix(want, "an array") &&
 		len(p) > 0 && !strings.HasPrefix(p[len(p)-1], indexPrefix) {
-		hint = "; a list of values (a sweep) may be written only for method parameters, the numbers of [train], [train.optimizer] and [train.schedule] other than eval_batch_size and threads, and data.label_noise.rate and seed"
+		hint = "; a list of values (a sweep) may be written only for method parameters, the numbers of [train], [train.optimizer] and [train.schedule] other than eval_batch_size, threads and dump_params_every, and data.label_noise.rate and seed"
 		if len(p) > 2 && p[0] == "method" && (p[2] == "optimizer" || p[2] == "schedule") {
 			hint = fmt.Sprintf("; [method.%s] takes one value per key, not a sweep: sweep the key in [train.%s] (for the methods that do not set it), or write one [[method]] per value", p[2], p[2])
 		}

@@ -52,7 +52,7 @@ func TestParseStrictErrors(t *testing.T) {
 		{
 			name: "unknown key in method",
 			src:  "name = \"t\"\n[[method]]\nname = \"a\"\nplugin = \"sgd\"\n[[method]]\nname = \"b\"\nplugn = \"sam\"\n",
-			want: []string{`t.toml:7: unknown key "method[1].plugn"; did you mean "plugin"?`},
+			want: []string{`t.toml:7: method "b": unknown key "plugn"; did you mean "plugin"?`},
 		},
 		{
 			name: "case variant key",
@@ -112,7 +112,7 @@ func TestParseStrictErrors(t *testing.T) {
 		{
 			name: "params not a table",
 			src:  "name = \"t\"\n[[method]]\nname = \"m\"\nplugin = \"sam\"\nparams = 3\n",
-			want: []string{`t.toml:5: method[0].params must be a table (got integer 3)`},
+			want: []string{`t.toml:5: method "m": params must be a table (got integer 3)`},
 		},
 		{
 			name: "boolean as string",

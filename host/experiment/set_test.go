@@ -94,7 +94,7 @@ func TestParseSetErrors(t *testing.T) {
 		{"parameter out of the plugin's range", "method.SAM.params.rho=-1", `o.toml: --set method.SAM.params.rho=-1: method "SAM": params.rho -1 is out of range [0,): want ≥ 0`},
 		{"parameter list element", "method.SAM.params.rho=[0.1,-1]", `o.toml: --set method.SAM.params.rho=[0.1,-1]: method "SAM": params.rho[1] -1 is out of range [0,): want ≥ 0`},
 		{"unknown parameter", "method.SAM.params.rhoo=1", `o.toml: --set method.SAM.params.rhoo=1: method "SAM": unknown parameter "rhoo"; did you mean "rho"?`},
-		{"empty parameter list", "method.SAM.params.rho=[]", `o.toml: --set method.SAM.params.rho=[]: method[0].params.rho is an empty list; a sweep needs at least one value`},
+		{"empty parameter list", "method.SAM.params.rho=[]", `o.toml: --set method.SAM.params.rho=[]: method "SAM": params.rho is an empty list; a sweep needs at least one value`},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -52,9 +52,10 @@ type Setting struct {
 func (s Setting) String() string { return s.Name + "=" + FormatValue(s.Value) }
 
 // SweepKeys returns the keys outside [[method]] that may be lists of
-// values (sweeps): the numbers of [train] except eval_batch_size and
-// threads (which do not change what is trained), of [train.optimizer] and
-// of [train.schedule], and the rate and seed of [data.label_noise].
+// values (sweeps): the numbers of [train] except eval_batch_size, threads
+// and dump_params_every (which do not change what is trained), of
+// [train.optimizer] and of [train.schedule], and the rate and seed of
+// [data.label_noise].
 func SweepKeys() []string {
 	return []string{
 		"train.epochs", "train.batch_size", "train.label_smoothing", "train.max_steps",

@@ -30,7 +30,7 @@ func Validate(exp *Experiment, knownArchs []string) error {
 	if exp == nil {
 		return fmt.Errorf("experiment: nil experiment")
 	}
-	v := &validator{errs: errs{file: exp.File, sets: exp.sets}, e: exp, method: -1}
+	v := &validator{errs: errs{file: exp.File, sets: exp.sets, names: methodNames(exp)}, e: exp, method: -1}
 	v.top()
 	v.data()
 	v.model(knownArchs)
@@ -51,7 +51,7 @@ func (v *validator) sweeps() {
 		seen[e.Error()] = true
 	}
 	for _, combo := range sweepCombos(v.e) {
-		w := &validator{errs: errs{file: v.file, sets: v.sets}, e: withSettings(v.e, combo), method: -1}
+		w := &validator{errs: errs{file: v.file, sets: v.sets, names: v.names}, e: withSettings(v.e, combo), method: -1}
 		w.train()
 		w.labelNoise()
 		for _, e := range w.list {
@@ -73,7 +73,7 @@ func (v *validator) sweeps() {
 		}
 		for _, combo := range combos {
 			e := methodView(withSettings(v.e, combo), m)
-			w := &validator{errs: errs{file: v.file, sets: v.sets}, e: e, method: i}
+			w := &validator{errs: errs{file: v.file, sets: v.sets, names: v.names}, e: e, method: i}
 			w.optimizer()
 			w.schedule()
 			for _, e := range w.list {
@@ -388,6 +388,7 @@ func (v *validator) train() {
 		v.fail("train.device", "must be auto, cpu, cuda or cuda:N with N ≥ 0 (got %q)", t.Device)
 	}
 	v.intMin("train.threads", t.Threads, 0)
+	v.intMin("train.dump_params_every", t.DumpParamsEvery, 0)
 	if t.Deterministic && t.CudnnBenchmark {
 		v.fail("train.cudnn_benchmark", "must be false with train.deterministic = true (benchmarking picks convolution algorithms by their timings, which differ from run to run)")
 	}
@@ -632,9 +633,16 @@ func (v *validator) methods() {
 				first[lower] = i
 			}
 		}
+		// The label, or where the name cannot be one the index.
+		label, named := methodLabel(v.names, i)
+		if !named {
+			label = base
+		}
 		switch {
 		case m.Plugin != "" && m.Path != "":
-			v.add(at("path"), base+".path", "%s: set exactly one of plugin and path (both are set)", base)
+			v.add(at("path"), base+".path", "%s: set exactly one of plugin and path (both are set)", label)
+		case m.Plugin == "" && m.Path == "" && named:
+			v.add(m.Line, base, "%s: set exactly one of plugin (a built-in name) and path (a plugin binary)", label)
 		case m.Plugin == "" && m.Path == "":
 			v.add(m.Line, base, "%s (%q): set exactly one of plugin (a built-in name) and path (a plugin binary)", base, m.Name)
 		case m.Plugin != "" && !isSafeName(m.Plugin):

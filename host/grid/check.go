@@ -156,7 +156,7 @@ func (c *Check) Preflight(ctx context.Context) error {
 	}
 	if err := checkWritable(l.Dir); err != nil {
 		errs = append(errs, fmt.Errorf("results_dir: %w", err))
-	} else if err := checkRunFolders(l, p.Exp.Eval.TensorBoard); err != nil {
+	} else if err := checkRunFolders(l, p.Exp.Eval.TensorBoard, p.Exp.Train.DumpParamsEvery > 0); err != nil {
 		errs = append(errs, err)
 	}
 	sess := c.session()
@@ -192,15 +192,19 @@ func preflightRun(ctx context.Context, r *train.Runner, p *Plan, run experiment.
 
 // checkRunFolders tries the folders of the results folder that runs create
 // files in (curves, training state, final models, TensorBoard when
-// eval.tensorboard is on, superseded): one that is a file or cannot be
-// written fails every run at its start.
-func checkRunFolders(l results.Layout, tensorBoard bool) error {
+// eval.tensorboard is on, parameter dumps when train.dump_params_every is,
+// superseded): one that is a file or cannot be written fails every run at
+// its start.
+func checkRunFolders(l results.Layout, tensorBoard, dumps bool) error {
 	var errs []error
-	for _, sub := range results.RunFolders(tensorBoard) {
+	for _, sub := range results.RunFolders(tensorBoard, dumps) {
 		if err := checkWritable(filepath.Join(l.Dir, sub)); err != nil {
-			if sub == results.TensorBoardDir {
+			switch sub {
+			case results.TensorBoardDir:
 				err = fmt.Errorf("%w (TensorBoard files go there; make it a writable folder or set eval.tensorboard = false)", err)
-			} else {
+			case results.ParamsDir:
+				err = fmt.Errorf("%w (the parameter dumps go there; make it a writable folder or set train.dump_params_every = 0)", err)
+			default:
 				err = fmt.Errorf("%w (the runs' files go there; make it a writable folder)", err)
 			}
 			errs = append(errs, fmt.Errorf("results_dir: %w", err))

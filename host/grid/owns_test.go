@@ -42,7 +42,7 @@ func TestPrepareOwnsUpdate(t *testing.T) {
 		}},
 		{"its own base keys", "[[method]]\nname = \"Own\"\nplugin = \"owner\"\n[method.optimizer]\nlr = 0.01\nweight_decay = 0.1\n" +
 			"[[method]]\nname = \"SGD\"\nplugin = \"sgd\"\n", []string{
-			`o.toml:9: method[0].optimizer.weight_decay would be ignored: method "Own"'s plugin applies its own update`,
+			`o.toml:9: method "Own": optimizer.weight_decay would be ignored: the method's plugin applies its own update`,
 		}},
 		{"keys for the other methods", "[[method]]\nname = \"Own\"\nplugin = \"owner\"\n[[method]]\nname = \"SGD\"\nplugin = \"sgd\"\n", nil},
 	}

@@ -14,6 +14,8 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"sync"
 
 	"github.com/hashicorp/go-hclog"
@@ -121,56 +123,116 @@ func Validate(exp *experiment.Experiment) error {
 // maxLaunches bounds how many plugins Prepare starts at once.
 const maxLaunches = 8
 
-// Prepare expands the experiment's grid, starts every method's plugin once
-// to learn its schema (plugin.Launch checks its protocol) and validates the
-// hyperparameters against it: every value of a sweep, then each run's
-// setting; and it refuses the base optimizer's keys that plugins applying
-// their own update would ignore (experiment.ValidateOwnsUpdate). The
-// plugins are started concurrently (up to maxLaunches at once), so plugins
-// that do not start cost about one start deadline together, not one each.
-// Every problem is reported, joined, in the order of the methods.
+// Prepare validates the experiment (Validate), expands its grid, starts
+// every method's plugin once to learn its schema (plugin.Launch checks its
+// protocol) and validates the hyperparameters against it: every value of a
+// sweep, then each run's setting; and it refuses the base optimizer's keys
+// that plugins applying their own update would ignore
+// (experiment.ValidateOwnsUpdate). The plugins are started concurrently
+// (up to maxLaunches at once), so plugins that do not start cost about one
+// start deadline together, not one each.
+//
+// Every problem of these checks is reported in one pass, as one
+// experiment.ErrorList sorted by line, so that a file with a wrong value
+// and a wrong hyperparameter is fixed at once: the plugins are started
+// and asked even when Validate found problems, but for the methods whose
+// name, plugin or path it refuses (which could not be started, or told
+// from another). exp may be validated already (grid.Load); validating it
+// again changes nothing.
 func Prepare(ctx context.Context, exp *experiment.Experiment, plugins Plugins) (*Plan, error) {
 	if plugins.Output != nil {
 		plugins.Output = &syncWriter{w: plugins.Output}
 	}
+	var list experiment.ErrorList
+	skip := map[int]bool{}
+	if err := Validate(exp); err != nil {
+		if exp == nil {
+			return nil, err
+		}
+		list = appendProblems(list, err)
+		skip = unlaunchable(list)
+	}
 	p := &Plan{Exp: exp, Runs: experiment.Grid(exp), Params: map[string]map[string]any{}, Infos: map[string]optim.Info{}, plugins: plugins}
-	infos, infoErrs := p.infos(ctx)
-	var errs []error
+	infos, infoErrs := p.infos(ctx, skip)
 	for i, m := range exp.Methods {
+		if skip[i] {
+			continue
+		}
 		info, err := infos[i], infoErrs[i]
 		if err != nil {
-			errs = append(errs, fmt.Errorf("%s:%d: method %q: %w", exp.File, m.Line, m.Name, err))
+			list = append(list, &experiment.Error{File: exp.File, Line: m.Line, Key: methodKey(i),
+				Msg: fmt.Sprintf("method %q: %v", m.Name, err), Err: err})
 			continue
 		}
 		if _, err := experiment.ValidateParams(m, info.Params); err != nil {
-			errs = append(errs, err)
+			list = appendProblems(list, err)
 			continue
 		}
 		p.Infos[m.Name] = info
 		if err := p.validateRuns(m, info); err != nil {
-			errs = append(errs, err)
+			list = appendProblems(list, err)
 		}
 	}
-	owns := func(i int) bool { return p.OwnsUpdate(exp.Methods[i].Name) }
+	owns := func(i int) bool { return !skip[i] && p.OwnsUpdate(exp.Methods[i].Name) }
 	if err := experiment.ValidateOwnsUpdate(exp, owns); err != nil {
-		errs = append(errs, err)
+		list = appendProblems(list, err)
 	}
-	if len(errs) > 0 {
-		return nil, errors.Join(errs...)
+	if len(list) > 0 {
+		list.Sort()
+		return nil, list
 	}
 	return p, nil
 }
 
-// infos launches the plugin of each method of the experiment for its Info
-// (info), up to maxLaunches at once, and returns the answers and errors by
-// method index.
-func (p *Plan) infos(ctx context.Context) ([]optim.Info, []error) {
+// methodKey is the key of method i's table in problems, "method[i]".
+func methodKey(i int) string { return fmt.Sprintf("method[%d]", i) }
+
+// appendProblems appends the problems of err (an experiment.ErrorList, or
+// any other error as one problem without a line) to list.
+func appendProblems(list experiment.ErrorList, err error) experiment.ErrorList {
+	var l experiment.ErrorList
+	if errors.As(err, &l) {
+		return append(list, l...)
+	}
+	return append(list, &experiment.Error{Msg: err.Error(), Err: err})
+}
+
+// unlaunchable returns the indices of the methods whose plugin Prepare
+// cannot start because Validate refused their name, plugin or path (the
+// problems in list whose Key is one of them, or the method's table).
+func unlaunchable(list experiment.ErrorList) map[int]bool {
+	out := map[int]bool{}
+	for _, e := range list {
+		rest, ok := strings.CutPrefix(e.Key, "method[")
+		if !ok {
+			continue
+		}
+		n, field, ok := strings.Cut(rest, "]")
+		i, err := strconv.Atoi(n)
+		if !ok || err != nil {
+			continue
+		}
+		switch field {
+		case "", ".name", ".plugin", ".path":
+			out[i] = true
+		}
+	}
+	return out
+}
+
+// infos launches the plugin of each method of the experiment but those of
+// skip for its Info (info), up to maxLaunches at once, and returns the
+// answers and errors by method index.
+func (p *Plan) infos(ctx context.Context, skip map[int]bool) ([]optim.Info, []error) {
 	methods := p.Exp.Methods
 	infos := make([]optim.Info, len(methods))
 	errs := make([]error, len(methods))
 	slots := make(chan struct{}, maxLaunches)
 	var wg sync.WaitGroup
 	for i, m := range methods {
+		if skip[i] {
+			continue
+		}
 		wg.Go(func() {
 			slots <- struct{}{}
 			defer func() { <-slots }()

@@ -157,6 +157,9 @@ func newRunner(sess *Session, store *results.Store, o RunOptions) *train.Runner 
 	if sess.Exp.Train.Checkpoint {
 		r.Checkpoints = &store.Layout
 	}
+	if sess.Exp.Train.DumpParamsEvery > 0 {
+		r.Dumps = &store.Layout
+	}
 	return r
 }
 

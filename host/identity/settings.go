@@ -83,6 +83,7 @@ func settingsV1() []Setting {
 		{Path: "train.threads", Excluded: "CPU threads: how fast, not what, a run trains"},
 		{Path: "train.checkpoint", Excluded: "saving training states to resume from changes no result"},
 		{Path: "train.spill", Excluded: "where the vectors that do not fit on the device live: how fast, not what, a run trains"},
+		{Path: "train.dump_params_every", Excluded: "writing the parameters after every N-th step for comparisons changes no result: it reads them and trains the same steps"},
 		// Added after records existed: recorded only when on (every
 		// record's Numerics has all three).
 		{Path: "train.deterministic", Key: "train.deterministic", Default: false, OmitDefault: true},

@@ -21,6 +21,7 @@ import (
 //	tb/<stem>/                     TensorBoard event files (eval.tensorboard)
 //	state/<stem>.safetensors       resumable training state (train.checkpoint)
 //	checkpoints/<stem>.safetensors final models (train.checkpoint)
+//	params/<stem>/step-<k>.safetensors  parameters after step k (train.dump_params_every)
 //	landscape/                     host landscape's output
 //	superseded/                    what runs whose configuration changed left
 //
@@ -40,6 +41,7 @@ const (
 	TensorBoardDir = "tb"
 	StateDir       = "state"
 	ModelsDir      = "checkpoints"
+	ParamsDir      = "params"
 	LandscapeDir   = "landscape"
 	SupersededDir  = "superseded"
 	tensorExt      = ".safetensors"
@@ -107,6 +109,23 @@ func (l Layout) Model(key string) string { return filepath.Join(l.Dir, modelFile
 
 func modelFile(key string) string { return filepath.Join(ModelsDir, KeyFileStem(key)+tensorExt) }
 
+// Params is the folder of run key's parameter dumps (train
+// .dump_params_every), params/<stem>.
+func (l Layout) Params(key string) string { return filepath.Join(l.Dir, paramsFolder(key)) }
+
+func paramsFolder(key string) string { return filepath.Join(ParamsDir, KeyFileStem(key)) }
+
+// ParamsStep is run key's parameter dump after step steps (0: before the
+// first step), params/<stem>/step-<steps>.safetensors, the number written
+// with at least 8 digits so that the files sort by step.
+func (l Layout) ParamsStep(key string, steps int64) string {
+	return filepath.Join(l.Params(key), ParamsStepFile(steps))
+}
+
+// ParamsStepFile is the name of a parameter dump after step steps,
+// "step-00000042.safetensors".
+func ParamsStepFile(steps int64) string { return fmt.Sprintf("step-%08d%s", steps, tensorExt) }
+
 // Landscape is the default output folder of host landscape.
 func (l Layout) Landscape() string { return filepath.Join(l.Dir, LandscapeDir) }
 
@@ -118,25 +137,40 @@ func (l Layout) Superseded() string { return filepath.Join(l.Dir, SupersededDir)
 func (l Layout) SupersededRecords() string { return filepath.Join(l.Dir, SupersededDir, FileName) }
 
 // RunFiles are the files and folders a run makes besides its record,
-// relative to the results folder: its curve, final model and TensorBoard
-// folder (the training state is the training's to retire).
+// relative to the results folder: its curve, final model, TensorBoard
+// folder and parameter dumps (the training state is the training's to
+// retire).
 func RunFiles(key string) []string {
-	return []string{CurveFile(key), modelFile(key), tensorBoardFile(key)}
+	return []string{CurveFile(key), modelFile(key), tensorBoardFile(key), paramsFolder(key)}
 }
 
 // RunFolders are the folders runs create files in, relative to the
-// results folder (TensorBoard's only when tensorBoard).
-func RunFolders(tensorBoard bool) []string {
+// results folder (TensorBoard's only when tensorBoard, the parameter
+// dumps' only when dumps).
+func RunFolders(tensorBoard, dumps bool) []string {
 	subs := []string{CurvesDir, StateDir, ModelsDir, SupersededDir}
 	if tensorBoard {
 		subs = append(subs, TensorBoardDir)
 	}
+	if dumps {
+		subs = append(subs, ParamsDir)
+	}
 	return subs
 }
 
-// tempFolders are the folders in which atomic writes make temporary files.
-func tempFolders() []string {
-	return []string{"", SupersededDir, ModelsDir, StateDir, filepath.Join(SupersededDir, StateDir)}
+// tempFolders are the folders of the results folder dir in which atomic
+// writes make temporary files, relative to it: its own and those of the
+// records, final models and training states, and each run's folder of
+// parameter dumps.
+func tempFolders(dir string) []string {
+	out := []string{"", SupersededDir, ModelsDir, StateDir, filepath.Join(SupersededDir, StateDir)}
+	entries, _ := os.ReadDir(filepath.Join(dir, ParamsDir))
+	for _, e := range entries {
+		if e.IsDir() {
+			out = append(out, filepath.Join(ParamsDir, e.Name()))
+		}
+	}
+	return out
 }
 
 // KeepAside moves path, a file or folder inside the results folder (if it

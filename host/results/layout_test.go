@@ -2,6 +2,7 @@ package results
 
 import (
 	"path/filepath"
+	"slices"
 	"testing"
 )
 
@@ -29,5 +30,28 @@ func TestCurveFileRoundTrip(t *testing.T) {
 		if _, err := CurveKey(bad); err == nil {
 			t.Errorf("CurveKey(%q): no error", bad)
 		}
+	}
+}
+
+// The parameter dumps of train.dump_params_every (issue 39): one folder
+// per run, named by its key as its other files are, one file per step
+// whose name sorts by step; the folder is among the run's files (kept
+// aside with them when the run is superseded) and among the folders host
+// check tries when dumps are on.
+func TestParamsLayout(t *testing.T) {
+	l := NewLayout("results", "exp")
+	key := "method=SAM (ρ=0.05)/arch=cnn/seed=1"
+	stem := KeyFileStem(key)
+	if got, want := l.ParamsStep(key, 42), filepath.Join("results", "exp", "params", stem, "step-00000042.safetensors"); got != want {
+		t.Errorf("ParamsStep = %q, want %q", got, want)
+	}
+	if a, b := ParamsStepFile(9), ParamsStepFile(10); !(a < b) {
+		t.Errorf("%s sorts after %s", a, b)
+	}
+	if !slices.Contains(RunFiles(key), filepath.Join(ParamsDir, stem)) {
+		t.Errorf("RunFiles(%q) = %v, without the parameter dumps' folder", key, RunFiles(key))
+	}
+	if !slices.Contains(RunFolders(false, true), ParamsDir) || slices.Contains(RunFolders(true, false), ParamsDir) {
+		t.Errorf("RunFolders: %v with dumps, %v without", RunFolders(false, true), RunFolders(true, false))
 	}
 }

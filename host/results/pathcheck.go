@@ -2,6 +2,7 @@ package results
 
 import (
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -22,19 +23,22 @@ const tbFileRoom = len("events.out.tfevents.0123456789.") + 64 + len(".1000")
 
 // RunPaths returns the paths, in the results folder, of what a run with
 // key creates, each in its longest form: its results file (runs.jsonl, or a shard's), curve,
-// training state, final model, TensorBoard folder and event file, and where
-// KeepAside moves them when the run is superseded. A name is padded with
+// training state, final model, TensorBoard folder and event file, folder
+// and file of parameter dumps, and where KeepAside moves them when the run
+// is superseded. A name is padded with
 // 'x' where the run adds a part it only knows then (a time stamp, the host
 // name), so their lengths are upper bounds.
 func (l Layout) RunPaths(key string) []string {
 	kept := strings.Repeat("x", keptAsideRoom)
 	tb := tensorBoardFile(key)
+	dump := ParamsStepFile(math.MaxInt64)
 	rels := []string{
 		"runs-1000of1000.jsonl" + LockSuffix,
 		CurveFile(key),
 		stateFile(key),
 		modelFile(key),
 		filepath.Join(tb, strings.Repeat("x", tbFileRoom)),
+		filepath.Join(paramsFolder(key), dump),
 	}
 	out := make([]string, 0, 2*len(rels))
 	for _, rel := range rels {
@@ -45,6 +49,7 @@ func (l Layout) RunPaths(key string) []string {
 		stateFile(key) + kept,
 		modelFile(key) + kept,
 		filepath.Join(tb+kept, strings.Repeat("x", tbFileRoom)),
+		filepath.Join(paramsFolder(key)+kept, dump),
 	} {
 		out = append(out, filepath.Join(l.Superseded(), rel))
 	}

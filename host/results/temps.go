@@ -21,8 +21,9 @@ func RemoveTemps(path string) ([]string, error) {
 // middle of an atomic write (kill -9, a crash) left in the experiment folder
 // of the results file at path: under path's Lock, every temporary file of
 // the results file and its claims (their writers hold that lock, so none is
-// in progress); in the folder, superseded/, checkpoints/ and the state
-// folder, those older than TempMaxAge. It returns the files removed.
+// in progress); in the folder, superseded/, checkpoints/, the state folder
+// and each run's folder of parameter dumps, those older than TempMaxAge.
+// It returns the files removed.
 func (w LockWait) RemoveTemps(path string) ([]string, error) {
 	unlock, err := w.Lock(path)
 	if err != nil {
@@ -32,7 +33,7 @@ func (w LockWait) RemoveTemps(path string) ([]string, error) {
 	dir := filepath.Dir(path)
 	var removed []string
 	guarded := []string{"." + filepath.Base(path) + ".tmp-", "." + filepath.Base(path) + ClaimsSuffix + ".tmp-"}
-	for _, sub := range tempFolders() {
+	for _, sub := range tempFolders(dir) {
 		d := filepath.Join(dir, sub)
 		entries, err := os.ReadDir(d)
 		if err != nil {

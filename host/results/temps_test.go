@@ -30,6 +30,10 @@ func TestRemoveTemps(t *testing.T) {
 		"state/k.state":                     false,
 		"superseded/state/.k.state.x.tmp-5": true, // old
 		"superseded/state/.k.state.x.tmp-6": false,
+		// A run's folder of parameter dumps (train.dump_params_every).
+		"params/k/.step-00000005.safetensors.tmp-7": true, // old
+		"params/k/.step-00000010.safetensors.tmp-8": false,
+		"params/k/step-00000005.safetensors":        false,
 	}
 	for f := range files {
 		p := filepath.Join(dir, f)
@@ -37,7 +41,7 @@ func TestRemoveTemps(t *testing.T) {
 		if err := os.WriteFile(p, nil, 0o644); err != nil {
 			t.Fatal(err)
 		}
-		if f == "superseded/.runs.jsonl.tmp-9" || f == "checkpoints/.k.safetensors.tmp-1" || f == "state/.k.state.tmp-4" || f == "superseded/state/.k.state.x.tmp-5" || f == "curves/.k.csv.tmp-2" {
+		if f == "superseded/.runs.jsonl.tmp-9" || f == "checkpoints/.k.safetensors.tmp-1" || f == "state/.k.state.tmp-4" || f == "superseded/state/.k.state.x.tmp-5" || f == "curves/.k.csv.tmp-2" || f == "params/k/.step-00000005.safetensors.tmp-7" || f == "params/k/step-00000005.safetensors" {
 			os.Chtimes(p, old, old)
 		}
 	}

@@ -24,12 +24,17 @@ import (
 // the one the step used (stepLR). Every epoch end appends the curve's row
 // (evaluating the predictive on the validation, else test, set when the
 // schedule needs the metric or eval.every_epochs says so) and saves the
-// training state. start is when Run began.
+// training state. With train.dump_params_every, the parameters are written
+// before the first step and after every N-th (dump.go). start is when Run
+// began.
 func (r *Runner) loop(ctx context.Context, t *training, start time.Time) error {
 	var pending *stepMetrics // the step issued last, not processed yet
 	defer func() { pending.drop() }()
 	var ep *devset.Epoch // the current epoch's batches on the device
 	defer func() { r.dropEpoch(ep) }()
+	if err := r.startDumps(ctx, t); err != nil {
+		return err
+	}
 	for epoch := t.from.Epoch; t.step < t.total; epoch++ {
 		steps := int(min(t.perEpoch, t.total-t.step))
 		var err error
@@ -72,6 +77,9 @@ func (r *Runner) loop(ctx context.Context, t *training, start time.Time) error {
 			}
 			if r.StepHook != nil {
 				r.StepHook(cur.step, t.eng)
+			}
+			if err := r.dumpAfterStep(ctx, t); err != nil {
+				return err
 			}
 		}
 		err = r.processStep(ctx, t, sums, pending)

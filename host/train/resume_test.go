@@ -3,11 +3,14 @@ package train
 import (
 	"context"
 	"errors"
+	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
+	"github.com/optlab/optlab/host/checkpoint"
 	"github.com/optlab/optlab/host/curves"
 	"github.com/optlab/optlab/host/experiment"
 	"github.com/optlab/optlab/host/results"
@@ -75,6 +78,10 @@ func TestResumeMidRun(t *testing.T) {
 			if _, err := os.Stat(r.Checkpoints.Model(run.Key)); err != nil {
 				t.Errorf("final model checkpoint: %v", err)
 			}
+			// The final models are equal, BatchNorm counters included: the
+			// training state carries them (issue 39).
+			fullModel := results.Layout{Dir: filepath.Join(dir, "full")}.Model(run.Key)
+			sameTensors(t, fullModel, r.Checkpoints.Model(run.Key))
 			rows, err := curves.Read(results.NewLayout(exp.ResultsDir, exp.Name).Curve(run.Key))
 			if err != nil {
 				t.Fatal(err)
@@ -141,4 +148,37 @@ func TestStaleStateNotResumed(t *testing.T) {
 	if len(kept) != 1 {
 		t.Errorf("the old state was not kept aside: %v", kept)
 	}
+}
+
+// sameTensors fails unless the safetensors files a and b hold the same
+// tensors, bitwise, and returns a's num_batches_tracked values.
+func sameTensors(t *testing.T, a, b string) map[string]int64 {
+	t.Helper()
+	ta, _, err := checkpoint.Read(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tb, _, err := checkpoint.Read(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ta) != len(tb) {
+		t.Errorf("%s has %d tensors, %s %d", a, len(ta), b, len(tb))
+	}
+	counters := map[string]int64{}
+	for name, x := range ta {
+		y, ok := tb[name]
+		switch {
+		case !ok:
+			t.Errorf("%s: no %s", b, name)
+		case x.DType != y.DType || !slices.Equal(x.Shape, y.Shape):
+			t.Errorf("%s: %s%v and %s%v", name, x.DType, x.Shape, y.DType, y.Shape)
+		case !slices.EqualFunc(x.F32, y.F32, func(p, q float32) bool { return math.Float32bits(p) == math.Float32bits(q) }) || !slices.Equal(x.I64, y.I64):
+			t.Errorf("%s differs between %s and %s", name, a, b)
+		}
+		if strings.HasSuffix(name, ".num_batches_tracked") && len(x.I64) == 1 {
+			counters[name] = x.I64[0]
+		}
+	}
+	return counters
 }

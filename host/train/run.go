@@ -54,6 +54,11 @@ type Runner struct {
 	// from its last finished epoch, and whose checkpoints/ receives the
 	// final model of every run (PyTorch names).
 	Checkpoints *results.Layout
+	// Dumps, when set, is the results folder whose params/ receives each
+	// run's parameter dumps when train.dump_params_every asks for them
+	// (results.Layout.ParamsStep): every member's live parameters and
+	// BatchNorm statistics before the first step and after every N-th.
+	Dumps *results.Layout
 	// StepHook, when set (benchmarks), is called on the loop's goroutine
 	// after every step, once the step was issued (batch fed, BeginStep, the
 	// optimizer's Step, TakeReports) and the step before it processed

@@ -19,12 +19,20 @@ import (
 // everything the engine needs to continue bitwise: every member's
 // parameters, buffers, base-optimizer state and ρ, the plugin vectors named
 // by the optimizer's SaveState (with the BatchNorm statistics a Copy with
-// BN gave them), and the host random stream. saveState and loadState add
+// BN gave them), the counters of the passes that updated each set of
+// BatchNorm statistics (engine.BNBatches, metaBNBatches), and the host
+// random stream. saveState and loadState add
 // the loop's and the optimizer's state and write the file.
 
 // bnSuffix names the BatchNorm statistics a plugin vector carries (see
 // optim.Copy) in the training state: "vecs.<handle>.bn".
 const bnSuffix = ".bn"
+
+// metaBNBatches is the training-state metadata key of the BatchNorm
+// counters (engine.BNBatches), a JSON object: "members.<m>" for member
+// m's live statistics, "vecs.<handle>" for a saved plugin vector's own.
+// A state saved before counters were kept lacks it: they restart at 0.
+const metaBNBatches = "optlab.bn_batches"
 
 // stateVec is one flat vector of the training state.
 type stateVec struct {
@@ -87,6 +95,20 @@ func saveEngineState(ctx context.Context, eng *engine.Engine, vecs []optim.Vec) 
 				ts = append(ts, checkpoint.NewF32(name+bnSuffix, bn.Shape(), s.Float32s(*bn)))
 			}
 		}
+		counts := map[string]int64{}
+		for i := range eng.Members() {
+			counts[fmt.Sprintf("members.%d", i)] = eng.BNBatches(optim.ParamsOf(i))
+		}
+		for _, h := range vecs {
+			if bn, ok := eng.VecStats(h); ok && bn.Valid() {
+				counts["vecs."+strconv.Itoa(int(h))] = eng.BNBatches(h)
+			}
+		}
+		c, err := json.Marshal(counts)
+		if err != nil {
+			return err
+		}
+		meta[metaBNBatches] = string(c)
 		steps := map[string]int64{}
 		for i, m := range eng.Members() {
 			steps[fmt.Sprintf("members.%d.base", i)] = *m.BaseState().Steps
@@ -198,6 +220,9 @@ func loadEngineState(ctx context.Context, eng *engine.Engine, ts map[string]chec
 				*st.Steps = steps[fmt.Sprintf("members.%d.rho_base", i)]
 			}
 		}
+		if err := loadBNBatches(eng, meta); err != nil {
+			return err
+		}
 		rng, err := base64.StdEncoding.DecodeString(meta["optlab.host_rng"])
 		if err != nil {
 			return fmt.Errorf("training state: host random stream: %w", err)
@@ -207,4 +232,39 @@ func loadEngineState(ctx context.Context, eng *engine.Engine, ts map[string]chec
 		}
 		return s.Err()
 	})
+}
+
+// loadBNBatches restores the BatchNorm counters of metaBNBatches (after
+// the vectors and their statistics). Call on the worker.
+func loadBNBatches(eng *engine.Engine, meta map[string]string) error {
+	raw, ok := meta[metaBNBatches]
+	if !ok {
+		return nil
+	}
+	counts := map[string]int64{}
+	if err := json.Unmarshal([]byte(raw), &counts); err != nil {
+		return fmt.Errorf("training state: BatchNorm counters: %w", err)
+	}
+	for name, n := range counts {
+		var h optim.Vec
+		if m, ok := strings.CutPrefix(name, "members."); ok {
+			i, err := strconv.Atoi(m)
+			if err != nil || i < 0 || i >= len(eng.Members()) {
+				return fmt.Errorf("training state: BatchNorm counter of %q: no such member", name)
+			}
+			h = optim.ParamsOf(i)
+		} else if v, ok := strings.CutPrefix(name, "vecs."); ok {
+			i, err := strconv.Atoi(v)
+			if err != nil {
+				return fmt.Errorf("training state: BatchNorm counter of %q: not a vector", name)
+			}
+			h = optim.Vec(i)
+		} else {
+			return fmt.Errorf("training state: unexpected BatchNorm counter %q", name)
+		}
+		if err := eng.SetBNBatches(h, n); err != nil {
+			return fmt.Errorf("training state: BatchNorm counter of %q: %w", name, err)
+		}
+	}
+	return nil
 }

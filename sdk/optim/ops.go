@@ -376,6 +376,25 @@ type TopKMask struct {
 // device-to-host read at the end of the Exec, for real control flow. A
 // program with no Read returns without waiting on the device. Protocol
 // minor 5.
+//
+// X must be a scalar register. A segment register (SegReduce, SegNorm,
+// Arith with a segment operand) holds one value per segment, which
+// Result.Get has no place for: Read refuses it, as Report does, and the
+// Exec fails before it runs ("register #n holds one value per segment;
+// this op takes a scalar"). To read a segment register's values, make a
+// scalar register of each on the device, in the same program: Fill an
+// allocated vector v of the member's layout with the segment register
+// (every element of segment k holds its value, as a float32); then, for
+// each segment k, with a second allocated vector e, Fill e with 0,
+// FillRange 1 at the first element of segment k (the segments tile the
+// vector in order: MemberLayout.Segments gives their sizes) and Dot(v, e)
+// is segment k's value, as Fill stored it. Read every such register: they
+// come back together at the end of the one Exec. (A per-tensor quantity
+// can be made a scalar register directly too: Dot or Norm of the tensor's
+// slice, masked with FillRange and Binary.) To compare a run's
+// parameters with another implementation's step by step, no program is
+// needed: the host writes them after every N-th step with
+// [train] dump_params_every (docs/EXPERIMENTS.md).
 type Read struct{ X Reg }
 
 // UpdateBN recomputes the BatchNorm running statistics of the model that

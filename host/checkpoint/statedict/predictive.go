@@ -112,6 +112,16 @@ func vecState(eng *engine.Engine, h optim.Vec) (params, buf []float32, m int, er
 	return params, buf, m, nil
 }
 
+// statsBatches is the counter (engine.BNBatches) of the BatchNorm
+// statistics that handle h of member m is evaluated with, those vecState
+// returns: its own, else its member's live ones. Call on the worker.
+func statsBatches(eng *engine.Engine, h optim.Vec, m int) int64 {
+	if st, ok := eng.VecStats(h); ok && st.Valid() {
+		return eng.BNBatches(h)
+	}
+	return eng.BNBatches(optim.ParamsOf(m))
+}
+
 // saveVectors writes vectors vs, each as a whole model, and their masks
 // when given (see SavePredictive).
 func saveVectors(ctx context.Context, eng *engine.Engine, vs, masks []optim.Vec, path string, meta map[string]string) error {
@@ -127,7 +137,7 @@ func saveVectors(ctx context.Context, eng *engine.Engine, vs, masks []optim.Vec,
 				return fmt.Errorf("vector %d of the predictive: %w", i, err)
 			}
 			mod := eng.Members()[m].Model
-			all = append(all, stateDict(mod, params, buf, MemberPrefix(i, len(vs)))...)
+			all = append(all, stateDict(mod, params, buf, statsBatches(eng, h, m), MemberPrefix(i, len(vs)))...)
 			archs[i] = mod.Arch
 			if len(masks) > 0 {
 				mask, _, _, err := vecState(eng, masks[i])
@@ -163,7 +173,7 @@ func saveGaussian(ctx context.Context, eng *engine.Engine, mean, std optim.Vec, 
 			return fmt.Errorf("the predictive's std: %w", err)
 		}
 		mod := eng.Members()[m].Model
-		all = append(stateDict(mod, params, buf, ""), splitVector(mod, sd, PosteriorStd)...)
+		all = append(stateDict(mod, params, buf, statsBatches(eng, mean, m), ""), splitVector(mod, sd, PosteriorStd)...)
 		arch = mod.Arch
 		return nil
 	})
@@ -184,7 +194,7 @@ func saveVariational(ctx context.Context, eng *engine.Engine, path string, meta 
 			return err
 		}
 		mod := eng.Members()[m].Model
-		all = stateDict(mod, params, buf, "")
+		all = stateDict(mod, params, buf, statsBatches(eng, optim.Params, m), "")
 		arch = mod.Arch
 		rho, _, _, err := vecState(eng, optim.RhoOf(0))
 		if err != nil {

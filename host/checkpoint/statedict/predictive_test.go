@@ -68,7 +68,8 @@ func predictiveProbs(t *testing.T, e *engine.Engine, pred optim.Predictive, x []
 // statistics that torch.optim.swa_utils.update_bn computes at the same
 // parameters over the same training batches (20 samples in batches of 8:
 // the last one smaller, which a per-sample average would weigh
-// differently), SavePredictive writes them with the parameters, and the
+// differently), with update_bn's num_batches_tracked (the number of
+// batches), SavePredictive writes them with the parameters, and the
 // PyTorch twin loaded from that file predicts what the host evaluated. A
 // negative control: the same parameters with the live statistics do not
 // match.
@@ -90,7 +91,7 @@ func TestUpdateBNMatchesPyTorch(t *testing.T) {
 	}
 	dir := t.TempDir()
 	x, shape := ckptInput(6, 13)
-	check := func(name string, v optim.Vec) (statDiff, scale, probDiff float64) {
+	check := func(name string, v optim.Vec) (statDiff, scale, probDiff float64, mismatches int) {
 		pred := optim.Predictive{Kind: optim.Members, Vecs: []optim.Vec{v}}
 		ckpt := filepath.Join(dir, name+".safetensors")
 		if err := SavePredictive(ctx, e, pred, ckpt, nil); err != nil {
@@ -109,12 +110,12 @@ func TestUpdateBNMatchesPyTorch(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s --update-bn: %v\n%s", script, err, out)
 		}
-		if _, err := fmt.Sscanf(strings.TrimSpace(string(out)), "max_abs_diff %g max_abs_stat %g max_abs_prob_diff %g", &statDiff, &scale, &probDiff); err != nil {
+		if _, err := fmt.Sscanf(strings.TrimSpace(string(out)), "max_abs_diff %g max_abs_stat %g max_abs_prob_diff %g tracked_mismatches %d", &statDiff, &scale, &probDiff, &mismatches); err != nil {
 			t.Fatalf("unexpected output %q: %v", out, err)
 		}
-		return statDiff, scale, probDiff
+		return statDiff, scale, probDiff, mismatches
 	}
-	d, scale, pd := check("avg", avg)
+	d, scale, pd, mism := check("avg", avg)
 	t.Logf("UpdateBN: max |Δstat| %.3g (max |stat| %.3g), max |Δprob| %.3g", d, scale, pd)
 	if tol := 1e-5 * max(1, scale); d > tol || math.IsNaN(d) {
 		t.Errorf("statistics differ from update_bn's by %g (> %g)", d, tol)
@@ -125,7 +126,15 @@ func TestUpdateBNMatchesPyTorch(t *testing.T) {
 	if pd > 1e-5 || math.IsNaN(pd) {
 		t.Errorf("PyTorch's probabilities from the saved model differ from the host's by %g", pd)
 	}
-	if d, _, _ := check("stale", stale); d < 1e-3 {
+	// num_batches_tracked: update_bn leaves the number of batches it
+	// passed (3 of 8, 8 and 4 samples), and so does the host's UpdateBN.
+	if mism != 0 {
+		t.Errorf("num_batches_tracked of %d BatchNorms differs from update_bn's", mism)
+	}
+	if n := e.BNBatches(avg); n != 3 {
+		t.Errorf("BNBatches after UpdateBN = %d, want 3 batches", n)
+	}
+	if d, _, _, _ := check("stale", stale); d < 1e-3 {
 		t.Errorf("the live statistics match update_bn's too (Δ %g): the comparison is blind", d)
 	}
 }

@@ -7,6 +7,10 @@
 // num_batches_tracked I64 scalar per BatchNorm, so that the twin in
 // bench/torch_models.py loads the file with strict load_state_dict. A run
 // with several members prefixes member m's names with "members.<m>.".
+// num_batches_tracked is, as in PyTorch, the number of passes that updated
+// the statistics saved beside it (engine.BNBatches: gradient passes with
+// BNUpdate, or the batches of the last UpdateBN), the same for every
+// BatchNorm of a member.
 //
 // The helpers work on host copies so that later checkpoint kinds (plugin
 // vectors, base-optimizer state: all with a member's parameter layout)
@@ -30,9 +34,7 @@ import (
 )
 
 // Suffixes of BatchNorm state names: optlab's running_mean buffer, and the
-// counter PyTorch keeps next to it, which optlab does not track: it is
-// written as 0 (PyTorch reads it only when momentum is None) and ignored
-// when read.
+// counter PyTorch keeps next to it (see the package documentation).
 const (
 	runningMean       = ".running_mean"
 	numBatchesTracked = ".num_batches_tracked"
@@ -66,15 +68,16 @@ func Export(ctx context.Context, eng *engine.Engine, m int) ([]checkpoint.Tensor
 		if int64(len(params)) != mod.Numel || int64(len(buf)) != mod.BufNumel {
 			return fmt.Errorf("export member %d (%s): device vectors of %d and %d elements, want %d and %d", m, mod.Arch, len(params), len(buf), mod.Numel, mod.BufNumel)
 		}
-		out = stateDict(mod, params, buf, "")
+		out = stateDict(mod, params, buf, eng.BNBatches(optim.ParamsOf(m)), "")
 		return nil
 	})
 	return out, err
 }
 
 // stateDict names slices of a member's host copies: parameters, buffers and
-// a num_batches_tracked scalar per BatchNorm, each name prefixed.
-func stateDict(mod *model.Model, params, buf []float32, prefix string) []checkpoint.Tensor {
+// a num_batches_tracked scalar per BatchNorm (batches, the passes that
+// updated the buffers), each name prefixed.
+func stateDict(mod *model.Model, params, buf []float32, batches int64, prefix string) []checkpoint.Tensor {
 	out := splitVector(mod, params, prefix)
 	for i, b := range mod.Buffers {
 		off := mod.BufOffsets[i]
@@ -82,7 +85,7 @@ func stateDict(mod *model.Model, params, buf []float32, prefix string) []checkpo
 		out = append(out, checkpoint.NewF32(prefix+b.Name, cloneShape(b.Shape), buf[off:off+n:off+n]))
 	}
 	for _, name := range bnCounters(mod) {
-		out = append(out, checkpoint.NewI64(prefix+name, []int64{}, []int64{0}))
+		out = append(out, checkpoint.NewI64(prefix+name, []int64{}, []int64{batches}))
 	}
 	return out
 }
@@ -117,17 +120,19 @@ func cloneShape(s []int64) []int64 { return append([]int64{}, s...) }
 // Import sets member m's parameters and BatchNorm buffers from named
 // tensors (F32, or F64 converted to float32) with the model's PyTorch names.
 // Every parameter and buffer must be present with its exact shape and no
-// other name may appear; num_batches_tracked scalars are accepted (and
-// ignored) but not required. All problems are reported in one error, and
-// nothing is changed unless every check passes. The flat vectors are built
-// on the host and uploaded with one copy each.
+// other name may appear; num_batches_tracked scalars are accepted but not
+// required: the member's counter (engine.BNBatches) becomes the largest of
+// them (PyTorch counts per BatchNorm, optlab per member), or 0 without
+// them. All problems are reported in one error, and nothing is changed
+// unless every check passes. The flat vectors are built on the host and
+// uploaded with one copy each.
 func Import(ctx context.Context, eng *engine.Engine, m int, tensors map[string]checkpoint.Tensor) error {
 	members := eng.Members()
 	if m < 0 || m >= len(members) {
 		return fmt.Errorf("import: no member %d (run has %d)", m, len(members))
 	}
 	mem := members[m]
-	params, buf, err := joinStateDict(mem.Model, tensors)
+	params, buf, batches, err := joinStateDict(mem.Model, tensors)
 	if err != nil {
 		return fmt.Errorf("member %d (%s): %w", m, mem.Model.Arch, err)
 	}
@@ -135,7 +140,7 @@ func Import(ctx context.Context, eng *engine.Engine, m int, tensors map[string]c
 		if err := uploadMember(mem, params, buf); err != nil {
 			return fmt.Errorf("member %d (%s): uploading: %w", m, mem.Model.Arch, err)
 		}
-		return nil
+		return eng.SetBNBatches(optim.ParamsOf(m), batches)
 	})
 }
 
@@ -183,8 +188,9 @@ func (mm *stateMismatch) err() error {
 }
 
 // joinStateDict checks tensors against a model's layout and builds its flat
-// parameter and buffer vectors.
-func joinStateDict(mod *model.Model, tensors map[string]checkpoint.Tensor) (params, buf []float32, err error) {
+// parameter and buffer vectors, and returns the largest of its
+// num_batches_tracked counters (0 without them).
+func joinStateDict(mod *model.Model, tensors map[string]checkpoint.Tensor) (params, buf []float32, batches int64, err error) {
 	var mm stateMismatch
 	used := map[string]bool{}
 	params = joinVector(&mm, used, mod, tensors, "")
@@ -200,7 +206,14 @@ func joinStateDict(mod *model.Model, tensors map[string]checkpoint.Tensor) (para
 		used[name] = true
 		if t.Numel() != 1 || len(t.Shape) > 1 || t.Len() != 1 {
 			mm.bad = append(mm.bad, fmt.Sprintf("%s (%s%s, want a scalar)", name, t.DType, checkpoint.ShapeString(t.Shape)))
+			continue
 		}
+		n, ok := counterValue(t)
+		if !ok {
+			mm.bad = append(mm.bad, fmt.Sprintf("%s (%s, want a whole number ≥ 0)", name, counterString(t)))
+			continue
+		}
+		batches = max(batches, n)
 	}
 	for name := range tensors {
 		if !used[name] {
@@ -208,9 +221,34 @@ func joinStateDict(mod *model.Model, tensors map[string]checkpoint.Tensor) (para
 		}
 	}
 	if err := mm.err(); err != nil {
-		return nil, nil, err
+		return nil, nil, 0, err
 	}
-	return params, buf, nil
+	return params, buf, batches, nil
+}
+
+// counterValue returns the count a one-value num_batches_tracked tensor
+// holds, a whole number ≥ 0 (I64, as PyTorch saves it, or a float).
+func counterValue(t checkpoint.Tensor) (int64, bool) {
+	if t.DType == checkpoint.I64 {
+		return t.I64[0], t.I64[0] >= 0
+	}
+	f, err := t.Float32s()
+	if err != nil || !(f[0] >= 0) || f[0] != float32(int64(f[0])) {
+		return 0, false
+	}
+	return int64(f[0]), true
+}
+
+// counterString prints the value of a one-value tensor for a message.
+func counterString(t checkpoint.Tensor) string {
+	if t.DType == checkpoint.I64 {
+		return fmt.Sprint(t.I64[0])
+	}
+	f, err := t.Float32s()
+	if err != nil {
+		return string(t.DType)
+	}
+	return fmt.Sprint(f[0])
 }
 
 // joinVector builds a flat vector with a member's parameter layout from the
@@ -295,14 +333,17 @@ func Load(ctx context.Context, eng *engine.Engine, path string) error {
 	if err != nil {
 		return fmt.Errorf("checkpoint %s: %w", path, err)
 	}
-	type flat struct{ params, buf []float32 }
+	type flat struct {
+		params, buf []float32
+		batches     int64
+	}
 	flats := make([]flat, len(members))
 	// Members that fail the same way (one file of bare names loaded into
 	// several members of one architecture) are reported together.
 	var msgs []string
 	who := map[string][]string{}
 	for m, mem := range members {
-		p, b, err := joinStateDict(mem.Model, perMember[m])
+		p, b, n, err := joinStateDict(mem.Model, perMember[m])
 		if err != nil {
 			msg := err.Error()
 			if _, ok := who[msg]; !ok {
@@ -311,7 +352,7 @@ func Load(ctx context.Context, eng *engine.Engine, path string) error {
 			who[msg] = append(who[msg], fmt.Sprintf("%d (%s)", m, mem.Model.Arch))
 			continue
 		}
-		flats[m] = flat{p, b}
+		flats[m] = flat{p, b, n}
 	}
 	if len(msgs) > 0 {
 		parts := make([]string, len(msgs))
@@ -328,6 +369,9 @@ func Load(ctx context.Context, eng *engine.Engine, path string) error {
 		for m, mem := range members {
 			if err := uploadMember(mem, flats[m].params, flats[m].buf); err != nil {
 				return fmt.Errorf("member %d (%s): %w", m, mem.Model.Arch, err)
+			}
+			if err := eng.SetBNBatches(optim.ParamsOf(m), flats[m].batches); err != nil {
+				return err
 			}
 		}
 		return nil

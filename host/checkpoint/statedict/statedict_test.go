@@ -254,6 +254,12 @@ func TestImportMemberMismatch(t *testing.T) {
 			"features.0.conv.weight (dtype I64, want F32 or F64)",
 			"features.1.bn.num_batches_tracked (I64[2], want a scalar)",
 		}, false},
+		{"a negative count", func(ts map[string]checkpoint.Tensor) {
+			ts["features.1.bn.num_batches_tracked"] = checkpoint.NewI64("features.1.bn.num_batches_tracked", []int64{}, []int64{-1})
+		}, []string{"features.1.bn.num_batches_tracked (-1, want a whole number ≥ 0)"}, false},
+		{"a fractional count", func(ts map[string]checkpoint.Tensor) {
+			ts["features.1.bn.num_batches_tracked"] = checkpoint.NewF32("features.1.bn.num_batches_tracked", []int64{}, []float32{2.5})
+		}, []string{"features.1.bn.num_batches_tracked (2.5, want a whole number ≥ 0)"}, false},
 	}
 	x, shape := ckptInput(3, 5)
 	before := ckptLogits(t, e, 0, x, shape)

@@ -614,7 +614,12 @@ class Program:
 
     def read(self, *xs: Reg) -> "Program":
         """A Read op of every register in xs: their values come back in the
-        Result (a blocking read; use it for control flow only)."""
+        Result (a blocking read; use it for control flow only).
+
+        Each must be a scalar register: the host refuses a segment
+        register (seg_reduce, seg_norm, arithmetic on one), which holds
+        one value per segment; docs/PLUGINS.md ("Reading and reporting")
+        says how to read its values as scalars."""
         for x in xs:
             self._own(x)
             self._add(Read(x))
