@@ -79,7 +79,10 @@ func (r *Rule) Configure(ctx context.Context, h optim.Host, cfg optim.Config) er
 }
 
 // Begin implements compose.Rule: the step count.
-func (r *Rule) Begin(optim.StepInput) { r.t++ }
+func (r *Rule) Begin(optim.StepInput) error {
+	r.t++
+	return nil
+}
 
 // Apply implements compose.Rule: AdamW's update of member m (see the
 // package documentation), all its coefficients immediates.
@@ -169,7 +172,9 @@ func (o *AdamW) Step(ctx context.Context, in optim.StepInput) (optim.StepOutput,
 	if o.rule == nil {
 		return optim.StepOutput{}, errors.New("adamw: step before configure")
 	}
-	o.rule.Begin(in)
+	if err := o.rule.Begin(in); err != nil {
+		return optim.StepOutput{}, fmt.Errorf("adamw: %w", err)
+	}
 	p := o.hs.Prog()
 	evs := make([]optim.Eval, len(o.g))
 	for m, g := range o.g {

@@ -77,6 +77,7 @@ func methods() []method {
 func Rules() compose.Rules {
 	return compose.Rules{
 		{Name: "adamw", New: adamw.NewRule, Doc: "AdamW as torch.optim.AdamW (decoupled weight decay)"},
+		{Name: "muon", New: muon.NewRule, Doc: "Muon (Keller Jordan) on matrix tensors, AdamW on the others"},
 	}
 }
 

@@ -27,8 +27,9 @@ type Rule interface {
 	// gradient g (which it may overwrite) at the step in (in.LR is the
 	// schedule's rate, or the rate a wrapping method set).
 	Apply(p *optim.Program, m int, th, g optim.Vec, in optim.StepInput)
-	// Begin is called once per step before the first Apply (a step count).
-	Begin(in optim.StepInput)
+	// Begin is called once per step before the first Apply (a step
+	// count, a rate seen for the first time); an error fails the step.
+	Begin(in optim.StepInput) error
 	// SaveState and LoadState checkpoint the rule's state, as
 	// optim.Optimizer's do.
 	SaveState(ctx context.Context) ([]byte, []optim.Vec, error)
@@ -122,10 +123,14 @@ func (u *Update) Name() string {
 }
 
 // Begin starts a step (before the first Apply).
-func (u *Update) Begin(in optim.StepInput) {
-	if u != nil && u.rule != nil {
-		u.rule.Begin(in)
+func (u *Update) Begin(in optim.StepInput) error {
+	if u == nil || u.rule == nil {
+		return nil
 	}
+	if err := u.rule.Begin(in); err != nil {
+		return fmt.Errorf("update %s: %w", u.name, err)
+	}
+	return nil
 }
 
 // Apply appends the update of member m's parameters th with gradient g:

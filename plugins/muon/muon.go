@@ -42,6 +42,7 @@ import (
 	"math"
 	"slices"
 
+	"github.com/optlab/optlab/plugins/compose"
 	"github.com/optlab/optlab/sdk/hparams"
 	"github.com/optlab/optlab/sdk/optim"
 )
@@ -67,54 +68,55 @@ func defaults() Config {
 		AdamWBeta1: 0.9, AdamWBeta2: 0.95, AdamWEps: 1e-10}
 }
 
-// Muon is the optimizer. Create it with New.
-type Muon struct {
-	optim.Defaults
-	h    optim.Host
+// Rule is Muon as an update rule (compose.Rule): SAM-Muon is plugin "sam"
+// with update = "muon". Create it with NewRule.
+type Rule struct {
 	cfg  Config
 	hs   *optim.Handles
 	vecs []memberVecs
 	// peak is the schedule's peak learning rate (Config.LRPeak, or the
-	// first step's when that is −1; 0 until then).
+	// first step's when that is −1; 0 until then); t is the current
+	// step's number from 1 (AdamW's bias corrections).
 	peak float64
+	t    float64
 }
 
 // memberVecs are one member's handles: buf, m1 and m2 are its state, the
 // masks are made by Configure, the rest is scratch.
 type memberVecs struct {
-	buf, m1, m2       optim.Vec // Muon's momentum, AdamW's moments
-	mat, adam, scale  optim.Vec // 1 on matrices; 1 elsewhere; max(1, rows/cols)^½ on matrices
-	grad, upd, adamUp optim.Vec // g (then the decay factors), Muon's and AdamW's updates
+	buf, m1, m2      optim.Vec // Muon's momentum, AdamW's moments
+	mat, adam, scale optim.Vec // 1 on matrices; 1 elsewhere; max(1, rows/cols)^½ on matrices
+	upd, adamUp      optim.Vec // Muon's and AdamW's updates
 }
 
-// New returns a Muon optimizer with the default hyperparameters.
-func New() optim.Optimizer { return &Muon{cfg: defaults()} }
+// NewRule returns the rule with the default hyperparameters.
+func NewRule() compose.Rule { return &Rule{cfg: defaults()} }
 
-// Momentum returns the handle of member m's momentum buffer; Moments those
-// of its AdamW moments. Valid after Configure.
-func (o *Muon) Momentum(m int) optim.Vec { return o.vecs[m].buf }
+// Momentum returns the handle of member m's momentum buffer. Valid after
+// Configure.
+func (r *Rule) Momentum(m int) optim.Vec { return r.vecs[m].buf }
 
 // Moments returns the handles of member m's AdamW first and second moments.
-func (o *Muon) Moments(m int) (first, second optim.Vec) { return o.vecs[m].m1, o.vecs[m].m2 }
+func (r *Rule) Moments(m int) (first, second optim.Vec) { return r.vecs[m].m1, r.vecs[m].m2 }
 
-// Info implements optim.Optimizer.
-func (o *Muon) Info() optim.Info {
-	return optim.Info{Name: "muon", Version: "0.1.0", Features: optim.Features{Members: true, OwnsUpdate: true, State: true},
+// Info implements compose.Rule.
+func (r *Rule) Info() optim.Info {
+	return optim.Info{Name: "muon", Version: "0.1.0", Features: optim.Features{State: true},
 		Params: hparams.MustSpecs(defaults())}
 }
 
-// Configure implements optim.Optimizer: zero state, and per member the
-// masks of its matrix tensors (FillRange from the layout).
-func (o *Muon) Configure(ctx context.Context, h optim.Host, cfg optim.Config) error {
-	o.h, o.cfg, o.peak = h, defaults(), 0
-	if err := hparams.Apply(&o.cfg, cfg.Params); err != nil {
+// Configure implements compose.Rule: zero state, and per member the masks
+// of its matrix tensors (FillRange from the layout).
+func (r *Rule) Configure(ctx context.Context, h optim.Host, cfg optim.Config) error {
+	r.cfg, r.peak = defaults(), 0
+	if err := hparams.Apply(&r.cfg, cfg.Params); err != nil {
 		return fmt.Errorf("muon: %w", err)
 	}
-	if p := o.cfg.LRPeak; p != -1 && !(p > 0) {
+	if p := r.cfg.LRPeak; p != -1 && !(p > 0) {
 		return fmt.Errorf("muon: lr_peak = %v: want a peak learning rate > 0, or -1 for the first step's", p)
 	}
-	if o.cfg.LRPeak > 0 {
-		o.peak = o.cfg.LRPeak
+	if r.cfg.LRPeak > 0 {
+		r.peak = r.cfg.LRPeak
 	}
 	l, err := h.Layout(ctx)
 	if err != nil {
@@ -124,14 +126,14 @@ func (o *Muon) Configure(ctx context.Context, h optim.Host, cfg optim.Config) er
 	if len(l.Members) < members {
 		return fmt.Errorf("muon: %d members, the layout has %d", members, len(l.Members))
 	}
-	o.hs = cfg.Namespace("muon")
-	o.vecs = make([]memberVecs, members)
-	p := o.hs.Prog()
-	for m := range o.vecs {
-		vec := func(name string) optim.Vec { return o.hs.New(fmt.Sprintf("%s[%d]", name, m)) }
+	r.hs = cfg.Namespace("muon")
+	r.vecs = make([]memberVecs, members)
+	p := r.hs.Prog()
+	for m := range r.vecs {
+		vec := func(name string) optim.Vec { return r.hs.New(fmt.Sprintf("%s[%d]", name, m)) }
 		v := memberVecs{buf: vec("buf"), m1: vec("m1"), m2: vec("m2"), mat: vec("mat"), adam: vec("adam"),
-			scale: vec("scale"), grad: vec("g"), upd: vec("u"), adamUp: vec("a")}
-		for _, x := range []optim.Vec{v.buf, v.m1, v.m2, v.mat, v.adam, v.scale, v.grad, v.upd, v.adamUp} {
+			scale: vec("scale"), upd: vec("u"), adamUp: vec("a")}
+		for _, x := range []optim.Vec{v.buf, v.m1, v.m2, v.mat, v.adam, v.scale, v.upd, v.adamUp} {
 			p.Alloc(x, m)
 		}
 		p.Fill(v.adam, optim.K(1))
@@ -140,7 +142,148 @@ func (o *Muon) Configure(ctx context.Context, h optim.Host, cfg optim.Config) er
 			p.FillRange(v.mat, mx.Offset, n, 1).FillRange(v.adam, mx.Offset, n, 0).
 				FillRange(v.scale, mx.Offset, n, math.Sqrt(max(1, float64(mx.Rows)/float64(mx.Cols))))
 		}
-		o.vecs[m] = v
+		r.vecs[m] = v
+	}
+	if _, err := h.Exec(ctx, p); err != nil {
+		return fmt.Errorf("muon: configure: %w", err)
+	}
+	return nil
+}
+
+// Begin implements compose.Rule: the step's number and, with lr_peak =
+// −1, the first step's rate as the schedule's peak.
+func (r *Rule) Begin(in optim.StepInput) error {
+	if r.peak == 0 {
+		if !(in.LR > 0) {
+			return fmt.Errorf("muon: lr_peak = -1 takes the first step's learning rate (%v) as the schedule's peak: set lr_peak", in.LR)
+		}
+		r.peak = in.LR
+	}
+	r.t = float64(in.Step + 1)
+	return nil
+}
+
+// adamLR returns AdamW's rate at the step in: adamw_lr in proportion to
+// the schedule.
+func (r *Rule) adamLR(in optim.StepInput) float64 { return r.cfg.AdamWLR * in.LR / r.peak }
+
+// Apply implements compose.Rule: Muon on member m's matrix tensors, AdamW
+// on the others (see the package documentation); g is overwritten.
+func (r *Rule) Apply(p *optim.Program, m int, th, g optim.Vec, in optim.StepInput) {
+	c, v := r.cfg, r.vecs[m]
+	lr, alr := in.LR, r.adamLR(in)
+	bc1, bc2 := 1-math.Pow(c.AdamWBeta1, r.t), 1-math.Pow(c.AdamWBeta2, r.t)
+	// Muon on the matrices.
+	mu := c.Momentum
+	p.LinComb(v.buf, optim.Term{Coef: optim.K(mu), X: v.buf}, optim.Term{Coef: optim.K(1 - mu), X: g})
+	if c.Nesterov {
+		p.LinComb(v.upd, optim.Term{Coef: optim.K(1 - mu), X: g}, optim.Term{Coef: optim.K(mu), X: v.buf})
+	} else {
+		p.Copy(v.upd, v.buf)
+	}
+	p.NewtonSchulz(v.upd, v.upd, c.NSSteps).Binary(v.upd, v.upd, v.scale, optim.Mul)
+	// AdamW elsewhere.
+	b1, b2 := c.AdamWBeta1, c.AdamWBeta2
+	p.LinComb(v.m1, optim.Term{Coef: optim.K(b1), X: v.m1}, optim.Term{Coef: optim.K(1 - b1), X: g})
+	p.Unary(v.adamUp, g, optim.Square)
+	p.LinComb(v.m2, optim.Term{Coef: optim.K(b2), X: v.m2}, optim.Term{Coef: optim.K(1 - b2), X: v.adamUp})
+	p.LinComb(v.adamUp, optim.Term{Coef: optim.K(1 / bc2), X: v.m2}).Unary(v.adamUp, v.adamUp, optim.Sqrt).
+		AddConst(v.adamUp, optim.K(c.AdamWEps)).Binary(v.adamUp, v.m1, v.adamUp, optim.Div).
+		Scale(v.adamUp, optim.K(1/bc1)).Binary(v.adamUp, v.adamUp, v.adam, optim.Mul)
+	// Decoupled weight decay (the factors in g's vector, no longer
+	// needed), then both updates.
+	if c.WeightDecay != 0 || c.AdamWWD != 0 {
+		p.LinComb(g, optim.Term{Coef: optim.K(1 - lr*c.WeightDecay), X: v.mat},
+			optim.Term{Coef: optim.K(1 - alr*c.AdamWWD), X: v.adam})
+		p.Binary(th, th, g, optim.Mul)
+	}
+	p.LinComb(th, optim.Term{Coef: optim.K(1), X: th}, optim.Term{Coef: optim.K(-lr), X: v.upd},
+		optim.Term{Coef: optim.K(-alr), X: v.adamUp})
+}
+
+type state struct {
+	Version int         `json:"version"`
+	Peak    float64     `json:"peak"`
+	Vecs    []optim.Vec `json:"vecs"`
+}
+
+// stateVecs lists every member's momentum and AdamW moments.
+func (r *Rule) stateVecs() []optim.Vec {
+	var vecs []optim.Vec
+	for _, v := range r.vecs {
+		vecs = append(vecs, v.buf, v.m1, v.m2)
+	}
+	return vecs
+}
+
+// SaveState implements compose.Rule: the vectors are every member's
+// momentum and AdamW moments, the blob holds the peak learning rate
+// (AdamW's step count is the step's).
+func (r *Rule) SaveState(context.Context) ([]byte, []optim.Vec, error) {
+	if len(r.vecs) == 0 {
+		return nil, nil, errors.New("muon: save state before Configure")
+	}
+	b, err := json.Marshal(state{Version: 1, Peak: r.peak, Vecs: r.stateVecs()})
+	if err != nil {
+		return nil, nil, fmt.Errorf("muon: save state: %w", err)
+	}
+	return b, r.stateVecs(), nil
+}
+
+// LoadState implements compose.Rule; the host restores the vectors into
+// the handles Configure allocated.
+func (r *Rule) LoadState(_ context.Context, blob []byte) error {
+	var s state
+	if err := json.Unmarshal(blob, &s); err != nil {
+		return fmt.Errorf("muon: load state: %w", err)
+	}
+	if want := r.stateVecs(); s.Version != 1 || !slices.Equal(s.Vecs, want) {
+		return fmt.Errorf("muon: load state: unsupported state %+v (want version 1, vecs %v)", s, want)
+	}
+	if r.cfg.LRPeak == -1 {
+		r.peak = s.Peak
+	}
+	return nil
+}
+
+// Muon is the plugin: every member's gradient, then the rule. Create it
+// with New.
+type Muon struct {
+	optim.Defaults
+	h    optim.Host
+	hs   *optim.Handles
+	g    []optim.Vec // per member: the gradient
+	rule *Rule
+}
+
+// New returns a Muon optimizer with the default hyperparameters.
+func New() optim.Optimizer { return &Muon{rule: &Rule{cfg: defaults()}} }
+
+// Rule returns the plugin's rule (its state's handles), valid after
+// Configure.
+func (o *Muon) Rule() *Rule { return o.rule }
+
+// Info implements optim.Optimizer.
+func (o *Muon) Info() optim.Info {
+	return optim.Info{Name: "muon", Version: "0.1.0", Features: optim.Features{Members: true, OwnsUpdate: true, State: true},
+		Params: hparams.MustSpecs(defaults())}
+}
+
+// Configure implements optim.Optimizer: the rule's state and masks, and a
+// gradient per member.
+func (o *Muon) Configure(ctx context.Context, h optim.Host, cfg optim.Config) error {
+	o.h = h
+	rcfg := cfg
+	rcfg.Handles = nil
+	o.rule = &Rule{}
+	if err := o.rule.Configure(ctx, h, rcfg); err != nil {
+		return err
+	}
+	o.hs = o.rule.hs
+	o.g = o.hs.PerMember("g", cfg.MemberCount())
+	p := o.hs.Prog()
+	for m, g := range o.g {
+		p.Alloc(g, m)
 	}
 	if _, err := h.Exec(ctx, p); err != nil {
 		return fmt.Errorf("muon: configure: %w", err)
@@ -151,96 +294,30 @@ func (o *Muon) Configure(ctx context.Context, h optim.Host, cfg optim.Config) er
 // Step implements optim.Optimizer: one Exec for every member, no read; it
 // reports the mean loss and accuracy, and AdamW's rate as "adamw_lr".
 func (o *Muon) Step(ctx context.Context, in optim.StepInput) (optim.StepOutput, error) {
-	if o.peak == 0 {
-		if !(in.LR > 0) {
-			return optim.StepOutput{}, fmt.Errorf("muon: lr_peak = -1 takes the first step's learning rate (%v) as the schedule's peak: set lr_peak", in.LR)
-		}
-		o.peak = in.LR
+	if o.hs == nil {
+		return optim.StepOutput{}, errors.New("muon: step before Configure")
 	}
-	c := o.cfg
-	lr, alr := in.LR, c.AdamWLR*in.LR/o.peak
-	t := float64(in.Step + 1)
-	bc1, bc2 := 1-math.Pow(c.AdamWBeta1, t), 1-math.Pow(c.AdamWBeta2, t)
+	if err := o.rule.Begin(in); err != nil {
+		return optim.StepOutput{}, err
+	}
 	p := o.hs.Prog()
-	evs := make([]optim.Eval, len(o.vecs))
-	for m, v := range o.vecs {
+	evs := make([]optim.Eval, len(o.g))
+	for m, g := range o.g {
 		th := optim.ParamsOf(m)
-		evs[m] = p.Grad(v.grad, th, optim.Batch{}, optim.BNUpdate)
-		// Muon on the matrices.
-		mu := c.Momentum
-		p.LinComb(v.buf, optim.Term{Coef: optim.K(mu), X: v.buf}, optim.Term{Coef: optim.K(1 - mu), X: v.grad})
-		if c.Nesterov {
-			p.LinComb(v.upd, optim.Term{Coef: optim.K(1 - mu), X: v.grad}, optim.Term{Coef: optim.K(mu), X: v.buf})
-		} else {
-			p.Copy(v.upd, v.buf)
-		}
-		p.NewtonSchulz(v.upd, v.upd, c.NSSteps).Binary(v.upd, v.upd, v.scale, optim.Mul)
-		// AdamW elsewhere.
-		b1, b2 := c.AdamWBeta1, c.AdamWBeta2
-		p.LinComb(v.m1, optim.Term{Coef: optim.K(b1), X: v.m1}, optim.Term{Coef: optim.K(1 - b1), X: v.grad})
-		p.Unary(v.adamUp, v.grad, optim.Square)
-		p.LinComb(v.m2, optim.Term{Coef: optim.K(b2), X: v.m2}, optim.Term{Coef: optim.K(1 - b2), X: v.adamUp})
-		p.LinComb(v.adamUp, optim.Term{Coef: optim.K(1 / bc2), X: v.m2}).Unary(v.adamUp, v.adamUp, optim.Sqrt).
-			AddConst(v.adamUp, optim.K(c.AdamWEps)).Binary(v.adamUp, v.m1, v.adamUp, optim.Div).
-			Scale(v.adamUp, optim.K(1/bc1)).Binary(v.adamUp, v.adamUp, v.adam, optim.Mul)
-		// Decoupled weight decay (the factors in the gradient's vector, no
-		// longer needed), then both updates.
-		if c.WeightDecay != 0 || c.AdamWWD != 0 {
-			p.LinComb(v.grad, optim.Term{Coef: optim.K(1 - lr*c.WeightDecay), X: v.mat},
-				optim.Term{Coef: optim.K(1 - alr*c.AdamWWD), X: v.adam})
-			p.Binary(th, th, v.grad, optim.Mul)
-		}
-		p.LinComb(th, optim.Term{Coef: optim.K(1), X: th}, optim.Term{Coef: optim.K(-lr), X: v.upd},
-			optim.Term{Coef: optim.K(-alr), X: v.adamUp})
+		evs[m] = p.Grad(g, th, optim.Batch{}, optim.BNUpdate)
+		o.rule.Apply(p, m, th, g, in)
 	}
 	p.ReportMetrics(p.Mean(evs))
 	if _, err := o.h.Exec(ctx, p); err != nil {
 		return optim.StepOutput{}, fmt.Errorf("muon: step: %w", err)
 	}
-	return optim.StepOutput{Metrics: map[string]float64{"adamw_lr": alr}}, nil
+	return optim.StepOutput{Metrics: map[string]float64{"adamw_lr": o.rule.adamLR(in)}}, nil
 }
 
-type state struct {
-	Version int         `json:"version"`
-	Peak    float64     `json:"peak"`
-	Vecs    []optim.Vec `json:"vecs"`
+// SaveState implements optim.Optimizer (Features.State): the rule's.
+func (o *Muon) SaveState(ctx context.Context) ([]byte, []optim.Vec, error) {
+	return o.rule.SaveState(ctx)
 }
 
-// stateVecs lists every member's momentum and AdamW moments.
-func (o *Muon) stateVecs() []optim.Vec {
-	var vecs []optim.Vec
-	for _, v := range o.vecs {
-		vecs = append(vecs, v.buf, v.m1, v.m2)
-	}
-	return vecs
-}
-
-// SaveState implements optim.Optimizer (Features.State): the vectors are
-// every member's momentum and AdamW moments, the blob holds the peak
-// learning rate (AdamW's step count is the step's).
-func (o *Muon) SaveState(context.Context) ([]byte, []optim.Vec, error) {
-	if len(o.vecs) == 0 {
-		return nil, nil, errors.New("muon: save state before Configure")
-	}
-	b, err := json.Marshal(state{Version: 1, Peak: o.peak, Vecs: o.stateVecs()})
-	if err != nil {
-		return nil, nil, fmt.Errorf("muon: save state: %w", err)
-	}
-	return b, o.stateVecs(), nil
-}
-
-// LoadState implements optim.Optimizer (Features.State); the host restores
-// the vectors into the handles Configure allocated.
-func (o *Muon) LoadState(_ context.Context, blob []byte) error {
-	var s state
-	if err := json.Unmarshal(blob, &s); err != nil {
-		return fmt.Errorf("muon: load state: %w", err)
-	}
-	if want := o.stateVecs(); s.Version != 1 || !slices.Equal(s.Vecs, want) {
-		return fmt.Errorf("muon: load state: unsupported state %+v (want version 1, vecs %v)", s, want)
-	}
-	if o.cfg.LRPeak == -1 {
-		o.peak = s.Peak
-	}
-	return nil
-}
+// LoadState implements optim.Optimizer (Features.State): the rule's.
+func (o *Muon) LoadState(ctx context.Context, blob []byte) error { return o.rule.LoadState(ctx, blob) }

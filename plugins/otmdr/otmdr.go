@@ -630,7 +630,9 @@ func (o *OTMDR) Step(ctx context.Context, in optim.StepInput) (optim.StepOutput,
 	if o.rng == nil {
 		return optim.StepOutput{}, errors.New("otmdr: step: not configured")
 	}
-	o.update.Begin(in)
+	if err := o.update.Begin(in); err != nil {
+		return optim.StepOutput{}, fmt.Errorf("otmdr: %w", err)
+	}
 	passes := len(o.vecs) // gradient passes per phase: one per member, or one joint pass
 	if o.cfg.Joint {
 		passes = 1

@@ -226,7 +226,9 @@ func (o *SAM) buildMasks(l optim.Layout, p *optim.Program) error {
 // and scales the perturbation directly, and the loss and accuracy at θ are
 // reported to the host's logs.
 func (o *SAM) Step(ctx context.Context, in optim.StepInput) (optim.StepOutput, error) {
-	o.update.Begin(in)
+	if err := o.update.Begin(in); err != nil {
+		return optim.StepOutput{}, fmt.Errorf("sam: %w", err)
+	}
 	p := o.hs.Prog()
 	evs := make([]optim.Eval, 0, len(o.vecs)*o.cfg.M)
 	norms := make([][]optim.Reg, len(o.vecs)) // per member and batch part
