@@ -59,7 +59,7 @@ func runMain(m *testing.M) int {
 			return 1
 		}
 		defer os.RemoveAll(dir)
-		for _, name := range []string{"sam", "sgd", "otmdr", "ensembles"} {
+		for _, name := range []string{"sam", "sgd", "otmdr", "ensembles", "adamw", "muon"} {
 			cmd := exec.Command("go", "build", "-o", filepath.Join(dir, name), "github.com/optlab/optlab/plugins/"+name+"/cmd/"+name)
 			cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 			if err := cmd.Run(); err != nil {
@@ -459,6 +459,43 @@ func BenchmarkTorchScript(b *testing.B) {
 				b.ReportMetric(tg.MedianMs(), "go-ms/step")
 				b.ReportMetric(tt.MedianMs(), "torchscript-ms/step")
 				b.ReportMetric(tt.MedianMs()/tg.MedianMs(), "torchscript/go")
+			})
+		}
+	}
+}
+
+// BenchmarkUpdateRules times a step of the update rules and of SAM over
+// them against an SGD step (the host's base step), each through its plugin
+// binary on the same model and batch, alternating steps: adamw, muon (its
+// Newton–Schulz on every matrix tensor), and sam with update = "base",
+// "adamw" and "muon". rule/sgd is the ratio of median step times, so of
+// seconds per epoch (issue 39's goals: AdamW ≤ 1.05, Muon ≤ 1.3).
+func BenchmarkUpdateRules(b *testing.B) {
+	for _, arch := range []string{"cnn", "resnet18"} {
+		for _, c := range []struct {
+			name, plugin string
+			params       map[string]any
+		}{
+			{"adamw", "adamw", nil},
+			{"muon", "muon", nil},
+			{"sam", "sam", nil},
+			{"sam-adamw", "sam", map[string]any{"update": "adamw"}},
+			{"sam-muon", "sam", map[string]any{"update": "muon"}},
+		} {
+			b.Run(arch+"/"+c.name, func(b *testing.B) {
+				ctx := context.Background()
+				rs, rr := newRig(b, arch, 128), newRig(b, arch, 128)
+				so, ro := launch(b, "sgd").AsOptimizer(), launch(b, c.plugin).AsOptimizer()
+				if err := rs.Configure(ctx, so, 1<<30); err != nil {
+					b.Fatal(err)
+				}
+				if err := rr.ConfigureWith(ctx, ro, 1<<30, c.params); err != nil {
+					b.Fatal(err)
+				}
+				ts, tr := pairTimes(b, rs, so, rr, ro)
+				b.ReportMetric(ts.MedianMs(), "sgd-ms/step")
+				b.ReportMetric(tr.MedianMs(), "rule-ms/step")
+				b.ReportMetric(tr.MedianMs()/ts.MedianMs(), "rule/sgd")
 			})
 		}
 	}
