@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import datetime
 import faulthandler
+import inspect
 import io
 import json
 import os
@@ -343,8 +344,12 @@ class _OptimizerService:
             raise _Failure(Code.UNIMPLEMENTED, f"optimizer does not declare the {name!r} feature")
 
     def step(self, request, context):
-        self._current_host()
-        out = self.guard("Step", lambda: self.opt.step(step_input_from_pb(request.input)))
+        h = self._current_host()
+        inp = step_input_from_pb(request.input)
+        if _takes_host(self.opt.step, 2):  # a plugin written before configure kept the host
+            out = self.guard("Step", lambda: self.opt.step(h, inp))
+        else:
+            out = self.guard("Step", lambda: self.opt.step(inp))
         try:
             return pb.StepResponse(output=step_output_to_pb(out))
         except (TypeError, ValueError) as e:
@@ -367,9 +372,24 @@ class _OptimizerService:
 
     def finalize(self, request, context):
         self._declared("finalize")
-        self._current_host()
-        self.guard("Finalize", self.opt.finalize)
+        h = self._current_host()
+        if _takes_host(self.opt.finalize, 1):
+            self.guard("Finalize", lambda: self.opt.finalize(h))
+        else:
+            self.guard("Finalize", self.opt.finalize)
         return pb.FinalizeResponse()
+
+
+def _takes_host(method, n: int) -> bool:
+    """Whether the bound method takes n positional arguments, the host
+    first: step(host, inp) and finalize(host), as plugins wrote them
+    before configure bound the host (they keep running unchanged)."""
+    try:
+        params = [p for p in inspect.signature(method).parameters.values()
+                  if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    except (TypeError, ValueError):
+        return False
+    return len(params) == n
 
 
 def _unary(fn):

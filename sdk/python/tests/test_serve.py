@@ -350,5 +350,27 @@ class ByHandTest(unittest.TestCase):
         self.assertTrue(any("host process died; plugin exiting" in l for l in p.stderr), p.stderr)
 
 
+class OldSignatureTest(unittest.TestCase):
+    """A plugin written before configure bound the host (step(host, inp),
+    finalize(host)) keeps running: the runtime passes the host."""
+
+    def test_takes_host(self):
+        from optlab._runtime import _takes_host
+
+        class Old:
+            def step(self, host, inp): pass
+            def finalize(self, host): pass
+
+        class New:
+            def step(self, inp): pass
+            def finalize(self): pass
+
+        self.assertTrue(_takes_host(Old().step, 2))
+        self.assertTrue(_takes_host(Old().finalize, 1))
+        self.assertFalse(_takes_host(New().step, 2))
+        self.assertFalse(_takes_host(New().finalize, 1))
+
+
 if __name__ == "__main__":
     unittest.main()
+
