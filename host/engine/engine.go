@@ -97,8 +97,8 @@ type Member struct {
 
 type vec struct {
 	t      tensor.T
-	member int
-	host   bool // spilled to host memory: the device was full
+	layout optim.VecLayout // its member's parameters, or a factor layout
+	host   bool            // spilled to host memory: the device was full
 	// bn holds BatchNorm running statistics received by a Copy with BN
 	// (a model-state snapshot); invalid when the vector has none.
 	bn tensor.T
@@ -356,14 +356,30 @@ func (e *Engine) runOp(x *execState, op optim.Op) error {
 	return nil
 }
 
-// allocated tells which member's layout plugin vector v has (the
-// Checker's view of the engine's vectors).
-func (e *Engine) allocated(v optim.Vec) (int, bool) {
+// allocated tells which layout plugin vector v has (the Checker's view of
+// the engine's vectors).
+func (e *Engine) allocated(v optim.Vec) (optim.VecLayout, bool) {
 	x, ok := e.vecs[v]
 	if !ok {
-		return 0, false
+		return optim.VecLayout{}, false
 	}
-	return x.member, true
+	return x.layout, true
+}
+
+// vecLayout returns the layout of the vector h names: a member's parameter
+// layout for live parameters and ρ, an allocated vector's own (checked
+// handles; an unknown one gives member 0's).
+func (e *Engine) vecLayout(h optim.Vec) optim.VecLayout {
+	if m, ok := h.Rho(); ok {
+		return optim.VecLayout{Member: m}
+	}
+	if m, ok := h.Member(); ok {
+		return optim.VecLayout{Member: m}
+	}
+	if v, ok := e.vecs[h]; ok {
+		return v.layout
+	}
+	return optim.VecLayout{}
 }
 
 // get resolves a handle to its tensor and member; a handle that names no
@@ -385,7 +401,7 @@ func (e *Engine) get(h optim.Vec) (tensor.T, int, error) {
 	if !ok {
 		return tensor.T{}, 0, &optim.VecError{Vec: h, Msg: "is not allocated"}
 	}
-	return v.t, v.member, nil
+	return v.t, v.layout.Member, nil
 }
 
 // same resolves two handles of the same layout; b's tensor is moved to a's
@@ -399,9 +415,9 @@ func (e *Engine) same(s *tensor.Scope, a, b optim.Vec) (tensor.T, tensor.T, erro
 	if err != nil {
 		return ta, tb, err
 	}
-	if ma != mb && e.members[ma].Model.Numel != e.members[mb].Model.Numel {
-		return ta, tb, &optim.VecError{Vec: b, Msg: fmt.Sprintf("has the layout of member %d (%d parameters), %s has member %d's (%d)",
-			mb, e.members[mb].Model.Numel, (*optim.Handles)(nil).Name(a), ma, e.members[ma].Model.Numel)}
+	if ta.Numel() != tb.Numel() {
+		return ta, tb, &optim.VecError{Vec: b, Msg: fmt.Sprintf("has the layout of member %d (%d elements), %s has member %d's (%d)",
+			mb, tb.Numel(), (*optim.Handles)(nil).Name(a), ma, ta.Numel())}
 	}
 	return ta, e.align(s, tb, ta), nil
 }
@@ -490,6 +506,12 @@ func (e *Engine) runVecOp(s *tensor.Scope, x *execState, op optim.Op) error {
 		return e.updateBN(x.ctx, o)
 	case optim.NewtonSchulz:
 		return e.newtonSchulz(s, o)
+	case optim.Gram:
+		return e.gram(s, o)
+	case optim.MatMul:
+		return e.matMul(s, o)
+	case optim.MatFunc:
+		return e.matFunc(s, o)
 	default:
 		// The Checker refuses nil and unknown ops first.
 		return fmt.Errorf("unknown op %T: %w", op, errors.ErrUnsupported)
@@ -505,8 +527,8 @@ func oneReg(r register, err error) ([]register, error) {
 	return []register{r}, nil
 }
 
-// allocOp runs an Alloc: a zeroed vector of member o.Member's layout under
-// the new handle o.ID.
+// allocOp runs an Alloc: a zeroed vector of member o.Member's layout, or
+// of a factor layout of it, under the new handle o.ID.
 func (e *Engine) allocOp(o optim.Alloc) error {
 	if o.ID <= 0 {
 		return fmt.Errorf("alloc: handle %d is reserved (use IDs > 0)", o.ID)
@@ -517,11 +539,12 @@ func (e *Engine) allocOp(o optim.Alloc) error {
 	if int(o.Member) >= len(e.members) || o.Member < 0 {
 		return fmt.Errorf("alloc: no member %d", o.Member)
 	}
-	v, err := e.alloc(o.ID, e.members[o.Member].Model.Numel)
+	l := optim.VecLayout{Member: int(o.Member), Shape: o.Shape, Block: o.Block}
+	v, err := e.alloc(o.ID, e.layout.Of(l))
 	if err != nil {
 		return fmt.Errorf("alloc: %w", err)
 	}
-	v.member = int(o.Member)
+	v.layout = l
 	e.vecs[o.ID] = v
 	return nil
 }
@@ -957,11 +980,12 @@ func (e *Engine) grad(s *tensor.Scope, o optim.Grad) ([]tensor.T, error) {
 	return out, nil
 }
 
-// alloc makes plugin vector id: a zero vector of n floats on the device.
-// When it does not fit (the device budget is used up, or the device is out
-// of memory), it fails, or, with Config.Spill, keeps the vector in host
-// memory and logs it.
-func (e *Engine) alloc(id optim.Vec, n int64) (*vec, error) {
+// alloc makes plugin vector id: a zero vector of layout l's Numel floats
+// on the device. When it does not fit (the device budget is used up, or the
+// device is out of memory), it fails, or, with Config.Spill, keeps the
+// vector in host memory and logs it.
+func (e *Engine) alloc(id optim.Vec, l optim.MemberLayout) (*vec, error) {
+	n := l.Numel
 	bytes := 4 * n
 	var why string
 	if e.cfg.DeviceBudget <= 0 || e.vecMem+bytes <= e.cfg.DeviceBudget {
@@ -984,6 +1008,16 @@ func (e *Engine) alloc(id optim.Vec, n int64) (*vec, error) {
 			mib(e.cfg.DeviceBudget), mib(e.vecMem), len(e.vecs)-e.spilled, e.cfg.Device)
 	}
 	what := fmt.Sprintf("vector %d (%d parameters, %s)", id, n, mib(bytes))
+	if len(l.Tensors) > 0 && l.Tensors[0].Kind == "factor" {
+		big := l.Tensors[0]
+		for _, t := range l.Tensors {
+			if t.Numel() > big.Numel() {
+				big = t
+			}
+		}
+		what = fmt.Sprintf("factor vector %d (%d matrices, the largest %s of %d×%d; %s in all)", id, len(l.Tensors), big.Name, big.Shape[0], big.Shape[1], mib(bytes))
+		why += "; a smaller block (Alloc's Block) makes the factors smaller"
+	}
 	if !e.cfg.Spill {
 		return nil, fmt.Errorf("%s does not fit: %s; set train.spill = true to keep such vectors in host memory (ops on them are then slower), or use fewer vectors or a smaller model", what, why)
 	}

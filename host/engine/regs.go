@@ -20,9 +20,9 @@ type register struct {
 	seg *segKey
 }
 
-// segKey names a segmentation: a member's layout cut by a Segmentation.
+// segKey names a segmentation: a vector layout cut by a Segmentation.
 type segKey struct {
-	member int
+	layout optim.VecLayout
 	by     optim.Segmentation
 }
 
@@ -151,7 +151,7 @@ func (e *Engine) segs(k segKey) (tensor.Segs, error) {
 	if g, ok := e.segCache[k]; ok {
 		return *g, nil
 	}
-	ml := e.layout.Members[k.member]
+	ml := e.layout.Of(k.layout)
 	sizes := ml.Segments(k.by)
 	if sizes == nil {
 		return tensor.Segs{}, fmt.Errorf("unknown segmentation %d", k.by)
@@ -161,16 +161,21 @@ func (e *Engine) segs(k segKey) (tensor.Segs, error) {
 		n += z
 	}
 	if n != ml.Numel {
-		return tensor.Segs{}, fmt.Errorf("member %d's tensors hold %d of its %d parameters: they do not tile its vector", k.member, n, ml.Numel)
+		return tensor.Segs{}, fmt.Errorf("member %d's tensors hold %d of its %d parameters: they do not tile its vector", k.layout.Member, n, ml.Numel)
 	}
 	sig := fmt.Sprint(k.by, sizes)
 	g, ok := e.segShared[sig]
 	if !ok {
 		s := tensor.NewScope()
 		defer s.Close()
-		gg := s.Segments(sizes, e.cfg.Device)
+		var gg tensor.Segs
+		if k.by == optim.PerColumn {
+			gg = s.SegmentsOf(sizes, ml.SegmentOf(k.by), e.cfg.Device)
+		} else {
+			gg = s.Segments(sizes, e.cfg.Device)
+		}
 		if err := s.Err(); err != nil {
-			return tensor.Segs{}, fmt.Errorf("segments of member %d: %w", k.member, err)
+			return tensor.Segs{}, fmt.Errorf("segments of member %d: %w", k.layout.Member, err)
 		}
 		gg = s.KeepSegs(gg)
 		g = &gg
@@ -198,7 +203,7 @@ var segKinds = map[optim.SegKind]tensor.SegKind{
 
 // segReduce computes a SegReduce op into a segment register.
 func (e *Engine) segReduce(s *tensor.Scope, o optim.SegReduce) (register, error) {
-	v, m, err := e.get(o.X)
+	v, _, err := e.get(o.X)
 	if err != nil {
 		return register{}, err
 	}
@@ -208,7 +213,7 @@ func (e *Engine) segReduce(s *tensor.Scope, o optim.SegReduce) (register, error)
 			return register{}, err
 		}
 	}
-	k := segKey{member: m, by: o.By}
+	k := segKey{layout: e.vecLayout(o.X), by: o.By}
 	g, err := e.segs(k)
 	if err != nil {
 		return register{}, err
@@ -228,8 +233,7 @@ func (e *Engine) topKMask(s *tensor.Scope, x *execState, o optim.TopKMask) error
 	if err != nil {
 		return err
 	}
-	_, m, _ := e.get(o.X)
-	g, err := e.segs(segKey{member: m, by: o.By})
+	g, err := e.segs(segKey{layout: e.vecLayout(o.X), by: o.By})
 	if err != nil {
 		return err
 	}

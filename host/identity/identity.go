@@ -51,7 +51,14 @@ import (
 // key said nothing about such a run, and two npz runs that differed only
 // in it were two runs for nothing. Its migration drops the key from a
 // version-1 npz configuration.
-const Version = 2
+//
+// Version 3 records the hyperparameters a method applies: not those of the
+// update rules it does not use (optim.Info.Applied: with update = "adamw",
+// sam's muon_… and shampoo_… are left out), which are at their defaults
+// and said nothing about the run, but changed every such run's hash when a
+// rule was added. Its migration drops them from a version-2 configuration
+// (the rules of version 2 were adamw and muon).
+const Version = 3
 
 // NoBaseOptimizer is the train.optimizer of the configuration of a run
 // whose optimizer applies its own update (optim.Features.OwnsUpdate).
@@ -140,7 +147,33 @@ type migration func(map[string]any) map[string]any
 
 // migrations returns the migrations of the identity versions:
 // migrations()[i] takes version i+1 to version i+2.
-func migrations() []migration { return []migration{v1ToV2} }
+func migrations() []migration { return []migration{v1ToV2, v2ToV3} }
+
+// v2Rules are the update rules a version-2 configuration may hold the
+// hyperparameters of.
+var v2Rules = []string{"adamw", "muon"}
+
+// v2ToV3 drops the hyperparameters of the update rules a method does not
+// use (params.<rule>_… for a rule other than params.update), which
+// version 3 does not record.
+func v2ToV3(cfg map[string]any) map[string]any {
+	out := maps.Clone(cfg)
+	chosen, ok := out[ParamKey("update")].(string)
+	if !ok {
+		return out
+	}
+	for _, rule := range v2Rules {
+		if rule == chosen {
+			continue
+		}
+		for k := range out {
+			if strings.HasPrefix(k, ParamKey(rule+"_")) {
+				delete(out, k)
+			}
+		}
+	}
+	return out
+}
 
 // v1ToV2 drops data.test_fraction from the configuration of a run on npz
 // data, which version 2 does not record (it does not apply to them).

@@ -387,3 +387,41 @@ func TestVersion2(t *testing.T) {
 		t.Error("two npz runs that differ in data.test_fraction alone are two runs")
 	}
 }
+
+// TestV2ToV3: a version-2 configuration of a method over an update rule
+// loses the hyperparameters of the rules it does not use, keeps its
+// chosen rule's and its own; a method at the base update keeps its own;
+// a configuration without an update is unchanged; the input map is left
+// alone.
+func TestV2ToV3(t *testing.T) {
+	for _, c := range []struct {
+		name     string
+		cfg      map[string]any
+		wantKeys []string
+	}{
+		{"sam over adamw", map[string]any{"plugin": "sam", "params.rho": 0.05, "params.update": "adamw",
+			"params.adamw_beta1": 0.9, "params.muon_momentum": 0.95, "params.muon_adamw_lr": 3e-4},
+			[]string{"params.adamw_beta1", "params.rho", "params.update", "plugin"}},
+		{"sam over muon", map[string]any{"plugin": "sam", "params.update": "muon", "params.adamw_beta1": 0.9,
+			"params.muon_adamw_lr": 3e-4}, []string{"params.muon_adamw_lr", "params.update", "plugin"}},
+		{"sam over base", map[string]any{"plugin": "sam", "params.update": "base", "params.adamw_beta1": 0.9,
+			"params.muon_momentum": 0.95, "params.rho": 0.05}, []string{"params.rho", "params.update", "plugin"}},
+		{"no update", map[string]any{"plugin": "muon", "params.adamw_lr": 3e-4, "params.momentum": 0.95},
+			[]string{"params.adamw_lr", "params.momentum", "plugin"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			orig := maps.Clone(c.cfg)
+			got, err := migrate(c.cfg, 2, 3, migrations()[:2])
+			if err != nil {
+				t.Fatal(err)
+			}
+			keys := slices.Sorted(maps.Keys(got))
+			if !slices.Equal(keys, c.wantKeys) {
+				t.Errorf("keys %v, want %v", keys, c.wantKeys)
+			}
+			if !reflect.DeepEqual(c.cfg, orig) {
+				t.Error("the input configuration changed")
+			}
+		})
+	}
+}

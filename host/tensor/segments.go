@@ -30,6 +30,13 @@ type Segs struct {
 	// few enough elements outside whole rows.
 	chunk, rows   int64
 	rowSeg, cross T
+
+	// Strided segmentations (SegmentsOf: segments that interleave, a
+	// tensor's columns) have no row plan and sum in float64; sorted (int64,
+	// N) is the segment of each position once the elements are grouped by
+	// segment (the Index of the contiguous segmentation of the same sizes).
+	strided bool
+	sorted  T
 }
 
 // Count returns the number of segments.
@@ -37,7 +44,7 @@ func (g Segs) Count() int64 { return int64(len(g.Sizes)) }
 
 // Drop frees a kept segmentation's tensors.
 func (g *Segs) Drop() {
-	for _, t := range []*T{&g.Index, &g.Lengths, &g.Starts, &g.rowSeg, &g.cross} {
+	for _, t := range []*T{&g.Index, &g.Lengths, &g.Starts, &g.rowSeg, &g.cross, &g.sorted} {
 		t.Drop()
 	}
 }
@@ -98,6 +105,45 @@ func (s *Scope) Segments(sizes []int64, d Device) Segs {
 	return g
 }
 
+// SegmentsOf builds a segmentation whose segments need not be contiguous:
+// of gives the segment of every element (each in [0, len(sizes)), segment
+// j having sizes[j] elements), as optim.MemberLayout.SegmentOf does for a
+// tensor's columns. Its reductions widen every element to float64.
+func (s *Scope) SegmentsOf(sizes []int64, of []int32, d Device) Segs {
+	g := s.Segments(sizes, d)
+	if s.err != nil {
+		return Segs{}
+	}
+	if int64(len(of)) != g.N {
+		s.Fail(fmt.Errorf("segments: %d element segments for %d elements", len(of), g.N))
+		return Segs{}
+	}
+	count := make([]int64, len(sizes))
+	idx := make([]int64, len(of))
+	for i, j := range of {
+		if j < 0 || int(j) >= len(sizes) {
+			s.Fail(fmt.Errorf("segments: element %d in segment %d of %d", i, j, len(sizes)))
+			return Segs{}
+		}
+		idx[i] = int64(j)
+		count[j]++
+	}
+	for j, z := range sizes {
+		if count[j] != z {
+			s.Fail(fmt.Errorf("segments: segment %d has %d elements, not %d", j, count[j], z))
+			return Segs{}
+		}
+	}
+	g.sorted = g.Index
+	g.Index = s.FromInt64(idx, []int64{g.N}, d)
+	g.strided = true
+	g.rows, g.chunk, g.rowSeg, g.cross = 0, 0, T{}, T{}
+	if s.err != nil {
+		return Segs{}
+	}
+	return g
+}
+
 // segChunk picks SegReduce's row length: the longest power of two from 4096
 // down to 64 that leaves at most a quarter of the n elements outside rows
 // lying in one segment (in rows that cross a boundary, or after the last
@@ -124,7 +170,7 @@ func segChunk(starts []int64, n int64) (chunk, rows int64) {
 // KeepSegs moves g's tensors out of the scope: the caller now owns them and
 // must Drop g.
 func (s *Scope) KeepSegs(g Segs) Segs {
-	for _, t := range []T{g.Index, g.Lengths, g.Starts, g.rowSeg, g.cross} {
+	for _, t := range []T{g.Index, g.Lengths, g.Starts, g.rowSeg, g.cross, g.sorted} {
 		s.Keep(t)
 	}
 	return g
@@ -248,7 +294,7 @@ func (s *Scope) SegReduce(x, y T, g Segs, kind SegKind) T {
 	// when there are rows (they are at most a quarter of all), else in x's
 	// type.
 	dt := Float64
-	if g.rows == 0 {
+	if g.rows == 0 && !g.strided {
 		dt = f[0].t.DType()
 	}
 	if g.cross.Valid() {
@@ -336,12 +382,16 @@ func (s *Scope) TopKMask(dst, x T, g Segs, k T) {
 	}
 	// Elements by descending |x| (stable: lower index first among ties),
 	// then grouped by segment keeping that order: position p of the result
-	// holds the element of rank p − start within segment Index[p] (the
-	// segments are contiguous, so the sorted segment ids are Index).
+	// holds the element of rank p − start within segment grouped[p] (Index
+	// itself when the segments are contiguous).
 	order := argsort("argsort", s.Abs(f[1]), true)
 	seg := s.IndexSelect(g.Index, 0, order)
 	pos := s.IndexSelect(order, 0, argsort("argsort", seg, false))
-	limit := s.IndexSelect(s.Add(g.Starts, s.Flatten(k, 0, -1)), 0, g.Index)
+	grouped := g.Index // the segment of each position of the grouped order
+	if g.strided {
+		grouped = g.sorted
+	}
+	limit := s.IndexSelect(s.Add(g.Starts, s.Flatten(k, 0, -1)), 0, grouped)
 	ramp := s.op("arange", func() (*ts.Tensor, error) {
 		end := ts.IntScalar(g.N)
 		defer end.MustDrop()

@@ -13,7 +13,11 @@ import (
 // record's Config.
 func (r *Runner) Config(run experiment.Run, m Optimizer) identity.Config {
 	e := run.Experiment(r.Exp)
-	c := identity.Config{Plugin: m.Plugin, Params: m.Params, Train: e.Train, Data: e.Data, Model: e.Model, Eval: e.Eval, OwnsUpdate: m.ownsUpdate()}
+	params := m.Params
+	if m.Optimizer != nil {
+		params = m.Optimizer.Info().Applied(m.Params) // not the update rules it does not use
+	}
+	c := identity.Config{Plugin: m.Plugin, Params: params, Train: e.Train, Data: e.Data, Model: e.Model, Eval: e.Eval, OwnsUpdate: m.ownsUpdate()}
 	if d := e.Data; d.Path != "" {
 		switch d.Dataset {
 		case experiment.DatasetCSV:

@@ -4,6 +4,9 @@
 package torchtwin
 
 import (
+	"bytes"
+	"encoding/json"
+	"math"
 	"os/exec"
 	"path/filepath"
 	"runtime"
@@ -44,4 +47,63 @@ func Exec(t testing.TB, args ...string) string {
 		t.Fatalf("%s %v: %v\n%s", Python, args, err, out)
 	}
 	return string(out)
+}
+
+// Tensor names a parameter tensor for a reference script.
+type Tensor struct {
+	Name  string  `json:"name"`
+	Shape []int64 `json:"shape"`
+}
+
+// Steps is what an optimizer's reference script (a plugin's
+// testdata/*_reference.py) reads on stdin: the tensors of the flat
+// parameter vector, its initial values, the gradient and learning rate of
+// every step, and the hyperparameters.
+type Steps struct {
+	Tensors []Tensor       `json:"tensors"`
+	Theta0  []float64      `json:"theta0"`
+	Grads   [][]float64    `json:"grads"`
+	LRs     []float64      `json:"lrs"`
+	HParams map[string]any `json:"hparams"`
+}
+
+// Trajectory runs an optimizer's reference script on in and returns the
+// parameters after every step (its "thetas"), skipping the test without
+// torch and failing it when the script fails or gives another number of
+// steps.
+func Trajectory(t testing.TB, script string, in Steps) [][]float64 {
+	t.Helper()
+	Script(t)
+	b, err := json.Marshal(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(Python, script)
+	cmd.Stdin = bytes.NewReader(b)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("%s: %v\n%s", script, err, stderr.String())
+	}
+	var res struct {
+		Thetas [][]float64 `json:"thetas"`
+	}
+	if err := json.Unmarshal(out, &res); err != nil {
+		t.Fatalf("%s: %v\n%s", script, err, out)
+	}
+	if len(res.Thetas) != len(in.Grads) {
+		t.Fatalf("%s gave %d steps for %d", script, len(res.Thetas), len(in.Grads))
+	}
+	return res.Thetas
+}
+
+// RelErr returns ‖got − want‖₂/‖want‖₂.
+func RelErr(got, want []float64) float64 {
+	var d, w float64
+	for i := range want {
+		d += (got[i] - want[i]) * (got[i] - want[i])
+		w += want[i] * want[i]
+	}
+	return math.Sqrt(d / w)
 }

@@ -20,7 +20,6 @@ package adamw
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"math"
 
@@ -131,76 +130,6 @@ func (r *Rule) LoadState(_ context.Context, blob []byte) error {
 	return nil
 }
 
-// AdamW is the plugin: every member's gradient, then the rule.
-type AdamW struct {
-	optim.Defaults
-	h    optim.Host
-	hs   *optim.Handles
-	g    []optim.Vec // per member: the gradient
-	rule *Rule
-}
-
-// New returns the AdamW plugin with the default hyperparameters.
-func New() optim.Optimizer { return &AdamW{} }
-
-// Info implements optim.Optimizer.
-func (o *AdamW) Info() optim.Info {
-	return optim.Info{Name: "adamw", Version: "0.1.0", Features: optim.Features{Members: true, OwnsUpdate: true, State: true},
-		Params: hparams.MustSpecs(DefaultConfig())}
-}
-
-// Configure implements optim.Optimizer: a gradient and the rule's moments
-// per member.
-func (o *AdamW) Configure(ctx context.Context, h optim.Host, cfg optim.Config) error {
-	o.h, o.hs = h, cfg.Namespace("adamw")
-	o.g = o.hs.PerMember("g", cfg.MemberCount())
-	p := o.hs.Prog()
-	for m, g := range o.g {
-		p.Alloc(g, m)
-	}
-	if _, err := h.Exec(ctx, p); err != nil {
-		return fmt.Errorf("adamw: configure: %w", err)
-	}
-	o.rule = &Rule{}
-	rcfg := cfg
-	rcfg.Handles = o.hs
-	return o.rule.Configure(ctx, h, rcfg)
-}
-
-// Step implements optim.Optimizer with one Exec and no blocking read.
-func (o *AdamW) Step(ctx context.Context, in optim.StepInput) (optim.StepOutput, error) {
-	if o.rule == nil {
-		return optim.StepOutput{}, errors.New("adamw: step before configure")
-	}
-	if err := o.rule.Begin(in); err != nil {
-		return optim.StepOutput{}, fmt.Errorf("adamw: %w", err)
-	}
-	p := o.hs.Prog()
-	evs := make([]optim.Eval, len(o.g))
-	for m, g := range o.g {
-		th := optim.ParamsOf(m)
-		evs[m] = p.Grad(g, th, optim.Batch{}, optim.BNUpdate)
-		o.rule.Apply(p, m, th, g, in)
-	}
-	p.ReportMetrics(p.Mean(evs))
-	if _, err := o.h.Exec(ctx, p); err != nil {
-		return optim.StepOutput{}, fmt.Errorf("adamw: step: %w", err)
-	}
-	return optim.StepOutput{}, nil
-}
-
-// SaveState implements optim.Optimizer (Features.State): the rule's.
-func (o *AdamW) SaveState(ctx context.Context) ([]byte, []optim.Vec, error) {
-	if o.rule == nil {
-		return nil, nil, errors.New("adamw: save state before configure")
-	}
-	return o.rule.SaveState(ctx)
-}
-
-// LoadState implements optim.Optimizer (Features.State): the rule's.
-func (o *AdamW) LoadState(ctx context.Context, blob []byte) error {
-	if o.rule == nil {
-		return errors.New("adamw: load state before configure")
-	}
-	return o.rule.LoadState(ctx, blob)
-}
+// New returns the AdamW plugin with the default hyperparameters: every
+// member's gradient, then the rule (compose.Alone).
+func New() optim.Optimizer { return compose.NewAlone(&Rule{}) }

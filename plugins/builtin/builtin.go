@@ -24,6 +24,7 @@ import (
 	"github.com/optlab/optlab/plugins/sam"
 	"github.com/optlab/optlab/plugins/sgd"
 	"github.com/optlab/optlab/plugins/sgvb"
+	"github.com/optlab/optlab/plugins/shampoo"
 	"github.com/optlab/optlab/plugins/sparse"
 	"github.com/optlab/optlab/plugins/swa"
 	"github.com/optlab/optlab/sdk/optim"
@@ -64,6 +65,8 @@ func methods() []method {
 			Doc: "AdamW (Loshchilov & Hutter) as torch.optim.AdamW computes it; also an update rule of sam and otmdr (update = \"adamw\")"}, false},
 		{optim.Entry{Name: "muon", New: muon.New,
 			Doc: "Muon (Keller Jordan): momentum orthogonalised by Newton–Schulz on matrix tensors, AdamW on the others"}, false},
+		{optim.Entry{Name: "shampoo", New: shampoo.New,
+			Doc: "Shampoo (Gupta et al.) with Distributed Shampoo's defaults: blocked Kronecker factors, inverse 4th roots every k steps, Adam grafting"}, false},
 		{optim.Entry{Name: "dst", New: sparse.NewDST,
 			Doc: "DST ensemble (Liu et al., FreeTickets): independent members, each trained with dynamic sparse training"}, false},
 		{optim.Entry{Name: "edst", New: sparse.NewEDST,
@@ -78,6 +81,7 @@ func Rules() compose.Rules {
 	return compose.Rules{
 		{Name: "adamw", New: adamw.NewRule, Doc: "AdamW as torch.optim.AdamW (decoupled weight decay)"},
 		{Name: "muon", New: muon.NewRule, Doc: "Muon (Keller Jordan) on matrix tensors, AdamW on the others"},
+		{Name: "shampoo", New: shampoo.NewRule, Doc: "Shampoo (Gupta et al.) with Distributed Shampoo's defaults, grafted to Adam"},
 	}
 }
 

@@ -246,78 +246,13 @@ func (r *Rule) LoadState(_ context.Context, blob []byte) error {
 	return nil
 }
 
-// Muon is the plugin: every member's gradient, then the rule. Create it
-// with New.
-type Muon struct {
-	optim.Defaults
-	h    optim.Host
-	hs   *optim.Handles
-	g    []optim.Vec // per member: the gradient
-	rule *Rule
+// Metrics implements compose.Metered: AdamW's rate at the step, as
+// "adamw_lr".
+func (r *Rule) Metrics(in optim.StepInput) map[string]float64 {
+	return map[string]float64{"adamw_lr": r.adamLR(in)}
 }
 
-// New returns a Muon optimizer with the default hyperparameters.
-func New() optim.Optimizer { return &Muon{rule: &Rule{cfg: defaults()}} }
-
-// Rule returns the plugin's rule (its state's handles), valid after
-// Configure.
-func (o *Muon) Rule() *Rule { return o.rule }
-
-// Info implements optim.Optimizer.
-func (o *Muon) Info() optim.Info {
-	return optim.Info{Name: "muon", Version: "0.1.0", Features: optim.Features{Members: true, OwnsUpdate: true, State: true},
-		Params: hparams.MustSpecs(defaults())}
-}
-
-// Configure implements optim.Optimizer: the rule's state and masks, and a
-// gradient per member.
-func (o *Muon) Configure(ctx context.Context, h optim.Host, cfg optim.Config) error {
-	o.h = h
-	rcfg := cfg
-	rcfg.Handles = nil
-	o.rule = &Rule{}
-	if err := o.rule.Configure(ctx, h, rcfg); err != nil {
-		return err
-	}
-	o.hs = o.rule.hs
-	o.g = o.hs.PerMember("g", cfg.MemberCount())
-	p := o.hs.Prog()
-	for m, g := range o.g {
-		p.Alloc(g, m)
-	}
-	if _, err := h.Exec(ctx, p); err != nil {
-		return fmt.Errorf("muon: configure: %w", err)
-	}
-	return nil
-}
-
-// Step implements optim.Optimizer: one Exec for every member, no read; it
-// reports the mean loss and accuracy, and AdamW's rate as "adamw_lr".
-func (o *Muon) Step(ctx context.Context, in optim.StepInput) (optim.StepOutput, error) {
-	if o.hs == nil {
-		return optim.StepOutput{}, errors.New("muon: step before Configure")
-	}
-	if err := o.rule.Begin(in); err != nil {
-		return optim.StepOutput{}, err
-	}
-	p := o.hs.Prog()
-	evs := make([]optim.Eval, len(o.g))
-	for m, g := range o.g {
-		th := optim.ParamsOf(m)
-		evs[m] = p.Grad(g, th, optim.Batch{}, optim.BNUpdate)
-		o.rule.Apply(p, m, th, g, in)
-	}
-	p.ReportMetrics(p.Mean(evs))
-	if _, err := o.h.Exec(ctx, p); err != nil {
-		return optim.StepOutput{}, fmt.Errorf("muon: step: %w", err)
-	}
-	return optim.StepOutput{Metrics: map[string]float64{"adamw_lr": o.rule.adamLR(in)}}, nil
-}
-
-// SaveState implements optim.Optimizer (Features.State): the rule's.
-func (o *Muon) SaveState(ctx context.Context) ([]byte, []optim.Vec, error) {
-	return o.rule.SaveState(ctx)
-}
-
-// LoadState implements optim.Optimizer (Features.State): the rule's.
-func (o *Muon) LoadState(ctx context.Context, blob []byte) error { return o.rule.LoadState(ctx, blob) }
+// New returns the Muon plugin with the default hyperparameters: every
+// member's gradient, then the rule (compose.Alone); it reports AdamW's
+// rate as "adamw_lr".
+func New() optim.Optimizer { return compose.NewAlone(&Rule{cfg: defaults()}) }

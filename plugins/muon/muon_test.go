@@ -2,10 +2,8 @@ package muon_test
 
 import (
 	"context"
-	"encoding/json"
 	"flag"
 	"math"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -14,6 +12,7 @@ import (
 	"github.com/optlab/optlab/internal/torchtwin"
 	"github.com/optlab/optlab/plugins/adamw"
 	"github.com/optlab/optlab/plugins/builtin"
+	"github.com/optlab/optlab/plugins/compose"
 	"github.com/optlab/optlab/plugins/muon"
 	"github.com/optlab/optlab/sdk/optim"
 	"github.com/optlab/optlab/sdk/optimtest"
@@ -107,13 +106,13 @@ func TestMatchesPyTorch(t *testing.T) {
 				if k+1 < steps {
 					got = recs[k+1].At
 				}
-				e := relErr(got, want[k])
+				e := torchtwin.RelErr(got, want[k])
 				worst = max(worst, e)
 				if !(e <= 1e-12) {
 					t.Errorf("after step %d: θ differs from PyTorch's by %.3g relative", k, e)
 				}
 			}
-			moved := relErr(h.Params(0), recs[0].At)
+			moved := torchtwin.RelErr(h.Params(0), recs[0].At)
 			t.Logf("largest relative difference from PyTorch over %d steps: %.2g (θ moved %.2g relative)", steps, worst, moved)
 		})
 	}
@@ -121,52 +120,11 @@ func TestMatchesPyTorch(t *testing.T) {
 
 // torchMuon runs testdata/muon_reference.py and returns θ after every step.
 func torchMuon(t *testing.T, tensors []optim.Tensor, theta0 []float64, grads [][]float64, lrs []float64, hp map[string]any) [][]float64 {
-	t.Helper()
-	type tensorJSON struct {
-		Name  string  `json:"name"`
-		Shape []int64 `json:"shape"`
-	}
-	req := struct {
-		Tensors []tensorJSON   `json:"tensors"`
-		Theta0  []float64      `json:"theta0"`
-		Grads   [][]float64    `json:"grads"`
-		LRs     []float64      `json:"lrs"`
-		HParams map[string]any `json:"hparams"`
-	}{Theta0: theta0, Grads: grads, LRs: lrs, HParams: hp}
+	in := torchtwin.Steps{Theta0: theta0, Grads: grads, LRs: lrs, HParams: hp}
 	for _, ts := range tensors {
-		req.Tensors = append(req.Tensors, tensorJSON{ts.Name, ts.Shape})
+		in.Tensors = append(in.Tensors, torchtwin.Tensor{Name: ts.Name, Shape: ts.Shape})
 	}
-	in, err := json.Marshal(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(torchtwin.Python, filepath.Join("testdata", "muon_reference.py"))
-	cmd.Stdin = strings.NewReader(string(in))
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("muon_reference.py: %v", err)
-	}
-	var res struct {
-		Torch  string      `json:"torch"`
-		Thetas [][]float64 `json:"thetas"`
-	}
-	if err := json.Unmarshal(out, &res); err != nil {
-		t.Fatalf("muon_reference.py: %v\n%s", err, out)
-	}
-	if len(res.Thetas) != len(grads) {
-		t.Fatalf("muon_reference.py gave %d steps for %d", len(res.Thetas), len(grads))
-	}
-	return res.Thetas
-}
-
-// relErr returns ‖got − want‖₂/‖want‖₂.
-func relErr(got, want []float64) float64 {
-	var d, w float64
-	for i := range want {
-		d += (got[i] - want[i]) * (got[i] - want[i])
-		w += want[i] * want[i]
-	}
-	return math.Sqrt(d / w)
+	return torchtwin.Trajectory(t, filepath.Join("testdata", "muon_reference.py"), in)
 }
 
 // Checkpoint and resume: 3 steps, save, restore into a fresh optimizer
@@ -180,18 +138,19 @@ func TestStateRoundTrip(t *testing.T) {
 	optimtest.MustRun(t, muon.New(), full, 5, sched, hp)
 
 	a := optimtest.MustHost(t, mlp(), optimtest.WithBatchSize(16))
-	optA := muon.New().(*muon.Muon)
+	optA := muon.New().(*compose.Alone)
 	optimtest.MustRun(t, optA, a, 3, sched, hp, optimtest.WithTotalSteps(5))
 	blob, vecs, err := optA.SaveState(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	m1, m2 := optA.Rule().Moments(0)
-	if !slices.Equal(vecs, []optim.Vec{optA.Rule().Momentum(0), m1, m2}) {
+	rule := optA.Rule().(*muon.Rule)
+	m1, m2 := rule.Moments(0)
+	if !slices.Equal(vecs, []optim.Vec{rule.Momentum(0), m1, m2}) {
 		t.Errorf("state vecs %v", vecs)
 	}
 	b := optimtest.MustHost(t, mlp(), optimtest.WithBatchSize(16), optimtest.WithParams(0, a.Params(0)))
-	optB := muon.New().(*muon.Muon)
+	optB := muon.New().(*compose.Alone)
 	r := optimtest.NewHarness(optB, b, sched, hp, optimtest.WithStartStep(3))
 	if err := r.Configure(ctx, 5); err != nil {
 		t.Fatal(err)

@@ -36,10 +36,14 @@ type Checker struct {
 	regs []regInfo      // by register index − 1
 }
 
+// Allocated tells the Checker the layout of an allocated vector (false:
+// the handle names none): the host's view of its vectors.
+type Allocated func(optim.Vec) (optim.VecLayout, bool)
+
 // regInfo is what the Checker knows of a register.
 type regInfo struct {
 	segs   bool
-	member int // segment registers: the member whose layout they segment
+	layout optim.VecLayout // segment registers: the layout they segment
 	by     optim.Segmentation
 }
 
@@ -49,10 +53,10 @@ func NewChecker(p *optim.Program, l optim.Layout) *Checker {
 }
 
 // Check checks op i (the next op in order) before it runs; allocated tells
-// which member's layout an allocated vector has (false: not allocated). It
+// which layout an allocated vector has (false: not allocated). It
 // returns nil or the error to wrap in an *optim.OpError; a
 // *optim.VecError in it has its handle named by p (NameHandles).
-func (c *Checker) Check(i int, op optim.Op, allocated func(optim.Vec) (int, bool)) error {
+func (c *Checker) Check(i int, op optim.Op, allocated Allocated) error {
 	err := c.check(op, allocated)
 	if err == nil {
 		c.record(op, allocated)
@@ -61,55 +65,97 @@ func (c *Checker) Check(i int, op optim.Op, allocated func(optim.Vec) (int, bool
 	return err
 }
 
-// vec resolves a handle to its member.
-func (c *Checker) vec(v optim.Vec, allocated func(optim.Vec) (int, bool)) (int, error) {
+// vec resolves a handle to its layout.
+func (c *Checker) vec(v optim.Vec, allocated Allocated) (optim.VecLayout, error) {
 	if m, ok := v.Rho(); ok {
 		if m >= len(c.l.Members) || !c.l.Members[m].Variational {
-			return 0, &optim.VecError{Vec: v, Msg: fmt.Sprintf("names the ρ of member %d, which is not variational", m)}
+			return optim.VecLayout{}, &optim.VecError{Vec: v, Msg: fmt.Sprintf("names the ρ of member %d, which is not variational", m)}
 		}
-		return m, nil
+		return optim.VecLayout{Member: m}, nil
 	}
 	if m, ok := v.Member(); ok {
 		if m >= len(c.l.Members) {
-			return 0, &optim.VecError{Vec: v, Msg: fmt.Sprintf("names member %d; the run has %d", m, len(c.l.Members))}
+			return optim.VecLayout{}, &optim.VecError{Vec: v, Msg: fmt.Sprintf("names member %d; the run has %d", m, len(c.l.Members))}
 		}
-		return m, nil
+		return optim.VecLayout{Member: m}, nil
 	}
-	m, ok := allocated(v)
+	l, ok := allocated(v)
 	if !ok {
-		return 0, &optim.VecError{Vec: v, Msg: "is not allocated"}
+		return optim.VecLayout{}, &optim.VecError{Vec: v, Msg: "is not allocated"}
 	}
-	return m, nil
+	return l, nil
 }
 
-// same resolves handles that must share one layout and returns the member
+// describe names layout l in an error: "member 1's layout (N parameters)",
+// "member 0's left factors (block 256, N elements)".
+func (c *Checker) describe(l optim.VecLayout) string {
+	n := c.l.Of(l).Numel
+	if l.Shape == optim.ParamShape {
+		return fmt.Sprintf("member %d's layout (%d parameters)", l.Member, n)
+	}
+	return fmt.Sprintf("member %d's %s factors (block %d, %d elements)", l.Member, l.Shape, l.Block, n)
+}
+
+// compatible tells whether vectors of layouts a and b may meet in an
+// elementwise op: parameter vectors of members with the same number of
+// parameters, or factor vectors of one shape and size.
+func (c *Checker) compatible(a, b optim.VecLayout) bool {
+	if a == b {
+		return true
+	}
+	if (a.Shape == optim.ParamShape) != (b.Shape == optim.ParamShape) {
+		return false
+	}
+	return c.l.Of(a).Numel == c.l.Of(b).Numel
+}
+
+// same resolves handles that must share one layout and returns the layout
 // of the first.
-func (c *Checker) same(allocated func(optim.Vec) (int, bool), vs ...optim.Vec) (int, error) {
-	first := -1
-	for _, v := range vs {
-		m, err := c.vec(v, allocated)
+func (c *Checker) same(allocated Allocated, vs ...optim.Vec) (optim.VecLayout, error) {
+	var first optim.VecLayout
+	for i, v := range vs {
+		l, err := c.vec(v, allocated)
 		if err != nil {
-			return 0, err
+			return optim.VecLayout{}, err
 		}
-		if first < 0 {
-			first = m
+		if i == 0 {
+			first = l
 			continue
 		}
-		if m != first && c.l.Members[m].Numel != c.l.Members[first].Numel {
-			return 0, &optim.VecError{Vec: v, Msg: fmt.Sprintf("has the layout of member %d (%d parameters), %s has member %d's (%d)",
-				m, c.l.Members[m].Numel, c.p.Name(vs[0]), first, c.l.Members[first].Numel)}
+		if !c.compatible(first, l) {
+			if l.Shape == optim.ParamShape && first.Shape == optim.ParamShape {
+				return optim.VecLayout{}, &optim.VecError{Vec: v, Msg: fmt.Sprintf("has the layout of member %d (%d parameters), %s has member %d's (%d)",
+					l.Member, c.l.Members[l.Member].Numel, c.p.Name(vs[0]), first.Member, c.l.Members[first.Member].Numel)}
+			}
+			return optim.VecLayout{}, &optim.VecError{Vec: v, Msg: fmt.Sprintf("has %s, %s has %s", c.describe(l), c.p.Name(vs[0]), c.describe(first))}
 		}
 	}
 	return first, nil
 }
 
-// sameTensors tells whether members a and b have the same tensor shapes (a
+// params resolves handles that must hold parameters (not factor vectors):
+// what a gradient, a base step, BatchNorm statistics or a model evaluation
+// reads or writes.
+func (c *Checker) params(op string, allocated Allocated, vs ...optim.Vec) error {
+	for _, v := range vs {
+		l, err := c.vec(v, allocated)
+		if err != nil {
+			return err
+		}
+		if l.Shape != optim.ParamShape {
+			return &optim.VecError{Vec: v, Msg: fmt.Sprintf("is a %s factor vector; %s takes parameter-shaped vectors", l.Shape, op)}
+		}
+	}
+	return nil
+}
+
+// sameTensors tells whether layouts a and b have the same tensor shapes (a
 // segmentation of one applies to the other).
-func (c *Checker) sameTensors(a, b int) bool {
+func (c *Checker) sameTensors(a, b optim.VecLayout) bool {
 	if a == b {
 		return true
 	}
-	ta, tb := c.l.Members[a].Tensors, c.l.Members[b].Tensors
+	ta, tb := c.l.Of(a).Tensors, c.l.Of(b).Tensors
 	return slices.EqualFunc(ta, tb, func(x, y optim.Tensor) bool { return slices.Equal(x.Shape, y.Shape) })
 }
 
@@ -122,9 +168,9 @@ func (c *Checker) reg(r optim.Reg) (regInfo, error) {
 	return c.regs[r.Index()-1], nil
 }
 
-// coef checks an operand that scales or fills a vector of member m:
+// coef checks an operand that scales or fills a vector of layout m:
 // an immediate, a scalar register, or a segment register of m's layout.
-func (c *Checker) coef(n optim.Num, m int) error {
+func (c *Checker) coef(n optim.Num, m optim.VecLayout) error {
 	r, ok := n.(optim.Reg)
 	if !ok {
 		return nil
@@ -133,8 +179,8 @@ func (c *Checker) coef(n optim.Num, m int) error {
 	if err != nil {
 		return err
 	}
-	if ri.segs && !c.sameTensors(ri.member, m) {
-		return fmt.Errorf("segment register %s segments member %d's layout, not member %d's", r, ri.member, m)
+	if ri.segs && !c.sameTensors(ri.layout, m) {
+		return fmt.Errorf("segment register %s segments %s, not %s", r, c.describe(ri.layout), c.describe(m))
 	}
 	return nil
 }
@@ -152,7 +198,7 @@ func (c *Checker) scalar(r optim.Reg) error {
 }
 
 func segmentation(by optim.Segmentation) error {
-	if by != optim.PerTensor && by != optim.PerRow {
+	if by != optim.PerTensor && by != optim.PerRow && by != optim.PerColumn {
 		return fmt.Errorf("unknown segmentation %d: %w", by, errors.ErrUnsupported)
 	}
 	return nil
@@ -160,7 +206,7 @@ func segmentation(by optim.Segmentation) error {
 
 // check checks op before it runs: a value of a known op kind whose
 // handles, registers and arguments are valid here.
-func (c *Checker) check(op optim.Op, allocated func(optim.Vec) (int, bool)) error {
+func (c *Checker) check(op optim.Op, allocated Allocated) error {
 	if op == nil {
 		return errors.New("nil op")
 	}
@@ -175,9 +221,16 @@ func (c *Checker) check(op optim.Op, allocated func(optim.Vec) (int, bool)) erro
 
 // checkVecOp checks an op that frees, writes or reads vectors; the others
 // go to checkRegOp.
-func (c *Checker) checkVecOp(op optim.Op, allocated func(optim.Vec) (int, bool)) error {
+func (c *Checker) checkVecOp(op optim.Op, allocated Allocated) error {
 	switch o := op.(type) {
+	case optim.Alloc:
+		return c.alloc(o)
 	case optim.Copy:
+		if o.BN {
+			if err := c.params("a copy with BatchNorm statistics", allocated, o.Dst, o.Src); err != nil {
+				return err
+			}
+		}
 		return c.sameLayout(allocated, o.Dst, o.Src)
 	case optim.Free:
 		return c.handle(o.ID, allocated)
@@ -186,6 +239,9 @@ func (c *Checker) checkVecOp(op optim.Op, allocated func(optim.Vec) (int, bool))
 	case optim.JointGrad:
 		return c.jointGrad(o, allocated)
 	case optim.BaseStep:
+		if err := c.params("base_step", allocated, o.Params, o.Grad); err != nil {
+			return err
+		}
 		return c.sameLayout(allocated, o.Params, o.Grad)
 	case optim.Fill:
 		return c.withCoef(o.Dst, o.Value, allocated)
@@ -209,18 +265,24 @@ func (c *Checker) checkVecOp(op optim.Op, allocated func(optim.Vec) (int, bool))
 		return c.topKMask(o, allocated)
 	case optim.NewtonSchulz:
 		return c.newtonSchulz(o, allocated)
+	case optim.Gram:
+		return c.gram(o, allocated)
+	case optim.MatMul:
+		return c.matMul(o, allocated)
+	case optim.MatFunc:
+		return c.matFunc(o, allocated)
 	case optim.UpdateBN:
 		if _, ok := o.X.Rho(); ok {
 			return fmt.Errorf("update_bn of ρ handle %d: X must hold parameters", o.X)
 		}
-		return c.handle(o.X, allocated)
+		return c.params("update_bn", allocated, o.X)
 	}
 	return c.checkRegOp(op, allocated)
 }
 
 // checkRegOp checks an op that sets or reads registers; other ops (Alloc,
 // SetLR) have nothing to check here.
-func (c *Checker) checkRegOp(op optim.Op, allocated func(optim.Vec) (int, bool)) error {
+func (c *Checker) checkRegOp(op optim.Op, allocated Allocated) error {
 	switch o := op.(type) {
 	case optim.Dot:
 		return c.sameLayout(allocated, o.A, o.B)
@@ -243,20 +305,20 @@ func (c *Checker) checkRegOp(op optim.Op, allocated func(optim.Vec) (int, bool))
 
 // handle checks that v names a vector: a member's parameters or ρ, or an
 // allocated vector.
-func (c *Checker) handle(v optim.Vec, allocated func(optim.Vec) (int, bool)) error {
+func (c *Checker) handle(v optim.Vec, allocated Allocated) error {
 	_, err := c.vec(v, allocated)
 	return err
 }
 
 // sameLayout checks that vs name vectors of one layout.
-func (c *Checker) sameLayout(allocated func(optim.Vec) (int, bool), vs ...optim.Vec) error {
+func (c *Checker) sameLayout(allocated Allocated, vs ...optim.Vec) error {
 	_, err := c.same(allocated, vs...)
 	return err
 }
 
 // withCoef checks an op that writes vector dst with operand n (Fill, Scale,
 // AddConst).
-func (c *Checker) withCoef(dst optim.Vec, n optim.Num, allocated func(optim.Vec) (int, bool)) error {
+func (c *Checker) withCoef(dst optim.Vec, n optim.Num, allocated Allocated) error {
 	m, err := c.vec(dst, allocated)
 	if err != nil {
 		return err
@@ -266,7 +328,7 @@ func (c *Checker) withCoef(dst optim.Vec, n optim.Num, allocated func(optim.Vec)
 
 // grad checks a Grad: its Out, Eps and OutRho are allocated vectors or 0,
 // of At's layout.
-func (c *Checker) grad(o optim.Grad, allocated func(optim.Vec) (int, bool)) error {
+func (c *Checker) grad(o optim.Grad, allocated Allocated) error {
 	vs := []optim.Vec{o.At}
 	for _, v := range []optim.Vec{o.Out, o.Eps, o.OutRho} {
 		if v < 0 {
@@ -279,12 +341,15 @@ func (c *Checker) grad(o optim.Grad, allocated func(optim.Vec) (int, bool)) erro
 			vs = append(vs, v)
 		}
 	}
+	if err := c.params("grad", allocated, vs...); err != nil {
+		return err
+	}
 	return c.sameLayout(allocated, vs...)
 }
 
 // jointGrad checks a JointGrad: its Outs are allocated vectors or 0, each
 // of its At's layout.
-func (c *Checker) jointGrad(o optim.JointGrad, allocated func(optim.Vec) (int, bool)) error {
+func (c *Checker) jointGrad(o optim.JointGrad, allocated Allocated) error {
 	for _, v := range o.Outs {
 		if v < 0 {
 			if _, err := c.vec(v, allocated); err != nil {
@@ -298,6 +363,9 @@ func (c *Checker) jointGrad(o optim.JointGrad, allocated func(optim.Vec) (int, b
 		if i < len(o.Outs) && o.Outs[i] != 0 {
 			vs = append(vs, o.Outs[i])
 		}
+		if err := c.params("joint_grad", allocated, vs...); err != nil {
+			return err
+		}
 		if _, err := c.same(allocated, vs...); err != nil {
 			return err
 		}
@@ -306,7 +374,7 @@ func (c *Checker) jointGrad(o optim.JointGrad, allocated func(optim.Vec) (int, b
 }
 
 // axpy checks an Axpy: Dst and X of one layout, Alpha an operand for it.
-func (c *Checker) axpy(o optim.Axpy, allocated func(optim.Vec) (int, bool)) error {
+func (c *Checker) axpy(o optim.Axpy, allocated Allocated) error {
 	m, err := c.same(allocated, o.Dst, o.X)
 	if err != nil {
 		return err
@@ -316,7 +384,7 @@ func (c *Checker) axpy(o optim.Axpy, allocated func(optim.Vec) (int, bool)) erro
 
 // linComb checks a LinComb: Dst and every term's X of one layout, every
 // coefficient an operand for it.
-func (c *Checker) linComb(o optim.LinComb, allocated func(optim.Vec) (int, bool)) error {
+func (c *Checker) linComb(o optim.LinComb, allocated Allocated) error {
 	vs := []optim.Vec{o.Dst}
 	for _, t := range o.Terms {
 		vs = append(vs, t.X)
@@ -334,7 +402,7 @@ func (c *Checker) linComb(o optim.LinComb, allocated func(optim.Vec) (int, bool)
 }
 
 // unary checks a Unary: a known kind, Dst and Src of one layout.
-func (c *Checker) unary(o optim.Unary, allocated func(optim.Vec) (int, bool)) error {
+func (c *Checker) unary(o optim.Unary, allocated Allocated) error {
 	if o.Kind < optim.Abs || o.Kind > optim.Reciprocal {
 		return fmt.Errorf("unknown unary kind %d: %w", o.Kind, errors.ErrUnsupported)
 	}
@@ -342,7 +410,7 @@ func (c *Checker) unary(o optim.Unary, allocated func(optim.Vec) (int, bool)) er
 }
 
 // binary checks a Binary: a known kind, Dst, A and B of one layout.
-func (c *Checker) binary(o optim.Binary, allocated func(optim.Vec) (int, bool)) error {
+func (c *Checker) binary(o optim.Binary, allocated Allocated) error {
 	if o.Kind < optim.Mul || o.Kind > optim.Min {
 		return fmt.Errorf("unknown binary kind %d: %w", o.Kind, errors.ErrUnsupported)
 	}
@@ -351,7 +419,7 @@ func (c *Checker) binary(o optim.Binary, allocated func(optim.Vec) (int, bool)) 
 
 // segReduce checks a SegReduce: a known kind and segmentation, and X (and
 // Y, for SegDot, of X's layout).
-func (c *Checker) segReduce(o optim.SegReduce, allocated func(optim.Vec) (int, bool)) error {
+func (c *Checker) segReduce(o optim.SegReduce, allocated Allocated) error {
 	if o.Kind < optim.SegSumSq || o.Kind > optim.SegMaxAbs {
 		return fmt.Errorf("unknown segment reduction %d: %w", o.Kind, errors.ErrUnsupported)
 	}
@@ -367,7 +435,7 @@ func (c *Checker) segReduce(o optim.SegReduce, allocated func(optim.Vec) (int, b
 // topKMask checks a TopKMask: a known segmentation, Dst and X of one
 // layout, and a fraction in [0, 1] or a register of the mask's
 // segmentation.
-func (c *Checker) topKMask(o optim.TopKMask, allocated func(optim.Vec) (int, bool)) error {
+func (c *Checker) topKMask(o optim.TopKMask, allocated Allocated) error {
 	if err := segmentation(o.By); err != nil {
 		return err
 	}
@@ -386,8 +454,8 @@ func (c *Checker) topKMask(o optim.TopKMask, allocated func(optim.Vec) (int, boo
 	if err != nil {
 		return err
 	}
-	if ri.segs && (ri.by != o.By || !c.sameTensors(ri.member, m)) {
-		return fmt.Errorf("segment register %s segments member %d per %s; the mask is per %s of member %d", r, ri.member, ri.by, o.By, m)
+	if ri.segs && (ri.by != o.By || !c.sameTensors(ri.layout, m)) {
+		return fmt.Errorf("segment register %s segments %s per %s; the mask is per %s of %s", r, c.describe(ri.layout), ri.by, o.By, c.describe(m))
 	}
 	return nil
 }
@@ -399,7 +467,7 @@ const MaxNewtonSchulzSteps = 100
 // newtonSchulz checks a NewtonSchulz: Dst and Src of one member's tensor
 // shapes, Steps in [1, MaxNewtonSchulzSteps], finite coefficients and a
 // finite Eps ≥ 0.
-func (c *Checker) newtonSchulz(o optim.NewtonSchulz, allocated func(optim.Vec) (int, bool)) error {
+func (c *Checker) newtonSchulz(o optim.NewtonSchulz, allocated Allocated) error {
 	if o.Steps < 1 || o.Steps > MaxNewtonSchulzSteps {
 		return fmt.Errorf("newton_schulz: steps = %d is outside [1, %d]", o.Steps, MaxNewtonSchulzSteps)
 	}
@@ -419,8 +487,8 @@ func (c *Checker) newtonSchulz(o optim.NewtonSchulz, allocated func(optim.Vec) (
 		return err
 	}
 	if ms, _ := c.vec(o.Src, allocated); !c.sameTensors(md, ms) {
-		return &optim.VecError{Vec: o.Src, Msg: fmt.Sprintf("has member %d's tensor shapes, %s has member %d's (newton_schulz takes one member's matrices)",
-			ms, c.p.Name(o.Dst), md)}
+		return &optim.VecError{Vec: o.Src, Msg: fmt.Sprintf("has the tensor shapes of %s, %s has those of %s (newton_schulz takes one layout's matrices)",
+			c.describe(ms), c.p.Name(o.Dst), c.describe(md))}
 	}
 	return nil
 }
@@ -449,8 +517,8 @@ func (c *Checker) arith(o optim.Arith) error {
 		if !ri.segs {
 			continue
 		}
-		if seg != nil && (seg.by != ri.by || !c.sameTensors(seg.member, ri.member)) {
-			return fmt.Errorf("segment registers of different segmentations: member %d per %s and member %d per %s", seg.member, seg.by, ri.member, ri.by)
+		if seg != nil && (seg.by != ri.by || !c.sameTensors(seg.layout, ri.layout)) {
+			return fmt.Errorf("segment registers of different segmentations: %s per %s and %s per %s", c.describe(seg.layout), seg.by, c.describe(ri.layout), ri.by)
 		}
 		seg = &ri
 	}
@@ -458,11 +526,11 @@ func (c *Checker) arith(o optim.Arith) error {
 }
 
 // record notes the registers op sets.
-func (c *Checker) record(op optim.Op, allocated func(optim.Vec) (int, bool)) {
+func (c *Checker) record(op optim.Op, allocated Allocated) {
 	switch o := op.(type) {
 	case optim.SegReduce:
 		m, _ := c.vec(o.X, allocated)
-		c.regs = append(c.regs, regInfo{segs: true, member: m, by: o.By})
+		c.regs = append(c.regs, regInfo{segs: true, layout: m, by: o.By})
 		return
 	case optim.Arith:
 		ri := regInfo{}
@@ -480,4 +548,157 @@ func (c *Checker) record(op optim.Op, allocated func(optim.Vec) (int, bool)) {
 	for range spec.Regs {
 		c.regs = append(c.regs, regInfo{})
 	}
+}
+
+// alloc checks an Alloc's member, shape and block (the handle is the
+// host's to check: it knows which are allocated).
+func (c *Checker) alloc(o optim.Alloc) error {
+	if o.Member < 0 || int(o.Member) >= len(c.l.Members) {
+		return fmt.Errorf("alloc: no member %d (the run has %d)", o.Member, len(c.l.Members))
+	}
+	if o.Shape < optim.ParamShape || o.Shape > optim.RightFactor {
+		return fmt.Errorf("alloc: unknown vector shape %d: %w", o.Shape, errors.ErrUnsupported)
+	}
+	if err := c.l.Members[o.Member].CheckFactors(o.Shape, o.Block); err != nil {
+		return fmt.Errorf("alloc of member %d's %s vector: %w", o.Member, o.Shape, err)
+	}
+	return nil
+}
+
+// finite checks that the named immediates of op are finite.
+func finite(op string, kv ...any) error {
+	for i := 0; i+1 < len(kv); i += 2 {
+		if v := kv[i+1].(float64); math.IsNaN(v) || math.IsInf(v, 0) {
+			return fmt.Errorf("%s: %s = %v is not finite", op, kv[i], v)
+		}
+	}
+	return nil
+}
+
+// factor resolves a handle that must be a factor vector.
+func (c *Checker) factor(op, role string, v optim.Vec, allocated Allocated) (optim.VecLayout, error) {
+	l, err := c.vec(v, allocated)
+	if err != nil {
+		return l, err
+	}
+	if l.Shape == optim.ParamShape {
+		return l, &optim.VecError{Vec: v, Msg: fmt.Sprintf("holds parameters; %s's %s is a factor vector (Alloc with a shape)", op, role)}
+	}
+	return l, nil
+}
+
+// matchTiles checks that factor vector f (of layout fl) has one matrix per
+// tile, of the tiles' rows (a left factor's role) or columns, and names the
+// first that does not match.
+func (c *Checker) matchTiles(op, role string, f optim.Vec, fl optim.VecLayout, tl optim.MemberLayout, tiles []optim.Tile, rows bool) error {
+	ft := c.l.Of(fl).Tensors
+	if len(ft) != len(tiles) {
+		return &optim.VecError{Vec: f, Msg: fmt.Sprintf("has %d matrices (%s); %s's %s needs one per block: %d", len(ft), c.describe(fl), op, role, len(tiles))}
+	}
+	for i, t := range tiles {
+		side, what := t.Cols, "columns"
+		if rows {
+			side, what = t.Rows, "rows"
+		}
+		if got := ft[i].Shape; len(got) != 2 || got[0] != side || got[1] != side {
+			return &optim.VecError{Vec: f, Msg: fmt.Sprintf("has matrix %s of shape %v; %s's %s for block %d of tensor %s (%d×%d) must be %d×%d (its %s)",
+				ft[i].Name, got, op, role, i, tl.Tensors[t.Matrix.Tensor].Name, t.Rows, t.Cols, side, side, what)}
+		}
+	}
+	return nil
+}
+
+// gram checks a Gram: Dst a factor vector whose matrices match Src's tiles
+// cut by Dst's blocks, finite coefficients.
+func (c *Checker) gram(o optim.Gram, allocated Allocated) error {
+	if err := finite("gram", "beta", o.Beta, "alpha", o.Alpha); err != nil {
+		return err
+	}
+	dl, err := c.factor("gram", "dst", o.Dst, allocated)
+	if err != nil {
+		return err
+	}
+	sl, err := c.vec(o.Src, allocated)
+	if err != nil {
+		return err
+	}
+	if o.Dst == o.Src {
+		return &optim.VecError{Vec: o.Dst, Msg: "is both gram's dst and src"}
+	}
+	return c.matchTiles("gram", "dst", o.Dst, dl, c.l.Of(sl), c.l.TilesOf(sl, dl.Block), dl.Shape == optim.LeftFactor)
+}
+
+// matMul checks a MatMul: Dst and Src of one layout, at least one factor,
+// each a factor vector whose matrices match Src's tiles, neither Dst.
+func (c *Checker) matMul(o optim.MatMul, allocated Allocated) error {
+	sl, err := c.same(allocated, o.Src, o.Dst)
+	if err != nil {
+		return err
+	}
+	if o.Left == 0 && o.Right == 0 {
+		return errors.New("mat_mul needs a left or a right factor (0 is the identity)")
+	}
+	var block int64
+	ls := map[string]optim.VecLayout{}
+	for _, f := range []struct {
+		role string
+		v    optim.Vec
+	}{{"left", o.Left}, {"right", o.Right}} {
+		if f.v == 0 {
+			continue
+		}
+		if f.v == o.Dst {
+			return &optim.VecError{Vec: f.v, Msg: fmt.Sprintf("is both mat_mul's dst and its %s factor", f.role)}
+		}
+		l, err := c.factor("mat_mul", f.role+" factor", f.v, allocated)
+		if err != nil {
+			return err
+		}
+		if len(ls) == 0 {
+			block = l.Block
+		}
+		ls[f.role] = l
+	}
+	tiles := c.l.TilesOf(sl, block)
+	if len(tiles) == 0 {
+		return &optim.VecError{Vec: o.Src, Msg: "has no matrix tensors (2+ dims) for mat_mul"}
+	}
+	if l, ok := ls["left"]; ok {
+		if err := c.matchTiles("mat_mul", "left factor", o.Left, l, c.l.Of(sl), tiles, true); err != nil {
+			return err
+		}
+	}
+	if l, ok := ls["right"]; ok {
+		if err := c.matchTiles("mat_mul", "right factor", o.Right, l, c.l.Of(sl), tiles, false); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// matFunc checks a MatFunc: a known kind with valid Root and Eps, Dst and
+// Src factor vectors of one layout.
+func (c *Checker) matFunc(o optim.MatFunc, allocated Allocated) error {
+	switch o.Kind {
+	case optim.InvRoot, optim.PinvRoot:
+		if err := finite("mat_func "+o.Kind.String(), "root", o.Root, "eps", o.Eps); err != nil {
+			return err
+		}
+		if o.Root <= 0 {
+			return fmt.Errorf("mat_func %s: root = %v must be > 0 (the p of A^(-1/p))", o.Kind, o.Root)
+		}
+		if o.Kind == optim.InvRoot && o.Eps <= 0 {
+			return fmt.Errorf("mat_func inv_root: eps = %v must be > 0 (it regularizes A + eps·I; pinv_root takes 0)", o.Eps)
+		}
+		if o.Eps < 0 {
+			return fmt.Errorf("mat_func pinv_root: eps = %v is negative", o.Eps)
+		}
+	case optim.EigVecs, optim.EigVals, optim.QR:
+	default:
+		return fmt.Errorf("unknown mat_func kind %d: %w", o.Kind, errors.ErrUnsupported)
+	}
+	if _, err := c.factor("mat_func", "src", o.Src, allocated); err != nil {
+		return err
+	}
+	return c.sameLayout(allocated, o.Dst, o.Src)
 }

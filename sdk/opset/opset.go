@@ -141,6 +141,8 @@ func Enums() map[string]map[string]int32 {
 	add("ArithKind", 16, func(i int32) string { return optim.ArithKind(i).String() })
 	add("SegKind", 8, func(i int32) string { return optim.SegKind(i).String() })
 	add("Segmentation", 4, func(i int32) string { return optim.Segmentation(i).String() })
+	add("VecShape", 4, func(i int32) string { return optim.VecShape(i).String() })
+	add("MatFuncKind", 8, func(i int32) string { return optim.MatFuncKind(i).String() })
 	return out
 }
 

@@ -159,14 +159,14 @@ func TestChecker(t *testing.T) {
 	l := optim.Layout{Members: []optim.MemberLayout{{Arch: "mlp", Numel: 3}, {Arch: "big", Numel: 5}}}
 	hs := optim.NewHandles().Sub("sam")
 	g, h := hs.New("g"), hs.New("h")
-	allocated := func(v optim.Vec) (int, bool) {
+	allocated := func(v optim.Vec) (optim.VecLayout, bool) {
 		switch v {
 		case g:
-			return 0, true
+			return optim.VecLayout{Member: 0}, true
 		case h:
-			return 1, true
+			return optim.VecLayout{Member: 1}, true
 		}
-		return 0, false
+		return optim.VecLayout{}, false
 	}
 	p := hs.Prog()
 	n := p.Norm(g)

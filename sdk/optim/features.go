@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 )
 
 // Features are an optimizer's optional features, declared once, in its
@@ -169,6 +170,41 @@ func (i Info) OwnsUpdateWith(params map[string]any) bool {
 	}
 	rule, _ := params[UpdateParam].(string)
 	return rule != "" && rule != BaseUpdate
+}
+
+// Applied returns params (the validated hyperparameters of the optimizer
+// that i describes) without the hyperparameters of the update rules it
+// does not use, in a new map: with Features.UpdateRule, those named
+// "<rule>_…" for every rule that its UpdateParam's Enum lists other than
+// the chosen one (and BaseUpdate). They are at their defaults (a method
+// refuses another value for a rule it does not use), so they say nothing
+// about the run: the host leaves them out of a run's identity, and adding
+// a rule to a method changes no earlier run's.
+func (i Info) Applied(params map[string]any) map[string]any {
+	out := make(map[string]any, len(params))
+	for k, v := range params {
+		out[k] = v
+	}
+	if !i.Features.UpdateRule {
+		return out
+	}
+	chosen, _ := params[UpdateParam].(string)
+	for _, ps := range i.Params {
+		if ps.Name != UpdateParam {
+			continue
+		}
+		for _, rule := range ps.Enum {
+			if rule == chosen || rule == BaseUpdate {
+				continue
+			}
+			for k := range out {
+				if strings.HasPrefix(k, rule+"_") {
+					delete(out, k)
+				}
+			}
+		}
+	}
+	return out
 }
 
 // Defaults is embedded by an optimizer for the methods of the features it

@@ -47,6 +47,13 @@ func allOpsProgram() *optim.Program {
 	loss, acc := p.Mean([]optim.Eval{ev, ev2})
 	p.ReportMetrics(loss, acc).Report("norm", n)
 	p.NewtonSchulz(t, g, 5).NewtonSchulzOp(optim.NewtonSchulz{Dst: g, Src: g, Steps: 30, A: 1.5, B: -0.5, C: 0, Eps: 0})
+	lf, rf, q := hs.New("L"), hs.New("R"), hs.New("Q")
+	p.AllocFactor(lf, 0, optim.LeftFactor, 0).AllocFactor(rf, 0, optim.RightFactor, 256).AllocFactor(q, 0, optim.LeftFactor, 0)
+	p.Gram(lf, g, 0.99, 0.01).Gram(rf, g, 1, 1).SegReduce(optim.SegSumSq, optim.PerColumn, g, 0)
+	p.InvRoot(lf, lf, 4, 1e-12).MatFunc(rf, rf, optim.PinvRoot, 2, 1e-6).MatFunc(q, lf, optim.EigVecs, 0, 0)
+	p.MatFunc(q, q, optim.QR, 0, 0).MatFunc(q, lf, optim.EigVals, 0, 0)
+	p.MatMul(t, lf, g, rf).MatMul(t, 0, g, rf).MatMulOp(optim.MatMul{Dst: t, Src: g, Left: q, Right: q, TransLeft: true})
+	p.MatMul(q, lf, q, 0)
 	p.Read(n, m).UpdateBN(saved).UpdateBN(optim.Params).Free(t)
 	p.Ops = append(p.Ops, optim.Unary{Dst: t, Src: g, Kind: 42})
 	return p

@@ -1,6 +1,9 @@
 package optim
 
-import "math"
+import (
+	"fmt"
+	"math"
+)
 
 // UnaryKind selects an elementwise function for the Unary op.
 type UnaryKind int32
@@ -63,9 +66,20 @@ type Op interface{ isOp() }
 // Alloc makes a new zero-filled vector with the layout of member Member's
 // parameters under the plugin-chosen handle ID (> 0, and not allocated).
 // Ops on vectors of different layouts (lengths) fail.
+//
+// With Shape ≠ ParamShape the vector is a factor vector of member Member
+// instead (VecShape): one square matrix per block of side at most Block
+// (0: whole rows and columns) of each of the member's matrix tensors, zero
+// filled; MemberLayout.Factors is its layout. A Shape the host does not
+// know, a Block outside [0, MaxBlock], a Block with ParamShape, a member
+// without matrix tensors or a factor side above MaxBlock is refused
+// (MemberLayout.CheckFactors), and so is a vector the host has no memory
+// for. Shape and Block are protocol minor 8.
 type Alloc struct {
 	ID     Vec
 	Member int32
+	Shape  VecShape
+	Block  int64
 }
 
 // Free releases a vector allocated with Alloc; its handle then names no
@@ -333,9 +347,16 @@ type Segmentation int32
 // Tensors, in order); PerRow one per output channel: a tensor of shape
 // [d0, d1, …] is d0 segments of d1·… elements (a 1-D tensor d0 segments of
 // one element, a 0-D tensor one segment).
+//
+// PerColumn (protocol minor 8) has one segment per column of each tensor's
+// 2-D view [d0, d1·d2·…]: d1·… segments of d0 elements, element (i, j) of
+// the view in segment j (a 1-D or 0-D tensor is one segment). Its segments
+// interleave in the flat vector; MemberLayout.SegmentOf gives each
+// element's segment.
 const (
 	PerTensor Segmentation = iota + 1
 	PerRow
+	PerColumn
 )
 
 // SegKind selects the reduction of a SegReduce op.
@@ -469,3 +490,86 @@ type NewtonSchulz struct {
 	A, B, C  float64
 	Eps      float64
 }
+
+// Gram accumulates the Gram matrices of Src's blocks into the factor
+// vector Dst: for every tile G of Src cut by Dst's blocks (Tiles; a factor
+// vector's tiles are its whole matrices),
+//
+//	Dst_tile = Beta·Dst_tile + Alpha·G·Gᵀ   (Dst a LeftFactor vector)
+//	Dst_tile = Beta·Dst_tile + Alpha·Gᵀ·G   (Dst a RightFactor vector)
+//
+// Shampoo's L ← β₂·L + (1−β₂)·G·Gᵀ and R ← β₂·R + (1−β₂)·Gᵀ·G. Dst must have
+// a factor shape whose matrices match Src's tiles (one per tile, of its rows
+// or columns): a mismatch is one error naming the tile's tensor. Beta and
+// Alpha are finite. The product is computed in the vectors' type.
+// Protocol minor 8.
+type Gram struct {
+	Dst, Src    Vec
+	Beta, Alpha float64
+}
+
+// MatMul multiplies every tile X of Src by factor matrices on either side
+// and writes the product into Dst:
+//
+//	Dst_tile = op(Left_tile) · X · op(Right_tile)
+//
+// where op transposes when TransLeft (TransRight) is set and a Left or Right
+// of 0 is the identity (at least one is set: a factor vector is never a
+// member's live parameters, so 0 is free to mean none, as Grad's Out). Src and Dst have one layout:
+// a parameter vector, whose tiles are its matrices cut by the factors'
+// blocks (its other elements are copied from Src), or a factor vector,
+// whose tiles are its matrices. Left's matrices are the tiles' rows×rows,
+// Right's cols×cols: Shampoo's preconditioned gradient L^(−1/4)·G·R^(−1/4),
+// SOAP's rotation into an eigenbasis Qₗᵀ·G·Qᵣ and back, a power iteration's
+// L·Q. Dst must not be Left or Right. Protocol minor 8.
+type MatMul struct {
+	Dst, Src, Left, Right Vec
+	TransLeft, TransRight bool
+}
+
+// MatFuncKind selects the function of a MatFunc op.
+type MatFuncKind int32
+
+// Functions of MatFunc, of each square matrix A of a factor vector:
+//
+//	InvRoot:  (A + Eps·I)^(−1/Root) of the symmetric part of A, as V·diag((max(λ, 0) + Eps)^(−1/Root))·Vᵀ from its eigendecomposition; Eps > 0
+//	PinvRoot: the pseudo-inverse root V·diag(λ^(−1/Root) where λ > Eps·λ_max, else 0)·Vᵀ; Eps ≥ 0 is relative to the largest eigenvalue
+//	EigVecs:  V, the eigenvectors of the symmetric part as columns, by descending eigenvalue, each column's largest-magnitude entry positive
+//	EigVals:  diag(λ), the eigenvalues by descending value on the diagonal, 0 elsewhere
+//	QR:       Q of A = Q·R with R's diagonal ≥ 0 (columns of Q flipped where it is not)
+const (
+	InvRoot MatFuncKind = iota + 1
+	PinvRoot
+	EigVecs
+	EigVals
+	QR
+)
+
+var matFuncNames = [...]string{InvRoot: "inv_root", PinvRoot: "pinv_root", EigVecs: "eigvecs", EigVals: "eigvals", QR: "qr"}
+
+func (k MatFuncKind) String() string {
+	if k > 0 && int(k) < len(matFuncNames) {
+		return matFuncNames[k]
+	}
+	return fmt.Sprintf("MatFuncKind(%d)", int32(k))
+}
+
+// MatFunc sets every matrix of the factor vector Dst to a function of the
+// same matrix of Src (one factor layout; Dst may be Src): an inverse p-th
+// root (Root = p > 0), its pseudo-inverse variant, an eigendecomposition's
+// vectors or values, or a QR decomposition's Q (MatFuncKind). Hosts compute
+// it in float64 (the engine batches the matrices of one size through
+// torch.linalg.eigh or qr) and store it in the vector's type; the
+// eigenvectors of repeated eigenvalues are not unique, and two hosts may
+// then differ. Root is ignored by EigVecs, EigVals and QR, Eps by EigVecs,
+// EigVals and QR. Protocol minor 8.
+type MatFunc struct {
+	Dst, Src Vec
+	Kind     MatFuncKind
+	Root     float64
+	Eps      float64
+}
+
+func (Gram) isOp()    {}
+func (MatMul) isOp()  {}
+func (MatFunc) isOp() {}

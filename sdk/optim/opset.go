@@ -43,7 +43,7 @@ func spec[T Op](name, wire string, since int, format string, regs ...string) OpS
 
 // opDocs is each op's one-line description (docs/PLUGINS.md's op table).
 var opDocs = map[string]string{
-	"Alloc":        "new zero vector with member m's layout under a plugin-chosen handle",
+	"Alloc":        "new zero vector with member m's layout under a plugin-chosen handle; with a shape, a factor vector: one square matrix per block of each matrix tensor, left (rows×rows) or right (cols×cols) (minor 8)",
 	"Free":         "release an allocated handle",
 	"Copy":         "dst = src; with BN the BatchNorm running statistics travel too: a snapshot of a whole model state (`CopyState`, minor 3)",
 	"Fill":         "dst = v everywhere (per segment for a segment register)",
@@ -62,11 +62,14 @@ var opDocs = map[string]string{
 	"JointGrad":    "one loss on the averaged probabilities of several members; outs[i] = ∂L/∂ats[i]",
 	"FillRange":    "dst[offset : offset+n] = v",
 	"Arith":        "float64 register arithmetic: add sub mul div min max sqrt recip clamp; a segment register operand makes it per segment",
-	"SegReduce":    "per tensor or per row of the layout: Σx², Σx·y, Σ|x|, max|x| into a segment register",
+	"SegReduce":    "per tensor, per row or per column (minor 8) of the layout: Σx², Σx·y, Σ|x|, max|x| into a segment register",
 	"TopKMask":     "dst = 1 on the ⌊frac·size+½⌋ largest |x| of every segment, else 0",
 	"Read":         "the register's value comes back in the Result (a blocking read: for control flow only)",
 	"Report":       "the register becomes the step's metric name in the host's logs, without a blocking read",
 	"NewtonSchulz": "dst = src with every tensor of 2+ dims, viewed as a matrix [d0, rest], orthogonalised: X = G/(‖G‖_F+eps), then steps times X ← a·X + (b·A + c·A²)·X with A = X·Xᵀ (Keller Jordan's quintic Newton–Schulz, Muon); other tensors copied",
+	"Gram":         "factor dst = β·dst + α·G·Gᵀ (left) or α·Gᵀ·G (right) for every block G of src (Shampoo's statistics)",
+	"MatMul":       "dst = op(left)·X·op(right) for every block X of src, op a transpose or not, a factor 0 the identity (preconditioning, rotation into an eigenbasis)",
+	"MatFunc":      "dst = f(src) for every matrix of a factor vector, in float64: inverse p-th root (A+εI)^(−1/p), its pseudo-inverse variant, eigenvectors, eigenvalues, QR's Q",
 	"UpdateBN":     "recompute x's BatchNorm running statistics exactly over the training set (update_bn): reset, then a cumulative average over every batch in train mode, no gradient",
 }
 
@@ -92,7 +95,7 @@ func buildOpSet() []OpSpec {
 	seg := spec[SegReduce]("SegReduce", "seg_reduce", 5, "{Kind} per {By} of {X}[, {Y}]", "value")
 	seg.Segs = true
 	return []OpSpec{
-		spec[Alloc]("Alloc", "alloc", 0, "{ID} member={Member}"),
+		spec[Alloc]("Alloc", "alloc", 0, "{ID} member={Member}[ shape={Shape}][ block={Block}]"),
 		spec[Free]("Free", "free", 0, "{ID}"),
 		spec[Copy]("Copy", "copy", 0, "{Dst} = {Src}[{BN?} (with BatchNorm statistics)]"),
 		spec[Fill]("Fill", "fill", 0, "{Dst} = {Value}"),
@@ -117,6 +120,9 @@ func buildOpSet() []OpSpec {
 		spec[Report]("Report", "report", 5, "{Name} = {X}"),
 		spec[UpdateBN]("UpdateBN", "update_bn", 6, "BatchNorm statistics of {X} over the training set"),
 		spec[NewtonSchulz]("NewtonSchulz", "newton_schulz", 7, "{Dst} = newton-schulz({Src}) steps={Steps} a={A} b={B} c={C} eps={Eps}"),
+		spec[Gram]("Gram", "gram", 8, "{Dst} = {Beta}·{Dst} + {Alpha}·gram({Src})"),
+		spec[MatMul]("MatMul", "mat_mul", 8, "{Dst} = {Left:out}·{Src}·{Right:out}[ {TransLeft?}left transposed][ {TransRight?}right transposed]"),
+		spec[MatFunc]("MatFunc", "mat_func", 8, "{Dst} = {Kind}({Src})[ root={Root}][ eps={Eps}]"),
 	}
 }
 
@@ -175,6 +181,8 @@ func (s Segmentation) String() string {
 		return "tensor"
 	case PerRow:
 		return "row"
+	case PerColumn:
+		return "column"
 	}
 	return fmt.Sprintf("Segmentation(%d)", int32(s))
 }

@@ -13,7 +13,7 @@ const ProtocolMajor = 1
 
 // ProtocolMinor is the in-band minor version carried by Info; hosts accept
 // plugins with a minor version up to their own.
-const ProtocolMinor = 7
+const ProtocolMinor = 8
 
 // Host is what an optimizer drives: it describes the parameter layout and
 // executes programs of ops on the device, returning only the values the
@@ -93,9 +93,64 @@ func (m MemberLayout) Segments(by Segmentation) []int64 {
 			for range t.Shape[0] {
 				out = append(out, row)
 			}
+		case PerColumn:
+			if len(t.Shape) < 2 {
+				out = append(out, t.Numel())
+				continue
+			}
+			for range t.Numel() / max(t.Shape[0], 1) {
+				out = append(out, t.Shape[0])
+			}
 		default:
 			return nil
 		}
+	}
+	return out
+}
+
+// SegmentOf returns the segment of every element of m's flat vector under
+// by (Segments gives their sizes): contiguous runs for PerTensor and
+// PerRow; for PerColumn, element (i, j) of a tensor's 2-D view [d0, rest]
+// is in that tensor's j-th column segment. An unknown segmentation gives
+// nil.
+func (m MemberLayout) SegmentOf(by Segmentation) []int32 {
+	sizes := m.Segments(by)
+	if sizes == nil {
+		return nil
+	}
+	var n int64
+	for _, z := range sizes {
+		n += z
+	}
+	out := make([]int32, 0, n)
+	if by != PerColumn {
+		for s, z := range sizes {
+			for range z {
+				out = append(out, int32(s))
+			}
+		}
+		return out
+	}
+	ts := m.Tensors
+	if len(ts) == 0 {
+		ts = []Tensor{{Shape: []int64{m.Numel}}}
+	}
+	first := int32(0) // the first column segment of the tensor
+	for _, t := range ts {
+		if len(t.Shape) < 2 {
+			for range t.Numel() {
+				out = append(out, first)
+			}
+			first++
+			continue
+		}
+		cols := t.Numel() / max(t.Shape[0], 1)
+		for range t.Shape[0] {
+			for j := range cols {
+				out = append(out, first+int32(j))
+			}
+		}
+		first += int32(cols)
 	}
 	return out
 }

@@ -283,3 +283,24 @@ func TestInfoStamped(t *testing.T) {
 		t.Error("a plain optimizer wraps nothing")
 	}
 }
+
+// Info.Applied leaves out the hyperparameters of the update rules a
+// method does not use, and nothing else.
+func TestInfoApplied(t *testing.T) {
+	info := optim.Info{Features: optim.Features{UpdateRule: true}, Params: []optim.ParamSpec{
+		{Name: "rho"}, {Name: optim.UpdateParam, Enum: []string{optim.BaseUpdate, "adamw", "muon"}},
+		{Name: "adamw_beta1"}, {Name: "muon_momentum"}}}
+	params := map[string]any{"rho": 0.05, optim.UpdateParam: "muon", "adamw_beta1": 0.9, "muon_momentum": 0.95}
+	got := info.Applied(params)
+	want := map[string]any{"rho": 0.05, optim.UpdateParam: "muon", "muon_momentum": 0.95}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("Applied = %v, want %v", got, want)
+	}
+	if len(params) != 4 {
+		t.Error("Applied changed its argument")
+	}
+	info.Features.UpdateRule = false
+	if got := info.Applied(params); !reflect.DeepEqual(got, params) {
+		t.Errorf("without UpdateRule: %v, want every parameter", got)
+	}
+}

@@ -130,6 +130,14 @@ func (p *Program) own(ns ...Num) {
 // Alloc appends an Alloc op of id with member m's layout.
 func (p *Program) Alloc(id Vec, m int) *Program { return p.add(Alloc{ID: id, Member: int32(m)}) }
 
+// AllocFactor appends an Alloc op of id as a factor vector of member m:
+// one square matrix per block (of side at most block; 0: whole rows and
+// columns) of each matrix tensor, rows×rows for LeftFactor, cols×cols for
+// RightFactor (VecShape).
+func (p *Program) AllocFactor(id Vec, m int, s VecShape, block int64) *Program {
+	return p.add(Alloc{ID: id, Member: int32(m), Shape: s, Block: block})
+}
+
 // Free appends a Free op.
 func (p *Program) Free(id Vec) *Program { return p.add(Free{ID: id}) }
 
@@ -303,6 +311,33 @@ func (p *Program) NewtonSchulz(dst, src Vec, steps int) *Program {
 // NewtonSchulzOp appends o, a NewtonSchulz op with every field set by the
 // caller (its own coefficients, step count and ε).
 func (p *Program) NewtonSchulzOp(o NewtonSchulz) *Program { return p.add(o) }
+
+// Gram appends dst = beta·dst + alpha·G·Gᵀ (dst a left factor vector) or
+// alpha·Gᵀ·G (a right one) for every block G of src.
+func (p *Program) Gram(dst, src Vec, beta, alpha float64) *Program {
+	return p.add(Gram{Dst: dst, Src: src, Beta: beta, Alpha: alpha})
+}
+
+// MatMul appends dst = left·X·right for every block X of src (a factor 0
+// is the identity); MatMulOp sends transposes.
+func (p *Program) MatMul(dst, left, src, right Vec) *Program {
+	return p.add(MatMul{Dst: dst, Src: src, Left: left, Right: right})
+}
+
+// MatMulOp appends o, a MatMul op with every field set by the caller.
+func (p *Program) MatMulOp(o MatMul) *Program { return p.add(o) }
+
+// InvRoot appends dst = (src + eps·I)^(−1/root) for every matrix of the
+// factor vector src.
+func (p *Program) InvRoot(dst, src Vec, root, eps float64) *Program {
+	return p.add(MatFunc{Dst: dst, Src: src, Kind: InvRoot, Root: root, Eps: eps})
+}
+
+// MatFunc appends dst = f(src) for every matrix of the factor vector src
+// (MatFuncKind; root and eps as MatFunc says).
+func (p *Program) MatFunc(dst, src Vec, k MatFuncKind, root, eps float64) *Program {
+	return p.add(MatFunc{Dst: dst, Src: src, Kind: k, Root: root, Eps: eps})
+}
 
 // Mean returns the registers of the mean loss and accuracy over the
 // gradient passes evs, each term divided by the count and summed in order

@@ -132,8 +132,8 @@ type conf struct {
 
 	progs  []*program
 	checks []check
-	owner  map[optim.Vec]int
-	ones   map[int]optim.Vec
+	owner  map[optim.Vec]optim.VecLayout
+	ones   map[optim.VecLayout]optim.Vec
 	units  map[int]optim.Vec
 	noise  map[int]optim.Vec
 
@@ -182,7 +182,7 @@ type evalRef struct{ loss, acc ref }
 
 func newConf(t *testing.T, h optim.Host, l optim.Layout, opts HostTestOptions) *conf {
 	c := &conf{t: t, h: h, l: l, opts: opts, hs: optim.NewHandles(),
-		owner: map[optim.Vec]int{}, ones: map[int]optim.Vec{}, units: map[int]optim.Vec{}, noise: map[int]optim.Vec{},
+		owner: map[optim.Vec]optim.VecLayout{}, ones: map[optim.VecLayout]optim.Vec{}, units: map[int]optim.Vec{}, noise: map[int]optim.Vec{},
 		vm: -1, dm: -1, jm: [2]int{-1, -1}, lm: [2]int{-1, -1}}
 	var det []int
 	for m, ml := range l.Members {
@@ -247,31 +247,47 @@ func (c *conf) next() { c.progs = append(c.progs, &program{p: c.hs.Prog()}) }
 // n is the length of member m's vectors.
 func (c *conf) n(m int) int64 { return c.l.Members[m].Numel }
 
-// member returns the member whose layout v has.
-func (c *conf) member(v optim.Vec) int {
+// member returns the member whose layout v has (or whose layout a factor
+// vector v is a factor layout of).
+func (c *conf) member(v optim.Vec) int { return c.layoutOf(v).Member }
+
+// layoutOf returns the layout of the vector v names.
+func (c *conf) layoutOf(v optim.Vec) optim.VecLayout {
 	if m, ok := v.Member(); ok {
-		return m
+		return optim.VecLayout{Member: m}
 	}
 	if m, ok := v.Rho(); ok {
-		return m
+		return optim.VecLayout{Member: m}
 	}
-	m, ok := c.owner[v]
+	l, ok := c.owner[v]
 	if !ok {
-		c.t.Fatalf("suite bug: handle %d has no member", v)
+		c.t.Fatalf("suite bug: handle %d has no layout", v)
 	}
-	return m
+	return l
 }
+
+// numel is the length of the vector v names.
+func (c *conf) numel(v optim.Vec) int64 { return c.l.Of(c.layoutOf(v)).Numel }
 
 // alloc appends the allocation of a new vector of member m.
 func (c *conf) alloc(m int, name string) optim.Vec {
+	return c.allocL(optim.VecLayout{Member: m}, name)
+}
+
+// allocL appends the allocation of a new vector of layout l (a factor
+// vector when l has a shape).
+func (c *conf) allocL(l optim.VecLayout, name string) optim.Vec {
 	if c.progs[len(c.progs)-1].fail != nil {
 		c.t.Fatal("suite bug: an allocation after the op expected to fail")
 	}
 	v := c.hs.New(name)
-	c.owner[v] = m
-	c.p().Alloc(v, m)
+	c.owner[v] = l
+	c.p().AllocFactor(v, l.Member, l.Shape, l.Block)
 	return v
 }
+
+// like allocates a new vector of v's layout.
+func (c *conf) like(v optim.Vec, name string) optim.Vec { return c.allocL(c.layoutOf(v), name) }
 
 // filled allocates a vector of member m filled with x.
 func (c *conf) filled(m int, name string, x float64) optim.Vec {
@@ -288,12 +304,16 @@ func (c *conf) randn(m int, name string, seed int64) optim.Vec {
 }
 
 // one returns member m's vector of ones (allocated on first use).
-func (c *conf) one(m int) optim.Vec {
-	if v, ok := c.ones[m]; ok {
+func (c *conf) one(m int) optim.Vec { return c.oneOf(optim.VecLayout{Member: m}) }
+
+// oneOf returns the vector of ones of layout l (allocated on first use).
+func (c *conf) oneOf(l optim.VecLayout) optim.Vec {
+	if v, ok := c.ones[l]; ok {
 		return v
 	}
-	v := c.filled(m, fmt.Sprintf("ones[%d]", m), 1)
-	c.ones[m] = v
+	v := c.allocL(l, fmt.Sprintf("ones[%d]", l.Member))
+	c.p().Fill(v, optim.K(1))
+	c.ones[l] = v
 	return v
 }
 
@@ -311,7 +331,7 @@ func (c *conf) dot(a, b optim.Vec) ref { return c.read(c.p().Dot(a, b)) }
 func (c *conf) norm(x optim.Vec) ref   { return c.read(c.p().Norm(x)) }
 
 // sum returns the ref of Σ x_i.
-func (c *conf) sum(x optim.Vec) ref { return c.dot(x, c.one(c.member(x))) }
+func (c *conf) sum(x optim.Vec) ref { return c.dot(x, c.oneOf(c.layoutOf(x))) }
 
 // grad appends a Grad op. At a vector of a variational member it passes
 // the member's shared noise vector as Eps, so that every pass of the case
@@ -418,7 +438,7 @@ func (c *conf) expectEval(what string, a, b evalRef) {
 // expectConst expects every element of x to be want: the mean Σx/n and the
 // root mean square ‖x‖/√n of x are want and |want|.
 func (c *conf) expectConst(what string, x optim.Vec, want float64) {
-	n := float64(c.n(c.member(x)))
+	n := float64(c.numel(x))
 	s, q := c.sum(x), c.norm(x)
 	c.expect(what, func(get func(ref) float64) error {
 		mean, rms := get(s)/n, get(q)/math.Sqrt(n)
@@ -432,7 +452,7 @@ func (c *conf) expectConst(what string, x optim.Vec, want float64) {
 // expectSame expects vectors a and b (of one member) to be equal: ‖a − b‖
 // is finite and at most Tol·(‖a‖ + ‖b‖).
 func (c *conf) expectSame(what string, a, b optim.Vec) {
-	d := c.alloc(c.member(a), "diff")
+	d := c.like(a, "diff")
 	c.p().LinComb(d, optim.Term{Coef: optim.K(1), X: a}, optim.Term{Coef: optim.K(-1), X: b})
 	nd, na, nb := c.norm(d), c.norm(a), c.norm(b)
 	c.expect(what, func(get func(ref) float64) error {
@@ -446,7 +466,7 @@ func (c *conf) expectSame(what string, a, b optim.Vec) {
 
 // expectDiffer expects vectors a and b to differ somewhere.
 func (c *conf) expectDiffer(what string, a, b optim.Vec) {
-	d := c.alloc(c.member(a), "diff")
+	d := c.like(a, "diff")
 	c.p().LinComb(d, optim.Term{Coef: optim.K(1), X: a}, optim.Term{Coef: optim.K(-1), X: b})
 	nd := c.norm(d)
 	c.expect(what, func(get func(ref) float64) error {

@@ -27,10 +27,15 @@ const maxKnown = 4096
 // known allocates a vector of member m holding vals, set with one
 // FillRange per run of equal values.
 func (c *conf) known(m int, name string, vals []float64) optim.Vec {
-	if int64(len(vals)) != c.n(m) {
-		c.t.Fatalf("suite bug: %d values for a vector of %d", len(vals), c.n(m))
+	return c.knownL(optim.VecLayout{Member: m}, name, vals)
+}
+
+// knownL allocates a vector of layout l holding vals.
+func (c *conf) knownL(l optim.VecLayout, name string, vals []float64) optim.Vec {
+	if n := c.l.Of(l).Numel; int64(len(vals)) != n {
+		c.t.Fatalf("suite bug: %d values for a vector of %d", len(vals), n)
 	}
-	v := c.alloc(m, name)
+	v := c.allocL(l, name)
 	for i := 0; i < len(vals); {
 		j := i + 1
 		for j < len(vals) && vals[j] == vals[i] {
@@ -122,6 +127,10 @@ func ns5(dst, src optim.Vec, steps int32) optim.NewtonSchulz {
 }
 
 func matrixCases() []hostCase {
+	return append(newtonSchulzCases(), factorCases()...)
+}
+
+func newtonSchulzCases() []hostCase {
 	return []hostCase{
 		{name: "NewtonSchulz/random matrices against their SVD", run: func(c *conf) {
 			// Every matrix of member 0 (tall, wide or square: a host that

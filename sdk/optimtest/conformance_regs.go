@@ -18,36 +18,21 @@ import (
 // values the suite computes in float64. Values are small multiples of 1/8,
 // so that a float32 device holds and sums them exactly.
 
-// span is one segment of a member's vector: n elements from off on.
-type span struct{ off, n int64 }
+// span is one segment of a member's vector: the indices of its elements,
+// in order (a run for PerTensor and PerRow, a stride for PerColumn).
+type span []int64
 
-// segments returns the segments of member m's vector under by, in order:
-// one per tensor of the Layout (PerTensor), or one per row, the first
-// dimension of each tensor (PerRow; a 0-D tensor is one segment). A member
-// without tensors is one tensor of shape [Numel].
+// segments returns the segments of member m's vector under by, in order
+// (MemberLayout.SegmentOf): one per tensor of the Layout (PerTensor), one
+// per row, the first dimension of each tensor (PerRow; a 0-D tensor is
+// one segment), or one per column of each tensor's 2-D view (PerColumn; a
+// tensor of fewer than two dims is one segment). A member without tensors
+// is one tensor of shape [Numel].
 func (c *conf) segments(m int, by optim.Segmentation) []span {
 	ml := c.l.Members[m]
-	ts := ml.Tensors
-	if len(ts) == 0 {
-		ts = []optim.Tensor{{Shape: []int64{ml.Numel}}}
-	}
-	var out []span
-	for _, t := range ts {
-		size := int64(1)
-		for _, d := range t.Shape {
-			size *= d
-		}
-		if by == optim.PerTensor {
-			out = append(out, span{t.Offset, size})
-			continue
-		}
-		rows := int64(1)
-		if len(t.Shape) > 0 {
-			rows = t.Shape[0]
-		}
-		for r := range rows {
-			out = append(out, span{t.Offset + r*(size/rows), size / rows})
-		}
+	out := make([]span, len(ml.Segments(by)))
+	for i, j := range ml.SegmentOf(by) {
+		out[j] = append(out[j], int64(i))
 	}
 	return out
 }
@@ -57,8 +42,8 @@ func (c *conf) segments(m int, by optim.Segmentation) []span {
 func (c *conf) spread(m int, by optim.Segmentation, per []float64) []float64 {
 	v := make([]float64, c.n(m))
 	for j, s := range c.segments(m, by) {
-		for i := range s.n {
-			v[s.off+i] = per[j]
+		for _, i := range s {
+			v[i] = per[j]
 		}
 	}
 	return v
@@ -71,8 +56,8 @@ func (c *conf) spread(m int, by optim.Segmentation, per []float64) []float64 {
 func (c *conf) pattern(m, seed int) []float64 {
 	v := make([]float64, c.n(m))
 	for j, s := range c.segments(m, optim.PerRow) {
-		h := (s.n + 1) / 2
-		for i := range s.n {
+		h := (int64(len(s)) + 1) / 2
+		for i := range int64(len(s)) {
 			half := 0
 			if i >= h {
 				half = 1
@@ -81,7 +66,7 @@ func (c *conf) pattern(m, seed int) []float64 {
 			if (j+half+seed)%2 == 1 {
 				x = -x
 			}
-			v[s.off+i] = x
+			v[s[i]] = x
 		}
 	}
 	return v
@@ -160,22 +145,38 @@ func (c *conf) regOf(x float64) optim.Reg {
 	return c.p().Dot(v, c.unit())
 }
 
-// segReduce is SegReduceRef over the segments ss.
+// segReduce is SegReduceRef over the segments ss (element indices).
 func segReduce(k optim.SegKind, ss []span, x, y []float64) []float64 {
-	return SegReduceRef(k, spanSizes(ss), x, y)
-}
-
-// topK is TopKMaskRef over the segments ss.
-func topK(ss []span, x []float64, frac func(j int) float64) []float64 {
-	return TopKMaskRef(x, spanSizes(ss), frac)
-}
-
-func spanSizes(ss []span) []int64 {
-	sizes := make([]int64, len(ss))
+	out := make([]float64, len(ss))
 	for j, s := range ss {
-		sizes[j] = s.n
+		xs, ys := gather(x, s), gather(y, s)
+		out[j] = SegReduceRef(k, []int64{int64(len(s))}, xs, ys)[0]
 	}
-	return sizes
+	return out
+}
+
+// topK is TopKMaskRef over the segments ss (element indices).
+func topK(ss []span, x []float64, frac func(j int) float64) []float64 {
+	mask := make([]float64, len(x))
+	for j, s := range ss {
+		m := TopKMaskRef(gather(x, s), []int64{int64(len(s))}, func(int) float64 { return frac(j) })
+		for i, e := range s {
+			mask[e] = m[i]
+		}
+	}
+	return mask
+}
+
+// gather returns the elements idx of x (nil for a nil x).
+func gather(x []float64, idx span) []float64 {
+	if x == nil {
+		return nil
+	}
+	out := make([]float64, len(idx))
+	for i, e := range idx {
+		out[i] = x[e]
+	}
+	return out
 }
 
 // SegReduceRef is SegReduce in float64 over consecutive segments of the
@@ -225,7 +226,7 @@ func TopKMaskRef(x []float64, sizes []int64, frac func(j int) float64) []float64
 }
 
 var (
-	segmentations = []optim.Segmentation{optim.PerTensor, optim.PerRow}
+	segmentations = []optim.Segmentation{optim.PerTensor, optim.PerRow, optim.PerColumn}
 	segKinds      = []optim.SegKind{optim.SegSumSq, optim.SegDot, optim.SegSumAbs, optim.SegMaxAbs}
 )
 
@@ -235,6 +236,8 @@ func byName(by optim.Segmentation) string {
 		return "per tensor"
 	case optim.PerRow:
 		return "per row"
+	case optim.PerColumn:
+		return "per column"
 	}
 	return fmt.Sprintf("by %d", by)
 }
@@ -485,7 +488,7 @@ func segReduceCases() []hostCase {
 					r := c.p().SegReduce(optim.SegSumAbs, by, c.one(m), 0)
 					var want []float64
 					for _, s := range c.segments(m, by) {
-						want = append(want, float64(s.n))
+						want = append(want, float64(len(s)))
 					}
 					c.expectSeg(fmt.Sprintf("member %d", m), r, m, by, want)
 				}
@@ -516,7 +519,7 @@ func segReduceCases() []hostCase {
 					// the reciprocal of its segment's size.
 					var per []float64
 					for _, s := range c.segments(m, by) {
-						per = append(per, 1/float64(s.n))
+						per = append(per, 1/float64(len(s)))
 					}
 					w := c.vector(m, "w", c.spread(m, by, per))
 					total, nx := c.dot(v, w), c.norm(x)

@@ -192,7 +192,7 @@ type baseState struct {
 
 type vector struct {
 	data   []float64
-	member int
+	layout optim.VecLayout
 	bn     int // label of the statistics a Copy with BN gave it; 0: none
 }
 
@@ -372,7 +372,7 @@ func (h *Host) Exec(ctx context.Context, p *optim.Program) (optim.Result, error)
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	rec := ExecRecord{Step: h.step, Program: cloneProgram(p)}
-	x := &execState{check: opset.NewChecker(p, l), layout: l.Members[0]}
+	x := &execState{check: opset.NewChecker(p, l), full: l}
 	for i, op := range p.Ops {
 		err = x.check.Check(i, op, h.allocated)
 		if err == nil {
@@ -422,19 +422,31 @@ func (h *Host) TakeReports() map[string]float64 {
 	return r
 }
 
-// allocated tells which member's layout an allocated vector has.
-func (h *Host) allocated(v optim.Vec) (int, bool) {
+// allocated tells which layout an allocated vector has.
+func (h *Host) allocated(v optim.Vec) (optim.VecLayout, bool) {
 	x, ok := h.vecs[v]
 	if !ok {
-		return 0, false
+		return optim.VecLayout{}, false
 	}
-	return x.member, true
+	return x.layout, true
+}
+
+// layoutOf returns the layout of the vector v names (checked): a member's,
+// or an allocated vector's (a factor layout, say).
+func (h *Host) layoutOf(x *execState, v optim.Vec) optim.MemberLayout {
+	if m, ok := v.Rho(); ok {
+		return x.full.Members[m]
+	}
+	if m, ok := v.Member(); ok {
+		return x.full.Members[m]
+	}
+	return x.full.Of(h.vecs[v].layout)
 }
 
 // execState is the state of one Exec: its registers, reads and reports.
 type execState struct {
 	check   *opset.Checker
-	layout  optim.MemberLayout // every member's (one problem)
+	full    optim.Layout // the members' layout
 	regs    []register
 	reads   []float64
 	reports map[string]float64
@@ -471,10 +483,8 @@ func (r register) at(i int) float64 {
 // segmentOf returns the segment of every element under by.
 func segmentOf(l optim.MemberLayout, by optim.Segmentation) (sizes []int64, of []int) {
 	sizes = l.Segments(by)
-	for s, n := range sizes {
-		for range n {
-			of = append(of, s)
-		}
+	for _, s := range l.SegmentOf(by) {
+		of = append(of, int(s))
 	}
 	return sizes, of
 }
@@ -593,7 +603,7 @@ func (h *Host) lookup(v optim.Vec) ([]float64, int, error) {
 	if !ok {
 		return nil, 0, fmt.Errorf("handle %d is not allocated", v)
 	}
-	return x.data, x.member, nil
+	return x.data, x.layout.Member, nil
 }
 
 func (h *Host) get(v optim.Vec) ([]float64, error) {
@@ -677,6 +687,12 @@ func (h *Host) applyVecOp(op optim.Op, x *execState) error {
 		return h.updateBN(op)
 	case optim.NewtonSchulz:
 		return h.newtonSchulz(op, x)
+	case optim.Gram:
+		return h.gram(op, x)
+	case optim.MatMul:
+		return h.matMul(op, x)
+	case optim.MatFunc:
+		return h.matFunc(op, x)
 	default:
 		return fmt.Errorf("unknown op %T: %w", op, errors.ErrUnsupported)
 	}
@@ -694,7 +710,12 @@ func (h *Host) alloc(op optim.Alloc) error {
 	if op.Member < 0 || int(op.Member) >= len(h.members) {
 		return fmt.Errorf("alloc for member %d of %d", op.Member, len(h.members))
 	}
-	h.vecs[op.ID] = &vector{data: make([]float64, h.prob.Numel()), member: int(op.Member)}
+	l, err := h.Layout(context.Background())
+	if err != nil {
+		return err
+	}
+	vl := optim.VecLayout{Member: int(op.Member), Shape: op.Shape, Block: op.Block}
+	h.vecs[op.ID] = &vector{data: make([]float64, l.Of(vl).Numel), layout: vl}
 	return nil
 }
 
@@ -939,7 +960,7 @@ func (h *Host) segReduce(op optim.SegReduce, x *execState) error {
 			return err
 		}
 	}
-	sizes, of := segmentOf(x.layout, op.By)
+	sizes, of := segmentOf(h.layoutOf(x, op.X), op.By)
 	r := register{seg: make([]float64, len(sizes)), of: of}
 	for i, e := range v {
 		s := of[i]
@@ -966,8 +987,11 @@ func (h *Host) topKMask(op optim.TopKMask, x *execState) error {
 		return err
 	}
 	frac := x.num(op.Frac)
-	sizes, _ := segmentOf(x.layout, op.By)
-	start := 0
+	sizes, of := segmentOf(h.layoutOf(x, op.X), op.By)
+	members := make([][]int, len(sizes)) // each segment's elements, in order
+	for i, s := range of {
+		members[s] = append(members[s], i)
+	}
 	for s, n := range sizes {
 		f := frac.v
 		if frac.seg != nil {
@@ -975,10 +999,7 @@ func (h *Host) topKMask(op optim.TopKMask, x *execState) error {
 		}
 		k := int(math.Floor(f*float64(n) + 0.5))
 		k = min(max(k, 0), int(n))
-		idx := make([]int, n)
-		for i := range idx {
-			idx[i] = start + i
-		}
+		idx := slices.Clone(members[s])
 		slices.SortStableFunc(idx, func(a, b int) int {
 			switch aa, bb := math.Abs(v[a]), math.Abs(v[b]); {
 			case aa > bb:
@@ -994,7 +1015,6 @@ func (h *Host) topKMask(op optim.TopKMask, x *execState) error {
 				d[i] = 1
 			}
 		}
-		start += int(n)
 	}
 	return nil
 }
@@ -1005,7 +1025,7 @@ func (h *Host) newtonSchulz(op optim.NewtonSchulz, x *execState) error {
 	if err != nil {
 		return err
 	}
-	copy(d, NewtonSchulzRef(x.layout, s, op))
+	copy(d, NewtonSchulzRef(h.layoutOf(x, op.Src), s, op))
 	return nil
 }
 
@@ -1598,4 +1618,58 @@ func (h *Host) setOwnsUpdate(on bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.ownsUpdate = on
+}
+
+// gram runs a Gram op in float64 (GramRef).
+func (h *Host) gram(op optim.Gram, x *execState) error {
+	d, s, err := h.get2(op.Dst, op.Src)
+	if err != nil {
+		return err
+	}
+	dl := h.vecs[op.Dst].layout
+	GramRef(d, x.full.Of(dl), dl.Shape == optim.LeftFactor, s, x.full.TilesOf(h.vecLayout(op.Src), dl.Block), op)
+	return nil
+}
+
+// vecLayout returns the VecLayout of the vector v names (checked).
+func (h *Host) vecLayout(v optim.Vec) optim.VecLayout {
+	if m, ok := v.Rho(); ok {
+		return optim.VecLayout{Member: m}
+	}
+	if m, ok := v.Member(); ok {
+		return optim.VecLayout{Member: m}
+	}
+	return h.vecs[v].layout
+}
+
+// matMul runs a MatMul op in float64 (MatMulRef).
+func (h *Host) matMul(op optim.MatMul, x *execState) error {
+	d, s, err := h.get2(op.Dst, op.Src)
+	if err != nil {
+		return err
+	}
+	var block int64
+	var left, right []float64
+	var lf, rf optim.MemberLayout
+	if op.Right != 0 {
+		right, rf, block = h.vecs[op.Right].data, h.layoutOf(x, op.Right), h.vecs[op.Right].layout.Block
+	}
+	if op.Left != 0 {
+		left, lf, block = h.vecs[op.Left].data, h.layoutOf(x, op.Left), h.vecs[op.Left].layout.Block
+	}
+	MatMulRef(d, s, x.full.TilesOf(h.vecLayout(op.Src), block), left, lf, right, rf, op)
+	return nil
+}
+
+// matFunc runs a MatFunc op in float64 (MatFuncRef) on every matrix of
+// the factor vector.
+func (h *Host) matFunc(op optim.MatFunc, x *execState) error {
+	d, s, err := h.get2(op.Dst, op.Src)
+	if err != nil {
+		return err
+	}
+	for _, ft := range h.layoutOf(x, op.Src).Tensors {
+		setSquare(d, ft, MatFuncRef(square(s, ft), op))
+	}
+	return nil
 }

@@ -402,6 +402,7 @@ const (
 	Segmentation_SEGMENTATION_UNSPECIFIED Segmentation = 0
 	Segmentation_SEGMENTATION_PER_TENSOR  Segmentation = 1
 	Segmentation_SEGMENTATION_PER_ROW     Segmentation = 2
+	Segmentation_SEGMENTATION_PER_COLUMN  Segmentation = 3 // since minor 8
 )
 
 // Enum value maps for Segmentation.
@@ -410,11 +411,13 @@ var (
 		0: "SEGMENTATION_UNSPECIFIED",
 		1: "SEGMENTATION_PER_TENSOR",
 		2: "SEGMENTATION_PER_ROW",
+		3: "SEGMENTATION_PER_COLUMN",
 	}
 	Segmentation_value = map[string]int32{
 		"SEGMENTATION_UNSPECIFIED": 0,
 		"SEGMENTATION_PER_TENSOR":  1,
 		"SEGMENTATION_PER_ROW":     2,
+		"SEGMENTATION_PER_COLUMN":  3,
 	}
 )
 
@@ -443,6 +446,115 @@ func (x Segmentation) Number() protoreflect.EnumNumber {
 // Deprecated: Use Segmentation.Descriptor instead.
 func (Segmentation) EnumDescriptor() ([]byte, []int) {
 	return file_optlab_plugin_v1_plugin_proto_rawDescGZIP(), []int{6}
+}
+
+// VecShape mirrors optim.VecShape (since minor 8).
+type VecShape int32
+
+const (
+	VecShape_VEC_SHAPE_PARAMS VecShape = 0
+	VecShape_VEC_SHAPE_LEFT   VecShape = 1
+	VecShape_VEC_SHAPE_RIGHT  VecShape = 2
+)
+
+// Enum value maps for VecShape.
+var (
+	VecShape_name = map[int32]string{
+		0: "VEC_SHAPE_PARAMS",
+		1: "VEC_SHAPE_LEFT",
+		2: "VEC_SHAPE_RIGHT",
+	}
+	VecShape_value = map[string]int32{
+		"VEC_SHAPE_PARAMS": 0,
+		"VEC_SHAPE_LEFT":   1,
+		"VEC_SHAPE_RIGHT":  2,
+	}
+)
+
+func (x VecShape) Enum() *VecShape {
+	p := new(VecShape)
+	*p = x
+	return p
+}
+
+func (x VecShape) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (VecShape) Descriptor() protoreflect.EnumDescriptor {
+	return file_optlab_plugin_v1_plugin_proto_enumTypes[7].Descriptor()
+}
+
+func (VecShape) Type() protoreflect.EnumType {
+	return &file_optlab_plugin_v1_plugin_proto_enumTypes[7]
+}
+
+func (x VecShape) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use VecShape.Descriptor instead.
+func (VecShape) EnumDescriptor() ([]byte, []int) {
+	return file_optlab_plugin_v1_plugin_proto_rawDescGZIP(), []int{7}
+}
+
+// MatFuncKind mirrors optim.MatFuncKind (since minor 8).
+type MatFuncKind int32
+
+const (
+	MatFuncKind_MAT_FUNC_KIND_UNSPECIFIED MatFuncKind = 0
+	MatFuncKind_MAT_FUNC_KIND_INV_ROOT    MatFuncKind = 1
+	MatFuncKind_MAT_FUNC_KIND_PINV_ROOT   MatFuncKind = 2
+	MatFuncKind_MAT_FUNC_KIND_EIGVECS     MatFuncKind = 3
+	MatFuncKind_MAT_FUNC_KIND_EIGVALS     MatFuncKind = 4
+	MatFuncKind_MAT_FUNC_KIND_QR          MatFuncKind = 5
+)
+
+// Enum value maps for MatFuncKind.
+var (
+	MatFuncKind_name = map[int32]string{
+		0: "MAT_FUNC_KIND_UNSPECIFIED",
+		1: "MAT_FUNC_KIND_INV_ROOT",
+		2: "MAT_FUNC_KIND_PINV_ROOT",
+		3: "MAT_FUNC_KIND_EIGVECS",
+		4: "MAT_FUNC_KIND_EIGVALS",
+		5: "MAT_FUNC_KIND_QR",
+	}
+	MatFuncKind_value = map[string]int32{
+		"MAT_FUNC_KIND_UNSPECIFIED": 0,
+		"MAT_FUNC_KIND_INV_ROOT":    1,
+		"MAT_FUNC_KIND_PINV_ROOT":   2,
+		"MAT_FUNC_KIND_EIGVECS":     3,
+		"MAT_FUNC_KIND_EIGVALS":     4,
+		"MAT_FUNC_KIND_QR":          5,
+	}
+)
+
+func (x MatFuncKind) Enum() *MatFuncKind {
+	p := new(MatFuncKind)
+	*p = x
+	return p
+}
+
+func (x MatFuncKind) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (MatFuncKind) Descriptor() protoreflect.EnumDescriptor {
+	return file_optlab_plugin_v1_plugin_proto_enumTypes[8].Descriptor()
+}
+
+func (MatFuncKind) Type() protoreflect.EnumType {
+	return &file_optlab_plugin_v1_plugin_proto_enumTypes[8]
+}
+
+func (x MatFuncKind) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use MatFuncKind.Descriptor instead.
+func (MatFuncKind) EnumDescriptor() ([]byte, []int) {
+	return file_optlab_plugin_v1_plugin_proto_rawDescGZIP(), []int{8}
 }
 
 // BNMode mirrors optim.BNMode (same numbers).
@@ -476,11 +588,11 @@ func (x BNMode) String() string {
 }
 
 func (BNMode) Descriptor() protoreflect.EnumDescriptor {
-	return file_optlab_plugin_v1_plugin_proto_enumTypes[7].Descriptor()
+	return file_optlab_plugin_v1_plugin_proto_enumTypes[9].Descriptor()
 }
 
 func (BNMode) Type() protoreflect.EnumType {
-	return &file_optlab_plugin_v1_plugin_proto_enumTypes[7]
+	return &file_optlab_plugin_v1_plugin_proto_enumTypes[9]
 }
 
 func (x BNMode) Number() protoreflect.EnumNumber {
@@ -489,7 +601,7 @@ func (x BNMode) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use BNMode.Descriptor instead.
 func (BNMode) EnumDescriptor() ([]byte, []int) {
-	return file_optlab_plugin_v1_plugin_proto_rawDescGZIP(), []int{7}
+	return file_optlab_plugin_v1_plugin_proto_rawDescGZIP(), []int{9}
 }
 
 // Value is one hyperparameter value: exactly one of the kinds is set.
@@ -2015,6 +2127,8 @@ type AllocOp struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Id            int32                  `protobuf:"zigzag32,1,opt,name=id,proto3" json:"id,omitempty"`
 	Member        int32                  `protobuf:"varint,2,opt,name=member,proto3" json:"member,omitempty"`
+	Shape         VecShape               `protobuf:"varint,3,opt,name=shape,proto3,enum=optlab.plugin.v1.VecShape" json:"shape,omitempty"` // since minor 8: a factor vector
+	Block         int64                  `protobuf:"varint,4,opt,name=block,proto3" json:"block,omitempty"`                                // since minor 8
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2059,6 +2173,20 @@ func (x *AllocOp) GetId() int32 {
 func (x *AllocOp) GetMember() int32 {
 	if x != nil {
 		return x.Member
+	}
+	return 0
+}
+
+func (x *AllocOp) GetShape() VecShape {
+	if x != nil {
+		return x.Shape
+	}
+	return VecShape_VEC_SHAPE_PARAMS
+}
+
+func (x *AllocOp) GetBlock() int64 {
+	if x != nil {
+		return x.Block
 	}
 	return 0
 }
@@ -3686,6 +3814,240 @@ func (x *NewtonSchulzOp) GetEps() float64 {
 	return 0
 }
 
+// GramOp mirrors optim.Gram (since minor 8): factor dst = beta·dst +
+// alpha·G·Gᵀ (left) or alpha·Gᵀ·G (right) for every block G of src.
+type GramOp struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Dst           int32                  `protobuf:"zigzag32,1,opt,name=dst,proto3" json:"dst,omitempty"`
+	Src           int32                  `protobuf:"zigzag32,2,opt,name=src,proto3" json:"src,omitempty"`
+	Beta          float64                `protobuf:"fixed64,3,opt,name=beta,proto3" json:"beta,omitempty"`
+	Alpha         float64                `protobuf:"fixed64,4,opt,name=alpha,proto3" json:"alpha,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GramOp) Reset() {
+	*x = GramOp{}
+	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[54]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GramOp) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GramOp) ProtoMessage() {}
+
+func (x *GramOp) ProtoReflect() protoreflect.Message {
+	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[54]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GramOp.ProtoReflect.Descriptor instead.
+func (*GramOp) Descriptor() ([]byte, []int) {
+	return file_optlab_plugin_v1_plugin_proto_rawDescGZIP(), []int{54}
+}
+
+func (x *GramOp) GetDst() int32 {
+	if x != nil {
+		return x.Dst
+	}
+	return 0
+}
+
+func (x *GramOp) GetSrc() int32 {
+	if x != nil {
+		return x.Src
+	}
+	return 0
+}
+
+func (x *GramOp) GetBeta() float64 {
+	if x != nil {
+		return x.Beta
+	}
+	return 0
+}
+
+func (x *GramOp) GetAlpha() float64 {
+	if x != nil {
+		return x.Alpha
+	}
+	return 0
+}
+
+// MatMulOp mirrors optim.MatMul (since minor 8): dst = op(left)·X·op(right)
+// for every block X of src; a factor 0 is the identity.
+type MatMulOp struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Dst           int32                  `protobuf:"zigzag32,1,opt,name=dst,proto3" json:"dst,omitempty"`
+	Src           int32                  `protobuf:"zigzag32,2,opt,name=src,proto3" json:"src,omitempty"`
+	Left          int32                  `protobuf:"zigzag32,3,opt,name=left,proto3" json:"left,omitempty"`
+	Right         int32                  `protobuf:"zigzag32,4,opt,name=right,proto3" json:"right,omitempty"`
+	TransLeft     bool                   `protobuf:"varint,5,opt,name=trans_left,json=transLeft,proto3" json:"trans_left,omitempty"`
+	TransRight    bool                   `protobuf:"varint,6,opt,name=trans_right,json=transRight,proto3" json:"trans_right,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MatMulOp) Reset() {
+	*x = MatMulOp{}
+	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[55]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MatMulOp) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MatMulOp) ProtoMessage() {}
+
+func (x *MatMulOp) ProtoReflect() protoreflect.Message {
+	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[55]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MatMulOp.ProtoReflect.Descriptor instead.
+func (*MatMulOp) Descriptor() ([]byte, []int) {
+	return file_optlab_plugin_v1_plugin_proto_rawDescGZIP(), []int{55}
+}
+
+func (x *MatMulOp) GetDst() int32 {
+	if x != nil {
+		return x.Dst
+	}
+	return 0
+}
+
+func (x *MatMulOp) GetSrc() int32 {
+	if x != nil {
+		return x.Src
+	}
+	return 0
+}
+
+func (x *MatMulOp) GetLeft() int32 {
+	if x != nil {
+		return x.Left
+	}
+	return 0
+}
+
+func (x *MatMulOp) GetRight() int32 {
+	if x != nil {
+		return x.Right
+	}
+	return 0
+}
+
+func (x *MatMulOp) GetTransLeft() bool {
+	if x != nil {
+		return x.TransLeft
+	}
+	return false
+}
+
+func (x *MatMulOp) GetTransRight() bool {
+	if x != nil {
+		return x.TransRight
+	}
+	return false
+}
+
+// MatFuncOp mirrors optim.MatFunc (since minor 8): dst = f(src) for every
+// matrix of a factor vector.
+type MatFuncOp struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Dst           int32                  `protobuf:"zigzag32,1,opt,name=dst,proto3" json:"dst,omitempty"`
+	Src           int32                  `protobuf:"zigzag32,2,opt,name=src,proto3" json:"src,omitempty"`
+	Kind          MatFuncKind            `protobuf:"varint,3,opt,name=kind,proto3,enum=optlab.plugin.v1.MatFuncKind" json:"kind,omitempty"`
+	Root          float64                `protobuf:"fixed64,4,opt,name=root,proto3" json:"root,omitempty"`
+	Eps           float64                `protobuf:"fixed64,5,opt,name=eps,proto3" json:"eps,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MatFuncOp) Reset() {
+	*x = MatFuncOp{}
+	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[56]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MatFuncOp) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MatFuncOp) ProtoMessage() {}
+
+func (x *MatFuncOp) ProtoReflect() protoreflect.Message {
+	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[56]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MatFuncOp.ProtoReflect.Descriptor instead.
+func (*MatFuncOp) Descriptor() ([]byte, []int) {
+	return file_optlab_plugin_v1_plugin_proto_rawDescGZIP(), []int{56}
+}
+
+func (x *MatFuncOp) GetDst() int32 {
+	if x != nil {
+		return x.Dst
+	}
+	return 0
+}
+
+func (x *MatFuncOp) GetSrc() int32 {
+	if x != nil {
+		return x.Src
+	}
+	return 0
+}
+
+func (x *MatFuncOp) GetKind() MatFuncKind {
+	if x != nil {
+		return x.Kind
+	}
+	return MatFuncKind_MAT_FUNC_KIND_UNSPECIFIED
+}
+
+func (x *MatFuncOp) GetRoot() float64 {
+	if x != nil {
+		return x.Root
+	}
+	return 0
+}
+
+func (x *MatFuncOp) GetEps() float64 {
+	if x != nil {
+		return x.Eps
+	}
+	return 0
+}
+
 // Op is one instruction. An Op whose kind the receiver does not know (a
 // field number from a newer minor version) decodes with no kind set and is
 // answered with Unimplemented and the op's index.
@@ -3718,6 +4080,9 @@ type Op struct {
 	//	*Op_Report
 	//	*Op_UpdateBn
 	//	*Op_NewtonSchulz
+	//	*Op_Gram
+	//	*Op_MatMul
+	//	*Op_MatFunc
 	Kind          isOp_Kind `protobuf_oneof:"kind"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -3725,7 +4090,7 @@ type Op struct {
 
 func (x *Op) Reset() {
 	*x = Op{}
-	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[54]
+	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3737,7 +4102,7 @@ func (x *Op) String() string {
 func (*Op) ProtoMessage() {}
 
 func (x *Op) ProtoReflect() protoreflect.Message {
-	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[54]
+	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3750,7 +4115,7 @@ func (x *Op) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Op.ProtoReflect.Descriptor instead.
 func (*Op) Descriptor() ([]byte, []int) {
-	return file_optlab_plugin_v1_plugin_proto_rawDescGZIP(), []int{54}
+	return file_optlab_plugin_v1_plugin_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *Op) GetKind() isOp_Kind {
@@ -3985,6 +4350,33 @@ func (x *Op) GetNewtonSchulz() *NewtonSchulzOp {
 	return nil
 }
 
+func (x *Op) GetGram() *GramOp {
+	if x != nil {
+		if x, ok := x.Kind.(*Op_Gram); ok {
+			return x.Gram
+		}
+	}
+	return nil
+}
+
+func (x *Op) GetMatMul() *MatMulOp {
+	if x != nil {
+		if x, ok := x.Kind.(*Op_MatMul); ok {
+			return x.MatMul
+		}
+	}
+	return nil
+}
+
+func (x *Op) GetMatFunc() *MatFuncOp {
+	if x != nil {
+		if x, ok := x.Kind.(*Op_MatFunc); ok {
+			return x.MatFunc
+		}
+	}
+	return nil
+}
+
 type isOp_Kind interface {
 	isOp_Kind()
 }
@@ -4089,6 +4481,18 @@ type Op_NewtonSchulz struct {
 	NewtonSchulz *NewtonSchulzOp `protobuf:"bytes,25,opt,name=newton_schulz,json=newtonSchulz,proto3,oneof"` // since minor 7
 }
 
+type Op_Gram struct {
+	Gram *GramOp `protobuf:"bytes,26,opt,name=gram,proto3,oneof"` // since minor 8
+}
+
+type Op_MatMul struct {
+	MatMul *MatMulOp `protobuf:"bytes,27,opt,name=mat_mul,json=matMul,proto3,oneof"` // since minor 8
+}
+
+type Op_MatFunc struct {
+	MatFunc *MatFuncOp `protobuf:"bytes,28,opt,name=mat_func,json=matFunc,proto3,oneof"` // since minor 8
+}
+
 func (*Op_Alloc) isOp_Kind() {}
 
 func (*Op_Free) isOp_Kind() {}
@@ -4139,6 +4543,12 @@ func (*Op_UpdateBn) isOp_Kind() {}
 
 func (*Op_NewtonSchulz) isOp_Kind() {}
 
+func (*Op_Gram) isOp_Kind() {}
+
+func (*Op_MatMul) isOp_Kind() {}
+
+func (*Op_MatFunc) isOp_Kind() {}
+
 // Program mirrors optim.Program.
 type Program struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -4149,7 +4559,7 @@ type Program struct {
 
 func (x *Program) Reset() {
 	*x = Program{}
-	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[55]
+	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4161,7 +4571,7 @@ func (x *Program) String() string {
 func (*Program) ProtoMessage() {}
 
 func (x *Program) ProtoReflect() protoreflect.Message {
-	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[55]
+	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4174,7 +4584,7 @@ func (x *Program) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Program.ProtoReflect.Descriptor instead.
 func (*Program) Descriptor() ([]byte, []int) {
-	return file_optlab_plugin_v1_plugin_proto_rawDescGZIP(), []int{55}
+	return file_optlab_plugin_v1_plugin_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *Program) GetOps() []*Op {
@@ -4196,7 +4606,7 @@ type Result struct {
 
 func (x *Result) Reset() {
 	*x = Result{}
-	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[56]
+	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4208,7 +4618,7 @@ func (x *Result) String() string {
 func (*Result) ProtoMessage() {}
 
 func (x *Result) ProtoReflect() protoreflect.Message {
-	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[56]
+	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4221,7 +4631,7 @@ func (x *Result) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Result.ProtoReflect.Descriptor instead.
 func (*Result) Descriptor() ([]byte, []int) {
-	return file_optlab_plugin_v1_plugin_proto_rawDescGZIP(), []int{56}
+	return file_optlab_plugin_v1_plugin_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *Result) GetScalars() []float64 {
@@ -4243,7 +4653,7 @@ type ExecRequest struct {
 
 func (x *ExecRequest) Reset() {
 	*x = ExecRequest{}
-	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[57]
+	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4255,7 +4665,7 @@ func (x *ExecRequest) String() string {
 func (*ExecRequest) ProtoMessage() {}
 
 func (x *ExecRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[57]
+	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4268,7 +4678,7 @@ func (x *ExecRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecRequest.ProtoReflect.Descriptor instead.
 func (*ExecRequest) Descriptor() ([]byte, []int) {
-	return file_optlab_plugin_v1_plugin_proto_rawDescGZIP(), []int{57}
+	return file_optlab_plugin_v1_plugin_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *ExecRequest) GetProgram() *Program {
@@ -4294,7 +4704,7 @@ type ExecResponse struct {
 
 func (x *ExecResponse) Reset() {
 	*x = ExecResponse{}
-	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[58]
+	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4306,7 +4716,7 @@ func (x *ExecResponse) String() string {
 func (*ExecResponse) ProtoMessage() {}
 
 func (x *ExecResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[58]
+	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4319,7 +4729,7 @@ func (x *ExecResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecResponse.ProtoReflect.Descriptor instead.
 func (*ExecResponse) Descriptor() ([]byte, []int) {
-	return file_optlab_plugin_v1_plugin_proto_rawDescGZIP(), []int{58}
+	return file_optlab_plugin_v1_plugin_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *ExecResponse) GetResult() *Result {
@@ -4349,7 +4759,7 @@ type OpError struct {
 
 func (x *OpError) Reset() {
 	*x = OpError{}
-	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[59]
+	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4361,7 +4771,7 @@ func (x *OpError) String() string {
 func (*OpError) ProtoMessage() {}
 
 func (x *OpError) ProtoReflect() protoreflect.Message {
-	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[59]
+	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4374,7 +4784,7 @@ func (x *OpError) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OpError.ProtoReflect.Descriptor instead.
 func (*OpError) Descriptor() ([]byte, []int) {
-	return file_optlab_plugin_v1_plugin_proto_rawDescGZIP(), []int{59}
+	return file_optlab_plugin_v1_plugin_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *OpError) GetOpIndex() int32 {
@@ -4521,10 +4931,12 @@ const file_optlab_plugin_v1_plugin_proto_rawDesc = "" +
 	"\x05Batch\x12\x12\n" +
 	"\x04part\x18\x01 \x01(\x05R\x04part\x12\x0e\n" +
 	"\x02of\x18\x02 \x01(\x05R\x02of\x12\x18\n" +
-	"\ashuffle\x18\x03 \x01(\x03R\ashuffle\"1\n" +
+	"\ashuffle\x18\x03 \x01(\x03R\ashuffle\"y\n" +
 	"\aAllocOp\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x11R\x02id\x12\x16\n" +
-	"\x06member\x18\x02 \x01(\x05R\x06member\"\x18\n" +
+	"\x06member\x18\x02 \x01(\x05R\x06member\x120\n" +
+	"\x05shape\x18\x03 \x01(\x0e2\x1a.optlab.plugin.v1.VecShapeR\x05shape\x12\x14\n" +
+	"\x05block\x18\x04 \x01(\x03R\x05block\"\x18\n" +
 	"\x06FreeOp\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x11R\x02id\"<\n" +
 	"\x06CopyOp\x12\x10\n" +
@@ -4633,8 +5045,27 @@ const file_optlab_plugin_v1_plugin_proto_rawDesc = "" +
 	"\x01a\x18\x04 \x01(\x01R\x01a\x12\f\n" +
 	"\x01b\x18\x05 \x01(\x01R\x01b\x12\f\n" +
 	"\x01c\x18\x06 \x01(\x01R\x01c\x12\x10\n" +
-	"\x03eps\x18\a \x01(\x01R\x03eps\"\xe1\n" +
+	"\x03eps\x18\a \x01(\x01R\x03eps\"V\n" +
+	"\x06GramOp\x12\x10\n" +
+	"\x03dst\x18\x01 \x01(\x11R\x03dst\x12\x10\n" +
+	"\x03src\x18\x02 \x01(\x11R\x03src\x12\x12\n" +
+	"\x04beta\x18\x03 \x01(\x01R\x04beta\x12\x14\n" +
+	"\x05alpha\x18\x04 \x01(\x01R\x05alpha\"\x98\x01\n" +
+	"\bMatMulOp\x12\x10\n" +
+	"\x03dst\x18\x01 \x01(\x11R\x03dst\x12\x10\n" +
+	"\x03src\x18\x02 \x01(\x11R\x03src\x12\x12\n" +
+	"\x04left\x18\x03 \x01(\x11R\x04left\x12\x14\n" +
+	"\x05right\x18\x04 \x01(\x11R\x05right\x12\x1d\n" +
 	"\n" +
+	"trans_left\x18\x05 \x01(\bR\ttransLeft\x12\x1f\n" +
+	"\vtrans_right\x18\x06 \x01(\bR\n" +
+	"transRight\"\x88\x01\n" +
+	"\tMatFuncOp\x12\x10\n" +
+	"\x03dst\x18\x01 \x01(\x11R\x03dst\x12\x10\n" +
+	"\x03src\x18\x02 \x01(\x11R\x03src\x121\n" +
+	"\x04kind\x18\x03 \x01(\x0e2\x1d.optlab.plugin.v1.MatFuncKindR\x04kind\x12\x12\n" +
+	"\x04root\x18\x04 \x01(\x01R\x04root\x12\x10\n" +
+	"\x03eps\x18\x05 \x01(\x01R\x03eps\"\x82\f\n" +
 	"\x02Op\x121\n" +
 	"\x05alloc\x18\x01 \x01(\v2\x19.optlab.plugin.v1.AllocOpH\x00R\x05alloc\x12.\n" +
 	"\x04free\x18\x02 \x01(\v2\x18.optlab.plugin.v1.FreeOpH\x00R\x04free\x12.\n" +
@@ -4665,7 +5096,10 @@ const file_optlab_plugin_v1_plugin_proto_rawDesc = "" +
 	"\x04read\x18\x16 \x01(\v2\x18.optlab.plugin.v1.ReadOpH\x00R\x04read\x124\n" +
 	"\x06report\x18\x17 \x01(\v2\x1a.optlab.plugin.v1.ReportOpH\x00R\x06report\x12;\n" +
 	"\tupdate_bn\x18\x18 \x01(\v2\x1c.optlab.plugin.v1.UpdateBNOpH\x00R\bupdateBn\x12G\n" +
-	"\rnewton_schulz\x18\x19 \x01(\v2 .optlab.plugin.v1.NewtonSchulzOpH\x00R\fnewtonSchulzB\x06\n" +
+	"\rnewton_schulz\x18\x19 \x01(\v2 .optlab.plugin.v1.NewtonSchulzOpH\x00R\fnewtonSchulz\x12.\n" +
+	"\x04gram\x18\x1a \x01(\v2\x18.optlab.plugin.v1.GramOpH\x00R\x04gram\x125\n" +
+	"\amat_mul\x18\x1b \x01(\v2\x1a.optlab.plugin.v1.MatMulOpH\x00R\x06matMul\x128\n" +
+	"\bmat_func\x18\x1c \x01(\v2\x1b.optlab.plugin.v1.MatFuncOpH\x00R\amatFuncB\x06\n" +
 	"\x04kind\"1\n" +
 	"\aProgram\x12&\n" +
 	"\x03ops\x18\x01 \x03(\v2\x14.optlab.plugin.v1.OpR\x03ops\"\"\n" +
@@ -4727,11 +5161,23 @@ const file_optlab_plugin_v1_plugin_proto_rawDesc = "" +
 	"\x0fSEG_KIND_SUM_SQ\x10\x01\x12\x10\n" +
 	"\fSEG_KIND_DOT\x10\x02\x12\x14\n" +
 	"\x10SEG_KIND_SUM_ABS\x10\x03\x12\x14\n" +
-	"\x10SEG_KIND_MAX_ABS\x10\x04*c\n" +
+	"\x10SEG_KIND_MAX_ABS\x10\x04*\x80\x01\n" +
 	"\fSegmentation\x12\x1c\n" +
 	"\x18SEGMENTATION_UNSPECIFIED\x10\x00\x12\x1b\n" +
 	"\x17SEGMENTATION_PER_TENSOR\x10\x01\x12\x18\n" +
-	"\x14SEGMENTATION_PER_ROW\x10\x02*0\n" +
+	"\x14SEGMENTATION_PER_ROW\x10\x02\x12\x1b\n" +
+	"\x17SEGMENTATION_PER_COLUMN\x10\x03*I\n" +
+	"\bVecShape\x12\x14\n" +
+	"\x10VEC_SHAPE_PARAMS\x10\x00\x12\x12\n" +
+	"\x0eVEC_SHAPE_LEFT\x10\x01\x12\x13\n" +
+	"\x0fVEC_SHAPE_RIGHT\x10\x02*\xb1\x01\n" +
+	"\vMatFuncKind\x12\x1d\n" +
+	"\x19MAT_FUNC_KIND_UNSPECIFIED\x10\x00\x12\x1a\n" +
+	"\x16MAT_FUNC_KIND_INV_ROOT\x10\x01\x12\x1b\n" +
+	"\x17MAT_FUNC_KIND_PINV_ROOT\x10\x02\x12\x19\n" +
+	"\x15MAT_FUNC_KIND_EIGVECS\x10\x03\x12\x19\n" +
+	"\x15MAT_FUNC_KIND_EIGVALS\x10\x04\x12\x14\n" +
+	"\x10MAT_FUNC_KIND_QR\x10\x05*0\n" +
 	"\x06BNMode\x12\x12\n" +
 	"\x0eBN_MODE_UPDATE\x10\x00\x12\x12\n" +
 	"\x0eBN_MODE_FREEZE\x10\x012\xc7\x04\n" +
@@ -4760,8 +5206,8 @@ func file_optlab_plugin_v1_plugin_proto_rawDescGZIP() []byte {
 	return file_optlab_plugin_v1_plugin_proto_rawDescData
 }
 
-var file_optlab_plugin_v1_plugin_proto_enumTypes = make([]protoimpl.EnumInfo, 8)
-var file_optlab_plugin_v1_plugin_proto_msgTypes = make([]protoimpl.MessageInfo, 63)
+var file_optlab_plugin_v1_plugin_proto_enumTypes = make([]protoimpl.EnumInfo, 10)
+var file_optlab_plugin_v1_plugin_proto_msgTypes = make([]protoimpl.MessageInfo, 66)
 var file_optlab_plugin_v1_plugin_proto_goTypes = []any{
 	(ParamType)(0),             // 0: optlab.plugin.v1.ParamType
 	(PredictiveKind)(0),        // 1: optlab.plugin.v1.PredictiveKind
@@ -4770,160 +5216,170 @@ var file_optlab_plugin_v1_plugin_proto_goTypes = []any{
 	(ArithKind)(0),             // 4: optlab.plugin.v1.ArithKind
 	(SegKind)(0),               // 5: optlab.plugin.v1.SegKind
 	(Segmentation)(0),          // 6: optlab.plugin.v1.Segmentation
-	(BNMode)(0),                // 7: optlab.plugin.v1.BNMode
-	(*Value)(nil),              // 8: optlab.plugin.v1.Value
-	(*ParamSpec)(nil),          // 9: optlab.plugin.v1.ParamSpec
-	(*Info)(nil),               // 10: optlab.plugin.v1.Info
-	(*InfoRequest)(nil),        // 11: optlab.plugin.v1.InfoRequest
-	(*InfoResponse)(nil),       // 12: optlab.plugin.v1.InfoResponse
-	(*Config)(nil),             // 13: optlab.plugin.v1.Config
-	(*ConfigureRequest)(nil),   // 14: optlab.plugin.v1.ConfigureRequest
-	(*ConfigureResponse)(nil),  // 15: optlab.plugin.v1.ConfigureResponse
-	(*StepInput)(nil),          // 16: optlab.plugin.v1.StepInput
-	(*StepOutput)(nil),         // 17: optlab.plugin.v1.StepOutput
-	(*StepRequest)(nil),        // 18: optlab.plugin.v1.StepRequest
-	(*StepResponse)(nil),       // 19: optlab.plugin.v1.StepResponse
-	(*Predictive)(nil),         // 20: optlab.plugin.v1.Predictive
-	(*PredictiveRequest)(nil),  // 21: optlab.plugin.v1.PredictiveRequest
-	(*PredictiveResponse)(nil), // 22: optlab.plugin.v1.PredictiveResponse
-	(*SaveStateRequest)(nil),   // 23: optlab.plugin.v1.SaveStateRequest
-	(*SaveStateResponse)(nil),  // 24: optlab.plugin.v1.SaveStateResponse
-	(*LoadStateRequest)(nil),   // 25: optlab.plugin.v1.LoadStateRequest
-	(*LoadStateResponse)(nil),  // 26: optlab.plugin.v1.LoadStateResponse
-	(*FinalizeRequest)(nil),    // 27: optlab.plugin.v1.FinalizeRequest
-	(*FinalizeResponse)(nil),   // 28: optlab.plugin.v1.FinalizeResponse
-	(*Tensor)(nil),             // 29: optlab.plugin.v1.Tensor
-	(*MemberLayout)(nil),       // 30: optlab.plugin.v1.MemberLayout
-	(*Layout)(nil),             // 31: optlab.plugin.v1.Layout
-	(*LayoutRequest)(nil),      // 32: optlab.plugin.v1.LayoutRequest
-	(*LayoutResponse)(nil),     // 33: optlab.plugin.v1.LayoutResponse
-	(*Batch)(nil),              // 34: optlab.plugin.v1.Batch
-	(*AllocOp)(nil),            // 35: optlab.plugin.v1.AllocOp
-	(*FreeOp)(nil),             // 36: optlab.plugin.v1.FreeOp
-	(*CopyOp)(nil),             // 37: optlab.plugin.v1.CopyOp
-	(*Num)(nil),                // 38: optlab.plugin.v1.Num
-	(*FillOp)(nil),             // 39: optlab.plugin.v1.FillOp
-	(*FillRangeOp)(nil),        // 40: optlab.plugin.v1.FillRangeOp
-	(*ScaleOp)(nil),            // 41: optlab.plugin.v1.ScaleOp
-	(*AddConstOp)(nil),         // 42: optlab.plugin.v1.AddConstOp
-	(*AxpyOp)(nil),             // 43: optlab.plugin.v1.AxpyOp
-	(*Term)(nil),               // 44: optlab.plugin.v1.Term
-	(*LinCombOp)(nil),          // 45: optlab.plugin.v1.LinCombOp
-	(*UnaryOp)(nil),            // 46: optlab.plugin.v1.UnaryOp
-	(*BinaryOp)(nil),           // 47: optlab.plugin.v1.BinaryOp
-	(*RandNOp)(nil),            // 48: optlab.plugin.v1.RandNOp
-	(*DotOp)(nil),              // 49: optlab.plugin.v1.DotOp
-	(*NormOp)(nil),             // 50: optlab.plugin.v1.NormOp
-	(*GradOp)(nil),             // 51: optlab.plugin.v1.GradOp
-	(*BaseStepOp)(nil),         // 52: optlab.plugin.v1.BaseStepOp
-	(*SetLROp)(nil),            // 53: optlab.plugin.v1.SetLROp
-	(*JointGradOp)(nil),        // 54: optlab.plugin.v1.JointGradOp
-	(*ArithOp)(nil),            // 55: optlab.plugin.v1.ArithOp
-	(*SegReduceOp)(nil),        // 56: optlab.plugin.v1.SegReduceOp
-	(*TopKMaskOp)(nil),         // 57: optlab.plugin.v1.TopKMaskOp
-	(*ReadOp)(nil),             // 58: optlab.plugin.v1.ReadOp
-	(*ReportOp)(nil),           // 59: optlab.plugin.v1.ReportOp
-	(*UpdateBNOp)(nil),         // 60: optlab.plugin.v1.UpdateBNOp
-	(*NewtonSchulzOp)(nil),     // 61: optlab.plugin.v1.NewtonSchulzOp
-	(*Op)(nil),                 // 62: optlab.plugin.v1.Op
-	(*Program)(nil),            // 63: optlab.plugin.v1.Program
-	(*Result)(nil),             // 64: optlab.plugin.v1.Result
-	(*ExecRequest)(nil),        // 65: optlab.plugin.v1.ExecRequest
-	(*ExecResponse)(nil),       // 66: optlab.plugin.v1.ExecResponse
-	(*OpError)(nil),            // 67: optlab.plugin.v1.OpError
-	nil,                        // 68: optlab.plugin.v1.Config.ParamsEntry
-	nil,                        // 69: optlab.plugin.v1.ConfigureResponse.ResolvedEntry
-	nil,                        // 70: optlab.plugin.v1.StepOutput.MetricsEntry
+	(VecShape)(0),              // 7: optlab.plugin.v1.VecShape
+	(MatFuncKind)(0),           // 8: optlab.plugin.v1.MatFuncKind
+	(BNMode)(0),                // 9: optlab.plugin.v1.BNMode
+	(*Value)(nil),              // 10: optlab.plugin.v1.Value
+	(*ParamSpec)(nil),          // 11: optlab.plugin.v1.ParamSpec
+	(*Info)(nil),               // 12: optlab.plugin.v1.Info
+	(*InfoRequest)(nil),        // 13: optlab.plugin.v1.InfoRequest
+	(*InfoResponse)(nil),       // 14: optlab.plugin.v1.InfoResponse
+	(*Config)(nil),             // 15: optlab.plugin.v1.Config
+	(*ConfigureRequest)(nil),   // 16: optlab.plugin.v1.ConfigureRequest
+	(*ConfigureResponse)(nil),  // 17: optlab.plugin.v1.ConfigureResponse
+	(*StepInput)(nil),          // 18: optlab.plugin.v1.StepInput
+	(*StepOutput)(nil),         // 19: optlab.plugin.v1.StepOutput
+	(*StepRequest)(nil),        // 20: optlab.plugin.v1.StepRequest
+	(*StepResponse)(nil),       // 21: optlab.plugin.v1.StepResponse
+	(*Predictive)(nil),         // 22: optlab.plugin.v1.Predictive
+	(*PredictiveRequest)(nil),  // 23: optlab.plugin.v1.PredictiveRequest
+	(*PredictiveResponse)(nil), // 24: optlab.plugin.v1.PredictiveResponse
+	(*SaveStateRequest)(nil),   // 25: optlab.plugin.v1.SaveStateRequest
+	(*SaveStateResponse)(nil),  // 26: optlab.plugin.v1.SaveStateResponse
+	(*LoadStateRequest)(nil),   // 27: optlab.plugin.v1.LoadStateRequest
+	(*LoadStateResponse)(nil),  // 28: optlab.plugin.v1.LoadStateResponse
+	(*FinalizeRequest)(nil),    // 29: optlab.plugin.v1.FinalizeRequest
+	(*FinalizeResponse)(nil),   // 30: optlab.plugin.v1.FinalizeResponse
+	(*Tensor)(nil),             // 31: optlab.plugin.v1.Tensor
+	(*MemberLayout)(nil),       // 32: optlab.plugin.v1.MemberLayout
+	(*Layout)(nil),             // 33: optlab.plugin.v1.Layout
+	(*LayoutRequest)(nil),      // 34: optlab.plugin.v1.LayoutRequest
+	(*LayoutResponse)(nil),     // 35: optlab.plugin.v1.LayoutResponse
+	(*Batch)(nil),              // 36: optlab.plugin.v1.Batch
+	(*AllocOp)(nil),            // 37: optlab.plugin.v1.AllocOp
+	(*FreeOp)(nil),             // 38: optlab.plugin.v1.FreeOp
+	(*CopyOp)(nil),             // 39: optlab.plugin.v1.CopyOp
+	(*Num)(nil),                // 40: optlab.plugin.v1.Num
+	(*FillOp)(nil),             // 41: optlab.plugin.v1.FillOp
+	(*FillRangeOp)(nil),        // 42: optlab.plugin.v1.FillRangeOp
+	(*ScaleOp)(nil),            // 43: optlab.plugin.v1.ScaleOp
+	(*AddConstOp)(nil),         // 44: optlab.plugin.v1.AddConstOp
+	(*AxpyOp)(nil),             // 45: optlab.plugin.v1.AxpyOp
+	(*Term)(nil),               // 46: optlab.plugin.v1.Term
+	(*LinCombOp)(nil),          // 47: optlab.plugin.v1.LinCombOp
+	(*UnaryOp)(nil),            // 48: optlab.plugin.v1.UnaryOp
+	(*BinaryOp)(nil),           // 49: optlab.plugin.v1.BinaryOp
+	(*RandNOp)(nil),            // 50: optlab.plugin.v1.RandNOp
+	(*DotOp)(nil),              // 51: optlab.plugin.v1.DotOp
+	(*NormOp)(nil),             // 52: optlab.plugin.v1.NormOp
+	(*GradOp)(nil),             // 53: optlab.plugin.v1.GradOp
+	(*BaseStepOp)(nil),         // 54: optlab.plugin.v1.BaseStepOp
+	(*SetLROp)(nil),            // 55: optlab.plugin.v1.SetLROp
+	(*JointGradOp)(nil),        // 56: optlab.plugin.v1.JointGradOp
+	(*ArithOp)(nil),            // 57: optlab.plugin.v1.ArithOp
+	(*SegReduceOp)(nil),        // 58: optlab.plugin.v1.SegReduceOp
+	(*TopKMaskOp)(nil),         // 59: optlab.plugin.v1.TopKMaskOp
+	(*ReadOp)(nil),             // 60: optlab.plugin.v1.ReadOp
+	(*ReportOp)(nil),           // 61: optlab.plugin.v1.ReportOp
+	(*UpdateBNOp)(nil),         // 62: optlab.plugin.v1.UpdateBNOp
+	(*NewtonSchulzOp)(nil),     // 63: optlab.plugin.v1.NewtonSchulzOp
+	(*GramOp)(nil),             // 64: optlab.plugin.v1.GramOp
+	(*MatMulOp)(nil),           // 65: optlab.plugin.v1.MatMulOp
+	(*MatFuncOp)(nil),          // 66: optlab.plugin.v1.MatFuncOp
+	(*Op)(nil),                 // 67: optlab.plugin.v1.Op
+	(*Program)(nil),            // 68: optlab.plugin.v1.Program
+	(*Result)(nil),             // 69: optlab.plugin.v1.Result
+	(*ExecRequest)(nil),        // 70: optlab.plugin.v1.ExecRequest
+	(*ExecResponse)(nil),       // 71: optlab.plugin.v1.ExecResponse
+	(*OpError)(nil),            // 72: optlab.plugin.v1.OpError
+	nil,                        // 73: optlab.plugin.v1.Config.ParamsEntry
+	nil,                        // 74: optlab.plugin.v1.ConfigureResponse.ResolvedEntry
+	nil,                        // 75: optlab.plugin.v1.StepOutput.MetricsEntry
 }
 var file_optlab_plugin_v1_plugin_proto_depIdxs = []int32{
 	0,  // 0: optlab.plugin.v1.ParamSpec.type:type_name -> optlab.plugin.v1.ParamType
-	8,  // 1: optlab.plugin.v1.ParamSpec.default:type_name -> optlab.plugin.v1.Value
-	9,  // 2: optlab.plugin.v1.Info.params:type_name -> optlab.plugin.v1.ParamSpec
-	10, // 3: optlab.plugin.v1.InfoResponse.info:type_name -> optlab.plugin.v1.Info
-	68, // 4: optlab.plugin.v1.Config.params:type_name -> optlab.plugin.v1.Config.ParamsEntry
-	13, // 5: optlab.plugin.v1.ConfigureRequest.config:type_name -> optlab.plugin.v1.Config
-	69, // 6: optlab.plugin.v1.ConfigureResponse.resolved:type_name -> optlab.plugin.v1.ConfigureResponse.ResolvedEntry
-	70, // 7: optlab.plugin.v1.StepOutput.metrics:type_name -> optlab.plugin.v1.StepOutput.MetricsEntry
-	16, // 8: optlab.plugin.v1.StepRequest.input:type_name -> optlab.plugin.v1.StepInput
-	17, // 9: optlab.plugin.v1.StepResponse.output:type_name -> optlab.plugin.v1.StepOutput
+	10, // 1: optlab.plugin.v1.ParamSpec.default:type_name -> optlab.plugin.v1.Value
+	11, // 2: optlab.plugin.v1.Info.params:type_name -> optlab.plugin.v1.ParamSpec
+	12, // 3: optlab.plugin.v1.InfoResponse.info:type_name -> optlab.plugin.v1.Info
+	73, // 4: optlab.plugin.v1.Config.params:type_name -> optlab.plugin.v1.Config.ParamsEntry
+	15, // 5: optlab.plugin.v1.ConfigureRequest.config:type_name -> optlab.plugin.v1.Config
+	74, // 6: optlab.plugin.v1.ConfigureResponse.resolved:type_name -> optlab.plugin.v1.ConfigureResponse.ResolvedEntry
+	75, // 7: optlab.plugin.v1.StepOutput.metrics:type_name -> optlab.plugin.v1.StepOutput.MetricsEntry
+	18, // 8: optlab.plugin.v1.StepRequest.input:type_name -> optlab.plugin.v1.StepInput
+	19, // 9: optlab.plugin.v1.StepResponse.output:type_name -> optlab.plugin.v1.StepOutput
 	1,  // 10: optlab.plugin.v1.Predictive.kind:type_name -> optlab.plugin.v1.PredictiveKind
-	20, // 11: optlab.plugin.v1.PredictiveResponse.predictive:type_name -> optlab.plugin.v1.Predictive
-	29, // 12: optlab.plugin.v1.MemberLayout.tensors:type_name -> optlab.plugin.v1.Tensor
-	30, // 13: optlab.plugin.v1.Layout.members:type_name -> optlab.plugin.v1.MemberLayout
-	31, // 14: optlab.plugin.v1.LayoutResponse.layout:type_name -> optlab.plugin.v1.Layout
-	38, // 15: optlab.plugin.v1.FillOp.value_num:type_name -> optlab.plugin.v1.Num
-	38, // 16: optlab.plugin.v1.ScaleOp.alpha_num:type_name -> optlab.plugin.v1.Num
-	38, // 17: optlab.plugin.v1.AddConstOp.value_num:type_name -> optlab.plugin.v1.Num
-	38, // 18: optlab.plugin.v1.AxpyOp.alpha_num:type_name -> optlab.plugin.v1.Num
-	38, // 19: optlab.plugin.v1.Term.coef_num:type_name -> optlab.plugin.v1.Num
-	44, // 20: optlab.plugin.v1.LinCombOp.terms:type_name -> optlab.plugin.v1.Term
-	2,  // 21: optlab.plugin.v1.UnaryOp.kind:type_name -> optlab.plugin.v1.UnaryKind
-	3,  // 22: optlab.plugin.v1.BinaryOp.kind:type_name -> optlab.plugin.v1.BinaryKind
-	34, // 23: optlab.plugin.v1.GradOp.batch:type_name -> optlab.plugin.v1.Batch
-	7,  // 24: optlab.plugin.v1.GradOp.bn:type_name -> optlab.plugin.v1.BNMode
-	34, // 25: optlab.plugin.v1.JointGradOp.batch:type_name -> optlab.plugin.v1.Batch
-	7,  // 26: optlab.plugin.v1.JointGradOp.bn:type_name -> optlab.plugin.v1.BNMode
-	4,  // 27: optlab.plugin.v1.ArithOp.kind:type_name -> optlab.plugin.v1.ArithKind
-	38, // 28: optlab.plugin.v1.ArithOp.a:type_name -> optlab.plugin.v1.Num
-	38, // 29: optlab.plugin.v1.ArithOp.b:type_name -> optlab.plugin.v1.Num
-	38, // 30: optlab.plugin.v1.ArithOp.c:type_name -> optlab.plugin.v1.Num
-	5,  // 31: optlab.plugin.v1.SegReduceOp.kind:type_name -> optlab.plugin.v1.SegKind
-	6,  // 32: optlab.plugin.v1.SegReduceOp.by:type_name -> optlab.plugin.v1.Segmentation
-	6,  // 33: optlab.plugin.v1.TopKMaskOp.by:type_name -> optlab.plugin.v1.Segmentation
-	38, // 34: optlab.plugin.v1.TopKMaskOp.frac:type_name -> optlab.plugin.v1.Num
-	35, // 35: optlab.plugin.v1.Op.alloc:type_name -> optlab.plugin.v1.AllocOp
-	36, // 36: optlab.plugin.v1.Op.free:type_name -> optlab.plugin.v1.FreeOp
-	37, // 37: optlab.plugin.v1.Op.copy:type_name -> optlab.plugin.v1.CopyOp
-	39, // 38: optlab.plugin.v1.Op.fill:type_name -> optlab.plugin.v1.FillOp
-	41, // 39: optlab.plugin.v1.Op.scale:type_name -> optlab.plugin.v1.ScaleOp
-	42, // 40: optlab.plugin.v1.Op.add_const:type_name -> optlab.plugin.v1.AddConstOp
-	43, // 41: optlab.plugin.v1.Op.axpy:type_name -> optlab.plugin.v1.AxpyOp
-	45, // 42: optlab.plugin.v1.Op.lin_comb:type_name -> optlab.plugin.v1.LinCombOp
-	46, // 43: optlab.plugin.v1.Op.unary:type_name -> optlab.plugin.v1.UnaryOp
-	47, // 44: optlab.plugin.v1.Op.binary:type_name -> optlab.plugin.v1.BinaryOp
-	48, // 45: optlab.plugin.v1.Op.rand_n:type_name -> optlab.plugin.v1.RandNOp
-	49, // 46: optlab.plugin.v1.Op.dot:type_name -> optlab.plugin.v1.DotOp
-	50, // 47: optlab.plugin.v1.Op.norm:type_name -> optlab.plugin.v1.NormOp
-	51, // 48: optlab.plugin.v1.Op.grad:type_name -> optlab.plugin.v1.GradOp
-	52, // 49: optlab.plugin.v1.Op.base_step:type_name -> optlab.plugin.v1.BaseStepOp
-	53, // 50: optlab.plugin.v1.Op.set_lr:type_name -> optlab.plugin.v1.SetLROp
-	54, // 51: optlab.plugin.v1.Op.joint_grad:type_name -> optlab.plugin.v1.JointGradOp
-	40, // 52: optlab.plugin.v1.Op.fill_range:type_name -> optlab.plugin.v1.FillRangeOp
-	55, // 53: optlab.plugin.v1.Op.arith:type_name -> optlab.plugin.v1.ArithOp
-	56, // 54: optlab.plugin.v1.Op.seg_reduce:type_name -> optlab.plugin.v1.SegReduceOp
-	57, // 55: optlab.plugin.v1.Op.top_k_mask:type_name -> optlab.plugin.v1.TopKMaskOp
-	58, // 56: optlab.plugin.v1.Op.read:type_name -> optlab.plugin.v1.ReadOp
-	59, // 57: optlab.plugin.v1.Op.report:type_name -> optlab.plugin.v1.ReportOp
-	60, // 58: optlab.plugin.v1.Op.update_bn:type_name -> optlab.plugin.v1.UpdateBNOp
-	61, // 59: optlab.plugin.v1.Op.newton_schulz:type_name -> optlab.plugin.v1.NewtonSchulzOp
-	62, // 60: optlab.plugin.v1.Program.ops:type_name -> optlab.plugin.v1.Op
-	63, // 61: optlab.plugin.v1.ExecRequest.program:type_name -> optlab.plugin.v1.Program
-	64, // 62: optlab.plugin.v1.ExecResponse.result:type_name -> optlab.plugin.v1.Result
-	8,  // 63: optlab.plugin.v1.Config.ParamsEntry.value:type_name -> optlab.plugin.v1.Value
-	8,  // 64: optlab.plugin.v1.ConfigureResponse.ResolvedEntry.value:type_name -> optlab.plugin.v1.Value
-	11, // 65: optlab.plugin.v1.Optimizer.Info:input_type -> optlab.plugin.v1.InfoRequest
-	14, // 66: optlab.plugin.v1.Optimizer.Configure:input_type -> optlab.plugin.v1.ConfigureRequest
-	18, // 67: optlab.plugin.v1.Optimizer.Step:input_type -> optlab.plugin.v1.StepRequest
-	21, // 68: optlab.plugin.v1.Optimizer.Predictive:input_type -> optlab.plugin.v1.PredictiveRequest
-	23, // 69: optlab.plugin.v1.Optimizer.SaveState:input_type -> optlab.plugin.v1.SaveStateRequest
-	25, // 70: optlab.plugin.v1.Optimizer.LoadState:input_type -> optlab.plugin.v1.LoadStateRequest
-	27, // 71: optlab.plugin.v1.Optimizer.Finalize:input_type -> optlab.plugin.v1.FinalizeRequest
-	32, // 72: optlab.plugin.v1.Host.Layout:input_type -> optlab.plugin.v1.LayoutRequest
-	65, // 73: optlab.plugin.v1.Host.Exec:input_type -> optlab.plugin.v1.ExecRequest
-	12, // 74: optlab.plugin.v1.Optimizer.Info:output_type -> optlab.plugin.v1.InfoResponse
-	15, // 75: optlab.plugin.v1.Optimizer.Configure:output_type -> optlab.plugin.v1.ConfigureResponse
-	19, // 76: optlab.plugin.v1.Optimizer.Step:output_type -> optlab.plugin.v1.StepResponse
-	22, // 77: optlab.plugin.v1.Optimizer.Predictive:output_type -> optlab.plugin.v1.PredictiveResponse
-	24, // 78: optlab.plugin.v1.Optimizer.SaveState:output_type -> optlab.plugin.v1.SaveStateResponse
-	26, // 79: optlab.plugin.v1.Optimizer.LoadState:output_type -> optlab.plugin.v1.LoadStateResponse
-	28, // 80: optlab.plugin.v1.Optimizer.Finalize:output_type -> optlab.plugin.v1.FinalizeResponse
-	33, // 81: optlab.plugin.v1.Host.Layout:output_type -> optlab.plugin.v1.LayoutResponse
-	66, // 82: optlab.plugin.v1.Host.Exec:output_type -> optlab.plugin.v1.ExecResponse
-	74, // [74:83] is the sub-list for method output_type
-	65, // [65:74] is the sub-list for method input_type
-	65, // [65:65] is the sub-list for extension type_name
-	65, // [65:65] is the sub-list for extension extendee
-	0,  // [0:65] is the sub-list for field type_name
+	22, // 11: optlab.plugin.v1.PredictiveResponse.predictive:type_name -> optlab.plugin.v1.Predictive
+	31, // 12: optlab.plugin.v1.MemberLayout.tensors:type_name -> optlab.plugin.v1.Tensor
+	32, // 13: optlab.plugin.v1.Layout.members:type_name -> optlab.plugin.v1.MemberLayout
+	33, // 14: optlab.plugin.v1.LayoutResponse.layout:type_name -> optlab.plugin.v1.Layout
+	7,  // 15: optlab.plugin.v1.AllocOp.shape:type_name -> optlab.plugin.v1.VecShape
+	40, // 16: optlab.plugin.v1.FillOp.value_num:type_name -> optlab.plugin.v1.Num
+	40, // 17: optlab.plugin.v1.ScaleOp.alpha_num:type_name -> optlab.plugin.v1.Num
+	40, // 18: optlab.plugin.v1.AddConstOp.value_num:type_name -> optlab.plugin.v1.Num
+	40, // 19: optlab.plugin.v1.AxpyOp.alpha_num:type_name -> optlab.plugin.v1.Num
+	40, // 20: optlab.plugin.v1.Term.coef_num:type_name -> optlab.plugin.v1.Num
+	46, // 21: optlab.plugin.v1.LinCombOp.terms:type_name -> optlab.plugin.v1.Term
+	2,  // 22: optlab.plugin.v1.UnaryOp.kind:type_name -> optlab.plugin.v1.UnaryKind
+	3,  // 23: optlab.plugin.v1.BinaryOp.kind:type_name -> optlab.plugin.v1.BinaryKind
+	36, // 24: optlab.plugin.v1.GradOp.batch:type_name -> optlab.plugin.v1.Batch
+	9,  // 25: optlab.plugin.v1.GradOp.bn:type_name -> optlab.plugin.v1.BNMode
+	36, // 26: optlab.plugin.v1.JointGradOp.batch:type_name -> optlab.plugin.v1.Batch
+	9,  // 27: optlab.plugin.v1.JointGradOp.bn:type_name -> optlab.plugin.v1.BNMode
+	4,  // 28: optlab.plugin.v1.ArithOp.kind:type_name -> optlab.plugin.v1.ArithKind
+	40, // 29: optlab.plugin.v1.ArithOp.a:type_name -> optlab.plugin.v1.Num
+	40, // 30: optlab.plugin.v1.ArithOp.b:type_name -> optlab.plugin.v1.Num
+	40, // 31: optlab.plugin.v1.ArithOp.c:type_name -> optlab.plugin.v1.Num
+	5,  // 32: optlab.plugin.v1.SegReduceOp.kind:type_name -> optlab.plugin.v1.SegKind
+	6,  // 33: optlab.plugin.v1.SegReduceOp.by:type_name -> optlab.plugin.v1.Segmentation
+	6,  // 34: optlab.plugin.v1.TopKMaskOp.by:type_name -> optlab.plugin.v1.Segmentation
+	40, // 35: optlab.plugin.v1.TopKMaskOp.frac:type_name -> optlab.plugin.v1.Num
+	8,  // 36: optlab.plugin.v1.MatFuncOp.kind:type_name -> optlab.plugin.v1.MatFuncKind
+	37, // 37: optlab.plugin.v1.Op.alloc:type_name -> optlab.plugin.v1.AllocOp
+	38, // 38: optlab.plugin.v1.Op.free:type_name -> optlab.plugin.v1.FreeOp
+	39, // 39: optlab.plugin.v1.Op.copy:type_name -> optlab.plugin.v1.CopyOp
+	41, // 40: optlab.plugin.v1.Op.fill:type_name -> optlab.plugin.v1.FillOp
+	43, // 41: optlab.plugin.v1.Op.scale:type_name -> optlab.plugin.v1.ScaleOp
+	44, // 42: optlab.plugin.v1.Op.add_const:type_name -> optlab.plugin.v1.AddConstOp
+	45, // 43: optlab.plugin.v1.Op.axpy:type_name -> optlab.plugin.v1.AxpyOp
+	47, // 44: optlab.plugin.v1.Op.lin_comb:type_name -> optlab.plugin.v1.LinCombOp
+	48, // 45: optlab.plugin.v1.Op.unary:type_name -> optlab.plugin.v1.UnaryOp
+	49, // 46: optlab.plugin.v1.Op.binary:type_name -> optlab.plugin.v1.BinaryOp
+	50, // 47: optlab.plugin.v1.Op.rand_n:type_name -> optlab.plugin.v1.RandNOp
+	51, // 48: optlab.plugin.v1.Op.dot:type_name -> optlab.plugin.v1.DotOp
+	52, // 49: optlab.plugin.v1.Op.norm:type_name -> optlab.plugin.v1.NormOp
+	53, // 50: optlab.plugin.v1.Op.grad:type_name -> optlab.plugin.v1.GradOp
+	54, // 51: optlab.plugin.v1.Op.base_step:type_name -> optlab.plugin.v1.BaseStepOp
+	55, // 52: optlab.plugin.v1.Op.set_lr:type_name -> optlab.plugin.v1.SetLROp
+	56, // 53: optlab.plugin.v1.Op.joint_grad:type_name -> optlab.plugin.v1.JointGradOp
+	42, // 54: optlab.plugin.v1.Op.fill_range:type_name -> optlab.plugin.v1.FillRangeOp
+	57, // 55: optlab.plugin.v1.Op.arith:type_name -> optlab.plugin.v1.ArithOp
+	58, // 56: optlab.plugin.v1.Op.seg_reduce:type_name -> optlab.plugin.v1.SegReduceOp
+	59, // 57: optlab.plugin.v1.Op.top_k_mask:type_name -> optlab.plugin.v1.TopKMaskOp
+	60, // 58: optlab.plugin.v1.Op.read:type_name -> optlab.plugin.v1.ReadOp
+	61, // 59: optlab.plugin.v1.Op.report:type_name -> optlab.plugin.v1.ReportOp
+	62, // 60: optlab.plugin.v1.Op.update_bn:type_name -> optlab.plugin.v1.UpdateBNOp
+	63, // 61: optlab.plugin.v1.Op.newton_schulz:type_name -> optlab.plugin.v1.NewtonSchulzOp
+	64, // 62: optlab.plugin.v1.Op.gram:type_name -> optlab.plugin.v1.GramOp
+	65, // 63: optlab.plugin.v1.Op.mat_mul:type_name -> optlab.plugin.v1.MatMulOp
+	66, // 64: optlab.plugin.v1.Op.mat_func:type_name -> optlab.plugin.v1.MatFuncOp
+	67, // 65: optlab.plugin.v1.Program.ops:type_name -> optlab.plugin.v1.Op
+	68, // 66: optlab.plugin.v1.ExecRequest.program:type_name -> optlab.plugin.v1.Program
+	69, // 67: optlab.plugin.v1.ExecResponse.result:type_name -> optlab.plugin.v1.Result
+	10, // 68: optlab.plugin.v1.Config.ParamsEntry.value:type_name -> optlab.plugin.v1.Value
+	10, // 69: optlab.plugin.v1.ConfigureResponse.ResolvedEntry.value:type_name -> optlab.plugin.v1.Value
+	13, // 70: optlab.plugin.v1.Optimizer.Info:input_type -> optlab.plugin.v1.InfoRequest
+	16, // 71: optlab.plugin.v1.Optimizer.Configure:input_type -> optlab.plugin.v1.ConfigureRequest
+	20, // 72: optlab.plugin.v1.Optimizer.Step:input_type -> optlab.plugin.v1.StepRequest
+	23, // 73: optlab.plugin.v1.Optimizer.Predictive:input_type -> optlab.plugin.v1.PredictiveRequest
+	25, // 74: optlab.plugin.v1.Optimizer.SaveState:input_type -> optlab.plugin.v1.SaveStateRequest
+	27, // 75: optlab.plugin.v1.Optimizer.LoadState:input_type -> optlab.plugin.v1.LoadStateRequest
+	29, // 76: optlab.plugin.v1.Optimizer.Finalize:input_type -> optlab.plugin.v1.FinalizeRequest
+	34, // 77: optlab.plugin.v1.Host.Layout:input_type -> optlab.plugin.v1.LayoutRequest
+	70, // 78: optlab.plugin.v1.Host.Exec:input_type -> optlab.plugin.v1.ExecRequest
+	14, // 79: optlab.plugin.v1.Optimizer.Info:output_type -> optlab.plugin.v1.InfoResponse
+	17, // 80: optlab.plugin.v1.Optimizer.Configure:output_type -> optlab.plugin.v1.ConfigureResponse
+	21, // 81: optlab.plugin.v1.Optimizer.Step:output_type -> optlab.plugin.v1.StepResponse
+	24, // 82: optlab.plugin.v1.Optimizer.Predictive:output_type -> optlab.plugin.v1.PredictiveResponse
+	26, // 83: optlab.plugin.v1.Optimizer.SaveState:output_type -> optlab.plugin.v1.SaveStateResponse
+	28, // 84: optlab.plugin.v1.Optimizer.LoadState:output_type -> optlab.plugin.v1.LoadStateResponse
+	30, // 85: optlab.plugin.v1.Optimizer.Finalize:output_type -> optlab.plugin.v1.FinalizeResponse
+	35, // 86: optlab.plugin.v1.Host.Layout:output_type -> optlab.plugin.v1.LayoutResponse
+	71, // 87: optlab.plugin.v1.Host.Exec:output_type -> optlab.plugin.v1.ExecResponse
+	79, // [79:88] is the sub-list for method output_type
+	70, // [70:79] is the sub-list for method input_type
+	70, // [70:70] is the sub-list for extension type_name
+	70, // [70:70] is the sub-list for extension extendee
+	0,  // [0:70] is the sub-list for field type_name
 }
 
 func init() { file_optlab_plugin_v1_plugin_proto_init() }
@@ -4941,7 +5397,7 @@ func file_optlab_plugin_v1_plugin_proto_init() {
 		(*Num_K)(nil),
 		(*Num_Reg)(nil),
 	}
-	file_optlab_plugin_v1_plugin_proto_msgTypes[54].OneofWrappers = []any{
+	file_optlab_plugin_v1_plugin_proto_msgTypes[57].OneofWrappers = []any{
 		(*Op_Alloc)(nil),
 		(*Op_Free)(nil),
 		(*Op_Copy)(nil),
@@ -4967,14 +5423,17 @@ func file_optlab_plugin_v1_plugin_proto_init() {
 		(*Op_Report)(nil),
 		(*Op_UpdateBn)(nil),
 		(*Op_NewtonSchulz)(nil),
+		(*Op_Gram)(nil),
+		(*Op_MatMul)(nil),
+		(*Op_MatFunc)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_optlab_plugin_v1_plugin_proto_rawDesc), len(file_optlab_plugin_v1_plugin_proto_rawDesc)),
-			NumEnums:      8,
-			NumMessages:   63,
+			NumEnums:      10,
+			NumMessages:   66,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

@@ -293,7 +293,9 @@ func TestProgramFromProtoUnknown(t *testing.T) {
 		{"unknown binary kind", &pb.Op{Kind: &pb.Op_Binary{Binary: &pb.BinaryOp{Kind: 7}}}},
 		{"unknown BN mode", &pb.Op{Kind: &pb.Op_Grad{Grad: &pb.GradOp{Bn: 5}}}},
 		{"unknown arith kind", &pb.Op{Kind: &pb.Op_Arith{Arith: &pb.ArithOp{Kind: 10}}}},
-		{"unknown segmentation", &pb.Op{Kind: &pb.Op_SegReduce{SegReduce: &pb.SegReduceOp{Kind: 1, By: 3}}}},
+		{"unknown segmentation", &pb.Op{Kind: &pb.Op_SegReduce{SegReduce: &pb.SegReduceOp{Kind: 1, By: 4}}}},
+		{"unknown vector shape", &pb.Op{Kind: &pb.Op_Alloc{Alloc: &pb.AllocOp{Id: 1, Shape: 3}}}},
+		{"unknown mat_func kind", &pb.Op{Kind: &pb.Op_MatFunc{MatFunc: &pb.MatFuncOp{Kind: 6}}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -40,8 +40,8 @@ examples/python-sam/sam.py.
 from .errors import Code, Error, OpError, VecError, name_handles, wrap_errors
 from .hparams import apply, param, specs
 from .optimizer import (BOOL, FEATURES, FLOAT, INT, PROTOCOL_MAJOR, PROTOCOL_MINOR, STRING, Config, Features, Host,
-                        Info, Layout, MemberLayout, Optimizer, ParamSpec, Predictive, PredictiveKind, StepInput,
-                        Tensor, features_of)
+                        Info, Layout, Matrix, MemberLayout, Optimizer, ParamSpec, Predictive, PredictiveKind,
+                        StepInput, Tensor, Tile, VecLayout, features_of)
 from .program import *  # noqa: F401,F403 - the op set and the builder
 from .program import __all__ as _program_all
 from .serve import serve
@@ -53,5 +53,5 @@ __all__ = [
     "Code", "Error", "OpError", "VecError", "name_handles", "wrap_errors", "apply", "param", "specs",
     "BOOL", "FEATURES", "Features", "features_of", "FLOAT", "INT", "PROTOCOL_MAJOR",
     "PROTOCOL_MINOR", "STRING", "Config", "Host", "Info", "Layout", "MemberLayout", "Optimizer", "ParamSpec",
-    "Predictive", "PredictiveKind", "StepInput", "Tensor", "serve", "Trace",
+    "Predictive", "PredictiveKind", "StepInput", "Tensor", "Matrix", "Tile", "VecLayout", "serve", "Trace",
 ] + list(_program_all)

@@ -9,7 +9,7 @@ import enum
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional
 
-from .program import OPSET, Handles, Vec
+from .program import MAX_BLOCK, OPSET, Handles, Segmentation, Vec, VecShape
 
 # PROTOCOL_MAJOR is the go-plugin protocol version; PROTOCOL_MINOR the
 # in-band minor version this SDK speaks (sdk/optim's ProtocolMinor, from the
@@ -90,12 +90,184 @@ class Tensor:
         return n
 
 
+@dataclass(frozen=True)
+class Matrix:
+    """A tensor of a member's layout with two or more dims, viewed as the
+    matrix of rows = d0 rows and cols = d1·d2·… columns (a conv weight [out,
+    in, kh, kw] as [out, in·kh·kw]), row-major from offset in the flat
+    vector (Go's optim.Matrix); tensor is its index in the layout's tensors."""
+
+    tensor: int
+    offset: int
+    rows: int
+    cols: int
+
+
+@dataclass(frozen=True)
+class Tile:
+    """One block of a matrix tensor's 2-D view (Go's optim.Tile): rows
+    row…row+rows−1 and columns col…col+cols−1 of matrix."""
+
+    matrix: Matrix
+    row: int
+    col: int
+    rows: int
+    cols: int
+
+
+@dataclass(frozen=True)
+class VecLayout:
+    """The layout of a vector (Go's optim.VecLayout; protocol minor 8):
+    member's parameter layout (shape PARAM_SHAPE, block 0), or its factor
+    layout of shape cut in blocks of side block (0: whole rows and
+    columns), as alloc_factor(id, member, shape, block) allocates it."""
+
+    member: int
+    shape: VecShape = VecShape.PARAMS
+    block: int = 0
+
+
 @dataclass
 class MemberLayout:
     arch: str
     numel: int
     tensors: List[Tensor]
     variational: bool = False
+
+    def _tensors(self) -> List[Tensor]:
+        # A layout without tensors is one tensor of shape [numel].
+        return self.tensors or [Tensor("", [self.numel], 0, "")]
+
+    def segments(self, by) -> Optional[List[int]]:
+        """The sizes of the segments of the flat vector under Segmentation
+        by, in order (Go's MemberLayout.Segments): one per tensor
+        (PER_TENSOR), per row d0 of each tensor (PER_ROW), or per column of
+        each tensor's 2-D view [d0, rest] (PER_COLUMN, protocol minor 8: a
+        tensor of fewer than 2 dims is one segment). None for an unknown
+        segmentation."""
+        out: List[int] = []
+        for t in self._tensors():
+            if by == Segmentation.PER_TENSOR:
+                out.append(t.numel)
+            elif by == Segmentation.PER_ROW:
+                if not t.shape:
+                    out.append(1)
+                    continue
+                out += [t.numel // max(t.shape[0], 1)] * t.shape[0]
+            elif by == Segmentation.PER_COLUMN:
+                if len(t.shape) < 2:
+                    out.append(t.numel)
+                    continue
+                out += [t.shape[0]] * (t.numel // max(t.shape[0], 1))
+            else:
+                return None
+        return out
+
+    def segment_of(self, by) -> Optional[List[int]]:
+        """The segment of every element of the flat vector under by (Go's
+        MemberLayout.SegmentOf): contiguous runs for PER_TENSOR and PER_ROW;
+        for PER_COLUMN element (i, j) of a tensor's 2-D view [d0, rest] is in
+        that tensor's j-th column segment (the segments interleave). None
+        for an unknown segmentation."""
+        sizes = self.segments(by)
+        if sizes is None:
+            return None
+        if by != Segmentation.PER_COLUMN:
+            return [s for s, z in enumerate(sizes) for _ in range(z)]
+        out: List[int] = []
+        first = 0  # the first column segment of the tensor
+        for t in self._tensors():
+            if len(t.shape) < 2:
+                out += [first] * t.numel
+                first += 1
+                continue
+            cols = t.numel // max(t.shape[0], 1)
+            for _ in range(t.shape[0]):
+                out += range(first, first + cols)
+            first += cols
+        return out
+
+    def matrices(self) -> List[Matrix]:
+        """The matrix-shaped tensors (two or more dims, none of them 0), in
+        layout order (Go's MemberLayout.Matrices): what the matrix ops
+        (newton_schulz, gram, mat_mul) act on."""
+        return [Matrix(i, t.offset, t.shape[0], t.numel // t.shape[0])
+                for i, t in enumerate(self.tensors) if len(t.shape) >= 2 and t.numel != 0]
+
+    def tiles(self, block: int = 0) -> List[Tile]:
+        """The blocks of the matrices for a block side block (0 or negative:
+        one tile per matrix), as Go's MemberLayout.Tiles: each matrix is cut
+        into ⌈rows/block⌉ × ⌈cols/block⌉ tiles of side at most block, the
+        last row and column of tiles taking the remainder, row-major within
+        each matrix and matrix after matrix."""
+        out: List[Tile] = []
+        for mx in self.matrices():
+            rb, cb = mx.rows, mx.cols
+            if block > 0:
+                rb, cb = min(rb, block), min(cb, block)
+            for r in range(0, mx.rows, rb):
+                for c in range(0, mx.cols, cb):
+                    out.append(Tile(mx, r, c, min(rb, mx.rows - r), min(cb, mx.cols - c)))
+        return out
+
+    def _tensor_name(self, i: int) -> str:
+        if i < len(self.tensors) and self.tensors[i].name:
+            return self.tensors[i].name
+        return f"tensor {i}"
+
+    def factors(self, shape, block: int = 0) -> "MemberLayout":
+        """The layout of a factor vector of this member (VecShape shape,
+        blocks of side block; protocol minor 8), as Go's
+        MemberLayout.Factors: one tensor per tile (tiles(block)) of shape
+        [rows, rows] (LEFT_FACTOR) or [cols, cols] (RIGHT_FACTOR), named
+        after the tensor with ".L" or ".R" (and, with more than one tile per
+        matrix, the tile's block row and column: "fc.weight.L[1,0]"), of
+        kind "factor", tiling the vector in order. PARAM_SHAPE gives the
+        layout itself."""
+        shape = VecShape(shape)
+        if shape == VecShape.PARAMS:
+            return self
+        out = MemberLayout(arch=self.arch, numel=0, tensors=[])
+        for t in self.tiles(block):
+            n = t.cols if shape == VecShape.RIGHT else t.rows
+            name = f"{self._tensor_name(t.matrix.tensor)}.{shape.name[0]}"
+            if t.rows < t.matrix.rows or t.cols < t.matrix.cols:  # block > 0
+                name += f"[{t.row // block},{t.col // block}]"
+            out.tensors.append(Tensor(name, [n, n], out.numel, "factor"))
+            out.numel += n * n
+        return out
+
+    def check_factors(self, shape, block: int = 0) -> Optional[ValueError]:
+        """None when this member can have factor vectors of VecShape shape in
+        blocks of side block (Go's MemberLayout.CheckFactors, the host's
+        check of alloc_factor), else the ValueError saying why: a shape it
+        does not know, a block outside [0, MAX_BLOCK] (0 for PARAM_SHAPE),
+        no matrix tensor, or a factor side above MAX_BLOCK (naming the
+        tensor and the block to use)."""
+        if shape not in VecShape._value2member_map_:
+            return ValueError(f"unknown vector shape {int(shape)}")
+        shape = VecShape(shape)
+        s = shape.name.lower()
+        if block < 0 or block > MAX_BLOCK:
+            return ValueError(f"block {block} is outside [0, {MAX_BLOCK}] (0: whole rows and columns)")
+        if shape == VecShape.PARAMS:
+            if block != 0:
+                return ValueError(f"block {block} set for a parameter-shaped vector: "
+                                  "blocks apply to factor shapes (left, right)")
+            return None
+        ms = self.matrices()
+        if not ms:
+            return ValueError(f"a {s} factor vector needs matrix tensors (2+ dims); this layout has none")
+        for mx in ms:
+            side = mx.cols if shape == VecShape.RIGHT else mx.rows
+            if block > 0:
+                side = min(side, block)
+            if side > MAX_BLOCK:
+                return ValueError(
+                    f"tensor {self._tensor_name(mx.tensor)}, as the matrix {mx.rows}×{mx.cols}, would have a {s} "
+                    f"factor of {side}×{side} ({4 * side * side / (1 << 30):.1f} GiB in float32), over the largest "
+                    f"side {MAX_BLOCK}: set a block size ≤ {MAX_BLOCK} (Distributed Shampoo's default is 1024)")
+        return None
 
 
 @dataclass
@@ -105,6 +277,21 @@ class Layout:
     members: List[MemberLayout]
     train_size: int = 0
     batch_size: int = 0
+
+    def of(self, v: VecLayout) -> MemberLayout:
+        """The layout of a vector of layout v (its member's factors, Go's
+        Layout.Of); a member out of range gives an empty MemberLayout."""
+        if v.member < 0 or v.member >= len(self.members):
+            return MemberLayout(arch="", numel=0, tensors=[])
+        return self.members[v.member].factors(v.shape, v.block)
+
+    def tiles_of(self, v: VecLayout, block: int = 0) -> List[Tile]:
+        """The tiles the matrix ops (gram, mat_mul) cut a vector of layout v
+        into (Go's Layout.TilesOf): a parameter vector's matrices in blocks
+        of side block, a factor vector's own matrices, whole."""
+        if v.shape != VecShape.PARAMS:
+            block = 0
+        return self.of(v).tiles(block)
 
 
 @dataclass

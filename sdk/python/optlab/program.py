@@ -71,18 +71,31 @@ def rho_member_of(v: Vec) -> Optional[int]:
 # names are the listing names in capitals, but for the ones spelled apart
 # below (Go's SegSumSq is SUM_SQ, PerTensor PER_TENSOR); the module-level
 # constants carry a prefix where names would clash (ARITH_ADD and Binary's
-# ADD, SEG_DOT, BN_UPDATE).
+# ADD, SEG_DOT, BN_UPDATE), and VecShape's are Go's names (PARAM_SHAPE,
+# LEFT_FACTOR, RIGHT_FACTOR: a bare PARAMS is the handle of member 0's
+# parameters).
 _ENUM_SPELLING = {"sumsq": "SUM_SQ", "sumabs": "SUM_ABS", "maxabs": "MAX_ABS", "tensor": "PER_TENSOR",
-                  "row": "PER_ROW"}
+                  "row": "PER_ROW", "column": "PER_COLUMN"}
 _ENUM_PREFIX = {"UnaryKind": "", "BinaryKind": "", "BNMode": "BN_", "ArithKind": "ARITH_", "SegKind": "SEG_",
-                "Segmentation": ""}
+                "Segmentation": "", "MatFuncKind": ""}
+_ENUM_CONSTANT = {("VecShape", "PARAMS"): "PARAM_SHAPE", ("VecShape", "LEFT"): "LEFT_FACTOR",
+                  ("VecShape", "RIGHT"): "RIGHT_FACTOR"}
 _ENUM_DOC = {
     "UnaryKind": "Elementwise functions of the Unary op.",
     "BinaryKind": "Elementwise functions of two vectors for the Binary op.",
     "BNMode": "What a gradient pass does to BatchNorm running statistics.",
     "ArithKind": "Functions of the Arith op: binary (a, b), unary (a) and clamp (a to [b, c]).",
     "SegKind": "Reductions of SegReduce, per segment: Σx², Σx·y, Σ|x|, max|x|.",
-    "Segmentation": "How a member's flat vector is cut into segments: per tensor, or per output row.",
+    "Segmentation": "How a member's flat vector is cut into segments: per tensor, per output row, or per column "
+                    "of each tensor's 2-D view [d0, rest] (PER_COLUMN, protocol minor 8; its segments interleave: "
+                    "MemberLayout.segment_of).",
+    "VecShape": "What an allocated vector holds (protocol minor 8): its member's parameter layout (PARAMS), or "
+                "one square matrix per block of each matrix tensor, the left (rows×rows, LEFT) or right "
+                "(cols×cols, RIGHT) factors of a Kronecker-factored preconditioner (MemberLayout.factors).",
+    "MatFuncKind": "Functions of the MatFunc op, of each matrix A of a factor vector (protocol minor 8): "
+                   "INV_ROOT (A + eps·I)^(−1/root), PINV_ROOT its pseudo-inverse variant (eps relative to the "
+                   "largest eigenvalue), EIGVECS the eigenvectors as columns by descending eigenvalue, EIGVALS "
+                   "diag(λ) descending, QR the Q of A = Q·R with R's diagonal ≥ 0.",
 }
 # _ENUM_NAMES[type][number] is the name listings print.
 _ENUM_NAMES: Dict[str, Dict[int, str]] = {}
@@ -95,7 +108,7 @@ for _name, _values in sorted(OPSET["enums"].items()):
     ENUMS[_name] = _cls
     _ENUM_NAMES[_name] = {n: s for s, n in _values.items()}
     for _m in _cls:
-        _enum_constants[_ENUM_PREFIX.get(_name, _name.upper() + "_") + _m.name] = _m
+        _enum_constants[_ENUM_CONSTANT.get((_name, _m.name), _ENUM_PREFIX.get(_name, _name.upper() + "_") + _m.name)] = _m
 globals().update(ENUMS)
 globals().update(_enum_constants)
 UnaryKind = ENUMS["UnaryKind"]
@@ -104,11 +117,19 @@ BNMode = ENUMS["BNMode"]
 ArithKind = ENUMS["ArithKind"]
 SegKind = ENUMS["SegKind"]
 Segmentation = ENUMS["Segmentation"]
+VecShape = ENUMS["VecShape"]
+MatFuncKind = ENUMS["MatFuncKind"]
 
 # Keller Jordan's quintic Newton–Schulz iteration (zeropower_via_newtonschulz5
 # in github.com/KellerJordan/Muon): coefficients, step count and the ε of its
 # normalisation, as Go's optim.NS5A … NS5Eps.
 NS5_A, NS5_B, NS5_C, NS5_STEPS, NS5_EPS = 3.4445, -4.7750, 2.0315, 5, 1e-7
+
+# The largest side of a factor matrix (Go's optim.MaxBlock; protocol minor
+# 8): a matrix tensor whose rows (a left factor) or columns (a right one)
+# exceed it needs blocks (Alloc's block ≤ MAX_BLOCK). A factor of side 8192
+# is 256 MiB in float32.
+MAX_BLOCK = 8192
 
 _ARITY = {ArithKind.SQRT: 1, ArithKind.RECIP: 1, ArithKind.CLAMP: 3}
 
@@ -479,6 +500,14 @@ class Program:
         """A zero-filled vector id with member's layout."""
         return self._add(Alloc(id, member))
 
+    def alloc_factor(self, id: Vec, member: int, shape, block: int = 0) -> "Program":
+        """A zero-filled factor vector id of member (protocol minor 8): one
+        square matrix per block (of side at most block; 0: whole rows and
+        columns) of each matrix tensor, rows×rows for LEFT_FACTOR,
+        cols×cols for RIGHT_FACTOR (VecShape; MemberLayout.factors is its
+        layout, and block ≤ MAX_BLOCK)."""
+        return self._add(Alloc(id, member, VecShape(shape), int(block)))
+
     def free(self, id: Vec) -> "Program":
         return self._add(Free(id))
 
@@ -649,6 +678,37 @@ class Program:
         """A NewtonSchulz op with every field set by the caller (its own
         coefficients a, b, c, step count and eps)."""
         return self._add(o)
+
+    def gram(self, dst: Vec, src: Vec, beta: float, alpha: float) -> "Program":
+        """dst = beta·dst + alpha·G·Gᵀ (dst a left factor vector) or
+        alpha·Gᵀ·G (a right one) for every block G of src, cut by dst's
+        blocks: Shampoo's L ← β·L + (1−β)·G·Gᵀ (protocol minor 8)."""
+        return self._add(Gram(dst, src, float(beta), float(alpha)))
+
+    def mat_mul(self, dst: Vec, left: Vec, src: Vec, right: Vec) -> "Program":
+        """dst = left·X·right for every block X of src, a factor 0 the
+        identity (at least one set; dst is neither): Shampoo's
+        L^(−1/4)·G·R^(−1/4). Other elements of a parameter vector are
+        copied from src; mat_mul_op sends transposes (protocol minor 8)."""
+        return self._add(MatMul(dst, src, left, right))
+
+    def mat_mul_op(self, o) -> "Program":
+        """A MatMul op with every field set by the caller (trans_left,
+        trans_right: SOAP's rotation Qₗᵀ·G·Qᵣ)."""
+        return self._add(o)
+
+    def inv_root(self, dst: Vec, src: Vec, root: float, eps: float) -> "Program":
+        """dst = (A + eps·I)^(−1/root) for every matrix A of the factor
+        vector src (in float64, from its eigendecomposition; eps > 0;
+        protocol minor 8)."""
+        return self.mat_func(dst, src, MatFuncKind.INV_ROOT, root, eps)
+
+    def mat_func(self, dst: Vec, src: Vec, kind, root: float = 0.0, eps: float = 0.0) -> "Program":
+        """dst = kind(A) for every matrix A of the factor vector src (one
+        factor layout; dst may be src): INV_ROOT, PINV_ROOT, EIGVECS,
+        EIGVALS or QR (MatFuncKind; root and eps as Go's optim.MatFunc says,
+        ignored by EIGVECS, EIGVALS and QR; protocol minor 8)."""
+        return self._add(MatFunc(dst, src, MatFuncKind(kind), float(root), float(eps)))
 
     def mean(self, evs: Sequence[Eval]) -> Tuple[Reg, Reg]:
         """The registers of the mean loss and accuracy over the gradient
@@ -849,11 +909,15 @@ TopKMask = OPS["TopKMask"]
 UpdateBN = OPS["UpdateBN"]
 Read = OPS["Read"]
 Report = OPS["Report"]
+NewtonSchulz = OPS["NewtonSchulz"]
+Gram = OPS["Gram"]
+MatMul = OPS["MatMul"]
+MatFunc = OPS["MatFunc"]
 
 __all__ = [
     "OPSET", "Vec", "PARAMS", "params_of", "rho_of", "member_of", "rho_member_of",
-    "ENUMS", "UnaryKind", "BinaryKind", "BNMode", "ArithKind", "SegKind", "Segmentation", "arity",
-    "NS5_A", "NS5_B", "NS5_C", "NS5_STEPS", "NS5_EPS",
+    "ENUMS", "UnaryKind", "BinaryKind", "BNMode", "ArithKind", "SegKind", "Segmentation", "VecShape", "MatFuncKind",
+    "arity", "NS5_A", "NS5_B", "NS5_C", "NS5_STEPS", "NS5_EPS", "MAX_BLOCK",
 ] + sorted(_enum_constants) + [
     "Batch", "ALL", "Reg", "Scalar", "K", "Num", "as_num", "Eval", "Term", "Op", "OPS",
 ] + list(OPS) + [

@@ -80,6 +80,13 @@ def all_ops_program():
     loss, acc = p.mean([ev, ev2])
     p.report_metrics(loss, acc).report("norm", n)
     p.newton_schulz(t, g, 5).newton_schulz_op(optlab.NewtonSchulz(g, g, 30, 1.5, -0.5, 0, 0))
+    lf, rf, q = hs.new("L"), hs.new("R"), hs.new("Q")
+    p.alloc_factor(lf, 0, optlab.LEFT_FACTOR, 0).alloc_factor(rf, 0, optlab.RIGHT_FACTOR, 256).alloc_factor(q, 0, optlab.LEFT_FACTOR, 0)
+    p.gram(lf, g, 0.99, 0.01).gram(rf, g, 1, 1).seg_reduce(optlab.SEG_SUM_SQ, optlab.PER_COLUMN, g, 0)
+    p.inv_root(lf, lf, 4, 1e-12).mat_func(rf, rf, optlab.PINV_ROOT, 2, 1e-6).mat_func(q, lf, optlab.EIGVECS, 0, 0)
+    p.mat_func(q, q, optlab.QR, 0, 0).mat_func(q, lf, optlab.EIGVALS, 0, 0)
+    p.mat_mul(t, lf, g, rf).mat_mul(t, 0, g, rf).mat_mul_op(optlab.MatMul(dst=t, src=g, left=q, right=q, trans_left=True))
+    p.mat_mul(q, lf, q, 0)
     p.read(n, m).update_bn(saved).update_bn(optlab.PARAMS).free(t)
     p.ops.append(optlab.Unary(t, g, 42))
     return p
@@ -249,10 +256,135 @@ class ProgramTest(unittest.TestCase):
         back = wire.exec_request_from_pb(wire.exec_request_to_pb(p))
         self.assertEqual(back.ops, p.ops)
 
+    def test_factor_ops(self):
+        # alloc_factor, gram, mat_mul(_op), inv_root and mat_func build Go's
+        # ops (AllocFactor, Gram, MatMul, MatMulOp, InvRoot, MatFunc) and
+        # cross the wire as they are (protocol minor 8).
+        from optlab import wire
+        hs = optlab.Handles().sub("shampoo")
+        g, u, lf, rf = hs.new("g"), hs.new("u"), hs.new("L"), hs.new("R")
+        p = hs.prog().alloc_factor(lf, 1, optlab.LEFT_FACTOR).alloc_factor(rf, 1, optlab.RIGHT_FACTOR, 1024)
+        p.gram(lf, g, 0.9, 0.1).gram(rf, g, 0.9, 0.1)
+        p.inv_root(lf, lf, 4, 1e-12).mat_func(rf, rf, optlab.PINV_ROOT, 4, 1e-6).mat_func(u, lf, optlab.QR)
+        p.mat_mul(u, lf, g, rf).mat_mul_op(optlab.MatMul(u, g, lf, 0, trans_left=True))
+        self.assertEqual(p.ops, [
+            optlab.Alloc(lf, 1, optlab.VecShape.LEFT, 0), optlab.Alloc(rf, 1, optlab.VecShape.RIGHT, 1024),
+            optlab.Gram(lf, g, 0.9, 0.1), optlab.Gram(rf, g, 0.9, 0.1),
+            optlab.MatFunc(lf, lf, optlab.MatFuncKind.INV_ROOT, 4.0, 1e-12),
+            optlab.MatFunc(rf, rf, optlab.MatFuncKind.PINV_ROOT, 4.0, 1e-6),
+            optlab.MatFunc(u, lf, optlab.MatFuncKind.QR, 0.0, 0.0),
+            optlab.MatMul(u, g, lf, rf, False, False), optlab.MatMul(u, g, lf, 0, True, False)])
+        self.assertEqual(optlab.Alloc(g, 0), optlab.Alloc(g, 0, optlab.PARAM_SHAPE, 0))
+        self.assertEqual([optlab.op_spec(op)["since"] for op in p.ops[2:]], [8] * 7)
+        self.assertEqual(sum(optlab.emits(op) for op in p.ops), 0)
+        self.assertEqual(str(p).splitlines(), [
+            " 0 Alloc     shampoo/L member=1 shape=left",
+            " 1 Alloc     shampoo/R member=1 shape=right block=1024",
+            " 2 Gram      shampoo/L = 0.9·shampoo/L + 0.1·gram(shampoo/g)",
+            " 3 Gram      shampoo/R = 0.9·shampoo/R + 0.1·gram(shampoo/g)",
+            " 4 MatFunc   shampoo/L = inv_root(shampoo/L) root=4 eps=1e-12",
+            " 5 MatFunc   shampoo/R = pinv_root(shampoo/R) root=4 eps=1e-06",
+            " 6 MatFunc   shampoo/u = qr(shampoo/L)",
+            " 7 MatMul    shampoo/u = shampoo/L·shampoo/g·shampoo/R",
+            " 8 MatMul    shampoo/u = shampoo/L·shampoo/g·_ left transposed"])
+        m = wire.program_to_pb(p)
+        self.assertEqual((m.ops[1].alloc.shape, m.ops[1].alloc.block), (2, 1024))
+        self.assertEqual(m.ops[8].mat_mul.trans_left, True)
+        back = wire.exec_request_from_pb(wire.exec_request_to_pb(p))
+        self.assertEqual(back.ops, p.ops)
+        self.assertIs(type(back.ops[0].shape), optlab.VecShape)
+        with self.assertRaises(ValueError):
+            p.alloc_factor(u, 0, 3)
+        with self.assertRaises(ValueError):
+            p.mat_func(u, lf, 6)
+
+    def test_factor_enums(self):
+        self.assertEqual((optlab.PARAM_SHAPE, optlab.LEFT_FACTOR, optlab.RIGHT_FACTOR), (0, 1, 2))
+        self.assertIs(optlab.LEFT_FACTOR, optlab.VecShape.LEFT)
+        self.assertEqual((optlab.INV_ROOT, optlab.PINV_ROOT, optlab.EIGVECS, optlab.EIGVALS, optlab.QR), (1, 2, 3, 4, 5))
+        self.assertIs(optlab.QR, optlab.MatFuncKind.QR)
+        self.assertIs(optlab.PER_COLUMN, optlab.Segmentation.PER_COLUMN)
+        self.assertEqual((int(optlab.PER_COLUMN), optlab.MAX_BLOCK), (3, 8192))
+        self.assertEqual(optlab.PARAMS, 0)  # still the handle, not a VecShape
+
     def test_num_is_go_g6(self):
         for f, s in [(1.0, "1"), (0.1875, "0.1875"), (1.160454, "1.16045"), (1e-12, "1e-12"), (123456789.0, "1.23457e+08"),
                      (-0.5, "-0.5"), (math.nan, "NaN"), (math.inf, "+Inf"), (-math.inf, "-Inf")]:
             self.assertEqual(P.num(f), s)
+
+
+class FactorLayoutTest(unittest.TestCase):
+    # Go's MemberLayout.Segments, SegmentOf, Matrices, Tiles, Factors and
+    # CheckFactors (sdk/optim/factors.go) on a small layout, by hand.
+    def layout(self):
+        T = optlab.Tensor
+        return optlab.MemberLayout("tiny", 26, [T("fc.weight", [3, 5], 0, "weight"), T("fc.bias", [3], 15, "bias"),
+                                                T("conv.weight", [2, 1, 2, 2], 18, "weight")])
+
+    def test_segments(self):
+        m = self.layout()
+        self.assertEqual(m.segments(optlab.PER_TENSOR), [15, 3, 8])
+        self.assertEqual(m.segments(optlab.PER_ROW), [5, 5, 5, 1, 1, 1, 4, 4])
+        self.assertEqual(m.segments(optlab.PER_COLUMN), [3, 3, 3, 3, 3, 3, 2, 2, 2, 2])
+        self.assertEqual(m.segment_of(optlab.PER_TENSOR), [0] * 15 + [1] * 3 + [2] * 8)
+        self.assertEqual(m.segment_of(optlab.PER_COLUMN), [0, 1, 2, 3, 4] * 3 + [5] * 3 + [6, 7, 8, 9] * 2)
+        self.assertEqual(m.segment_of(optlab.PER_ROW)[12:20], [2, 2, 2, 3, 4, 5, 6, 6])
+        self.assertIsNone(m.segments(4))
+        self.assertEqual(optlab.MemberLayout("flat", 4, []).segments(optlab.PER_COLUMN), [4])
+
+    def test_tiles(self):
+        m = self.layout()
+        fc, conv = optlab.Matrix(0, 0, 3, 5), optlab.Matrix(2, 18, 2, 4)
+        self.assertEqual(m.matrices(), [fc, conv])
+        self.assertEqual(m.tiles(0), [optlab.Tile(fc, 0, 0, 3, 5), optlab.Tile(conv, 0, 0, 2, 4)])
+        self.assertEqual([(t.matrix.tensor, t.row, t.col, t.rows, t.cols) for t in m.tiles(2)], [
+            (0, 0, 0, 2, 2), (0, 0, 2, 2, 2), (0, 0, 4, 2, 1), (0, 2, 0, 1, 2), (0, 2, 2, 1, 2), (0, 2, 4, 1, 1),
+            (2, 0, 0, 2, 2), (2, 0, 2, 2, 2)])
+
+    def test_factors(self):
+        m = self.layout()
+        self.assertIs(m.factors(optlab.PARAM_SHAPE), m)
+
+        def of(f):
+            return f.numel, [(t.name, t.shape, t.offset, t.kind) for t in f.tensors]
+
+        self.assertEqual(of(m.factors(optlab.LEFT_FACTOR)),
+                         (13, [("fc.weight.L", [3, 3], 0, "factor"), ("conv.weight.L", [2, 2], 9, "factor")]))
+        self.assertEqual(of(m.factors(optlab.RIGHT_FACTOR)),
+                         (41, [("fc.weight.R", [5, 5], 0, "factor"), ("conv.weight.R", [4, 4], 25, "factor")]))
+        self.assertEqual(of(m.factors(optlab.RIGHT_FACTOR, 2)), (26, [
+            ("fc.weight.R[0,0]", [2, 2], 0, "factor"), ("fc.weight.R[0,1]", [2, 2], 4, "factor"),
+            ("fc.weight.R[0,2]", [1, 1], 8, "factor"), ("fc.weight.R[1,0]", [2, 2], 9, "factor"),
+            ("fc.weight.R[1,1]", [2, 2], 13, "factor"), ("fc.weight.R[1,2]", [1, 1], 17, "factor"),
+            ("conv.weight.R[0,0]", [2, 2], 18, "factor"), ("conv.weight.R[0,1]", [2, 2], 22, "factor")]))
+        self.assertEqual(m.factors(optlab.LEFT_FACTOR, 2).numel, 23)
+        lay = optlab.Layout([m])
+        self.assertEqual(lay.of(optlab.VecLayout(0, optlab.LEFT_FACTOR, 2)), m.factors(optlab.LEFT_FACTOR, 2))
+        self.assertEqual(lay.of(optlab.VecLayout(1)).numel, 0)
+        self.assertEqual(lay.tiles_of(optlab.VecLayout(0), 2), m.tiles(2))
+        # A factor vector's tiles are its own matrices, whole.
+        self.assertEqual([(t.rows, t.cols) for t in lay.tiles_of(optlab.VecLayout(0, optlab.LEFT_FACTOR, 2), 2)],
+                         [(2, 2)] * 3 + [(1, 1)] * 3 + [(2, 2)] * 2)
+
+    def test_check_factors(self):
+        m = self.layout()
+        self.assertIsNone(m.check_factors(optlab.LEFT_FACTOR, 0))
+        self.assertIsNone(m.check_factors(optlab.PARAM_SHAPE, 0))
+        wide = optlab.MemberLayout("wide", 90000, [optlab.Tensor("emb", [9, 10000], 0, "weight")])
+        self.assertIsNone(wide.check_factors(optlab.LEFT_FACTOR, 0))
+        self.assertIsNone(wide.check_factors(optlab.RIGHT_FACTOR, 1024))
+        for got, want in [
+            (wide.check_factors(optlab.RIGHT_FACTOR, 0),
+             "tensor emb, as the matrix 9×10000, would have a right factor of 10000×10000 (0.4 GiB in float32), "
+             "over the largest side 8192: set a block size ≤ 8192 (Distributed Shampoo's default is 1024)"),
+            (m.check_factors(3, 0), "unknown vector shape 3"),
+            (m.check_factors(optlab.LEFT_FACTOR, 8193), "block 8193 is outside [0, 8192] (0: whole rows and columns)"),
+            (m.check_factors(optlab.PARAM_SHAPE, 4),
+             "block 4 set for a parameter-shaped vector: blocks apply to factor shapes (left, right)"),
+            (optlab.MemberLayout("b", 3, [optlab.Tensor("b", [3], 0, "bias")]).check_factors(optlab.LEFT_FACTOR, 0),
+             "a left factor vector needs matrix tensors (2+ dims); this layout has none")]:
+            self.assertIsInstance(got, ValueError)
+            self.assertEqual(str(got), want)
 
 
 if __name__ == "__main__":

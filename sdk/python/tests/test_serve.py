@@ -173,7 +173,7 @@ class ServeTest(unittest.TestCase):
 
     def test_info(self):
         r = self.p.call("Info", pb.InfoRequest(), pb.InfoResponse)
-        self.assertEqual((r.info.name, r.info.version, r.info.protocol_minor), ("toy", "1.2.3", 7))
+        self.assertEqual((r.info.name, r.info.version, r.info.protocol_minor), ("toy", "1.2.3", 8))
         self.assertEqual(list(r.info.capabilities), ["members", "base-step", "predictive", "state", "finalize"])
         self.assertTrue(r.predictor)
         self.assertTrue(r.stateful)
@@ -256,7 +256,7 @@ class ServeTest(unittest.TestCase):
     def test_exec_request_has_the_minor(self):
         self.p.configure()
         self.p.step()
-        self.assertEqual(self.p.host.exec_minors[-1], 7)
+        self.assertEqual(self.p.host.exec_minors[-1], 8)
 
     def test_exception_is_a_panic(self):
         self.p.configure(fault="raise")
