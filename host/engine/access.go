@@ -103,3 +103,14 @@ func (m *Member) Rho() (rho *tensor.T, st OptState, ok bool) {
 	}
 	return &m.vi.rho, m.vi.base.ref(), true
 }
+
+// VecBytes returns the bytes of the plugin's vectors (factor vectors
+// included) the engine holds, on the device and spilled to host memory:
+// what a plugin's state costs beside the model. Call it between Execs.
+func (e *Engine) VecBytes() int64 {
+	var n int64
+	for _, v := range e.vecs {
+		n += 4 * v.t.Numel()
+	}
+	return n
+}
