@@ -42,6 +42,8 @@ func TestBF16EveryBuiltinMethod(t *testing.T) {
 		{"adamw", "adamw", bf16, nil},
 		{"muon", "muon", bf16, nil},
 		{"sam over muon", "sam", bf16, map[string]any{"update": "muon"}},
+		{"shampoo", "shampoo", bf16, map[string]any{"precondition_frequency": int64(5)}},
+		{"sam over shampoo", "sam", bf16, map[string]any{"update": "shampoo"}},
 		{"otmdr", "otmdr", bf16, nil},
 		{"otmdr joint", "otmdr", two, map[string]any{"joint": true}},
 		{"sgvb", "sgvb", vi, nil},

@@ -17,6 +17,7 @@ import (
 	"github.com/optlab/optlab/host/tensor"
 	"github.com/optlab/optlab/plugins/otmdr"
 	"github.com/optlab/optlab/plugins/sam"
+	"github.com/optlab/optlab/plugins/shampoo"
 	"github.com/optlab/optlab/sdk/optim"
 )
 
@@ -34,6 +35,10 @@ func TestResumeMidRun(t *testing.T) {
 	}{
 		{"sam", sam.New, map[string]any{"rho": 0.05}, nil},
 		{"otmdr", otmdr.New, nil, []string{"method/acc_perturbed", "method/loss_perturbed"}},
+		// Shampoo's factors and preconditioners are factor vectors
+		// (protocol minor 8) in the training state; with a preconditioner
+		// every 10 steps the interruption after epoch 2 falls between two.
+		{"shampoo", shampoo.New, map[string]any{"precondition_frequency": int64(10)}, nil},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

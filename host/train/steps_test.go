@@ -71,6 +71,8 @@ func TestOneExecNoBlockingReadPerStep(t *testing.T) {
 		{"bsam", "bsam", short, nil},
 		{"muon", "muon", short, nil},
 		{"muon ensemble", "muon", two, map[string]any{"weight_decay": 0.01}},
+		{"shampoo", "shampoo", short, map[string]any{"precondition_frequency": int64(2)}},
+		{"sam over shampoo ensemble", "sam", two, map[string]any{"update": "shampoo"}},
 		{"otmdr", "otmdr", short, nil},
 		{"otmdr K=2", "otmdr", short, map[string]any{"particles": int64(2)}},
 		{"otmdr reference", "otmdr", short, map[string]any{"mode": "reference"}},
