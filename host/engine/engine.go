@@ -310,15 +310,24 @@ func (e *Engine) exec(ctx context.Context, p *optim.Program) (optim.Result, erro
 	}
 	x := &execState{ctx: ctx, p: p, check: opset.NewChecker(p, e.layout), rs: tensor.NewScope()}
 	defer x.close()
+	var blocks opset.Blocks
 	for i, op := range p.Ops {
 		e.count.ops.Add(1)
 		n := len(x.regs)
 		err := x.check.Check(i, op, e.allocated)
-		if err == nil {
+		switch o, isIf := op.(optim.If); {
+		case err != nil:
+		case blocks.Skipped(i):
+			err = e.skip(x, op)
+		case isIf:
+			var holds bool
+			holds, err = e.holds(x, o)
+			blocks.If(i, o, holds)
+		default:
 			err = e.runOp(x, op)
-		}
-		if err == nil && e.cfg.DebugNonFinite {
-			err = e.checkFinite(x, op, n)
+			if err == nil && e.cfg.DebugNonFinite {
+				err = e.checkFinite(x, op, n)
+			}
 		}
 		if err != nil {
 			opset.NameHandles(err, p)

@@ -383,3 +383,61 @@ func (e *Engine) checkFinite(x *execState, op optim.Op, first int) error {
 // engine's check for non-finite values after every op (Config.
 // DebugNonFinite): host/train reads it.
 const DebugNonFiniteEnv = "OPTLAB_DEBUG_NONFINITE"
+
+// holds reads an If's condition: whether its register holds a value > 0
+// (NaN does not). On a GPU it copies one scalar to the host and waits for
+// it, which Counters counts as a blocking read; on the CPU it is a read of
+// host memory.
+func (e *Engine) holds(x *execState, o optim.If) (bool, error) {
+	s := tensor.NewScope()
+	defer s.Close()
+	r := x.reg(o.X)
+	if r.t.Device().IsCUDA() {
+		e.count.blocking.Add(1)
+	}
+	v := s.Scalars(r.t)
+	if err := s.Err(); err != nil {
+		return false, fmt.Errorf("if: reading its condition: %w", err)
+	}
+	return v[0] > 0, nil
+}
+
+// skip appends the registers that op, skipped by an If, would set: NaN,
+// and for a segment register NaN in every segment of its segmentation.
+func (e *Engine) skip(x *execState, op optim.Op) error {
+	var seg *segKey
+	switch o := op.(type) {
+	case optim.SegReduce:
+		seg = &segKey{layout: e.vecLayout(o.X), by: o.By}
+	case optim.Arith:
+		for _, n := range []optim.Num{o.A, o.B, o.C} {
+			if r, ok := n.(optim.Reg); ok && x.reg(r).seg != nil {
+				seg = x.reg(r).seg
+			}
+		}
+	}
+	n := opset.Emits(op)
+	if n == 0 {
+		return nil
+	}
+	s := tensor.NewScope()
+	defer s.Close()
+	for range n {
+		var t tensor.T
+		if seg != nil {
+			g, err := e.segs(*seg)
+			if err != nil {
+				return err
+			}
+			t = s.Zeros([]int64{g.Count()}, tensor.Float64, e.cfg.Device)
+			s.Fill(t, math.NaN())
+		} else {
+			t = s.ScalarTensor(math.NaN(), e.cfg.Device)
+		}
+		if err := s.Err(); err != nil {
+			return err
+		}
+		x.regs = append(x.regs, register{t: x.rs.Adopt(s.Keep(t)), seg: seg})
+	}
+	return nil
+}

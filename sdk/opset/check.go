@@ -34,6 +34,10 @@ type Checker struct {
 	l    optim.Layout
 	ops  []optim.OpSpec // the op table
 	regs []regInfo      // by register index − 1
+	// ends are the ends (exclusive op indices) of the If blocks open at
+	// the op being checked, innermost last.
+	ends []int
+	i    int // the index of the op being checked
 }
 
 // Allocated tells the Checker the layout of an allocated vector (false:
@@ -57,9 +61,16 @@ func NewChecker(p *optim.Program, l optim.Layout) *Checker {
 // returns nil or the error to wrap in an *optim.OpError; a
 // *optim.VecError in it has its handle named by p (NameHandles).
 func (c *Checker) Check(i int, op optim.Op, allocated Allocated) error {
+	c.i = i
+	for len(c.ends) > 0 && i >= c.ends[len(c.ends)-1] {
+		c.ends = c.ends[:len(c.ends)-1]
+	}
 	err := c.check(op, allocated)
 	if err == nil {
 		c.record(op, allocated)
+		if o, ok := op.(optim.If); ok {
+			c.ends = append(c.ends, i+1+int(o.Len))
+		}
 	}
 	NameHandles(err, c.p)
 	return err
@@ -224,7 +235,12 @@ func (c *Checker) check(op optim.Op, allocated Allocated) error {
 func (c *Checker) checkVecOp(op optim.Op, allocated Allocated) error {
 	switch o := op.(type) {
 	case optim.Alloc:
+		if len(c.ends) > 0 {
+			return errors.New("alloc inside an If block: which vectors exist must not depend on the device (allocate before the If)")
+		}
 		return c.alloc(o)
+	case optim.If:
+		return c.ifBlock(o)
 	case optim.Copy:
 		if o.BN {
 			if err := c.params("a copy with BatchNorm statistics", allocated, o.Dst, o.Src); err != nil {
@@ -233,6 +249,9 @@ func (c *Checker) checkVecOp(op optim.Op, allocated Allocated) error {
 		}
 		return c.sameLayout(allocated, o.Dst, o.Src)
 	case optim.Free:
+		if len(c.ends) > 0 {
+			return errors.New("free inside an If block: which vectors exist must not depend on the device (free after the block)")
+		}
 		return c.handle(o.ID, allocated)
 	case optim.Grad:
 		return c.grad(o, allocated)
@@ -701,4 +720,39 @@ func (c *Checker) matFunc(o optim.MatFunc, allocated Allocated) error {
 		return err
 	}
 	return c.sameLayout(allocated, o.Dst, o.Src)
+}
+
+// ifBlock checks an If: a scalar register, Len ≥ 1, and a block that lies
+// within the program and within the block that holds the If.
+func (c *Checker) ifBlock(o optim.If) error {
+	if err := c.scalar(o.X); err != nil {
+		return err
+	}
+	if o.Len < 1 {
+		return fmt.Errorf("if: len = %d; a block has at least one op", o.Len)
+	}
+	end := c.i + 1 + int(o.Len)
+	if n := len(c.ends); n > 0 && end > c.ends[n-1] {
+		return fmt.Errorf("if: its block (ops %d to %d) leaves the block that holds it (which ends before op %d)", c.i+1, end-1, c.ends[n-1])
+	}
+	if c.p != nil && end > len(c.p.Ops) {
+		return fmt.Errorf("if: a block of %d ops from op %d runs past the program's end (%d ops)", o.Len, c.i+1, len(c.p.Ops))
+	}
+	return nil
+}
+
+// Blocks follows the If blocks of a program as a host runs it, op by op in
+// order: Skipped says whether op i lies in a block whose condition did not
+// hold (the host skips it, setting its registers to NaN), and If records
+// the outcome of an If it ran. The zero value is ready.
+type Blocks struct{ end int }
+
+// Skipped reports whether op i is skipped.
+func (b *Blocks) Skipped(i int) bool { return i < b.end }
+
+// If records that If op i, o, held (its block runs) or not (it is skipped).
+func (b *Blocks) If(i int, o optim.If, holds bool) {
+	if !holds {
+		b.end = i + 1 + int(o.Len)
+	}
 }

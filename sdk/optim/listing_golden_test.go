@@ -54,6 +54,7 @@ func allOpsProgram() *optim.Program {
 	p.MatFunc(q, q, optim.QR, 0, 0).MatFunc(q, lf, optim.EigVals, 0, 0)
 	p.MatMul(t, lf, g, rf).MatMul(t, 0, g, rf).MatMulOp(optim.MatMul{Dst: t, Src: g, Left: q, Right: q, TransLeft: true})
 	p.MatMul(q, lf, q, 0)
+	p.If(n, func(p *optim.Program) { p.Scale(g, optim.K(0.5)).Norm(g) })
 	p.Read(n, m).UpdateBN(saved).UpdateBN(optim.Params).Free(t)
 	p.Ops = append(p.Ops, optim.Unary{Dst: t, Src: g, Kind: 42})
 	return p

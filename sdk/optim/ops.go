@@ -573,3 +573,23 @@ type MatFunc struct {
 func (Gram) isOp()    {}
 func (MatMul) isOp()  {}
 func (MatFunc) isOp() {}
+
+// If runs the Len ops that follow it only when the scalar register X holds
+// a value > 0 (NaN is not), and skips them otherwise: a data-dependent
+// choice (run SAM's second pass or not, refresh a preconditioner or not)
+// inside the one Exec of a step, with no round trip to the plugin. A
+// skipped op changes nothing and reports nothing; the registers it would
+// set hold NaN (a segment register NaN in every segment), so the register
+// numbering of the program is the same either way. Blocks nest: an If
+// inside a block belongs to it, and its own block ends within the outer
+// one. Len ≥ 1, the block lies within the program, and it holds no Alloc
+// or Free (which vectors exist must not depend on the device). The host
+// reads the condition's value when it reaches the If (on a GPU, one scalar
+// copied to the host and waited for; no Exec ends). Program.If builds one
+// from a function that appends the block. Protocol minor 9.
+type If struct {
+	X   Reg
+	Len int32
+}
+
+func (If) isOp() {}

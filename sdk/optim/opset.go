@@ -70,6 +70,7 @@ var opDocs = map[string]string{
 	"Gram":         "factor dst = β·dst + α·G·Gᵀ (left) or α·Gᵀ·G (right) for every block G of src (Shampoo's statistics)",
 	"MatMul":       "dst = op(left)·X·op(right) for every block X of src, op a transpose or not, a factor 0 the identity (preconditioning, rotation into an eigenbasis)",
 	"MatFunc":      "dst = f(src) for every matrix of a factor vector, in float64: inverse p-th root (A+εI)^(−1/p), its pseudo-inverse variant, eigenvectors, eigenvalues, QR's Q",
+	"If":           "run the next n ops only when the scalar register x > 0; skipped ops change nothing and set their registers to NaN (no round trip to the plugin)",
 	"UpdateBN":     "recompute x's BatchNorm running statistics exactly over the training set (update_bn): reset, then a cumulative average over every batch in train mode, no gradient",
 }
 
@@ -123,6 +124,7 @@ func buildOpSet() []OpSpec {
 		spec[Gram]("Gram", "gram", 8, "{Dst} = {Beta}·{Dst} + {Alpha}·gram({Src})"),
 		spec[MatMul]("MatMul", "mat_mul", 8, "{Dst} = {Left:out}·{Src}·{Right:out}[ {TransLeft?}left transposed][ {TransRight?}right transposed]"),
 		spec[MatFunc]("MatFunc", "mat_func", 8, "{Dst} = {Kind}({Src})[ root={Root}][ eps={Eps}]"),
+		spec[If]("If", "if_block", 9, "{X} > 0: run the next {Len} ops"),
 	}
 }
 

@@ -339,6 +339,22 @@ func (p *Program) MatFunc(dst, src Vec, k MatFuncKind, root, eps float64) *Progr
 	return p.add(MatFunc{Dst: dst, Src: src, Kind: k, Root: root, Eps: eps})
 }
 
+// If appends an If op on register x and the block that body appends to p:
+// its ops run only when x > 0. An empty block appends nothing.
+func (p *Program) If(x Reg, body func(p *Program)) *Program {
+	p.own(x)
+	i := len(p.Ops)
+	p.add(If{X: x})
+	body(p)
+	n := len(p.Ops) - i - 1
+	if n == 0 {
+		p.Ops = p.Ops[:i]
+		return p
+	}
+	p.Ops[i] = If{X: x, Len: int32(n)}
+	return p
+}
+
 // Mean returns the registers of the mean loss and accuracy over the
 // gradient passes evs, each term divided by the count and summed in order
 // (the float64 arithmetic of Result.Mean, on the device). With no passes

@@ -21,7 +21,7 @@ func hostCases() []hostCase {
 		arithCases(), linCombCases(), unaryCases(), binaryCases(), randNCases(), reduceCases(),
 		gradCases(), variationalCases(), jointCases(), baseStepCases(), setLRCases(), handleCases(),
 		arithCasesMinor5(), coefCases(), segReduceCases(), segArithCases(), topKCases(), readCases(), reportCases(),
-		matrixCases(),
+		matrixCases(), ifCases(),
 	} {
 		cs = append(cs, group...)
 	}

@@ -373,9 +373,16 @@ func (h *Host) Exec(ctx context.Context, p *optim.Program) (optim.Result, error)
 	defer h.mu.Unlock()
 	rec := ExecRecord{Step: h.step, Program: cloneProgram(p)}
 	x := &execState{check: opset.NewChecker(p, l), full: l}
+	var blocks opset.Blocks
 	for i, op := range p.Ops {
 		err = x.check.Check(i, op, h.allocated)
-		if err == nil {
+		switch o, isIf := op.(optim.If); {
+		case err != nil:
+		case blocks.Skipped(i):
+			h.skip(op, x)
+		case isIf:
+			blocks.If(i, o, x.regs[o.X.Index()-1].v > 0)
+		default:
 			err = h.apply(op, x)
 		}
 		if err != nil {
@@ -1672,4 +1679,32 @@ func (h *Host) matFunc(op optim.MatFunc, x *execState) error {
 		setSquare(d, ft, MatFuncRef(square(s, ft), op))
 	}
 	return nil
+}
+
+// skip sets the registers that op, skipped by an If, would set to NaN:
+// a segment register NaN in every segment.
+func (h *Host) skip(op optim.Op, x *execState) {
+	var seg *register // the segmentation of a segment register it would set
+	switch o := op.(type) {
+	case optim.SegReduce:
+		sizes, of := segmentOf(h.layoutOf(x, o.X), o.By)
+		seg = &register{seg: make([]float64, len(sizes)), of: of}
+	case optim.Arith:
+		for _, n := range []optim.Num{o.A, o.B, o.C} {
+			if r, ok := n.(optim.Reg); ok && x.regs[r.Index()-1].seg != nil {
+				seg = &register{seg: make([]float64, len(x.regs[r.Index()-1].seg)), of: x.regs[r.Index()-1].of}
+			}
+		}
+	}
+	for range opset.Emits(op) {
+		if seg != nil {
+			r := register{seg: make([]float64, len(seg.seg)), of: seg.of}
+			for i := range r.seg {
+				r.seg[i] = math.NaN()
+			}
+			x.set(r)
+			continue
+		}
+		x.scalar(math.NaN())
+	}
 }

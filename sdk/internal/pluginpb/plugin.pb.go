@@ -4048,6 +4048,60 @@ func (x *MatFuncOp) GetEps() float64 {
 	return 0
 }
 
+// IfOp mirrors optim.If (since minor 9): the next len ops run only when
+// register x > 0.
+type IfOp struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	X             int32                  `protobuf:"varint,1,opt,name=x,proto3" json:"x,omitempty"`
+	Len           int32                  `protobuf:"varint,2,opt,name=len,proto3" json:"len,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *IfOp) Reset() {
+	*x = IfOp{}
+	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[57]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *IfOp) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*IfOp) ProtoMessage() {}
+
+func (x *IfOp) ProtoReflect() protoreflect.Message {
+	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[57]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use IfOp.ProtoReflect.Descriptor instead.
+func (*IfOp) Descriptor() ([]byte, []int) {
+	return file_optlab_plugin_v1_plugin_proto_rawDescGZIP(), []int{57}
+}
+
+func (x *IfOp) GetX() int32 {
+	if x != nil {
+		return x.X
+	}
+	return 0
+}
+
+func (x *IfOp) GetLen() int32 {
+	if x != nil {
+		return x.Len
+	}
+	return 0
+}
+
 // Op is one instruction. An Op whose kind the receiver does not know (a
 // field number from a newer minor version) decodes with no kind set and is
 // answered with Unimplemented and the op's index.
@@ -4083,6 +4137,7 @@ type Op struct {
 	//	*Op_Gram
 	//	*Op_MatMul
 	//	*Op_MatFunc
+	//	*Op_IfBlock
 	Kind          isOp_Kind `protobuf_oneof:"kind"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -4090,7 +4145,7 @@ type Op struct {
 
 func (x *Op) Reset() {
 	*x = Op{}
-	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[57]
+	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4102,7 +4157,7 @@ func (x *Op) String() string {
 func (*Op) ProtoMessage() {}
 
 func (x *Op) ProtoReflect() protoreflect.Message {
-	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[57]
+	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4115,7 +4170,7 @@ func (x *Op) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Op.ProtoReflect.Descriptor instead.
 func (*Op) Descriptor() ([]byte, []int) {
-	return file_optlab_plugin_v1_plugin_proto_rawDescGZIP(), []int{57}
+	return file_optlab_plugin_v1_plugin_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *Op) GetKind() isOp_Kind {
@@ -4377,6 +4432,15 @@ func (x *Op) GetMatFunc() *MatFuncOp {
 	return nil
 }
 
+func (x *Op) GetIfBlock() *IfOp {
+	if x != nil {
+		if x, ok := x.Kind.(*Op_IfBlock); ok {
+			return x.IfBlock
+		}
+	}
+	return nil
+}
+
 type isOp_Kind interface {
 	isOp_Kind()
 }
@@ -4493,6 +4557,10 @@ type Op_MatFunc struct {
 	MatFunc *MatFuncOp `protobuf:"bytes,28,opt,name=mat_func,json=matFunc,proto3,oneof"` // since minor 8
 }
 
+type Op_IfBlock struct {
+	IfBlock *IfOp `protobuf:"bytes,29,opt,name=if_block,json=ifBlock,proto3,oneof"` // since minor 9
+}
+
 func (*Op_Alloc) isOp_Kind() {}
 
 func (*Op_Free) isOp_Kind() {}
@@ -4549,6 +4617,8 @@ func (*Op_MatMul) isOp_Kind() {}
 
 func (*Op_MatFunc) isOp_Kind() {}
 
+func (*Op_IfBlock) isOp_Kind() {}
+
 // Program mirrors optim.Program.
 type Program struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -4559,7 +4629,7 @@ type Program struct {
 
 func (x *Program) Reset() {
 	*x = Program{}
-	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[58]
+	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4571,7 +4641,7 @@ func (x *Program) String() string {
 func (*Program) ProtoMessage() {}
 
 func (x *Program) ProtoReflect() protoreflect.Message {
-	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[58]
+	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4584,7 +4654,7 @@ func (x *Program) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Program.ProtoReflect.Descriptor instead.
 func (*Program) Descriptor() ([]byte, []int) {
-	return file_optlab_plugin_v1_plugin_proto_rawDescGZIP(), []int{58}
+	return file_optlab_plugin_v1_plugin_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *Program) GetOps() []*Op {
@@ -4606,7 +4676,7 @@ type Result struct {
 
 func (x *Result) Reset() {
 	*x = Result{}
-	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[59]
+	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4618,7 +4688,7 @@ func (x *Result) String() string {
 func (*Result) ProtoMessage() {}
 
 func (x *Result) ProtoReflect() protoreflect.Message {
-	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[59]
+	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4631,7 +4701,7 @@ func (x *Result) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Result.ProtoReflect.Descriptor instead.
 func (*Result) Descriptor() ([]byte, []int) {
-	return file_optlab_plugin_v1_plugin_proto_rawDescGZIP(), []int{59}
+	return file_optlab_plugin_v1_plugin_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *Result) GetScalars() []float64 {
@@ -4653,7 +4723,7 @@ type ExecRequest struct {
 
 func (x *ExecRequest) Reset() {
 	*x = ExecRequest{}
-	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[60]
+	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4665,7 +4735,7 @@ func (x *ExecRequest) String() string {
 func (*ExecRequest) ProtoMessage() {}
 
 func (x *ExecRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[60]
+	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4678,7 +4748,7 @@ func (x *ExecRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecRequest.ProtoReflect.Descriptor instead.
 func (*ExecRequest) Descriptor() ([]byte, []int) {
-	return file_optlab_plugin_v1_plugin_proto_rawDescGZIP(), []int{60}
+	return file_optlab_plugin_v1_plugin_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *ExecRequest) GetProgram() *Program {
@@ -4704,7 +4774,7 @@ type ExecResponse struct {
 
 func (x *ExecResponse) Reset() {
 	*x = ExecResponse{}
-	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[61]
+	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4716,7 +4786,7 @@ func (x *ExecResponse) String() string {
 func (*ExecResponse) ProtoMessage() {}
 
 func (x *ExecResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[61]
+	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4729,7 +4799,7 @@ func (x *ExecResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecResponse.ProtoReflect.Descriptor instead.
 func (*ExecResponse) Descriptor() ([]byte, []int) {
-	return file_optlab_plugin_v1_plugin_proto_rawDescGZIP(), []int{61}
+	return file_optlab_plugin_v1_plugin_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *ExecResponse) GetResult() *Result {
@@ -4759,7 +4829,7 @@ type OpError struct {
 
 func (x *OpError) Reset() {
 	*x = OpError{}
-	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[62]
+	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4771,7 +4841,7 @@ func (x *OpError) String() string {
 func (*OpError) ProtoMessage() {}
 
 func (x *OpError) ProtoReflect() protoreflect.Message {
-	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[62]
+	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4784,7 +4854,7 @@ func (x *OpError) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OpError.ProtoReflect.Descriptor instead.
 func (*OpError) Descriptor() ([]byte, []int) {
-	return file_optlab_plugin_v1_plugin_proto_rawDescGZIP(), []int{62}
+	return file_optlab_plugin_v1_plugin_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *OpError) GetOpIndex() int32 {
@@ -5065,7 +5135,10 @@ const file_optlab_plugin_v1_plugin_proto_rawDesc = "" +
 	"\x03src\x18\x02 \x01(\x11R\x03src\x121\n" +
 	"\x04kind\x18\x03 \x01(\x0e2\x1d.optlab.plugin.v1.MatFuncKindR\x04kind\x12\x12\n" +
 	"\x04root\x18\x04 \x01(\x01R\x04root\x12\x10\n" +
-	"\x03eps\x18\x05 \x01(\x01R\x03eps\"\x82\f\n" +
+	"\x03eps\x18\x05 \x01(\x01R\x03eps\"&\n" +
+	"\x04IfOp\x12\f\n" +
+	"\x01x\x18\x01 \x01(\x05R\x01x\x12\x10\n" +
+	"\x03len\x18\x02 \x01(\x05R\x03len\"\xb7\f\n" +
 	"\x02Op\x121\n" +
 	"\x05alloc\x18\x01 \x01(\v2\x19.optlab.plugin.v1.AllocOpH\x00R\x05alloc\x12.\n" +
 	"\x04free\x18\x02 \x01(\v2\x18.optlab.plugin.v1.FreeOpH\x00R\x04free\x12.\n" +
@@ -5099,7 +5172,8 @@ const file_optlab_plugin_v1_plugin_proto_rawDesc = "" +
 	"\rnewton_schulz\x18\x19 \x01(\v2 .optlab.plugin.v1.NewtonSchulzOpH\x00R\fnewtonSchulz\x12.\n" +
 	"\x04gram\x18\x1a \x01(\v2\x18.optlab.plugin.v1.GramOpH\x00R\x04gram\x125\n" +
 	"\amat_mul\x18\x1b \x01(\v2\x1a.optlab.plugin.v1.MatMulOpH\x00R\x06matMul\x128\n" +
-	"\bmat_func\x18\x1c \x01(\v2\x1b.optlab.plugin.v1.MatFuncOpH\x00R\amatFuncB\x06\n" +
+	"\bmat_func\x18\x1c \x01(\v2\x1b.optlab.plugin.v1.MatFuncOpH\x00R\amatFunc\x123\n" +
+	"\bif_block\x18\x1d \x01(\v2\x16.optlab.plugin.v1.IfOpH\x00R\aifBlockB\x06\n" +
 	"\x04kind\"1\n" +
 	"\aProgram\x12&\n" +
 	"\x03ops\x18\x01 \x03(\v2\x14.optlab.plugin.v1.OpR\x03ops\"\"\n" +
@@ -5207,7 +5281,7 @@ func file_optlab_plugin_v1_plugin_proto_rawDescGZIP() []byte {
 }
 
 var file_optlab_plugin_v1_plugin_proto_enumTypes = make([]protoimpl.EnumInfo, 10)
-var file_optlab_plugin_v1_plugin_proto_msgTypes = make([]protoimpl.MessageInfo, 66)
+var file_optlab_plugin_v1_plugin_proto_msgTypes = make([]protoimpl.MessageInfo, 67)
 var file_optlab_plugin_v1_plugin_proto_goTypes = []any{
 	(ParamType)(0),             // 0: optlab.plugin.v1.ParamType
 	(PredictiveKind)(0),        // 1: optlab.plugin.v1.PredictiveKind
@@ -5276,25 +5350,26 @@ var file_optlab_plugin_v1_plugin_proto_goTypes = []any{
 	(*GramOp)(nil),             // 64: optlab.plugin.v1.GramOp
 	(*MatMulOp)(nil),           // 65: optlab.plugin.v1.MatMulOp
 	(*MatFuncOp)(nil),          // 66: optlab.plugin.v1.MatFuncOp
-	(*Op)(nil),                 // 67: optlab.plugin.v1.Op
-	(*Program)(nil),            // 68: optlab.plugin.v1.Program
-	(*Result)(nil),             // 69: optlab.plugin.v1.Result
-	(*ExecRequest)(nil),        // 70: optlab.plugin.v1.ExecRequest
-	(*ExecResponse)(nil),       // 71: optlab.plugin.v1.ExecResponse
-	(*OpError)(nil),            // 72: optlab.plugin.v1.OpError
-	nil,                        // 73: optlab.plugin.v1.Config.ParamsEntry
-	nil,                        // 74: optlab.plugin.v1.ConfigureResponse.ResolvedEntry
-	nil,                        // 75: optlab.plugin.v1.StepOutput.MetricsEntry
+	(*IfOp)(nil),               // 67: optlab.plugin.v1.IfOp
+	(*Op)(nil),                 // 68: optlab.plugin.v1.Op
+	(*Program)(nil),            // 69: optlab.plugin.v1.Program
+	(*Result)(nil),             // 70: optlab.plugin.v1.Result
+	(*ExecRequest)(nil),        // 71: optlab.plugin.v1.ExecRequest
+	(*ExecResponse)(nil),       // 72: optlab.plugin.v1.ExecResponse
+	(*OpError)(nil),            // 73: optlab.plugin.v1.OpError
+	nil,                        // 74: optlab.plugin.v1.Config.ParamsEntry
+	nil,                        // 75: optlab.plugin.v1.ConfigureResponse.ResolvedEntry
+	nil,                        // 76: optlab.plugin.v1.StepOutput.MetricsEntry
 }
 var file_optlab_plugin_v1_plugin_proto_depIdxs = []int32{
 	0,  // 0: optlab.plugin.v1.ParamSpec.type:type_name -> optlab.plugin.v1.ParamType
 	10, // 1: optlab.plugin.v1.ParamSpec.default:type_name -> optlab.plugin.v1.Value
 	11, // 2: optlab.plugin.v1.Info.params:type_name -> optlab.plugin.v1.ParamSpec
 	12, // 3: optlab.plugin.v1.InfoResponse.info:type_name -> optlab.plugin.v1.Info
-	73, // 4: optlab.plugin.v1.Config.params:type_name -> optlab.plugin.v1.Config.ParamsEntry
+	74, // 4: optlab.plugin.v1.Config.params:type_name -> optlab.plugin.v1.Config.ParamsEntry
 	15, // 5: optlab.plugin.v1.ConfigureRequest.config:type_name -> optlab.plugin.v1.Config
-	74, // 6: optlab.plugin.v1.ConfigureResponse.resolved:type_name -> optlab.plugin.v1.ConfigureResponse.ResolvedEntry
-	75, // 7: optlab.plugin.v1.StepOutput.metrics:type_name -> optlab.plugin.v1.StepOutput.MetricsEntry
+	75, // 6: optlab.plugin.v1.ConfigureResponse.resolved:type_name -> optlab.plugin.v1.ConfigureResponse.ResolvedEntry
+	76, // 7: optlab.plugin.v1.StepOutput.metrics:type_name -> optlab.plugin.v1.StepOutput.MetricsEntry
 	18, // 8: optlab.plugin.v1.StepRequest.input:type_name -> optlab.plugin.v1.StepInput
 	19, // 9: optlab.plugin.v1.StepResponse.output:type_name -> optlab.plugin.v1.StepOutput
 	1,  // 10: optlab.plugin.v1.Predictive.kind:type_name -> optlab.plugin.v1.PredictiveKind
@@ -5352,34 +5427,35 @@ var file_optlab_plugin_v1_plugin_proto_depIdxs = []int32{
 	64, // 62: optlab.plugin.v1.Op.gram:type_name -> optlab.plugin.v1.GramOp
 	65, // 63: optlab.plugin.v1.Op.mat_mul:type_name -> optlab.plugin.v1.MatMulOp
 	66, // 64: optlab.plugin.v1.Op.mat_func:type_name -> optlab.plugin.v1.MatFuncOp
-	67, // 65: optlab.plugin.v1.Program.ops:type_name -> optlab.plugin.v1.Op
-	68, // 66: optlab.plugin.v1.ExecRequest.program:type_name -> optlab.plugin.v1.Program
-	69, // 67: optlab.plugin.v1.ExecResponse.result:type_name -> optlab.plugin.v1.Result
-	10, // 68: optlab.plugin.v1.Config.ParamsEntry.value:type_name -> optlab.plugin.v1.Value
-	10, // 69: optlab.plugin.v1.ConfigureResponse.ResolvedEntry.value:type_name -> optlab.plugin.v1.Value
-	13, // 70: optlab.plugin.v1.Optimizer.Info:input_type -> optlab.plugin.v1.InfoRequest
-	16, // 71: optlab.plugin.v1.Optimizer.Configure:input_type -> optlab.plugin.v1.ConfigureRequest
-	20, // 72: optlab.plugin.v1.Optimizer.Step:input_type -> optlab.plugin.v1.StepRequest
-	23, // 73: optlab.plugin.v1.Optimizer.Predictive:input_type -> optlab.plugin.v1.PredictiveRequest
-	25, // 74: optlab.plugin.v1.Optimizer.SaveState:input_type -> optlab.plugin.v1.SaveStateRequest
-	27, // 75: optlab.plugin.v1.Optimizer.LoadState:input_type -> optlab.plugin.v1.LoadStateRequest
-	29, // 76: optlab.plugin.v1.Optimizer.Finalize:input_type -> optlab.plugin.v1.FinalizeRequest
-	34, // 77: optlab.plugin.v1.Host.Layout:input_type -> optlab.plugin.v1.LayoutRequest
-	70, // 78: optlab.plugin.v1.Host.Exec:input_type -> optlab.plugin.v1.ExecRequest
-	14, // 79: optlab.plugin.v1.Optimizer.Info:output_type -> optlab.plugin.v1.InfoResponse
-	17, // 80: optlab.plugin.v1.Optimizer.Configure:output_type -> optlab.plugin.v1.ConfigureResponse
-	21, // 81: optlab.plugin.v1.Optimizer.Step:output_type -> optlab.plugin.v1.StepResponse
-	24, // 82: optlab.plugin.v1.Optimizer.Predictive:output_type -> optlab.plugin.v1.PredictiveResponse
-	26, // 83: optlab.plugin.v1.Optimizer.SaveState:output_type -> optlab.plugin.v1.SaveStateResponse
-	28, // 84: optlab.plugin.v1.Optimizer.LoadState:output_type -> optlab.plugin.v1.LoadStateResponse
-	30, // 85: optlab.plugin.v1.Optimizer.Finalize:output_type -> optlab.plugin.v1.FinalizeResponse
-	35, // 86: optlab.plugin.v1.Host.Layout:output_type -> optlab.plugin.v1.LayoutResponse
-	71, // 87: optlab.plugin.v1.Host.Exec:output_type -> optlab.plugin.v1.ExecResponse
-	79, // [79:88] is the sub-list for method output_type
-	70, // [70:79] is the sub-list for method input_type
-	70, // [70:70] is the sub-list for extension type_name
-	70, // [70:70] is the sub-list for extension extendee
-	0,  // [0:70] is the sub-list for field type_name
+	67, // 65: optlab.plugin.v1.Op.if_block:type_name -> optlab.plugin.v1.IfOp
+	68, // 66: optlab.plugin.v1.Program.ops:type_name -> optlab.plugin.v1.Op
+	69, // 67: optlab.plugin.v1.ExecRequest.program:type_name -> optlab.plugin.v1.Program
+	70, // 68: optlab.plugin.v1.ExecResponse.result:type_name -> optlab.plugin.v1.Result
+	10, // 69: optlab.plugin.v1.Config.ParamsEntry.value:type_name -> optlab.plugin.v1.Value
+	10, // 70: optlab.plugin.v1.ConfigureResponse.ResolvedEntry.value:type_name -> optlab.plugin.v1.Value
+	13, // 71: optlab.plugin.v1.Optimizer.Info:input_type -> optlab.plugin.v1.InfoRequest
+	16, // 72: optlab.plugin.v1.Optimizer.Configure:input_type -> optlab.plugin.v1.ConfigureRequest
+	20, // 73: optlab.plugin.v1.Optimizer.Step:input_type -> optlab.plugin.v1.StepRequest
+	23, // 74: optlab.plugin.v1.Optimizer.Predictive:input_type -> optlab.plugin.v1.PredictiveRequest
+	25, // 75: optlab.plugin.v1.Optimizer.SaveState:input_type -> optlab.plugin.v1.SaveStateRequest
+	27, // 76: optlab.plugin.v1.Optimizer.LoadState:input_type -> optlab.plugin.v1.LoadStateRequest
+	29, // 77: optlab.plugin.v1.Optimizer.Finalize:input_type -> optlab.plugin.v1.FinalizeRequest
+	34, // 78: optlab.plugin.v1.Host.Layout:input_type -> optlab.plugin.v1.LayoutRequest
+	71, // 79: optlab.plugin.v1.Host.Exec:input_type -> optlab.plugin.v1.ExecRequest
+	14, // 80: optlab.plugin.v1.Optimizer.Info:output_type -> optlab.plugin.v1.InfoResponse
+	17, // 81: optlab.plugin.v1.Optimizer.Configure:output_type -> optlab.plugin.v1.ConfigureResponse
+	21, // 82: optlab.plugin.v1.Optimizer.Step:output_type -> optlab.plugin.v1.StepResponse
+	24, // 83: optlab.plugin.v1.Optimizer.Predictive:output_type -> optlab.plugin.v1.PredictiveResponse
+	26, // 84: optlab.plugin.v1.Optimizer.SaveState:output_type -> optlab.plugin.v1.SaveStateResponse
+	28, // 85: optlab.plugin.v1.Optimizer.LoadState:output_type -> optlab.plugin.v1.LoadStateResponse
+	30, // 86: optlab.plugin.v1.Optimizer.Finalize:output_type -> optlab.plugin.v1.FinalizeResponse
+	35, // 87: optlab.plugin.v1.Host.Layout:output_type -> optlab.plugin.v1.LayoutResponse
+	72, // 88: optlab.plugin.v1.Host.Exec:output_type -> optlab.plugin.v1.ExecResponse
+	80, // [80:89] is the sub-list for method output_type
+	71, // [71:80] is the sub-list for method input_type
+	71, // [71:71] is the sub-list for extension type_name
+	71, // [71:71] is the sub-list for extension extendee
+	0,  // [0:71] is the sub-list for field type_name
 }
 
 func init() { file_optlab_plugin_v1_plugin_proto_init() }
@@ -5397,7 +5473,7 @@ func file_optlab_plugin_v1_plugin_proto_init() {
 		(*Num_K)(nil),
 		(*Num_Reg)(nil),
 	}
-	file_optlab_plugin_v1_plugin_proto_msgTypes[57].OneofWrappers = []any{
+	file_optlab_plugin_v1_plugin_proto_msgTypes[58].OneofWrappers = []any{
 		(*Op_Alloc)(nil),
 		(*Op_Free)(nil),
 		(*Op_Copy)(nil),
@@ -5426,6 +5502,7 @@ func file_optlab_plugin_v1_plugin_proto_init() {
 		(*Op_Gram)(nil),
 		(*Op_MatMul)(nil),
 		(*Op_MatFunc)(nil),
+		(*Op_IfBlock)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -5433,7 +5510,7 @@ func file_optlab_plugin_v1_plugin_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_optlab_plugin_v1_plugin_proto_rawDesc), len(file_optlab_plugin_v1_plugin_proto_rawDesc)),
 			NumEnums:      10,
-			NumMessages:   66,
+			NumMessages:   67,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

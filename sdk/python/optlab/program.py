@@ -710,6 +710,22 @@ class Program:
         ignored by EIGVECS, EIGVALS and QR; protocol minor 8)."""
         return self._add(MatFunc(dst, src, MatFuncKind(kind), float(root), float(eps)))
 
+    def if_(self, x: Reg, body) -> "Program":
+        """An If op on register x and the block that body(p) appends: its
+        ops run only when x > 0, and are skipped otherwise (their
+        registers are then NaN); an empty block appends nothing (Go's
+        Program.If; protocol minor 9)."""
+        self._own(x)
+        i = len(self.ops)
+        self.ops.append(None)
+        body(self)
+        n = len(self.ops) - i - 1
+        if n == 0:
+            del self.ops[i]
+            return self
+        self.ops[i] = If(x, n)
+        return self
+
     def mean(self, evs: Sequence[Eval]) -> Tuple[Reg, Reg]:
         """The registers of the mean loss and accuracy over the gradient
         passes evs, each term divided by the count and summed in order (the
@@ -913,6 +929,7 @@ NewtonSchulz = OPS["NewtonSchulz"]
 Gram = OPS["Gram"]
 MatMul = OPS["MatMul"]
 MatFunc = OPS["MatFunc"]
+If = OPS["If"]
 
 __all__ = [
     "OPSET", "Vec", "PARAMS", "params_of", "rho_of", "member_of", "rho_member_of",

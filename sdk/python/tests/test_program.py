@@ -87,6 +87,7 @@ def all_ops_program():
     p.mat_func(q, q, optlab.QR, 0, 0).mat_func(q, lf, optlab.EIGVALS, 0, 0)
     p.mat_mul(t, lf, g, rf).mat_mul(t, 0, g, rf).mat_mul_op(optlab.MatMul(dst=t, src=g, left=q, right=q, trans_left=True))
     p.mat_mul(q, lf, q, 0)
+    p.if_(n, lambda p: p.scale(g, 0.5).norm(g))
     p.read(n, m).update_bn(saved).update_bn(optlab.PARAMS).free(t)
     p.ops.append(optlab.Unary(t, g, 42))
     return p

@@ -23,6 +23,7 @@ sys.path.insert(0, os.path.join(HERE, ".."))
 from optlab._pb import plugin_pb2 as pb  # noqa: E402
 from optlab._pb import runtime_pb2 as rt  # noqa: E402
 from optlab.serve import MAGIC_COOKIE_KEY, MAGIC_COOKIE_VALUE  # noqa: E402
+from optlab import PROTOCOL_MINOR  # noqa: E402
 
 TOY = os.path.join(HERE, "toy_plugin.py")
 PYTHON = "/usr/bin/python3"
@@ -173,7 +174,7 @@ class ServeTest(unittest.TestCase):
 
     def test_info(self):
         r = self.p.call("Info", pb.InfoRequest(), pb.InfoResponse)
-        self.assertEqual((r.info.name, r.info.version, r.info.protocol_minor), ("toy", "1.2.3", 8))
+        self.assertEqual((r.info.name, r.info.version, r.info.protocol_minor), ("toy", "1.2.3", PROTOCOL_MINOR))
         self.assertEqual(list(r.info.capabilities), ["members", "base-step", "predictive", "state", "finalize"])
         self.assertTrue(r.predictor)
         self.assertTrue(r.stateful)
@@ -256,7 +257,7 @@ class ServeTest(unittest.TestCase):
     def test_exec_request_has_the_minor(self):
         self.p.configure()
         self.p.step()
-        self.assertEqual(self.p.host.exec_minors[-1], 8)
+        self.assertEqual(self.p.host.exec_minors[-1], PROTOCOL_MINOR)
 
     def test_exception_is_a_panic(self):
         self.p.configure(fault="raise")
