@@ -959,6 +959,9 @@ func (e *Engine) grad(s *tensor.Scope, o optim.Grad) ([]tensor.T, error) {
 	if err != nil {
 		return nil, err
 	}
+	if sh := x.Shape(); len(sh) > 0 {
+		e.count.gradSamples.Add(sh[0])
+	}
 	mom, err := e.bnMomentum(o.BN)
 	if err != nil {
 		return nil, err

@@ -367,3 +367,20 @@ func TestGradBatchNorm(t *testing.T) {
 		t.Errorf("only %d of %d buffer entries moved", moved, len(b1))
 	}
 }
+
+// Counters.GradSamples counts the samples of every forward-backward pass:
+// a whole batch, and a half with no gradient target (its backward pass
+// still runs).
+func TestGradSamplesCounted(t *testing.T) {
+	e := semEngine(t, Config{Seed: 4}, semTiny(t, []int64{4}, 6, 3))
+	x, y := testutil.Features(8, 4, 3, 11)
+	semBatch(t, e, 0, x, y)
+	before := e.Counters().GradSamples
+	p := optim.Prog().Alloc(1, 0)
+	p.Grad(1, optim.Params, optim.Batch{}, optim.BNUpdate)
+	p.Grad(0, optim.Params, optim.Batch{Part: 1, Of: 2}, optim.BNFreeze)
+	semExec(t, e, p)
+	if got := e.Counters().GradSamples - before; got != 8+4 {
+		t.Errorf("GradSamples counted %d, want 12 (8 + 4)", got)
+	}
+}

@@ -31,6 +31,9 @@ func (e *Engine) jointGrad(s *tensor.Scope, o optim.JointGrad) ([]tensor.T, erro
 	if err != nil {
 		return nil, err
 	}
+	if sh := x.Shape(); len(sh) > 0 {
+		e.count.gradSamples.Add(sh[0] * int64(n))
+	}
 	mom, err := e.bnMomentum(o.BN)
 	if err != nil {
 		return nil, err

@@ -12,6 +12,7 @@ import (
 // goroutine.
 type counters struct {
 	execs, ops, blocking atomic.Int64
+	gradSamples          atomic.Int64
 	h2d0                 int64 // tensor.HostToDevice() when the engine was made
 }
 
@@ -32,12 +33,18 @@ type Counters struct {
 	// process's, not only this engine's: read it where one run is
 	// training at a time (tests, benchmarks).
 	HostToDevice int64
+	// GradSamples counts the gradient evaluations: the samples of every
+	// forward-backward pass (Grad: one per sample of its part of the
+	// batch; JointGrad: one per sample and member), the cost a
+	// comparison at equal compute counts. Forward-only passes (UpdateBN,
+	// evaluation) are not in it.
+	GradSamples int64
 }
 
 // Counters returns the engine's counters.
 func (e *Engine) Counters() Counters {
 	return Counters{Execs: e.count.execs.Load(), Ops: e.count.ops.Load(), BlockingReads: e.count.blocking.Load(),
-		HostToDevice: tensor.HostToDevice() - e.count.h2d0}
+		HostToDevice: tensor.HostToDevice() - e.count.h2d0, GradSamples: e.count.gradSamples.Load()}
 }
 
 // Reports are the metrics that the Report ops of one training step

@@ -40,6 +40,10 @@ const (
 	wallSeconds     = "wall_seconds"
 )
 
+// gradEvals is the key of a record's gradient evaluations (samples of
+// forward-backward passes).
+const gradEvals = "grad_evals"
+
 // Keys of the best-epoch metrics (early stopping on the validation split):
 // best_epoch is the epoch chosen, best_X metric X at that epoch.
 const (
@@ -67,6 +71,9 @@ func canonicalOrder() []string {
 //     X's label, X's direction and format; corr.F.X (family F, mean over
 //     its severities) and corr.F.S.X (severity S): "F S " + X's label,
 //     underscores in F shown as spaces;
+//   - grad_evals (the gradient evaluations of the training, in samples
+//     of forward-backward passes): "grad evals (M)", no direction, in
+//     millions with 3 decimals;
 //   - best_epoch: "best epoch", no direction, 1 decimal; best_X (X at
 //     the epoch early stopping chose): "best-epoch " + X's label, X's
 //     direction and format;
@@ -103,6 +110,8 @@ func metricSpec(key string) spec {
 		return spec{"wall s", down, 1, sigTime}
 	case bestEpoch:
 		return spec{"best epoch", neutral, 1, 1}
+	case gradEvals:
+		return spec{"grad evals (M)", neutral, 1e-6, 3}
 	case mCE:
 		return spec{"mCE", down, 100, 2}
 	case relMCE:

@@ -58,6 +58,10 @@ type training struct {
 	best *bestEpoch
 }
 
+// gradEvals returns the run's gradient evaluations so far: the samples of
+// its forward-backward passes, over every resumption.
+func (t *training) gradEvals() int64 { return t.from.GradEvals + t.eng.Counters().GradSamples }
+
 // Preflight does what the start of Run does, without training: it builds
 // the run's models and engine, loads model.init_from, checks that an epoch
 // has a step, and configures the optimizer, which validates its

@@ -35,6 +35,10 @@ func (r *Runner) score(ctx context.Context, t *training, rec results.Record, wal
 	rec.Metrics = rep.Map()
 	rec.Metrics["train_loss"] = t.trainLoss
 	rec.Metrics["train_acc"] = t.trainAcc
+	// The gradient evaluations the training cost, in samples of
+	// forward-backward passes: SAM's two passes per step count twice
+	// SGD's one (host table --metrics grad_evals; docs/EXPERIMENTS.md).
+	rec.Metrics["grad_evals"] = float64(t.gradEvals())
 	rec.Metrics["test_loss"] = rep.NLL
 	if r.Data.Val != nil {
 		// The validation split's metrics (uncalibrated), for choosing

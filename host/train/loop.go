@@ -276,7 +276,7 @@ func (r *Runner) endEpoch(ctx context.Context, t *training, start time.Time) err
 		return err
 	}
 	if t.statePath != "" && t.step < t.total {
-		ls := loopState{Epoch: t.epochs, Step: t.step, TrainLoss: t.trainLoss, TrainAcc: t.trainAcc, Elapsed: t.from.Elapsed + time.Since(start).Seconds(), Best: t.best}
+		ls := loopState{Epoch: t.epochs, Step: t.step, TrainLoss: t.trainLoss, TrainAcc: t.trainAcc, GradEvals: t.gradEvals(), Elapsed: t.from.Elapsed + time.Since(start).Seconds(), Best: t.best}
 		if err := r.saveState(ctx, t, ls); err != nil {
 			return fmt.Errorf("saving the training state after epoch %d: %w", t.epochs, err)
 		}

@@ -28,7 +28,11 @@ type loopState struct {
 	Step      int64     `json:"step"`
 	TrainLoss float64   `json:"train_loss"`
 	TrainAcc  float64   `json:"train_acc"`
-	Elapsed   float64   `json:"elapsed_seconds"`
+	// GradEvals is the gradient evaluations so far (samples of
+	// forward-backward passes, engine.Counters.GradSamples), over every
+	// resumption.
+	GradEvals int64   `json:"grad_evals,omitempty"`
+	Elapsed   float64 `json:"elapsed_seconds"`
 	Orders    [][]byte  `json:"orders"` // data-order PCG states
 	Aug       []byte    `json:"aug"`    // augmentation PCG state
 	Sched     schedSave `json:"schedule"`

@@ -69,7 +69,7 @@ func TestResumeMidRun(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			for _, k := range []string{"acc", "nll", "brier", "train_loss"} {
+			for _, k := range []string{"acc", "nll", "brier", "train_loss", "grad_evals"} {
 				if full.Metrics[k] != resumed.Metrics[k] {
 					t.Errorf("%s: resumed %v, uninterrupted %v", k, resumed.Metrics[k], full.Metrics[k])
 				}

@@ -1,0 +1,38 @@
+package train
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/optlab/optlab/host/tensor"
+	"github.com/optlab/optlab/plugins/sam"
+	"github.com/optlab/optlab/plugins/sgd"
+	"github.com/optlab/optlab/sdk/optim"
+)
+
+// A record counts the gradient evaluations its training cost, in samples
+// of forward-backward passes (#42): SGD's one pass per step, SAM's two,
+// m-sharpness SAM's two over sub-batches that add up to the batch.
+func TestGradEvalsRecorded(t *testing.T) {
+	w := tensor.NewWorker(2)
+	defer w.Close()
+	short := strings.NewReplacer("epochs = 3", "epochs = 1\nmax_steps = 6").Replace(digitsTOML)
+	for _, c := range []struct {
+		name   string
+		opt    func() optim.Optimizer
+		params map[string]any
+		want   float64
+	}{
+		{"sgd", sgd.New, nil, 6 * 64},
+		{"sam", sam.New, map[string]any{"rho": 0.05}, 2 * 6 * 64},
+		{"sam m=2", sam.New, map[string]any{"rho": 0.05, "m": int64(2)}, 2 * 6 * 64},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			r, exp := newRunner(t, w, short)
+			rec := runOnce(t, r, exp, c.opt(), c.params)
+			if got := rec.Metrics["grad_evals"]; got != c.want {
+				t.Errorf("grad_evals = %v, want %v", got, c.want)
+			}
+		})
+	}
+}
