@@ -24,15 +24,15 @@ import (
 
 // loopState is the training loop's own state at an epoch boundary.
 type loopState struct {
-	Epoch     int       `json:"epoch"` // epochs finished
-	Step      int64     `json:"step"`
-	TrainLoss float64   `json:"train_loss"`
-	TrainAcc  float64   `json:"train_acc"`
+	Epoch     int     `json:"epoch"` // epochs finished
+	Step      int64   `json:"step"`
+	TrainLoss float64 `json:"train_loss"`
+	TrainAcc  float64 `json:"train_acc"`
 	// GradEvals is the gradient evaluations so far (samples of
 	// forward-backward passes, engine.Counters.GradSamples), over every
 	// resumption.
-	GradEvals int64   `json:"grad_evals,omitempty"`
-	Elapsed   float64 `json:"elapsed_seconds"`
+	GradEvals int64     `json:"grad_evals,omitempty"`
+	Elapsed   float64   `json:"elapsed_seconds"`
 	Orders    [][]byte  `json:"orders"` // data-order PCG states
 	Aug       []byte    `json:"aug"`    // augmentation PCG state
 	Sched     schedSave `json:"schedule"`
