@@ -59,7 +59,7 @@ func runMain(m *testing.M) int {
 			return 1
 		}
 		defer os.RemoveAll(dir)
-		for _, name := range []string{"sam", "sgd", "otmdr", "ensembles", "adamw", "muon"} {
+		for _, name := range []string{"sam", "sgd", "otmdr", "ensembles", "adamw", "muon", "shampoo"} {
 			cmd := exec.Command("go", "build", "-o", filepath.Join(dir, name), "github.com/optlab/optlab/plugins/"+name+"/cmd/"+name)
 			cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 			if err := cmd.Run(); err != nil {
