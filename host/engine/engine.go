@@ -75,6 +75,14 @@ type Config struct {
 	// variable OPTLAB_DEBUG_NONFINITE=1). Every check reads a flag back
 	// from the device: for debugging only.
 	DebugNonFinite bool
+	// MicroBatches, when > 1, computes every Grad pass of a deterministic
+	// member as that many micro-batches in turn (train.micro_batches):
+	// the gradient is the sum of theirs weighted by their sizes, the
+	// batch's mean gradient; BatchNorm normalizes each micro-batch by its
+	// own statistics and updates its running ones once per micro-batch, as
+	// gradient accumulation in PyTorch does. A variational member's Grad
+	// and a JointGrad fail, naming the setting.
+	MicroBatches int
 	// OwnsUpdate says that the optimizer applies its own update
 	// (optim.Features.OwnsUpdate): Base is not used, and a BaseStep or SetLR
 	// fails, naming itself.
@@ -966,12 +974,21 @@ func (e *Engine) grad(s *tensor.Scope, o optim.Grad) ([]tensor.T, error) {
 	if err != nil {
 		return nil, err
 	}
-	if o.BN == optim.BNUpdate {
-		mem.bnBatches++
-	}
 	at = e.toDevice(s, at)
 	if mem.vi != nil {
+		if e.cfg.MicroBatches > 1 {
+			return nil, fmt.Errorf("grad: train.micro_batches = %d: a variational member's pass is not cut into micro-batches", e.cfg.MicroBatches)
+		}
+		if o.BN == optim.BNUpdate {
+			mem.bnBatches++
+		}
 		return e.varGrad(s, o, mem, at, x, y, mom)
+	}
+	if k := e.cfg.MicroBatches; k > 1 && x.Shape()[0] > 1 {
+		return e.microGrad(s, o, mem, at, x, y, mom)
+	}
+	if o.BN == optim.BNUpdate {
+		mem.bnBatches++
 	}
 	if o.Eps != 0 || o.OutRho != 0 {
 		return nil, fmt.Errorf("grad: eps/out_rho given for member %d, which is not variational", m)
@@ -990,6 +1007,58 @@ func (e *Engine) grad(s *tensor.Scope, o optim.Grad) ([]tensor.T, error) {
 	acc := s.Mean(s.Cast(s.Eq(s.Argmax(logits, 1), y), tensor.Float32))
 	out = append(out, s.Detach(loss), acc)
 	return out, nil
+}
+
+// microGrad is grad over micro-batches (Config.MicroBatches): the batch
+// x, y cut into k contiguous parts (the first n mod k one sample larger),
+// each forward and backward in a scope of its own, so that one part's
+// activations live at a time; the gradient, loss and accuracy are the
+// parts' weighted by their sizes (the batch's means).
+func (e *Engine) microGrad(s *tensor.Scope, o optim.Grad, mem *Member, at, x, y tensor.T, mom float64) ([]tensor.T, error) {
+	n := x.Shape()[0]
+	k := min(int64(e.cfg.MicroBatches), n)
+	var g, loss, acc tensor.T
+	if o.Out != 0 {
+		g = s.Zeros(at.Shape(), tensor.Float32, at.Device())
+	}
+	loss = s.ScalarTensor(0, at.Device())
+	acc = s.ScalarTensor(0, at.Device())
+	var start int64
+	for j := range k {
+		size := n / k
+		if j < n%k {
+			size++
+		}
+		w := float64(size) / float64(n)
+		ms := tensor.NewScope()
+		xj, yj := ms.Narrow(x, 0, start, size), ms.Narrow(y, 0, start, size)
+		leaf := ms.RequiresGrad(at)
+		logits := mem.Model.Forward(ms, leaf, mem.Buf, xj, true, mom)
+		lj := ms.CrossEntropy(logits, yj, e.cfg.LabelSmoothing)
+		if g.Valid() {
+			ms.Axpy(g, w, ms.Gradient(lj, leaf))
+		}
+		aj := ms.Mean(ms.Cast(ms.Eq(ms.Argmax(logits, 1), yj), tensor.Float32))
+		ms.AddInPlace(loss, ms.Scale(ms.Cast(ms.Detach(lj), tensor.Float64), w))
+		ms.AddInPlace(acc, ms.Scale(ms.Cast(aj, tensor.Float64), w))
+		err := ms.Err()
+		ms.Close()
+		if err != nil {
+			return nil, fmt.Errorf("grad: micro-batch %d of %d: %w", j+1, k, err)
+		}
+		if o.BN == optim.BNUpdate {
+			mem.bnBatches++
+		}
+		start += size
+	}
+	if g.Valid() {
+		d, _, err := e.get(o.Out)
+		if err != nil {
+			return nil, err
+		}
+		s.CopyFrom(d, g)
+	}
+	return []tensor.T{s.Cast(loss, tensor.Float32), s.Cast(acc, tensor.Float32)}, nil
 }
 
 // alloc makes plugin vector id: a zero vector of layout l's Numel floats

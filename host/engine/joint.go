@@ -26,6 +26,9 @@ func (e *Engine) jointGrad(s *tensor.Scope, o optim.JointGrad) ([]tensor.T, erro
 			return nil, fmt.Errorf("joint_grad: Outs[%d] = %d: want a distinct allocated vector (> 0) or 0", i, h)
 		}
 	}
+	if e.cfg.MicroBatches > 1 {
+		return nil, fmt.Errorf("joint_grad: train.micro_batches = %d: a joint pass is not cut into micro-batches", e.cfg.MicroBatches)
+	}
 	mem0 := e.members[0]
 	x, y, err := e.selectBatch(s, mem0, o.Batch)
 	if err != nil {

@@ -500,6 +500,18 @@ type Train struct {
 	// on the device in host memory, with a line in the log, instead of
 	// failing the run; ops on such vectors are slower.
 	Spill bool `toml:"spill"`
+	// MicroBatches (default 1; ≥ 0, 0 and 1 meaning the whole batch at
+	// once) computes every gradient pass of a batch as that many
+	// micro-batches, one after the other, and sums their gradients
+	// (weighted by their sizes: the full batch's mean gradient), as
+	// gradient accumulation in PyTorch does: BatchNorm normalizes each
+	// micro-batch with its own statistics and updates its running
+	// statistics once per micro-batch. The activations of one micro-batch
+	// live at a time, so a batch larger than memory allows trains, and
+	// SAM's, OT-MDR's and bSAM's perturbations use the accumulated
+	// gradient. At most batch_size; a part of the batch that a method
+	// selects (Batch.Of) is cut the same way.
+	MicroBatches int `toml:"micro_batches"`
 	// DumpParamsEvery (default 0: off; ≥ 0) writes every member's live
 	// parameters and BatchNorm statistics, as a PyTorch state dict, before
 	// the first optimizer step and after every DumpParamsEvery-th, to the

@@ -389,6 +389,10 @@ func (v *validator) train() {
 	}
 	v.intMin("train.threads", t.Threads, 0)
 	v.intMin("train.dump_params_every", t.DumpParamsEvery, 0)
+	v.intMin("train.micro_batches", t.MicroBatches, 0)
+	if t.BatchSize > 0 && t.MicroBatches > t.BatchSize {
+		v.fail("train.micro_batches", "must be at most train.batch_size (%d): a micro-batch has at least one sample (got %d)", t.BatchSize, t.MicroBatches)
+	}
 	if t.Deterministic && t.CudnnBenchmark {
 		v.fail("train.cudnn_benchmark", "must be false with train.deterministic = true (benchmarking picks convolution algorithms by their timings, which differ from run to run)")
 	}

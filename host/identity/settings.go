@@ -59,6 +59,13 @@ func settingsV2() []Setting {
 	return out
 }
 
+// asMicroBatches records train.micro_batches as an int64, 0 (the default
+// in the file) as 1: the same runs.
+func asMicroBatches(v any) any {
+	n := asInt64(v).(int64)
+	return max(n, 1)
+}
+
 // splitsTest tells whether data.test_fraction applies: every dataset but
 // npz, which brings its own test split.
 func splitsTest(c Config) bool { return c.Data.Dataset != experiment.DatasetNumPy }
@@ -90,6 +97,10 @@ func settingsV1() []Setting {
 		{Path: "train.cudnn_benchmark", Key: "train.cudnn_benchmark", Default: false, OmitDefault: true},
 		{Path: "train.tf32", Key: "train.tf32", Default: false, OmitDefault: true},
 		{Path: "train.precision", Key: "train.precision", Default: experiment.PrecisionFP32, OmitDefault: true},
+		// Micro-batches change BatchNorm's statistics (and a gradient's
+		// rounding): another run. Added after records existed, as the
+		// whole batch at once (1; 0 means the same).
+		{Path: "train.micro_batches", Key: "train.micro_batches", Encode: asMicroBatches, Default: int64(1), OmitDefault: true},
 		// [train.optimizer]: also one summary string, the first records'
 		// form; only lr for a plugin that applies its own update.
 		{Path: "owns_update", Key: "train.optimizer", When: ownsUpdate, Encode: func(any) any { return NoBaseOptimizer }},

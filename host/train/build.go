@@ -117,6 +117,7 @@ func (r *Runner) build(ctx context.Context, run experiment.Run, m Optimizer) (*t
 		TrainSize: int64(r.Data.TrainSize), BatchSize: int64(tr.BatchSize),
 		DebugNonFinite: os.Getenv(engine.DebugNonFiniteEnv) == "1",
 		Spill:          tr.Spill,
+		MicroBatches:   tr.MicroBatches,
 		Log:            r.logLine(run),
 	}
 	if mo := r.Exp.Model; mo.Variational {

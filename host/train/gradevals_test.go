@@ -1,10 +1,13 @@
 package train
 
 import (
+	"context"
 	"strings"
 	"testing"
 
+	"github.com/optlab/optlab/host/experiment"
 	"github.com/optlab/optlab/host/tensor"
+	"github.com/optlab/optlab/plugins/builtin"
 	"github.com/optlab/optlab/plugins/sam"
 	"github.com/optlab/optlab/plugins/sgd"
 	"github.com/optlab/optlab/sdk/optim"
@@ -34,5 +37,29 @@ func TestGradEvalsRecorded(t *testing.T) {
 				t.Errorf("grad_evals = %v, want %v", got, c.want)
 			}
 		})
+	}
+}
+
+// train.micro_batches (#42): SAM trains with its batch cut into 4
+// micro-batches, costing the same gradient evaluations, and a
+// variational run, whose passes are not cut, fails naming the setting.
+func TestMicroBatchesRun(t *testing.T) {
+	w := tensor.NewWorker(2)
+	defer w.Close()
+	short := strings.NewReplacer("epochs = 3", "epochs = 1\nmax_steps = 6\nmicro_batches = 4").Replace(digitsTOML)
+	r, exp := newRunner(t, w, short)
+	rec := runOnce(t, r, exp, sam.New(), map[string]any{"rho": 0.05})
+	if got := rec.Metrics["grad_evals"]; got != 2*6*64 {
+		t.Errorf("grad_evals = %v, want %v", got, 2*6*64)
+	}
+	vi := strings.Replace(short, "[train]", "variational = true\n[train]", 1)
+	r, exp = newRunner(t, w, vi)
+	run := experiment.Grid(exp)[0]
+	opt, err := builtin.Registry().New("sgvb")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Run(context.Background(), run, method(t, opt, nil)); err == nil || !strings.Contains(err.Error(), "micro_batches") {
+		t.Errorf("variational run with micro-batches: %v, want an error naming train.micro_batches", err)
 	}
 }
