@@ -58,6 +58,9 @@ type Config struct {
 	// spilled vector moves it, or its partners, so that the kernels see
 	// one device: slower, never wrong (train.spill).
 	Spill bool
+	// HostBudget bounds the host memory the plugin's requests may make the
+	// host hold (see Budget); nil takes HostBudget() when New runs.
+	HostBudget *Budget
 	// Log, when set, receives the engine's notices, one line each (every
 	// spilled vector); host/train sends them to the run's log.
 	Log func(line string)
@@ -99,6 +102,9 @@ type vec struct {
 	t      tensor.T
 	member int
 	host   bool // spilled to host memory: the device was full
+	// held is the bytes the vector holds in the Budget (host memory:
+	// on the CPU, or spilled); 0 for one on a device.
+	held int64
 	// bn holds BatchNorm running statistics received by a Copy with BN
 	// (a model-state snapshot); invalid when the vector has none.
 	bn tensor.T
@@ -117,6 +123,7 @@ type Engine struct {
 	perms   map[permKey]tensor.T
 	spilled int        // plugin vectors living in host memory
 	vecMem  int64      // bytes of plugin vectors on the device
+	budget  *Budget    // host memory the plugin may make the host hold
 	src     *rand.PCG  // state of rng, saved with the training state
 	rng     *rand.Rand // host stream for RandN with seed 0
 	step    int64
@@ -145,6 +152,10 @@ func New(ctx context.Context, w *tensor.Worker, cfg Config, models []*model.Mode
 		src:      rand.NewPCG(uint64(cfg.Seed), 0x6f70746c6162),
 		segCache: map[segKey]*tensor.Segs{}, segShared: map[string]*tensor.Segs{}}
 	e.rng = rand.New(e.src)
+	e.budget = cfg.HostBudget
+	if e.budget == nil {
+		e.budget = HostBudget()
+	}
 	e.count.h2d0 = tensor.HostToDevice()
 	err := w.Do(ctx, func() error {
 		for i, m := range models {
@@ -307,6 +318,9 @@ func (e *Engine) exec(ctx context.Context, p *optim.Program) (optim.Result, erro
 	}
 	if err := p.Err(); err != nil {
 		return optim.Result{}, fmt.Errorf("program refused before it ran: %w", err)
+	}
+	if len(p.Ops) > optim.MaxProgramOps {
+		return optim.Result{}, fmt.Errorf("program of %d ops refused: a program may hold at most %d ops; send the work in several Execs", len(p.Ops), optim.MaxProgramOps)
 	}
 	x := &execState{ctx: ctx, p: p, check: opset.NewChecker(p, e.layout), rs: tensor.NewScope()}
 	defer x.close()
@@ -963,19 +977,30 @@ func (e *Engine) grad(s *tensor.Scope, o optim.Grad) ([]tensor.T, error) {
 // memory and logs it.
 func (e *Engine) alloc(id optim.Vec, n int64) (*vec, error) {
 	bytes := 4 * n
+	what := fmt.Sprintf("vector %d (%d parameters, %s)", id, n, mib(bytes))
+	// On the CPU the device is the host's memory: the budget bounds it.
+	onHost := !e.cfg.Device.IsCUDA()
 	var why string
 	if e.cfg.DeviceBudget <= 0 || e.vecMem+bytes <= e.cfg.DeviceBudget {
+		var held int64
+		if onHost {
+			if err := e.budget.Hold(what, bytes); err != nil {
+				return nil, err
+			}
+			held = bytes
+		}
 		s := tensor.NewScope()
 		t := s.Zeros([]int64{n}, tensor.Float32, e.cfg.Device)
 		err := s.Err()
 		if err == nil {
 			e.vecMem += bytes
-			v := &vec{t: s.Keep(t)}
+			v := &vec{t: s.Keep(t), held: held}
 			s.Close()
 			return v, nil
 		}
 		s.Close()
-		if !e.cfg.Device.IsCUDA() {
+		if onHost {
+			e.budget.Release(held)
 			return nil, err // the CPU is the host: nowhere else to go
 		}
 		why = fmt.Sprintf("%s is out of memory (%v)", e.cfg.Device, err)
@@ -983,19 +1008,22 @@ func (e *Engine) alloc(id optim.Vec, n int64) (*vec, error) {
 		why = fmt.Sprintf("the device budget for plugin vectors (%s) is used up (%s in %d vectors on %s)",
 			mib(e.cfg.DeviceBudget), mib(e.vecMem), len(e.vecs)-e.spilled, e.cfg.Device)
 	}
-	what := fmt.Sprintf("vector %d (%d parameters, %s)", id, n, mib(bytes))
 	if !e.cfg.Spill {
 		return nil, fmt.Errorf("%s does not fit: %s; set train.spill = true to keep such vectors in host memory (ops on them are then slower), or use fewer vectors or a smaller model", what, why)
+	}
+	if err := e.budget.Hold(what+" spilled to host memory", bytes); err != nil {
+		return nil, fmt.Errorf("%s does not fit: %s, and host memory has no room either: %w", what, why, err)
 	}
 	s := tensor.NewScope()
 	defer s.Close()
 	t := s.Zeros([]int64{n}, tensor.Float32, e.spillDevice())
 	if err := s.Err(); err != nil {
+		e.budget.Release(bytes)
 		return nil, fmt.Errorf("%s: %s, and host memory has no room either: %w", what, why, err)
 	}
 	e.spilled++
 	e.logf("engine: %s spilled to host memory (train.spill): %s; ops on it move data between host and %s", what, why, e.cfg.Device)
-	return &vec{t: s.Keep(t), host: true}, nil
+	return &vec{t: s.Keep(t), host: true, held: bytes}, nil
 }
 
 // spillDevice is where spilled vectors live.
@@ -1022,6 +1050,9 @@ func (e *Engine) release(v *vec) {
 		e.spilled--
 	} else {
 		e.vecMem -= 4 * v.t.Numel()
+	}
+	if v.held > 0 {
+		e.budget.Release(v.held)
 	}
 	v.t.Drop()
 	v.bn.Drop()
