@@ -17,9 +17,9 @@ func TestHostBudget(t *testing.T) {
 	m := semTiny(t, []int64{4}, 5, 3)
 	vec := 4 * m.Numel
 	tests := []struct {
-		name   string
-		cfg    func(Config) Config
-		limit  int64
+		name  string
+		cfg   func(Config) Config
+		limit int64
 	}{
 		{"cpu vectors", func(c Config) Config { return c }, 3 * vec},
 		// one vector within the device budget (on the CPU, so held), the

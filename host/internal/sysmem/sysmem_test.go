@@ -31,9 +31,9 @@ func TestRead(t *testing.T) {
 		}, 8 << 30, 4 << 30, "MemAvailable"},
 		{"v2 parent's limit binds", map[string]string{
 			"proc/meminfo": meminfo, "proc/self/cgroup": "0::/slurm/job\n",
-			"sys/fs/cgroup/cgroup.controllers":     "memory\n",
-			"sys/fs/cgroup/slurm/memory.max":       "2147483648\n", "sys/fs/cgroup/slurm/memory.current": "1610612736\n",
-			"sys/fs/cgroup/slurm/job/memory.max":   "max\n", "sys/fs/cgroup/slurm/job/memory.current": "1\n",
+			"sys/fs/cgroup/cgroup.controllers": "memory\n",
+			"sys/fs/cgroup/slurm/memory.max":   "2147483648\n", "sys/fs/cgroup/slurm/memory.current": "1610612736\n",
+			"sys/fs/cgroup/slurm/job/memory.max": "max\n", "sys/fs/cgroup/slurm/job/memory.current": "1\n",
 		}, 2 << 30, 512 << 20, "slurm"},
 		{"v1 limit", map[string]string{
 			"proc/meminfo": meminfo, "proc/self/cgroup": "5:memory:/docker/abc\n0::/\n",
