@@ -231,6 +231,13 @@ func readNPY(r io.Reader, limit, hint int64) (*NPYArray, error) {
 			shapeString(a.Shape), t.name, sizeOf(a.Shape, t.size), avail)
 	}
 	need := count * int64(t.size)
+	// And against the memory this process may use (a sparse file or a
+	// deflated NPZ member can declare more than the machine has): the
+	// array as stored and as the float32 values a data set holds.
+	if err := fits(fmt.Sprintf("an array of shape %s of %s", shapeString(a.Shape), t.name),
+		addSat(uint64(need), mulSat(uint64(count), 4)), "as stored and as float32 values", availableMemory()); err != nil {
+		return nil, err
+	}
 	data, err := readGrowing(r, need, hint-preamble-hlen)
 	if err != nil {
 		if errors.Is(err, io.ErrUnexpectedEOF) {
