@@ -2,8 +2,8 @@ package data
 
 import (
 	"bytes"
-	"fmt"
 	"encoding/binary"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"

@@ -288,7 +288,7 @@ func (w LockWait) Append(path string, rec Record) error {
 		return fmt.Errorf("append to %s: %w", path, err)
 	}
 	defer unlock()
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
+	f, err := OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
 	if err != nil {
 		return fmt.Errorf("append to %s: %w", path, err)
 	}
