@@ -138,20 +138,35 @@ func (a *NPYArray) Int(i int) int64 {
 
 // LoadNPY reads the NPY file at path (see ReadNPY); errors name the path.
 func LoadNPY(path string) (*NPYArray, error) {
+	a, _, err := loadNPY(path, false)
+	return a, err
+}
+
+// loadNPYID is LoadNPY that also identifies the file as it was read
+// (ContentID).
+func loadNPYID(path string) (*NPYArray, string, error) { return loadNPY(path, true) }
+
+func loadNPY(path string, identify bool) (*NPYArray, string, error) {
 	f, err := regfile.Open(path)
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	defer func() { _ = f.Close() }()
 	st, err := f.Stat()
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	a, err := ReadNPY(f, st.Size())
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
+		return nil, "", fmt.Errorf("%s: %w", path, err)
 	}
-	return a, nil
+	id := ""
+	if identify {
+		if id, err = ContentID(f); err != nil {
+			return nil, "", err
+		}
+	}
+	return a, id, nil
 }
 
 // ReadNPY reads one array in NumPy's NPY format (versions 1.0, 2.0 and

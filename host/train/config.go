@@ -14,7 +14,11 @@ import (
 func (r *Runner) Config(run experiment.Run, m Optimizer) identity.Config {
 	e := run.Experiment(r.Exp)
 	c := identity.Config{Plugin: m.Plugin, Params: m.Params, Train: e.Train, Data: e.Data, Model: e.Model, Eval: e.Eval, OwnsUpdate: m.ownsUpdate()}
-	if d := e.Data; d.Path != "" {
+	if d := e.Data; d.Path != "" && r.Data != nil && r.Data.Content != "" {
+		// The data this run trains on, identified as it was loaded: the
+		// file at d.Path may have been replaced since.
+		c.DataContent = r.Data.Content
+	} else if d.Path != "" {
 		switch d.Dataset {
 		case experiment.DatasetCSV:
 			if id, ok := FileIdentity(d.Path); ok {
