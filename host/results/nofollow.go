@@ -65,7 +65,11 @@ func MkdirIn(root, dir string) error {
 	if err != nil || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
 		return fmt.Errorf("%s is not inside the results folder %s", dir, root)
 	}
-	// Check what exists first: MkdirAll would follow a linked component.
+	if err := os.MkdirAll(root, 0o755); err != nil {
+		return err
+	}
+	// Below root, check what exists first: MkdirAll would follow a
+	// linked component.
 	p := root
 	for c := range strings.SplitSeq(rel, string(filepath.Separator)) {
 		if c == "." {

@@ -79,6 +79,10 @@ func TestMkdirIn(t *testing.T) {
 			t.Errorf("MkdirIn(%s) = %v, want %q", tc.dir, err, tc.want)
 		}
 	}
+	fresh := filepath.Join(root, "not-yet")
+	if err := MkdirIn(fresh, filepath.Join(fresh, "curves")); err != nil {
+		t.Errorf("MkdirIn in a results folder not made yet: %v", err)
+	}
 	if _, err := os.Stat(filepath.Join(outside, "x")); err == nil {
 		t.Error("a folder was made through a link")
 	}

@@ -75,6 +75,9 @@ type Record struct {
 	// (HashConfig, ConfigDiff): a new run, which knows only what it is
 	// configured with, must find its finished record the same. Empty for
 	// optimizers that resolve nothing and in records of earlier versions.
+	// A run whose optimizer resolves a NaN or ±Inf fails (host/train); a
+	// non-finite float that reaches a record anyway is written as the
+	// string "NaN", "+Inf" or "-Inf", which JSON can carry.
 	Resolved map[string]any `json:"resolved,omitempty"`
 	// Dataset names the dataset, e.g. "cifar10".
 	Dataset string `json:"dataset"`
@@ -231,10 +234,52 @@ func prepare(rec Record, now time.Time) (Record, error) {
 			rec.Undefined = undef
 		}
 	}
+	if rec.Resolved != nil {
+		safe := make(map[string]any, len(rec.Resolved))
+		for k, v := range rec.Resolved {
+			safe[k] = finiteJSON(v)
+		}
+		rec.Resolved = safe
+	}
 	if rec.Finished.IsZero() {
 		rec.Finished = now
 	}
 	return rec, nil
+}
+
+// finiteJSON returns v with every NaN or ±Inf float in it (also in lists
+// and tables) written as a string ("NaN", "+Inf", "-Inf"), which JSON can
+// carry.
+func finiteJSON(v any) any {
+	switch v := v.(type) {
+	case float64:
+		if math.IsNaN(v) || math.IsInf(v, 0) {
+			return fmt.Sprint(v)
+		}
+	case float32:
+		if f := float64(v); math.IsNaN(f) || math.IsInf(f, 0) {
+			return fmt.Sprint(f)
+		}
+	case []any:
+		out := make([]any, len(v))
+		for i, e := range v {
+			out[i] = finiteJSON(e)
+		}
+		return out
+	case []float64:
+		out := make([]any, len(v))
+		for i, e := range v {
+			out[i] = finiteJSON(e)
+		}
+		return out
+	case map[string]any:
+		out := make(map[string]any, len(v))
+		for k, e := range v {
+			out[k] = finiteJSON(e)
+		}
+		return out
+	}
+	return v
 }
 
 // compactStrings removes adjacent duplicates from a sorted slice.
