@@ -121,13 +121,16 @@ type Engine struct {
 	// perms are the current step's sub-batch permutations on the device,
 	// by Shuffle seed and batch size (owned; dropped by BeginStep).
 	perms   map[permKey]tensor.T
-	spilled int        // plugin vectors living in host memory
-	vecMem  int64      // bytes of plugin vectors on the device
-	budget  *Budget    // host memory the plugin may make the host hold
-	src     *rand.PCG  // state of rng, saved with the training state
-	rng     *rand.Rand // host stream for RandN with seed 0
-	step    int64
-	count   counters
+	spilled int     // plugin vectors living in host memory
+	vecMem  int64   // bytes of plugin vectors on the device
+	budget  *Budget // host memory the plugin may make the host hold
+	// scripted says that a member is a TorchScript module, whose random
+	// ops BeginStep seeds.
+	scripted bool
+	src      *rand.PCG  // state of rng, saved with the training state
+	rng      *rand.Rand // host stream for RandN with seed 0
+	step     int64
+	count    counters
 	// layout is the members' layout (Layout), fixed at New.
 	layout optim.Layout
 	// segCache holds the segmentations the segment ops use, by member and
@@ -166,6 +169,7 @@ func New(ctx context.Context, w *tensor.Worker, cfg Config, models []*model.Mode
 			m.InitParams(s, p)
 			m.InitBuffers(s, b)
 			mem := &Member{Model: m}
+			e.scripted = e.scripted || m.IsTorchScript()
 			if cfg.Variational != nil {
 				e.initVariational(s, mem)
 			}
@@ -253,8 +257,24 @@ func (e *Engine) BeginStep(step int64, lr float64) {
 		e.dropPerms()
 		dropReports(e.reports)
 		e.reports = nil
+		if e.scripted {
+			// A TorchScript module's random ops (dropout) draw from
+			// libtorch's global generator, which no saved state holds:
+			// seeded from the run's seed and the step, a resumed run
+			// draws what the uninterrupted one draws.
+			tensor.ManualSeed(stepSeed(e.cfg.Seed, step))
+		}
 		return nil
 	})
+}
+
+// stepSeed mixes a run's seed and a step into the seed of the step's
+// draws from libtorch's global generator (SplitMix64's finalizer).
+func stepSeed(seed, step int64) int64 {
+	z := uint64(seed)*0x9e3779b97f4a7c15 + uint64(step) + 0x6f70746c6162
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9
+	z = (z ^ (z >> 27)) * 0x94d049bb133111eb
+	return int64((z ^ (z >> 31)) >> 1)
 }
 
 // LR returns the learning rate member m's BaseStep uses in the current

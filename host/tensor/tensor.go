@@ -64,6 +64,16 @@ func (t T) DType() DType {
 	return t.t.DType()
 }
 
+// RequiresGrad tells whether autograd records ops on t (a module's
+// parameter saved with requires_grad=False says no).
+func (t T) RequiresGrad() bool {
+	if t.t == nil {
+		return false
+	}
+	r, err := t.t.RequiresGrad()
+	return err == nil && r
+}
+
 // Numel returns the number of elements.
 func (t T) Numel() int64 {
 	n := int64(1)
@@ -427,6 +437,11 @@ func (s *Scope) Randn(shape []int64, dt DType, d Device) T {
 // FromFloat32 uploads data with the given shape.
 func (s *Scope) FromFloat32(data []float32, shape []int64, d Device) T {
 	return s.upload("from float32", data, shape, d)
+}
+
+// FromFloat64 uploads data with the given shape.
+func (s *Scope) FromFloat64(data []float64, shape []int64, d Device) T {
+	return s.upload("from float64", data, shape, d)
 }
 
 // FromInt64 uploads data with the given shape.
