@@ -306,6 +306,9 @@ func Marshal(rec Record) ([]byte, error) {
 	if err := enc.Encode(r); err != nil {
 		return nil, fmt.Errorf("encode record %q: %w", r.Key, err)
 	}
+	if buf.Len() > MaxLine {
+		return nil, fmt.Errorf("encode record %q: %d MiB, more than the %d MiB a line of a results file may hold", r.Key, buf.Len()>>20, MaxLine>>20)
+	}
 	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
 }
 
@@ -436,7 +439,10 @@ func readFile(path string) ([]Record, error) {
 func readLines(path string, r io.Reader, fn func(line []byte, unterminated bool) error) error {
 	br := bufio.NewReaderSize(r, 64<<10)
 	for n := 1; ; n++ {
-		line, err := br.ReadBytes('\n')
+		line, err := readLine(br)
+		if errors.Is(err, errLongLine) {
+			return fmt.Errorf("%s: line %d is longer than %d MiB, more than any record: not a results file", path, n, MaxLine>>20)
+		}
 		if err != nil && !errors.Is(err, io.EOF) {
 			return fmt.Errorf("%s:%d: %w", path, n, err)
 		}
@@ -448,6 +454,31 @@ func readLines(path string, r io.Reader, fn func(line []byte, unterminated bool)
 		if err != nil { // io.EOF
 			return nil
 		}
+	}
+}
+
+// MaxLine bounds a line of a results file: a record is a few KB (its
+// configuration, an error message; Marshal refuses one over MaxLine), so
+// a longer line is not one (a binary file, /dev/zero), and reading stops
+// there instead of holding it whole.
+const MaxLine = 128 << 20
+
+var errLongLine = errors.New("line too long")
+
+// readLine reads one line (with its newline, if any) of at most MaxLine
+// bytes; errLongLine past that, io.EOF at the end.
+func readLine(br *bufio.Reader) ([]byte, error) {
+	var line []byte
+	for {
+		frag, err := br.ReadSlice('\n')
+		if len(line)+len(frag) > MaxLine {
+			return nil, errLongLine
+		}
+		line = append(line, frag...)
+		if errors.Is(err, bufio.ErrBufferFull) {
+			continue
+		}
+		return line, err
 	}
 }
 
