@@ -22,7 +22,7 @@ func (z *zeros) Read(p []byte) (int, error) {
 func TestReadLinesBounded(t *testing.T) {
 	z := &zeros{}
 	err := readLines("runs.jsonl", z, func([]byte, bool) error { return nil })
-	if err == nil || !strings.Contains(err.Error(), "runs.jsonl: line 1 is longer than 128 MiB") {
+	if err == nil || !strings.Contains(err.Error(), "runs.jsonl: line 1 is longer than 32 MiB") {
 		t.Fatalf("err = %v", err)
 	}
 	if z.n > MaxLine+1<<20 {

@@ -461,7 +461,7 @@ func readLines(path string, r io.Reader, fn func(line []byte, unterminated bool)
 // configuration, an error message; Marshal refuses one over MaxLine), so
 // a longer line is not one (a binary file, /dev/zero), and reading stops
 // there instead of holding it whole.
-const MaxLine = 128 << 20
+const MaxLine = 32 << 20
 
 var errLongLine = errors.New("line too long")
 
