@@ -152,7 +152,7 @@ func Create(path string) (*Writer, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return nil, fmt.Errorf("curve %s: %w", path, err)
 	}
-	f, err := os.Create(path)
+	f, err := results.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
 	if err != nil {
 		return nil, fmt.Errorf("curve %s: %w", path, err)
 	}

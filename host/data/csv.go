@@ -36,6 +36,13 @@ type CSVOptions struct {
 // LoadCSV reads a tabular dataset from the CSV file at path, transparently
 // decompressing it when the name ends in ".gz". See ReadCSV for the format.
 func LoadCSV(path string, opts CSVOptions) (*Set, error) {
+	s, _, err := loadCSV(path, opts)
+	return s, err
+}
+
+// loadCSV is LoadCSV that also identifies the file as it was read
+// (ContentID).
+func loadCSV(path string, opts CSVOptions) (*Set, string, error) {
 	if opts.Name == "" {
 		base := filepath.Base(path)
 		base = strings.TrimSuffix(base, ".gz")
@@ -43,19 +50,27 @@ func LoadCSV(path string, opts CSVOptions) (*Set, error) {
 	}
 	file, err := regfile.Open(path)
 	if err != nil {
-		return nil, fmt.Errorf("csv %s: %w", opts.Name, err)
+		return nil, "", fmt.Errorf("csv %s: %w", opts.Name, err)
 	}
 	defer func() { _ = file.Close() }()
 	var r io.Reader = bufio.NewReaderSize(file, 1<<20)
 	if strings.HasSuffix(path, ".gz") {
 		zr, err := gzip.NewReader(r)
 		if err != nil {
-			return nil, fmt.Errorf("csv %s: %s: %w", opts.Name, path, err)
+			return nil, "", fmt.Errorf("csv %s: %s: %w", opts.Name, path, err)
 		}
 		defer func() { _ = zr.Close() }()
 		r = zr
 	}
-	return ReadCSV(r, opts)
+	set, err := ReadCSV(r, opts)
+	if err != nil {
+		return nil, "", err
+	}
+	id, err := ContentID(file)
+	if err != nil {
+		return nil, "", fmt.Errorf("csv %s: %w", opts.Name, err)
+	}
+	return set, id, nil
 }
 
 // ReadCSV reads a tabular classification dataset: one sample per line,

@@ -92,9 +92,11 @@ func Load(d Spec) (Split, error) {
 		sp, err = UCIDigits(d.TestFraction, splitSeed)
 	case CSVName:
 		var s *Set
-		s, err = LoadCSV(d.Path, CSVOptions{Classes: d.Classes})
+		var id string
+		s, id, err = loadCSV(d.Path, CSVOptions{Classes: d.Classes})
 		if err == nil {
 			sp, err = SplitSet(s, SplitOptions{TestFraction: d.TestFraction, Stratified: true, Seed: splitSeed})
+			sp.Content = id
 		}
 	case NumPyName:
 		sp, err = loadNumPy(d)

@@ -2,8 +2,6 @@ package data
 
 import (
 	"math"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -78,7 +76,7 @@ func TestFits(t *testing.T) {
 		{100, 100, ""},
 		{101, 100, "x need 101 bytes of memory (why), more than the 100 bytes available"},
 		{3 << 29, 1 << 30, "x need 1.5 GiB of memory (why), more than the 1.0 GiB available"},
-		{math.MaxUint64, fallbackMemory, "x need more than 16 EiB of memory (why), more than the 8.0 GiB available"},
+		{math.MaxUint64, 8 << 30, "x need more than 16 EiB of memory (why), more than the 8.0 GiB available"},
 	}
 	for _, tc := range tests {
 		err := fits("x", tc.need, "why", tc.limit)
@@ -109,78 +107,6 @@ func TestSaturatingArithmetic(t *testing.T) {
 		if tc.got != tc.want {
 			t.Errorf("%s = %d, want %d", tc.name, tc.got, tc.want)
 		}
-	}
-}
-
-func TestParseMeminfo(t *testing.T) {
-	tests := []struct {
-		name string
-		text string
-		want uint64
-		ok   bool
-	}{
-		{"kB", "MemTotal:       24684096 kB\nMemFree:  1 kB\nMemAvailable:   23095564 kB\n", 23095564 * 1024, true},
-		{"bytes", "MemAvailable: 1000\n", 1000, true},
-		{"absent", "MemTotal: 5 kB\n", 0, false},
-		{"garbage", "MemAvailable: lots kB\n", 0, false},
-		{"empty value", "MemAvailable:\n", 0, false},
-	}
-	for _, tc := range tests {
-		got, ok := parseMeminfo(strings.NewReader(tc.text))
-		if got != tc.want || ok != tc.ok {
-			t.Errorf("%s: parseMeminfo = %d, %v; want %d, %v", tc.name, got, ok, tc.want, tc.ok)
-		}
-	}
-}
-
-func TestParseCgroup(t *testing.T) {
-	tests := []struct {
-		text string
-		want string
-		ok   bool
-	}{
-		{"0::/user.slice/session-1.scope\n", "/sys/fs/cgroup/user.slice/session-1.scope", true},
-		{"4:memory:/x\n0::/\n", "/sys/fs/cgroup", true},
-		{"4:memory:/x\n", "", false},
-		{"0::/../etc\n", "", false},
-	}
-	for _, tc := range tests {
-		got, ok := parseCgroup(tc.text)
-		if got != tc.want || ok != tc.ok {
-			t.Errorf("parseCgroup(%q) = %q, %v; want %q, %v", tc.text, got, ok, tc.want, tc.ok)
-		}
-	}
-}
-
-func TestCgroupHeadroom(t *testing.T) {
-	tests := []struct {
-		name         string
-		max, current string // "" means the file is absent
-		want         uint64
-		ok           bool
-	}{
-		{"limited", "1000\n", "400\n", 600, true},
-		{"over", "1000\n", "2000\n", 0, true},
-		{"unlimited", "max\n", "400\n", 0, false},
-		{"no files", "", "", 0, false},
-		{"no current", "1000\n", "", 0, false},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			dir := t.TempDir()
-			for name, text := range map[string]string{"memory.max": tc.max, "memory.current": tc.current} {
-				if text == "" {
-					continue
-				}
-				if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644); err != nil {
-					t.Fatal(err)
-				}
-			}
-			got, ok := cgroupHeadroom(dir)
-			if got != tc.want || ok != tc.ok {
-				t.Errorf("cgroupHeadroom = %d, %v; want %d, %v", got, ok, tc.want, tc.ok)
-			}
-		})
 	}
 }
 

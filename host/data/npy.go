@@ -138,20 +138,35 @@ func (a *NPYArray) Int(i int) int64 {
 
 // LoadNPY reads the NPY file at path (see ReadNPY); errors name the path.
 func LoadNPY(path string) (*NPYArray, error) {
+	a, _, err := loadNPY(path, false)
+	return a, err
+}
+
+// loadNPYID is LoadNPY that also identifies the file as it was read
+// (ContentID).
+func loadNPYID(path string) (*NPYArray, string, error) { return loadNPY(path, true) }
+
+func loadNPY(path string, identify bool) (*NPYArray, string, error) {
 	f, err := regfile.Open(path)
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	defer func() { _ = f.Close() }()
 	st, err := f.Stat()
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	a, err := ReadNPY(f, st.Size())
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
+		return nil, "", fmt.Errorf("%s: %w", path, err)
 	}
-	return a, nil
+	id := ""
+	if identify {
+		if id, err = ContentID(f); err != nil {
+			return nil, "", err
+		}
+	}
+	return a, id, nil
 }
 
 // ReadNPY reads one array in NumPy's NPY format (versions 1.0, 2.0 and
@@ -231,6 +246,13 @@ func readNPY(r io.Reader, limit, hint int64) (*NPYArray, error) {
 			shapeString(a.Shape), t.name, sizeOf(a.Shape, t.size), avail)
 	}
 	need := count * int64(t.size)
+	// And against the memory this process may use (a sparse file or a
+	// deflated NPZ member can declare more than the machine has): the
+	// array as stored and as the float32 values a data set holds.
+	if err := fits(fmt.Sprintf("an array of shape %s of %s", shapeString(a.Shape), t.name),
+		addSat(uint64(need), mulSat(uint64(count), 4)), "as stored and as float32 values", availableMemory()); err != nil {
+		return nil, err
+	}
 	data, err := readGrowing(r, need, hint-preamble-hlen)
 	if err != nil {
 		if errors.Is(err, io.ErrUnexpectedEOF) {

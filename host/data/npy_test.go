@@ -3,6 +3,7 @@ package data
 import (
 	"bytes"
 	"encoding/binary"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
@@ -188,5 +189,30 @@ func TestLoadNPY(t *testing.T) {
 	}
 	if _, err := LoadNPY(dir); err == nil || !strings.Contains(err.Error(), "is a folder") {
 		t.Errorf("LoadNPY(folder) = %v", err)
+	}
+}
+
+// An array that the file can hold but the memory cannot (a sparse .npy, a
+// deflated NPZ member of zeros) is refused before its buffer is
+// allocated, with one line naming its shape and the memory it needs
+// (hardening4/05: Go's "fatal error: out of memory" before).
+func TestReadNPYMoreThanMemory(t *testing.T) {
+	avail := availableMemory()
+	n := int(avail/4 + 1) // uint8: stored n bytes, plus 4n as float32
+	hdr := npyRaw(1, npyHeader("|u1", n, 1), nil)
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	_, err := ReadNPY(bytes.NewReader(hdr), int64(len(hdr))+int64(n))
+	runtime.ReadMemStats(&after)
+	if err == nil {
+		t.Fatal("an array larger than the memory available was not refused")
+	}
+	for _, w := range []string{fmt.Sprintf("an array of shape (%d, 1) of uint8 need", n), "more than the", "available"} {
+		if !strings.Contains(err.Error(), w) {
+			t.Errorf("error %q lacks %q", err, w)
+		}
+	}
+	if a := after.TotalAlloc - before.TotalAlloc; a > 1<<20 {
+		t.Errorf("%d bytes allocated before the refusal", a)
 	}
 }

@@ -77,7 +77,13 @@ func LoadNumPy(path string, opts NumPyOptions) (Split, error) {
 		return Split{}, fmt.Errorf("npz %s: %w", opts.Name, err)
 	}
 	if st.IsDir() {
-		return numpySplit(npyDir(path), opts)
+		src := &npyDirIDs{npyDir: npyDir(path), ids: map[string]string{}}
+		sp, err := numpySplit(src, opts)
+		if err != nil {
+			return sp, err
+		}
+		sp.Content = src.content()
+		return sp, nil
 	}
 	f, err := regfile.Open(path)
 	if err != nil {
@@ -87,7 +93,14 @@ func LoadNumPy(path string, opts NumPyOptions) (Split, error) {
 	if st, err = f.Stat(); err != nil {
 		return Split{}, fmt.Errorf("npz %s: %w", opts.Name, err)
 	}
-	return readNumPy(f, st.Size(), path, opts)
+	sp, err := readNumPy(f, st.Size(), path, opts)
+	if err != nil {
+		return sp, err
+	}
+	if sp.Content, err = ContentID(f); err != nil {
+		return Split{}, fmt.Errorf("npz %s: %w", opts.Name, err)
+	}
+	return sp, nil
 }
 
 // ReadNumPy reads a dataset of NumPy arrays from the NPZ archive r of size
@@ -157,6 +170,38 @@ func (d npyDir) has(name string) bool {
 }
 
 func (d npyDir) array(name string) (*NPYArray, error) { return LoadNPY(d.file(name)) }
+
+// npyDirIDs reads a folder's arrays and keeps the identity of each file as
+// it was read (ContentID).
+type npyDirIDs struct {
+	npyDir
+	ids map[string]string // by array name
+}
+
+func (d *npyDirIDs) array(name string) (*NPYArray, error) {
+	a, id, err := loadNPYID(d.file(name))
+	if err == nil {
+		d.ids[name] = id
+	}
+	return a, err
+}
+
+// content joins the identities of the files read, in NumPyFiles' order:
+// "x_train.npy: <id>; y_train.npy: <id>; …".
+func (d *npyDirIDs) content() string {
+	var out string
+	for _, p := range numpyParts() {
+		for _, name := range []string{p.x, p.y} {
+			if id, ok := d.ids[name]; ok {
+				if out != "" {
+					out += "; "
+				}
+				out += name + ".npy: " + id
+			}
+		}
+	}
+	return out
+}
 
 func (d npyDir) missing(name string) string {
 	files, _ := filepath.Glob(filepath.Join(string(d), "*.npy"))

@@ -73,6 +73,11 @@ type Split struct {
 	// Noise, when label noise was added to the training labels (before
 	// Val was held out of them), is what it did; nil otherwise.
 	Noise *NoiseStats
+	// Content identifies the bytes of the files the split was read from
+	// (ContentID; for a folder of .npy files each one's, named and joined
+	// by "; "), computed from the files as they were read: "" for data
+	// sets that are not read from data.path (csv and npz have it).
+	Content string
 }
 
 // Len returns the number of samples in s.

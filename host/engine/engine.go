@@ -58,6 +58,9 @@ type Config struct {
 	// spilled vector moves it, or its partners, so that the kernels see
 	// one device: slower, never wrong (train.spill).
 	Spill bool
+	// HostBudget bounds the host memory the plugin's requests may make the
+	// host hold (see Budget); nil takes HostBudget() when New runs.
+	HostBudget *Budget
 	// Log, when set, receives the engine's notices, one line each (every
 	// spilled vector); host/train sends them to the run's log.
 	Log func(line string)
@@ -107,6 +110,9 @@ type vec struct {
 	t      tensor.T
 	layout optim.VecLayout // its member's parameters, or a factor layout
 	host   bool            // spilled to host memory: the device was full
+	// held is the bytes the vector holds in the Budget (host memory:
+	// on the CPU, or spilled); 0 for one on a device.
+	held int64
 	// bn holds BatchNorm running statistics received by a Copy with BN
 	// (a model-state snapshot); invalid when the vector has none.
 	bn tensor.T
@@ -123,12 +129,16 @@ type Engine struct {
 	// perms are the current step's sub-batch permutations on the device,
 	// by Shuffle seed and batch size (owned; dropped by BeginStep).
 	perms   map[permKey]tensor.T
-	spilled int        // plugin vectors living in host memory
-	vecMem  int64      // bytes of plugin vectors on the device
-	src     *rand.PCG  // state of rng, saved with the training state
-	rng     *rand.Rand // host stream for RandN with seed 0
-	step    int64
-	count   counters
+	spilled int     // plugin vectors living in host memory
+	vecMem  int64   // bytes of plugin vectors on the device
+	budget  *Budget // host memory the plugin may make the host hold
+	// scripted says that a member is a TorchScript module, whose random
+	// ops BeginStep seeds.
+	scripted bool
+	src      *rand.PCG  // state of rng, saved with the training state
+	rng      *rand.Rand // host stream for RandN with seed 0
+	step     int64
+	count    counters
 	// layout is the members' layout (Layout), fixed at New.
 	layout optim.Layout
 	// segCache holds the segmentations the segment ops use, by member and
@@ -153,6 +163,10 @@ func New(ctx context.Context, w *tensor.Worker, cfg Config, models []*model.Mode
 		src:      rand.NewPCG(uint64(cfg.Seed), 0x6f70746c6162),
 		segCache: map[segKey]*tensor.Segs{}, segShared: map[string]*tensor.Segs{}}
 	e.rng = rand.New(e.src)
+	e.budget = cfg.HostBudget
+	if e.budget == nil {
+		e.budget = HostBudget()
+	}
 	e.count.h2d0 = tensor.HostToDevice()
 	err := w.Do(ctx, func() error {
 		for i, m := range models {
@@ -163,6 +177,7 @@ func New(ctx context.Context, w *tensor.Worker, cfg Config, models []*model.Mode
 			m.InitParams(s, p)
 			m.InitBuffers(s, b)
 			mem := &Member{Model: m}
+			e.scripted = e.scripted || m.IsTorchScript()
 			if cfg.Variational != nil {
 				e.initVariational(s, mem)
 			}
@@ -250,8 +265,24 @@ func (e *Engine) BeginStep(step int64, lr float64) {
 		e.dropPerms()
 		dropReports(e.reports)
 		e.reports = nil
+		if e.scripted {
+			// A TorchScript module's random ops (dropout) draw from
+			// libtorch's global generator, which no saved state holds:
+			// seeded from the run's seed and the step, a resumed run
+			// draws what the uninterrupted one draws.
+			tensor.ManualSeed(stepSeed(e.cfg.Seed, step))
+		}
 		return nil
 	})
+}
+
+// stepSeed mixes a run's seed and a step into the seed of the step's
+// draws from libtorch's global generator (SplitMix64's finalizer).
+func stepSeed(seed, step int64) int64 {
+	z := uint64(seed)*0x9e3779b97f4a7c15 + uint64(step) + 0x6f70746c6162
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9
+	z = (z ^ (z >> 27)) * 0x94d049bb133111eb
+	return int64((z ^ (z >> 31)) >> 1)
 }
 
 // LR returns the learning rate member m's BaseStep uses in the current
@@ -315,6 +346,9 @@ func (e *Engine) exec(ctx context.Context, p *optim.Program) (optim.Result, erro
 	}
 	if err := p.Err(); err != nil {
 		return optim.Result{}, fmt.Errorf("program refused before it ran: %w", err)
+	}
+	if len(p.Ops) > optim.MaxProgramOps {
+		return optim.Result{}, fmt.Errorf("program of %d ops refused: a program may hold at most %d ops; send the work in several Execs", len(p.Ops), optim.MaxProgramOps)
 	}
 	x := &execState{ctx: ctx, p: p, check: opset.NewChecker(p, e.layout), rs: tensor.NewScope()}
 	defer x.close()
@@ -1068,28 +1102,9 @@ func (e *Engine) microGrad(s *tensor.Scope, o optim.Grad, mem *Member, at, x, y 
 func (e *Engine) alloc(id optim.Vec, l optim.MemberLayout) (*vec, error) {
 	n := l.Numel
 	bytes := 4 * n
-	var why string
-	if e.cfg.DeviceBudget <= 0 || e.vecMem+bytes <= e.cfg.DeviceBudget {
-		s := tensor.NewScope()
-		t := s.Zeros([]int64{n}, tensor.Float32, e.cfg.Device)
-		err := s.Err()
-		if err == nil {
-			e.vecMem += bytes
-			v := &vec{t: s.Keep(t)}
-			s.Close()
-			return v, nil
-		}
-		s.Close()
-		if !e.cfg.Device.IsCUDA() {
-			return nil, err // the CPU is the host: nowhere else to go
-		}
-		why = fmt.Sprintf("%s is out of memory (%v)", e.cfg.Device, err)
-	} else {
-		why = fmt.Sprintf("the device budget for plugin vectors (%s) is used up (%s in %d vectors on %s)",
-			mib(e.cfg.DeviceBudget), mib(e.vecMem), len(e.vecs)-e.spilled, e.cfg.Device)
-	}
 	what := fmt.Sprintf("vector %d (%d parameters, %s)", id, n, mib(bytes))
-	if len(l.Tensors) > 0 && l.Tensors[0].Kind == "factor" {
+	factor := len(l.Tensors) > 0 && l.Tensors[0].Kind == "factor"
+	if factor {
 		big := l.Tensors[0]
 		for _, t := range l.Tensors {
 			if t.Numel() > big.Numel() {
@@ -1097,20 +1112,56 @@ func (e *Engine) alloc(id optim.Vec, l optim.MemberLayout) (*vec, error) {
 			}
 		}
 		what = fmt.Sprintf("factor vector %d (%d matrices, the largest %s of %d×%d; %s in all)", id, len(l.Tensors), big.Name, big.Shape[0], big.Shape[1], mib(bytes))
+	}
+	// On the CPU the device is the host's memory: the budget bounds it.
+	onHost := !e.cfg.Device.IsCUDA()
+	var why string
+	if e.cfg.DeviceBudget <= 0 || e.vecMem+bytes <= e.cfg.DeviceBudget {
+		var held int64
+		if onHost {
+			if err := e.budget.Hold(what, bytes); err != nil {
+				return nil, err
+			}
+			held = bytes
+		}
+		s := tensor.NewScope()
+		t := s.Zeros([]int64{n}, tensor.Float32, e.cfg.Device)
+		err := s.Err()
+		if err == nil {
+			e.vecMem += bytes
+			v := &vec{t: s.Keep(t), held: held}
+			s.Close()
+			return v, nil
+		}
+		s.Close()
+		if onHost {
+			e.budget.Release(held)
+			return nil, err // the CPU is the host: nowhere else to go
+		}
+		why = fmt.Sprintf("%s is out of memory (%v)", e.cfg.Device, err)
+	} else {
+		why = fmt.Sprintf("the device budget for plugin vectors (%s) is used up (%s in %d vectors on %s)",
+			mib(e.cfg.DeviceBudget), mib(e.vecMem), len(e.vecs)-e.spilled, e.cfg.Device)
+	}
+	if factor {
 		why += "; a smaller block (Alloc's Block) makes the factors smaller"
 	}
 	if !e.cfg.Spill {
 		return nil, fmt.Errorf("%s does not fit: %s; set train.spill = true to keep such vectors in host memory (ops on them are then slower), or use fewer vectors or a smaller model", what, why)
 	}
+	if err := e.budget.Hold(what+" spilled to host memory", bytes); err != nil {
+		return nil, fmt.Errorf("%s does not fit: %s, and host memory has no room either: %w", what, why, err)
+	}
 	s := tensor.NewScope()
 	defer s.Close()
 	t := s.Zeros([]int64{n}, tensor.Float32, e.spillDevice())
 	if err := s.Err(); err != nil {
+		e.budget.Release(bytes)
 		return nil, fmt.Errorf("%s: %s, and host memory has no room either: %w", what, why, err)
 	}
 	e.spilled++
 	e.logf("engine: %s spilled to host memory (train.spill): %s; ops on it move data between host and %s", what, why, e.cfg.Device)
-	return &vec{t: s.Keep(t), host: true}, nil
+	return &vec{t: s.Keep(t), host: true, held: bytes}, nil
 }
 
 // spillDevice is where spilled vectors live.
@@ -1137,6 +1188,9 @@ func (e *Engine) release(v *vec) {
 		e.spilled--
 	} else {
 		e.vecMem -= 4 * v.t.Numel()
+	}
+	if v.held > 0 {
+		e.budget.Release(v.held)
 	}
 	v.t.Drop()
 	v.bn.Drop()

@@ -2,10 +2,12 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"math"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/optlab/optlab/internal/testutil"
 
@@ -235,4 +237,31 @@ func TestPredictImagesEvalMode(t *testing.T) {
 	semRowsSumToOne(t, "cnn", whole, n, c)
 	testutil.CheckVec(t, "cnn one sample at a time", semPredict(t, ec, optim.Predictive{Kind: optim.Point}, dc, 1, 1), whole, 1e-6, 1e-5)
 	testutil.CheckVec(t, "cnn in batches of 4", semPredict(t, ec, optim.Predictive{Kind: optim.Point}, dc, 4, 1), whole, 1e-6, 1e-5)
+}
+
+// A predictive of many Monte-Carlo samples stops between samples once its
+// context is done, not after the batch's every sample (hardening4/04:
+// SIGTERM ignored inside bSAM's test_mc loop).
+func TestPredictStopsBetweenSamples(t *testing.T) {
+	const n, f, c = 4, 4, 3
+	set := testutil.FeatureSet(n, f, c)
+	e := semEngine(t, Config{Seed: 13}, semTiny(t, []int64{f}, 5, c))
+	ds := semUpload(t, e, set, true)
+	semExec(t, e, optim.Prog().Alloc(1, 0).Fill(1, optim.K(0.05)))
+	for _, pred := range []optim.Predictive{
+		{Kind: optim.Samples, Mean: optim.Params, Std: 1, N: 50_000_000},
+		{Kind: optim.Members, Vecs: slices.Repeat([]optim.Vec{optim.Params}, 5_000_000)},
+	} {
+		ctx, cancel := context.WithCancel(context.Background())
+		time.AfterFunc(100*time.Millisecond, cancel)
+		start := time.Now()
+		_, err := eval.Predict(ctx, e, pred, ds, 0, 1) // one batch
+		if !errors.Is(err, context.Canceled) {
+			t.Errorf("kind %v: err = %v, want context.Canceled", pred.Kind, err)
+		}
+		if d := time.Since(start); d > 5*time.Second {
+			t.Errorf("kind %v: stopped %v after the cancel", pred.Kind, d)
+		}
+		cancel()
+	}
 }

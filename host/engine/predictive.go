@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"context"
 	"errors"
 	"fmt"
 
@@ -16,8 +17,11 @@ import (
 // the same for every batch). BatchNorm uses running statistics: a vector's
 // own when a Copy with BN gave it some (a snapshot), else its member's live
 // ones. Call on the worker, with grad mode off (see tensor.SetGradEnabled);
-// host/eval's Predict runs it over a whole set.
-func (e *Engine) Probs(s *tensor.Scope, pred optim.Predictive, x tensor.T, seed int64) (tensor.T, error) {
+// host/eval's Predict runs it over a whole set. Once ctx is done (Ctrl-C,
+// SIGTERM) it stops before the next member or sample and returns ctx's
+// error: a predictive of many Monte-Carlo samples (bSAM's test_mc, SGVB's
+// mc_samples) can take minutes on one batch.
+func (e *Engine) Probs(ctx context.Context, s *tensor.Scope, pred optim.Predictive, x tensor.T, seed int64) (tensor.T, error) {
 	// Each member or sample is evaluated in its own scope, which keeps only
 	// the running sum: its weights and activations are freed right away.
 	var sum tensor.T
@@ -25,6 +29,13 @@ func (e *Engine) Probs(s *tensor.Scope, pred optim.Predictive, x tensor.T, seed 
 	// params returns the weights, the member, and the BatchNorm statistics
 	// to evaluate with (invalid: the member's live ones).
 	add := func(w float64, params func(cs *tensor.Scope) (tensor.T, int, tensor.T)) {
+		if ferr != nil {
+			return
+		}
+		if err := ctx.Err(); err != nil {
+			ferr = err
+			return
+		}
 		cs := tensor.NewScope()
 		defer cs.Close()
 		t, m, buf := params(cs)

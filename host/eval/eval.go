@@ -20,7 +20,8 @@ type Interpreter interface {
 	Worker() *tensor.Worker
 	// Probs returns the predictive distribution pred on one batch of
 	// prepared inputs x, N×C probabilities in s (see engine.Engine.Probs).
-	Probs(s *tensor.Scope, pred optim.Predictive, x tensor.T, seed int64) (tensor.T, error)
+	// It stops between members or samples once ctx is done.
+	Probs(ctx context.Context, s *tensor.Scope, pred optim.Predictive, x tensor.T, seed int64) (tensor.T, error)
 }
 
 // Predict returns the predictive distribution pred over set (N×C
@@ -47,7 +48,7 @@ func Predict(ctx context.Context, in Interpreter, pred optim.Predictive, set *de
 				return err
 			}
 			n := min(batch, set.N-start)
-			p, err := predictBatch(in, pred, set, start, n, seed)
+			p, err := predictBatch(ctx, in, pred, set, start, n, seed)
 			if err != nil {
 				return err
 			}
@@ -60,11 +61,11 @@ func Predict(ctx context.Context, in Interpreter, pred optim.Predictive, set *de
 
 // predictBatch returns the probabilities of samples [start, start+n) of
 // set. Call on the worker.
-func predictBatch(in Interpreter, pred optim.Predictive, set *devset.Set, start, n, seed int64) ([]float64, error) {
+func predictBatch(ctx context.Context, in Interpreter, pred optim.Predictive, set *devset.Set, start, n, seed int64) ([]float64, error) {
 	s := tensor.NewScope()
 	defer s.Close()
 	x, _ := set.Range(s, start, n)
-	p, err := in.Probs(s, pred, x, seed)
+	p, err := in.Probs(ctx, s, pred, x, seed)
 	if err != nil {
 		return nil, err
 	}

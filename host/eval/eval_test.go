@@ -25,7 +25,7 @@ type echo struct {
 
 func (e *echo) Worker() *tensor.Worker { return e.w }
 
-func (e *echo) Probs(s *tensor.Scope, _ optim.Predictive, x tensor.T, _ int64) (tensor.T, error) {
+func (e *echo) Probs(_ context.Context, s *tensor.Scope, _ optim.Predictive, x tensor.T, _ int64) (tensor.T, error) {
 	e.batches = append(e.batches, x.Shape()[0])
 	if e.cancel != nil {
 		e.cancel()

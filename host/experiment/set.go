@@ -63,6 +63,12 @@ func parseSet(arg string) (map[string]any, error) {
 	if !ok || strings.TrimSpace(key) == "" {
 		return nil, fmt.Errorf("want KEY=VALUE, e.g. train.epochs=3 or method.SAM.params.rho=[0.02,0.05]")
 	}
+	// One line, one key: a newline would make the rest of VALUE further
+	// assignments of the file (results_dir, a method's plugin) that KEY
+	// does not name.
+	if i := strings.IndexAny(arg, "\n\r"); i >= 0 {
+		return nil, fmt.Errorf("a line break in the override: KEY=VALUE sets one key to one TOML value on one line (what follows it would set other keys); write a string's line breaks as \"\\n\"")
+	}
 	var tree map[string]any
 	_, err := decode(arg, &tree)
 	if err != nil {

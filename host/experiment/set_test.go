@@ -3,6 +3,7 @@ package experiment
 import (
 	"errors"
 	"reflect"
+	"strings"
 	"testing"
 )
 
@@ -117,3 +118,21 @@ func TestParseSetErrors(t *testing.T) {
 }
 
 func startsWith(s, prefix string) bool { return len(s) >= len(prefix) && s[:len(prefix)] == prefix }
+
+// A --set VALUE with a line break would set further keys of the file, none
+// named by KEY (hardening4/13: results_dir and name redirected): refused.
+func TestParseSetLineBreak(t *testing.T) {
+	for _, set := range []string{
+		"train.epochs=1\nresults_dir=\"elsewhere\"\nname=\"other\"",
+		"train.epochs=1\r\nresults_dir=\"elsewhere\"",
+		"train.device=cpu\rname=x",
+	} {
+		e, err := Parse([]byte(setFile), "o.toml", set)
+		if err == nil || !strings.Contains(err.Error(), "a line break in the override") {
+			t.Errorf("%q: err = %v", set, err)
+		}
+		if err == nil && (e.ResultsDir == "elsewhere" || e.Name == "other") {
+			t.Errorf("%q set other keys", set)
+		}
+	}
+}

@@ -580,10 +580,19 @@ func (v *validator) corruptions() {
 		}
 		return
 	}
+	seenFamily := map[string]bool{}
 	for _, n := range c.Families {
-		if _, err := corrupt.Lookup(n); err != nil && n != "all" {
+		switch _, err := corrupt.Lookup(n); {
+		case err != nil && n != "all":
 			v.fail(table+".families", "names an unknown corruption %q (the families are %s; \"all\" names every one)", n, strings.Join(corrupt.Names(), ", "))
+		case seenFamily[n]:
+			// as a severity listed twice: one family's rows would be
+			// evaluated and averaged twice
+			v.fail(table+".families", "lists %q twice", n)
+		case n == "all" && len(c.Families) > 1:
+			v.fail(table+".families", "lists \"all\" with other families, which \"all\" already names")
 		}
+		seenFamily[n] = true
 	}
 	if len(c.Severities) == 0 {
 		v.fail(table+".severities", "must list at least one severity in 1..%d", corrupt.Severities)

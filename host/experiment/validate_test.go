@@ -64,6 +64,10 @@ func TestValidate(t *testing.T) {
 			`t.toml:6: eval.corruptions.families names an unknown corruption "fog" (the families are gaussian_noise, `}},
 		{name: "corruptions severities", body: "[data]\ndataset = \"mnist\"\ndir = \"d\"\n[eval.corruptions]\nfamilies = [\"jpeg\"]\nseverities = [0, 2, 2]", want: []string{
 			"t.toml:7: eval.corruptions.severities severity 0 is not in 1..5", "t.toml:7: eval.corruptions.severities lists severity 2 twice"}},
+		{name: "corruptions families twice", body: "[data]\ndataset = \"mnist\"\ndir = \"d\"\n[eval.corruptions]\nfamilies = [\"jpeg\", \"jpeg\"]", want: []string{
+			`t.toml:6: eval.corruptions.families lists "jpeg" twice`}},
+		{name: "corruptions all and others", body: "[data]\ndataset = \"mnist\"\ndir = \"d\"\n[eval.corruptions]\nfamilies = [\"all\", \"jpeg\"]", want: []string{
+			`t.toml:6: eval.corruptions.families lists "all" with other families`}},
 		{name: "corruptions need images", body: "[eval.corruptions]\nfamilies = [\"jpeg\"]", want: []string{
 			`eval.corruptions needs 8-bit images (cifar10, cifar100, fashion-mnist, mnist, or npz with uint8 images); dataset "uci-digits" is not`}},
 		{name: "best epoch needs validation", body: "[eval]\nevery_epochs = 1\nbest_epoch = \"acc\"", want: []string{

@@ -2,6 +2,7 @@ package identity
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -56,7 +57,15 @@ func settingsV2() []Setting {
 			out[i].When = splitsTest
 		}
 	}
-	return out
+	// Settings added since, recorded only off their default (no change of
+	// the rules: earlier runs had the default).
+	at := slices.IndexFunc(out, func(s Setting) bool { return s.Path == "train.precision" }) + 1
+	return slices.Insert(out, at,
+		// Micro-batches change BatchNorm's statistics (and a gradient's
+		// rounding): another run. The whole batch at once is 1 (0 the
+		// same).
+		Setting{Path: "train.micro_batches", Key: "train.micro_batches", Encode: asMicroBatches, Default: int64(1), OmitDefault: true},
+	)
 }
 
 // asMicroBatches records train.micro_batches as an int64, 0 (the default
@@ -97,10 +106,6 @@ func settingsV1() []Setting {
 		{Path: "train.cudnn_benchmark", Key: "train.cudnn_benchmark", Default: false, OmitDefault: true},
 		{Path: "train.tf32", Key: "train.tf32", Default: false, OmitDefault: true},
 		{Path: "train.precision", Key: "train.precision", Default: experiment.PrecisionFP32, OmitDefault: true},
-		// Micro-batches change BatchNorm's statistics (and a gradient's
-		// rounding): another run. Added after records existed, as the
-		// whole batch at once (1; 0 means the same).
-		{Path: "train.micro_batches", Key: "train.micro_batches", Encode: asMicroBatches, Default: int64(1), OmitDefault: true},
 		// [train.optimizer]: also one summary string, the first records'
 		// form; only lr for a plugin that applies its own update.
 		{Path: "owns_update", Key: "train.optimizer", When: ownsUpdate, Encode: func(any) any { return NoBaseOptimizer }},

@@ -4,7 +4,9 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/optlab/optlab/host/tensor"
@@ -38,6 +40,56 @@ torch.jit.script(Pair()).save(out + "/pair.pt")
 torch.jit.script(Net(classes=5)).save(out + "/five.pt")
 torch.jit.script(Net(bn_momentum=None)).save(out + "/cumulative.pt")
 torch.jit.script(torch.jit.freeze(torch.jit.script(Net()).eval())).save(out + "/frozen.pt")
+
+class Wide(nn.Module):  # [N, 2C] logits in train mode only
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(64, 10)
+        self.aux = nn.Linear(64, 10)
+    def forward(self, x):
+        x = x.flatten(1)
+        y = self.fc(x)
+        if self.training:
+            y = torch.cat([y, self.aux(x)], 1)
+        return y
+
+class Narrow(nn.Module):  # [N, C/2] logits for batches over 2
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(64, 10)
+    def forward(self, x):
+        y = self.fc(x.flatten(1))
+        if x.size(0) > 2:
+            y = y[:, :5]
+        return y
+
+class FromFile(nn.Module):  # writes a file: refused before it runs
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(64, 10)
+    def forward(self, x):
+        t = torch.from_file("/nonexistent/victim", shared=True, size=8, dtype=torch.uint8)
+        return self.fc(x.flatten(1)) + t.float().sum() * 0
+
+class Emb(nn.Module):  # for torchscript_init = "reset"
+    def __init__(self):
+        super().__init__()
+        self.pos_embed = nn.Parameter(torch.zeros(1, 4))
+        self.emb = nn.Embedding(3, 4)
+        self.body = nn.Sequential(nn.Conv2d(1, 2, 3, padding=1), nn.Flatten())
+        self.fc = nn.Linear(128, 10)
+        self.ln = nn.LayerNorm(10)
+    def forward(self, x):
+        return self.ln(self.fc(self.body(x))) + (self.pos_embed.sum() + self.emb.weight.sum()) * 0
+
+frozen = Net()
+for p in frozen.conv.parameters():
+    p.requires_grad_(False)
+torch.jit.script(frozen).save(out + "/backbone.pt")
+torch.jit.script(Wide()).save(out + "/wide.pt")
+torch.jit.script(Narrow()).save(out + "/narrow.pt")
+torch.jit.script(FromFile()).save(out + "/fromfile.pt")
+torch.jit.script(Emb()).save(out + "/emb.pt")
 open(out + "/garbage.pt", "w").write("not a TorchScript archive")
 `
 
@@ -104,6 +156,9 @@ func TestTorchScriptLayout(t *testing.T) {
 // a message that says why.
 func TestTorchScriptRefusals(t *testing.T) {
 	dir := writeScriptFixtures(t)
+	if err := syscall.Mkfifo(filepath.Join(dir, "fifo.pt"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	for _, c := range []struct {
 		file    string
 		classes int
@@ -113,7 +168,12 @@ func TestTorchScriptRefusals(t *testing.T) {
 		{"garbage.pt", 10, "loading TorchScript module"},
 		{"double.pt", 10, "conv.weight is Double; optlab trains float32 parameters"},
 		{"pair.pt", 10, "returns one tensor of logits"},
-		{"five.pt", 10, "returns shape [2 5]; the data has 10 classes"},
+		{"five.pt", 10, "returns logits of shape [2 5] for a batch of 2 in eval mode; the data has 10 classes, so optlab needs [2 10]"},
+		{"wide.pt", 10, "returns logits of shape [3 20] for a batch of 3 in train mode"},
+		{"narrow.pt", 10, "returns logits of shape [3 5] for a batch of 3 in train mode"},
+		{"backbone.pt", 10, "parameters conv.weight, conv.bias were saved with requires_grad=False (frozen)"},
+		{"fromfile.pt", 10, "its code calls torch.from_file"},
+		{"fifo.pt", 10, "named pipe (FIFO), not a regular file"},
 		{"cumulative.pt", 10, "BatchNorm bn has momentum None"},
 		{"frozen.pt", 10, "has no parameters (a frozen module?"},
 	} {
@@ -126,5 +186,54 @@ func TestTorchScriptRefusals(t *testing.T) {
 				t.Errorf("the message's first line does not name the file: %q", first)
 			}
 		})
+	}
+}
+
+// torchscript_init = "reset" redraws only torch.nn's Linear and Conv
+// weights and their biases (and sets BatchNorm's): an embedding, a
+// position embedding and a LayerNorm keep the file's values, as
+// docs/EXPERIMENTS.md says (hardening4/19).
+func TestTorchScriptResetKinds(t *testing.T) {
+	dir := writeScriptFixtures(t)
+	m, err := makeOnWorker(t, TorchScriptPrefix+filepath.Join(dir, "emb.pt"), 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.ResetInit()
+	want := map[string]InitKind{
+		"pos_embed": Given, "emb.weight": Given, "ln.weight": Given, "ln.bias": Given,
+		"body.0.weight": TorchDefault, "body.0.bias": TorchDefault, "fc.weight": TorchDefault, "fc.bias": TorchDefault,
+	}
+	for _, p := range m.Params {
+		if w, ok := want[p.Name]; !ok || p.Init.Kind != w {
+			t.Errorf("%s: init %v, want %v", p.Name, p.Init.Kind, w)
+		}
+	}
+}
+
+// A module's buffers that are not BatchNorm running statistics stay in the
+// module and are listed for the training state (hardening4/11).
+func TestTorchScriptModuleBuffers(t *testing.T) {
+	dir := writeScriptFixtures(t)
+	w := tensor.NewWorker(1)
+	defer w.Close()
+	var names []string
+	m, err := Builtin().Make(context.Background(), w, tensor.CPU, TorchScriptPrefix+filepath.Join(dir, "net.pt"), 10, []int64{1, 8, 8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = w.Do(context.Background(), func() error {
+		defer m.Release()
+		s := tensor.NewScope()
+		defer s.Close()
+		names, _ = m.ModuleBuffers(s)
+		return s.Err()
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(names)
+	if !slices.Equal(names, []string{"bn.num_batches_tracked", "scale"}) {
+		t.Errorf("module buffers %v, want bn.num_batches_tracked and scale", names)
 	}
 }

@@ -1,6 +1,9 @@
 package observe
 
 import (
+	"fmt"
+	"path/filepath"
+
 	"github.com/optlab/optlab/host/curves"
 	"github.com/optlab/optlab/host/results"
 )
@@ -17,6 +20,9 @@ type curveLog struct {
 func Curves(l results.Layout) Opener {
 	return func(s Start) (Observer, error) {
 		path := l.Curve(s.Run.Key)
+		if err := results.MkdirIn(l.Dir, filepath.Dir(path)); err != nil {
+			return nil, fmt.Errorf("curve: %w", err)
+		}
 		var w *curves.Writer
 		var err error
 		if s.Resumed {

@@ -47,7 +47,13 @@ type tbLog struct {
 // every-th step among them (0: none).
 func TensorBoard(l results.Layout, every int) Opener {
 	return func(s Start) (Observer, error) {
-		return openTB(l.TensorBoard(s.Run.Key), s.Resumed, s.FromStep, every)
+		dir := l.TensorBoard(s.Run.Key)
+		// A linked tb/ or tb/<run>/ would have the host delete and write
+		// event files outside the results folder.
+		if err := results.MkdirIn(l.Dir, dir); err != nil {
+			return nil, fmt.Errorf("tensorboard: %w", err)
+		}
+		return openTB(dir, s.Resumed, s.FromStep, every)
 	}
 }
 

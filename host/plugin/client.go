@@ -46,6 +46,14 @@ type Client struct {
 	calls     atomic.Int64
 	hostCalls atomic.Int64
 	bytes     atomic.Int64
+
+	// inCall counts the host's calls into the plugin in flight: the
+	// plugin's Execs are served only during one (docs/PROTOCOL.md §3).
+	inCall atomic.Int32
+	// stray is the refusal of an Exec that came while no call was in
+	// flight (a thread the plugin left running); the next call fails with
+	// it.
+	stray atomic.Pointer[error]
 }
 
 // Name returns the plugin's name as used in messages.
@@ -134,8 +142,17 @@ func (c *Client) countOptimizerCall(ctx context.Context, method string, req, rep
 	return err
 }
 
-// countHostCall is a server interceptor counting Host calls.
-func (c *Client) countHostCall(ctx context.Context, req any, _ *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+// countHostCall is a server interceptor counting Host calls. It refuses
+// an Exec that arrives while none of the host's calls into the plugin is in
+// flight: a thread the plugin left running after Step returned would
+// otherwise change the parameters while the host evaluates or saves them.
+func (c *Client) countHostCall(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+	if strings.HasSuffix(info.FullMethod, "/Exec") && c.inCall.Load() == 0 {
+		err := fmt.Errorf("plugin %s sent an Exec while none of the host's calls into it was in flight (after its Step or Finalize returned, say, from a thread it left running): refused; a plugin's Execs must come from within the host's call (docs/PROTOCOL.md §3)", c.name)
+		c.stray.CompareAndSwap(nil, &err)
+		c.hostCalls.Add(1)
+		return nil, status.Error(codes.FailedPrecondition, err.Error())
+	}
 	resp, err := handler(ctx, req)
 	c.hostCalls.Add(1)
 	c.bytes.Add(protocol.MessageSize(req) + protocol.MessageSize(resp))
@@ -150,9 +167,14 @@ func (c *Client) call(ctx context.Context, method string, limit time.Duration, f
 	if err := c.exitError(method); err != nil {
 		return err
 	}
+	if e := c.stray.Load(); e != nil {
+		return fmt.Errorf("%s: %w", method, *e)
+	}
 	cctx, cancel := context.WithTimeout(ctx, limit)
 	defer cancel()
+	c.inCall.Add(1)
 	err := fn(cctx)
+	c.inCall.Add(-1)
 	if err == nil {
 		return nil
 	}

@@ -29,3 +29,9 @@ func lockHolderPID(f *os.File) int { return 0 }
 
 // processStopped reports false: not known on this platform.
 func processStopped(pid int) bool { return false }
+
+// Flags of OpenFile (none on this system).
+const (
+	oNoFollow = 0
+	oNonBlock = 0
+)

@@ -125,3 +125,9 @@ func processStopped(pid int) bool {
 	}
 	return b[i+2] == 'T' || b[i+2] == 't'
 }
+
+// Flags of OpenFile.
+const (
+	oNoFollow = syscall.O_NOFOLLOW
+	oNonBlock = syscall.O_NONBLOCK
+)

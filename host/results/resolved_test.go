@@ -3,8 +3,10 @@ package results
 import (
 	"bytes"
 	"context"
+	"math"
 	"os"
 	"reflect"
+	"strings"
 	"testing"
 )
 
@@ -44,5 +46,21 @@ func TestResolvedIsNotConfiguration(t *testing.T) {
 	st, err := s.Begin(context.Background(), "k", map[string]any{"params.rho1": 0.05, "params.rho2": -1.0})
 	if err != nil || st.Skip != SkipFinished || st.Superseded != "" {
 		t.Errorf("Begin with the configured -1 = %+v, %v; want SkipFinished", st, err)
+	}
+}
+
+// A non-finite resolved value that reaches a record is written as a
+// string, never failing the record's encoding.
+func TestResolvedNonFiniteEncoded(t *testing.T) {
+	r := rec("k", "m", 1, map[string]any{"params.x": 1.0}, t0)
+	r.Resolved = map[string]any{"params.a": math.NaN(), "params.b": []any{1.0, math.Inf(1)}, "params.c": float32(math.Inf(-1)), "params.d": 0.5}
+	line, err := Marshal(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range []string{`"params.a":"NaN"`, `"params.b":[1,"+Inf"]`, `"params.c":"-Inf"`, `"params.d":0.5`} {
+		if !strings.Contains(string(line), w) {
+			t.Errorf("record %s lacks %s", line, w)
+		}
 	}
 }

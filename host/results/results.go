@@ -75,6 +75,9 @@ type Record struct {
 	// (HashConfig, ConfigDiff): a new run, which knows only what it is
 	// configured with, must find its finished record the same. Empty for
 	// optimizers that resolve nothing and in records of earlier versions.
+	// A run whose optimizer resolves a NaN or ±Inf fails (host/train); a
+	// non-finite float that reaches a record anyway is written as the
+	// string "NaN", "+Inf" or "-Inf", which JSON can carry.
 	Resolved map[string]any `json:"resolved,omitempty"`
 	// Dataset names the dataset, e.g. "cifar10".
 	Dataset string `json:"dataset"`
@@ -231,10 +234,52 @@ func prepare(rec Record, now time.Time) (Record, error) {
 			rec.Undefined = undef
 		}
 	}
+	if rec.Resolved != nil {
+		safe := make(map[string]any, len(rec.Resolved))
+		for k, v := range rec.Resolved {
+			safe[k] = finiteJSON(v)
+		}
+		rec.Resolved = safe
+	}
 	if rec.Finished.IsZero() {
 		rec.Finished = now
 	}
 	return rec, nil
+}
+
+// finiteJSON returns v with every NaN or ±Inf float in it (also in lists
+// and tables) written as a string ("NaN", "+Inf", "-Inf"), which JSON can
+// carry.
+func finiteJSON(v any) any {
+	switch v := v.(type) {
+	case float64:
+		if math.IsNaN(v) || math.IsInf(v, 0) {
+			return fmt.Sprint(v)
+		}
+	case float32:
+		if f := float64(v); math.IsNaN(f) || math.IsInf(f, 0) {
+			return fmt.Sprint(f)
+		}
+	case []any:
+		out := make([]any, len(v))
+		for i, e := range v {
+			out[i] = finiteJSON(e)
+		}
+		return out
+	case []float64:
+		out := make([]any, len(v))
+		for i, e := range v {
+			out[i] = finiteJSON(e)
+		}
+		return out
+	case map[string]any:
+		out := make(map[string]any, len(v))
+		for k, e := range v {
+			out[k] = finiteJSON(e)
+		}
+		return out
+	}
+	return v
 }
 
 // compactStrings removes adjacent duplicates from a sorted slice.
@@ -260,6 +305,9 @@ func Marshal(rec Record) ([]byte, error) {
 	enc.SetEscapeHTML(false)
 	if err := enc.Encode(r); err != nil {
 		return nil, fmt.Errorf("encode record %q: %w", r.Key, err)
+	}
+	if buf.Len() > MaxLine {
+		return nil, fmt.Errorf("encode record %q: %d MiB, more than the %d MiB a line of a results file may hold", r.Key, buf.Len()>>20, MaxLine>>20)
 	}
 	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
 }
@@ -288,7 +336,7 @@ func (w LockWait) Append(path string, rec Record) error {
 		return fmt.Errorf("append to %s: %w", path, err)
 	}
 	defer unlock()
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
+	f, err := OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
 	if err != nil {
 		return fmt.Errorf("append to %s: %w", path, err)
 	}
@@ -391,7 +439,10 @@ func readFile(path string) ([]Record, error) {
 func readLines(path string, r io.Reader, fn func(line []byte, unterminated bool) error) error {
 	br := bufio.NewReaderSize(r, 64<<10)
 	for n := 1; ; n++ {
-		line, err := br.ReadBytes('\n')
+		line, err := readLine(br)
+		if errors.Is(err, errLongLine) {
+			return fmt.Errorf("%s: line %d is longer than %d MiB, more than any record: not a results file", path, n, MaxLine>>20)
+		}
 		if err != nil && !errors.Is(err, io.EOF) {
 			return fmt.Errorf("%s:%d: %w", path, n, err)
 		}
@@ -403,6 +454,31 @@ func readLines(path string, r io.Reader, fn func(line []byte, unterminated bool)
 		if err != nil { // io.EOF
 			return nil
 		}
+	}
+}
+
+// MaxLine bounds a line of a results file: a record is a few KB (its
+// configuration, an error message; Marshal refuses one over MaxLine), so
+// a longer line is not one (a binary file, /dev/zero), and reading stops
+// there instead of holding it whole.
+const MaxLine = 32 << 20
+
+var errLongLine = errors.New("line too long")
+
+// readLine reads one line (with its newline, if any) of at most MaxLine
+// bytes; errLongLine past that, io.EOF at the end.
+func readLine(br *bufio.Reader) ([]byte, error) {
+	var line []byte
+	for {
+		frag, err := br.ReadSlice('\n')
+		if len(line)+len(frag) > MaxLine {
+			return nil, errLongLine
+		}
+		line = append(line, frag...)
+		if errors.Is(err, bufio.ErrBufferFull) {
+			continue
+		}
+		return line, err
 	}
 }
 

@@ -9,6 +9,7 @@ package tensor
 // void optlab_module_set(void *m, char **paths, void **ts, int n);
 // void *atm_load_on_device(char *path, int device);
 // char *optlab_module_batchnorms(void *m);
+// char *optlab_module_types(void *m);
 import "C"
 
 import (
@@ -170,6 +171,35 @@ func (m *Module) BatchNorms() ([]ModuleBatchNorm, error) {
 			bn.Momentum, bn.HasMomentum = v, true
 		}
 		out = append(out, bn)
+	}
+	return out, nil
+}
+
+// Types returns the type of the module (path "") and of each of its
+// submodules, by dotted path: the TorchScript class's qualified name
+// without its "___torch_mangle_N." parts ("__torch__.torch.nn.modules.
+// linear.Linear" for a scripted torch.nn.Linear).
+func (m *Module) Types() (map[string]string, error) {
+	c := C.optlab_module_types(m.ptr())
+	if err := moduleErr(); err != nil {
+		return nil, fmt.Errorf("listing submodules: %w", err)
+	}
+	text := C.GoString(c)
+	C.free(unsafe.Pointer(c))
+	out := map[string]string{}
+	for _, line := range strings.Split(text, "\n") {
+		if line == "" {
+			continue
+		}
+		path, typ, _ := strings.Cut(line, "\t")
+		parts := strings.Split(typ, ".")
+		kept := parts[:0]
+		for _, p := range parts {
+			if !strings.HasPrefix(p, "___torch_mangle_") {
+				kept = append(kept, p)
+			}
+		}
+		out[path] = strings.Join(kept, ".")
 	}
 	return out, nil
 }

@@ -64,6 +64,16 @@ func (t T) DType() DType {
 	return t.t.DType()
 }
 
+// RequiresGrad tells whether autograd records ops on t (a module's
+// parameter saved with requires_grad=False says no).
+func (t T) RequiresGrad() bool {
+	if t.t == nil {
+		return false
+	}
+	r, err := t.t.RequiresGrad()
+	return err == nil && r
+}
+
 // Numel returns the number of elements.
 func (t T) Numel() int64 {
 	n := int64(1)
@@ -247,10 +257,53 @@ func (s *Scope) Err() error { return s.err }
 // Fail records err (when it is the first) and returns the zero T.
 func (s *Scope) Fail(err error) T {
 	if s.err == nil && err != nil {
-		s.err = err
+		s.err = cleanTorchErr(err)
 		noteLost(err)
 	}
 	return T{}
+}
+
+// torchErr is an error of libtorch's (through gotch) with its message
+// cut to what a user can read: gotch's "Libtorch API Error: " prefix,
+// c10's C++ frames ("Exception raised from …") and gotch's Go stack
+// (debug.Stack) removed. Unwrap gives the original.
+type torchErr struct {
+	msg string
+	err error
+}
+
+func (e *torchErr) Error() string { return e.msg }
+func (e *torchErr) Unwrap() error { return e.err }
+
+// cleanTorchErr returns err with libtorch's stacks removed from its
+// message (torchErr), or err itself when it carries none. A failing op's
+// message then reads "cross_entropy: Target 7 is out of bounds." instead
+// of some 5 KB of C++ frames and goroutines, which also crosses gRPC to a
+// plugin whole (a Python plugin's client refuses status headers that large).
+func cleanTorchErr(err error) error {
+	msg := err.Error()
+	clean := CleanTorchMessage(msg)
+	if clean == msg {
+		return err
+	}
+	return &torchErr{msg: clean, err: err}
+}
+
+// CleanTorchMessage removes from a libtorch error message gotch's prefix,
+// c10's C++ stack and gotch's Go stack, keeping what comes before and the
+// TorchScript traceback, if any.
+func CleanTorchMessage(msg string) string {
+	const prefix = "Libtorch API Error: "
+	if !strings.Contains(msg, prefix) && !strings.Contains(msg, "\nException raised from ") && !strings.Contains(msg, "\ngoroutine ") {
+		return msg
+	}
+	msg = strings.Replace(msg, prefix, "", 1)
+	for _, cut := range []string{"\nException raised from ", "\nframe #0", "\ngoroutine "} {
+		if i := strings.Index(msg, cut); i >= 0 {
+			msg = msg[:i]
+		}
+	}
+	return strings.TrimSpace(msg)
 }
 
 // Close drops every tensor the scope still owns.
@@ -384,6 +437,11 @@ func (s *Scope) Randn(shape []int64, dt DType, d Device) T {
 // FromFloat32 uploads data with the given shape.
 func (s *Scope) FromFloat32(data []float32, shape []int64, d Device) T {
 	return s.upload("from float32", data, shape, d)
+}
+
+// FromFloat64 uploads data with the given shape.
+func (s *Scope) FromFloat64(data []float64, shape []int64, d Device) T {
+	return s.upload("from float64", data, shape, d)
 }
 
 // FromInt64 uploads data with the given shape.

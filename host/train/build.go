@@ -165,6 +165,9 @@ func (r *Runner) build(ctx context.Context, run experiment.Run, m Optimizer) (*t
 	}); err != nil {
 		return fail(fmt.Errorf("configure: %w", err))
 	}
+	if err := checkResolved(m.Optimizer.Resolved()); err != nil {
+		r.logLine(run)(fmt.Sprintf("warning: %v; the record writes it as a string (results.Record.Resolved)", err))
+	}
 	return &training{run: run, m: m, eng: eng, members: len(models), perEpoch: perEpoch, total: total, ownsUpdate: ecfg.OwnsUpdate}, nil
 }
 

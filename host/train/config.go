@@ -1,6 +1,10 @@
 package train
 
 import (
+	"fmt"
+	"maps"
+	"math"
+	"slices"
 	"strings"
 
 	"github.com/optlab/optlab/host/experiment"
@@ -18,7 +22,11 @@ func (r *Runner) Config(run experiment.Run, m Optimizer) identity.Config {
 		params = m.Optimizer.Info().Applied(m.Params) // not the update rules it does not use
 	}
 	c := identity.Config{Plugin: m.Plugin, Params: params, Train: e.Train, Data: e.Data, Model: e.Model, Eval: e.Eval, OwnsUpdate: m.ownsUpdate()}
-	if d := e.Data; d.Path != "" {
+	if d := e.Data; d.Path != "" && r.Data != nil && r.Data.Content != "" {
+		// The data this run trains on, identified as it was loaded: the
+		// file at d.Path may have been replaced since.
+		c.DataContent = r.Data.Content
+	} else if d.Path != "" {
 		switch d.Dataset {
 		case experiment.DatasetCSV:
 			if id, ok := FileIdentity(d.Path); ok {
@@ -73,4 +81,50 @@ func resolvedOf(opt optim.Optimizer) map[string]any {
 		out[identity.ParamKey(k)] = v
 	}
 	return out
+}
+
+// checkResolved checks the values a plugin resolved (Optimizer.Resolved):
+// one that is, or holds, NaN or ±Inf (an "auto" hyperparameter computed
+// wrong) is named, for a warning. Like a non-finite metric (moved to the
+// record's Undefined), it does not fail the run: the record writes it as a
+// string ("NaN", "+Inf", "-Inf"), since JSON cannot carry it as a number.
+func checkResolved(vals map[string]any) error {
+	for _, k := range slices.Sorted(maps.Keys(vals)) {
+		if s := nonFinite(vals[k]); s != "" {
+			return fmt.Errorf("the optimizer resolved %s = %s: not a finite number", identity.ParamKey(k), s)
+		}
+	}
+	return nil
+}
+
+// nonFinite returns "NaN", "+Inf" or "-Inf" when v is, or holds (a list, a
+// table), a non-finite float; "" otherwise.
+func nonFinite(v any) string {
+	switch v := v.(type) {
+	case float64:
+		if math.IsNaN(v) || math.IsInf(v, 0) {
+			return fmt.Sprint(v)
+		}
+	case float32:
+		return nonFinite(float64(v))
+	case []any:
+		for _, e := range v {
+			if s := nonFinite(e); s != "" {
+				return s
+			}
+		}
+	case []float64:
+		for _, e := range v {
+			if s := nonFinite(e); s != "" {
+				return s
+			}
+		}
+	case map[string]any:
+		for _, e := range v {
+			if s := nonFinite(e); s != "" {
+				return s
+			}
+		}
+	}
+	return ""
 }

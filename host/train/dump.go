@@ -7,6 +7,7 @@ import (
 	"strconv"
 
 	"github.com/optlab/optlab/host/checkpoint/statedict"
+	"github.com/optlab/optlab/host/results"
 )
 
 // MetaStepsDone is the metadata key of a parameter dump (train
@@ -27,6 +28,10 @@ func (r *Runner) dumping() bool {
 func (r *Runner) startDumps(ctx context.Context, t *training) error {
 	if !r.dumping() || t.step != 0 {
 		return nil
+	}
+	// Its folder must be a folder of the results folder, not a link out.
+	if err := results.MkdirIn(r.Dumps.Dir, r.Dumps.Params(t.run.Key)); err != nil {
+		return fmt.Errorf("parameter dumps: %w", err)
 	}
 	if err := os.RemoveAll(r.Dumps.Params(t.run.Key)); err != nil {
 		return fmt.Errorf("parameter dumps: removing an earlier attempt's: %w", err)
@@ -52,7 +57,7 @@ func (r *Runner) dumpAfterStep(ctx context.Context, t *training) error {
 // it.
 func (r *Runner) dumpParams(ctx context.Context, t *training) error {
 	path := r.Dumps.ParamsStep(t.run.Key, t.step)
-	if err := os.MkdirAll(r.Dumps.Params(t.run.Key), 0o755); err != nil {
+	if err := results.MkdirIn(r.Dumps.Dir, r.Dumps.Params(t.run.Key)); err != nil {
 		return fmt.Errorf("parameter dump after step %d: %w", t.step, err)
 	}
 	meta := map[string]string{"run_key": t.run.Key, "experiment": r.Exp.Name, MetaStepsDone: strconv.FormatInt(t.step, 10)}

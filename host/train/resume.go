@@ -140,7 +140,7 @@ func (r *Runner) saveState(ctx context.Context, t *training, ls loopState) error
 	}
 	meta[metaConfig] = string(c)
 	meta[metaIdentity] = strconv.Itoa(identity.Version)
-	if err := os.MkdirAll(filepath.Dir(t.statePath), 0o755); err != nil {
+	if err := results.MkdirIn(r.Checkpoints.Dir, filepath.Dir(t.statePath)); err != nil {
 		return err
 	}
 	return checkpoint.Write(t.statePath, ts, meta)
@@ -156,7 +156,7 @@ func (r *Runner) saveModel(ctx context.Context, t *training) error {
 		return nil
 	}
 	p := r.Checkpoints.Model(t.run.Key)
-	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+	if err := results.MkdirIn(r.Checkpoints.Dir, filepath.Dir(p)); err != nil {
 		return err
 	}
 	pred, err := r.predictive(ctx, t)

@@ -34,6 +34,13 @@ const bnSuffix = ".bn"
 // A state saved before counters were kept lacks it: they restart at 0.
 const metaBNBatches = "optlab.bn_batches"
 
+// moduleBufferKey names, in the training state, a buffer of member m's
+// TorchScript module that optlab does not keep in its flat vectors
+// (model.Model.ModuleBuffers): "members.<m>.module.<dotted name>", saved
+// as float64 (exact for its float32, int64 up to 2^53 and bool values)
+// and copied back in the buffer's own dtype.
+func moduleBufferKey(m int, name string) string { return fmt.Sprintf("members.%d.module.%s", m, name) }
+
 // stateVec is one flat vector of the training state.
 type stateVec struct {
 	name string
@@ -83,6 +90,12 @@ func saveEngineState(ctx context.Context, eng *engine.Engine, vecs []optim.Vec) 
 		defer s.Close()
 		for _, v := range engineStateVecs(eng) {
 			ts = append(ts, checkpoint.NewF32(v.name, v.t.Shape(), s.Float32s(*v.t)))
+		}
+		for i, m := range eng.Members() {
+			names, live := m.Model.ModuleBuffers(s)
+			for k, name := range names {
+				ts = append(ts, checkpoint.NewF64(moduleBufferKey(i, name), []int64{live[k].Numel()}, s.Float64s(live[k])))
+			}
 		}
 		for _, h := range vecs {
 			t, _, err := eng.Vec(h)
@@ -181,6 +194,27 @@ func loadEngineState(ctx context.Context, eng *engine.Engine, ts map[string]chec
 			}
 			if err := load(v.name, v.t); err != nil {
 				return err
+			}
+		}
+		// A TorchScript module's own buffers (a state saved before they
+		// were kept lacks them: they start from the file's).
+		for i, m := range eng.Members() {
+			names, live := m.Model.ModuleBuffers(s)
+			for k, name := range names {
+				key := moduleBufferKey(i, name)
+				c, ok := ts[key]
+				if !ok {
+					continue
+				}
+				used[key] = true
+				if c.DType != checkpoint.F64 || c.Numel() != live[k].Numel() {
+					return fmt.Errorf("training state %q: %s of %d values, want F64 of %d", key, c.DType, c.Numel(), live[k].Numel())
+				}
+				n := live[k].Numel()
+				s.CopyFrom(s.Reshape(live[k], -1), s.FromFloat64(c.F64, []int64{n}, tensor.CPU))
+				if err := s.Err(); err != nil {
+					return fmt.Errorf("training state %q: %w", key, err)
+				}
 			}
 		}
 		for name := range ts {

@@ -270,7 +270,14 @@ func (e *Ensemble) plan() error {
 	if c.PretrainSchedule == "pretrain" {
 		e.budget = float64(e.pretrain)
 	}
-	e.slots = fgeSnapshots(max(e.total-e.pretrain*e.spe, 0)/e.spe, c.Cycle)
+	fgeEpochs := max(e.total-e.pretrain*e.spe, 0) / e.spe
+	e.slots = fgeSnapshots(fgeEpochs, c.Cycle)
+	if e.slots == 0 {
+		// As SWA refuses a run with nothing to average: the predictive
+		// would be the pretrained model alone, recorded as an FGE.
+		return fmt.Errorf("ensembles: fge: after %d epochs of pretraining the run has %d complete FGE epochs, and with cycle = %d the first snapshot needs %d: no snapshot would be taken, nothing ensembled (lower pretrain_epochs or pretrain_fraction, or train more epochs)",
+			e.pretrain, fgeEpochs, c.Cycle, c.Cycle/2)
+	}
 	return nil
 }
 

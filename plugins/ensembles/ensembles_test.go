@@ -206,6 +206,8 @@ func TestConfigErrors(t *testing.T) {
 		{"pretrain fraction", map[string]any{"kind": "fge", "pretrain_fraction": 1.0}, 1, "pretrain_fraction"},
 		{"pretrain epochs", map[string]any{"kind": "fge", "pretrain_epochs": -2}, 1, "pretrain_epochs"},
 		{"pretrain schedule", map[string]any{"kind": "fge", "pretrain_schedule": "cosine"}, 1, "pretrain_schedule"},
+		// hardening4/09: a run that takes no snapshot is refused, as SWA's
+		{"fge without a snapshot", map[string]any{"kind": "fge", "pretrain_epochs": 1}, 1, "no snapshot would be taken, nothing ensembled"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

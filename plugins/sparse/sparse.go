@@ -248,6 +248,12 @@ func (o *Sparse) planEDST(l optim.Layout) error {
 		o.ed.ExploreEpochs = epochs / 3
 		o.resolved = map[string]any{"explore_epochs": int64(o.ed.ExploreEpochs)}
 	}
+	if o.ed.ExploreEpochs >= epochs {
+		// As SWA refuses a run with nothing to average: the predictive
+		// would be the explored model alone, recorded as an EDST ensemble.
+		return fmt.Errorf("edst: explore_epochs = %d, but the run has %d epochs: no ticket would be refined, nothing ensembled (lower explore_epochs or train more epochs)",
+			o.ed.ExploreEpochs, epochs)
+	}
 	o.plan = NewEDSTPlan(epochs, o.ed.ExploreEpochs, o.members)
 	return nil
 }

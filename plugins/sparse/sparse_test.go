@@ -555,6 +555,8 @@ func TestConfigErrors(t *testing.T) {
 		{"edst parameter of dst", sparse.NewDST, layoutHost{optim.Layout{Members: []optim.MemberLayout{small}}}, map[string]any{"explore_epochs": 3}, 1, "explore_epochs"},
 		{"edst of two archs", sparse.NewEDST, layoutHost{optim.Layout{Members: []optim.MemberLayout{small, other}}}, nil, 2, "one arch"},
 		{"layer over 2^24", sparse.NewDST, layoutHost{optim.Layout{Members: []optim.MemberLayout{huge}}}, nil, 1, "2²⁴"},
+		// hardening4/09: a run that refines no ticket is refused, as SWA's
+		{"edst exploring the whole run", sparse.NewEDST, layoutHost{optim.Layout{Members: []optim.MemberLayout{small}}}, map[string]any{"explore_epochs": 2}, 1, "no ticket would be refined, nothing ensembled"},
 		{"variational member", sparse.NewDST, optimtest.MustHost(t, mlp(), optimtest.WithVariational(0, nil, 0.1, 1, "qp")), nil, 1, "variational"},
 	}
 	for _, tt := range tests {

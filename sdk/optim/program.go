@@ -61,12 +61,18 @@ func (v Vec) Rho() (int, bool) {
 //	p.Report("loss", ev.Loss)
 //	_, err := h.Exec(ctx, p)
 type Program struct {
-	Ops []Op
+	Ops []Op // at most MaxProgramOps
 
 	names *Handles // for String; nil prints bare handles
 	id    *progID  // identity of the registers the builder hands out
 	err   error    // first misuse of the builder (a foreign register)
 }
+
+// MaxProgramOps is the most ops one program may hold: the host refuses a
+// longer one before it decodes it (a plugin that keeps appending to one
+// Program across steps would otherwise make the host hold its every op;
+// built-in methods send at most a few hundred ops per Exec).
+const MaxProgramOps = 1 << 16
 
 // Prog starts an empty program (its listing prints bare handles; see
 // Handles.Prog).

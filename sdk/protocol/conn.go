@@ -64,7 +64,8 @@ type HostOptions struct {
 // plugin sends all its Layout and Exec calls to h, from goroutines of the
 // gRPC server: the goroutine that calls Step must not hold a lock that
 // h.Exec takes. An error converting cfg is returned as it is, before any
-// call. resolved is what the plugin's optimizer resolved in Configure
+// call. A host that implements ProgramChecker sees the size of every
+// program before it is decoded. resolved is what the plugin's optimizer resolved in Configure
 // (Optimizer.Resolved; nil for none, and from plugins that predate it).
 func (c *Conn) Configure(ctx context.Context, h optim.Host, cfg optim.Config, opts HostOptions) (resolved map[string]any, err error) {
 	if h == nil {
@@ -85,6 +86,9 @@ func (c *Conn) Configure(ctx context.Context, h optim.Host, cfg optim.Config, op
 			grpc.MaxRecvMsgSize(MaxMessageSize),
 			grpc.MaxSendMsgSize(MaxMessageSize),
 			grpc.ChainUnaryInterceptor(opts.Interceptors...))
+		if pc, ok := h.(ProgramChecker); ok {
+			so = append(so, grpc.ForceServerCodecV2(newCheckingCodec(pc)))
+		}
 		s := grpc.NewServer(so...)
 		pb.RegisterHostServer(s, srv)
 		return s

@@ -31,7 +31,7 @@ import (
 )
 
 // toolVersion changes whenever the preparation's output would change.
-const toolVersion = "optlab-gotchprep-6"
+const toolVersion = "optlab-gotchprep-7"
 
 const gotchModule = "github.com/sugarme/gotch"
 

@@ -50,7 +50,7 @@ func predictiveProbs(t *testing.T, e *engine.Engine, pred optim.Predictive, x []
 		defer restore()
 		s := tensor.NewScope()
 		defer s.Close()
-		p, err := e.Probs(s, pred, s.FromFloat32(x, shape, e.Device()), 1)
+		p, err := e.Probs(context.Background(), s, pred, s.FromFloat32(x, shape, e.Device()), 1)
 		if err != nil {
 			return err
 		}

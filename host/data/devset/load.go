@@ -22,6 +22,9 @@ type Data struct {
 	// LabelNoise is what the label noise of [data.label_noise] did to the
 	// training labels (data.Split.Noise); nil without label noise.
 	LabelNoise *data.NoiseStats
+	// Content identifies the files the data was read from, as they were
+	// read (data.Split.Content); "" for data not read from data.path.
+	Content string
 	// corrupted caches Corrupted's sets.
 	corrupted map[corruptedKey]*Set
 }
@@ -46,7 +49,7 @@ func Load(ctx context.Context, w *tensor.Worker, dev tensor.Device, d data.Spec,
 			return nil, err
 		}
 	}
-	out := &Data{Name: d.Dataset, Classes: sp.Train.Classes, TrainSize: sp.Train.Len(), TestSize: sp.Test.Len(), LabelNoise: sp.Noise}
+	out := &Data{Name: d.Dataset, Classes: sp.Train.Classes, TrainSize: sp.Train.Len(), TestSize: sp.Test.Len(), LabelNoise: sp.Noise, Content: sp.Content}
 	for _, v := range sp.Train.Shape {
 		out.Shape = append(out.Shape, int64(v))
 	}

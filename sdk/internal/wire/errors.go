@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"unicode/utf8"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -80,7 +81,7 @@ func withOp(st *status.Status, op *optim.OpError) *status.Status {
 	}
 	detail := &pb.OpError{OpIndex: int32(op.Index), Op: op.Op}
 	if op.Err != nil {
-		detail.Message = op.Err.Error()
+		detail.Message = BoundMessage(op.Err.Error())
 		// An error that is a VecError (not one wrapped with more text)
 		// crosses as its handle and the text after it, for the receiver to
 		// name the handle.
@@ -128,7 +129,27 @@ func ToStatus(err error) error {
 	}
 	var op *optim.OpError
 	errors.As(err, &op)
-	return withOp(status.New(Code(err), err.Error()), op).Err()
+	return withOp(status.New(Code(err), BoundMessage(err.Error())), op).Err()
+}
+
+// MaxStatusMessage bounds the text of an error that crosses the wire, in
+// the status message and again in its OpError detail: gRPC carries both
+// in the response's trailers, and a client refuses trailers beyond its
+// metadata limit (8 KiB in Python's and C++'s gRPC: the plugin then sees
+// only "Received RST_STREAM with error code 2", not the error).
+const MaxStatusMessage = 2048
+
+// BoundMessage cuts msg to MaxStatusMessage bytes (at a UTF-8 boundary),
+// saying how much was left out.
+func BoundMessage(msg string) string {
+	if len(msg) <= MaxStatusMessage {
+		return msg
+	}
+	cut := MaxStatusMessage - 40
+	for cut > 0 && !utf8.RuneStart(msg[cut]) {
+		cut--
+	}
+	return fmt.Sprintf("%s… (%d bytes more)", msg[:cut], len(msg)-cut)
 }
 
 // FromStatus converts an error returned by a gRPC call into an *Error with

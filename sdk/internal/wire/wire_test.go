@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -304,5 +305,40 @@ func TestFeaturesOverTheWire(t *testing.T) {
 	want := optim.Features{Members: true, OwnsUpdate: true, Predictive: true, State: true, Finalize: true}
 	if err != nil || got.Features != want {
 		t.Errorf("a previous release's reply: %+v, %v; want %+v", got.Features, err, want)
+	}
+}
+
+// An error's text crosses the wire bounded, in the status and in its
+// OpError detail, so that a client's metadata limit never turns it into a
+// bare RST_STREAM (hardening4/18).
+func TestStatusMessageBounded(t *testing.T) {
+	tests := []struct {
+		name string
+		msg  string
+		max  int // longest the status message may be
+	}{
+		{"short", "cross_entropy: Target 7 is out of bounds.", 100},
+		{"long", strings.Repeat("frame #0: c10::something\n", 400), MaxStatusMessage + 40},
+		{"long multibyte", strings.Repeat("ρ", 3000), MaxStatusMessage + 40},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			err := ToStatus(&optim.OpError{Index: 3, Op: "grad", Err: errors.New(tc.msg)})
+			st, _ := status.FromError(err)
+			if len(st.Message()) > tc.max || !utf8.ValidString(st.Message()) {
+				t.Errorf("status message of %d bytes (valid UTF-8: %v), want at most %d", len(st.Message()), utf8.ValidString(st.Message()), tc.max)
+			}
+			if len(tc.msg) <= MaxStatusMessage && !strings.Contains(st.Message(), tc.msg) {
+				t.Errorf("a short message was cut: %q", st.Message())
+			}
+			if len(tc.msg) > MaxStatusMessage && !strings.Contains(st.Message(), "bytes more)") {
+				t.Errorf("a cut message does not say so: …%q", st.Message()[len(st.Message())-30:])
+			}
+			var op *optim.OpError
+			back := FromStatus(err)
+			if !errors.As(back, &op) || op.Index != 3 || len(op.Err.Error()) > tc.max {
+				t.Errorf("detail: %v", back)
+			}
+		})
 	}
 }

@@ -43,7 +43,7 @@ from ._pb import plugin_pb2 as pb
 from ._pb import runtime_pb2 as rt
 from .errors import Code, Error, name_handles
 from .optimizer import PROTOCOL_MAJOR
-from .program import Result
+from .program import Reg, Result
 from .trace import TRACE_ENV, Trace
 from .wire import (config_from_pb, exec_request_to_pb, info_response_to_pb, layout_from_pb, op_error_from_pb,
                    op_error_to_pb, params_to_pb, predictive_to_pb, result_from_pb, step_input_from_pb,
@@ -350,6 +350,12 @@ class _OptimizerService:
             out = self.guard("Step", lambda: self.opt.step(h, inp))
         else:
             out = self.guard("Step", lambda: self.opt.step(inp))
+        if isinstance(out, dict):
+            regs = [k for k, v in out.items() if isinstance(v, Reg)]
+            if regs:
+                raise _Failure(Code.INTERNAL, f"step returned the register(s) of {', '.join(map(repr, regs))} as metrics: a register "
+                               "holds a value on the device, not in the plugin; report them from the program "
+                               "(p.report_metrics(ev.loss, ev.acc), then return {}) or read them (p.read) and return the values")
         try:
             return pb.StepResponse(output=step_output_to_pb(out))
         except (TypeError, ValueError) as e:

@@ -229,6 +229,15 @@ class ServeTest(unittest.TestCase):
         self.p.configure(fault="none", broker_id=8)  # the plugin lives on
         self.p.step()
 
+    def test_step_returns_registers(self):
+        # A step that returns registers as its metrics gets one clear
+        # message saying how to report them (hardening 4, 02).
+        self.p.configure(fault="regs")
+        with self.assertRaises(grpc.RpcError) as cm:
+            self.p.step()
+        self.assertIn("step returned the register(s) of 'loss', 'acc' as metrics", cm.exception.details())
+        self.assertIn("p.report_metrics(ev.loss, ev.acc)", cm.exception.details())
+
     def test_op_error_keeps_its_op(self):
         self.p.configure(fault="bad-op")
         with self.assertRaises(grpc.RpcError) as cm:

@@ -16,7 +16,7 @@ import optlab  # noqa: E402
 @dataclass
 class Params:
     scale: float = optlab.param(1.0, range="(0,)", doc="multiplies the reported loss")
-    fault: str = optlab.param("none", enum=["none", "fail", "raise", "bad-op", "ghost", "print"],
+    fault: str = optlab.param("none", enum=["none", "fail", "raise", "bad-op", "ghost", "print", "regs"],
                               doc="what the next steps do wrong")
 
 
@@ -64,6 +64,8 @@ class Toy(optlab.Optimizer):
         with optlab.wrap_errors("toy: step"):
             r = self.host.exec(p)
         self.steps += 1
+        if fault == "regs":  # the registers themselves, not their values
+            return optlab.metrics(evs[0].loss, evs[0].acc)
         loss, acc = r.mean(evs)
         return {"loss": loss * self.cfg.scale, "acc": acc, "norm": r.get(n), "lr": inp.lr}
 
