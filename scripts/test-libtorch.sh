@@ -16,7 +16,7 @@
 #     --steps LIST      comma-separated, in order, from: build, demo, test,
 #                       gotest (default demo,test)
 #     --packages PKGS   what the gotest step runs (default ./host/...):
-#                       `go test -count=1 -p 1 PKGS`
+#                       `go test -count=1 -p 1 PKGS` (after `make gotch`)
 #     --worktree        copy the working tree (tracked and untracked files
 #                       git does not ignore) instead of the committed tree
 #
@@ -125,7 +125,7 @@ status=0
 for s in ${steps//,/ }; do
 	case $s in
 	build | demo | test) cmd="make $s" ;;
-	gotest) cmd="OMP_WAIT_POLICY=\${OMP_WAIT_POLICY:-PASSIVE} go test -count=1 -p 1 -timeout 60m $packages" ;;
+	gotest) cmd="make gotch && OMP_WAIT_POLICY=\${OMP_WAIT_POLICY:-PASSIVE} go test -count=1 -p 1 -timeout 60m $packages" ;;
 	*) echo "test-libtorch.sh: unknown step $s" >&2; exit 2 ;;
 	esac
 	step "$cmd inside ($(elapsed)); log $logs/$s.log"
