@@ -46,6 +46,13 @@ func forwardBackward(t *testing.T, w *tensor.Worker, zoo Zoo, arch string, in []
 		t.Skip("large model in -short mode")
 	}
 	err := w.Do(context.Background(), func() error {
+		// Every CPU allocation starts as NaN: a layer that reads memory no
+		// op wrote makes the loss or the gradient NaN on any libtorch.
+		prevFill, err := tensor.FillFreshWithNaN(true)
+		if err != nil {
+			return err
+		}
+		defer func() { _, _ = tensor.FillFreshWithNaN(prevFill) }()
 		s := tensor.NewScope()
 		defer s.Close()
 		tensor.ManualSeed(1)

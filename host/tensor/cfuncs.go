@@ -8,9 +8,14 @@ package tensor
 // void at_set_num_threads(int);
 // int at_grad_set_enabled(int);
 // void atc_set_device(int);
+// int optlab_fill_fresh(int);
 import "C"
 
-import "github.com/sugarme/gotch/ts"
+import (
+	"fmt"
+
+	"github.com/sugarme/gotch/ts"
+)
 
 func cManualSeed(seed int64) { C.at_manual_seed(C.int64_t(seed)) }
 
@@ -34,4 +39,23 @@ func cGradSetEnabled(on bool) int {
 func cSetDevice(n int) error {
 	C.atc_set_device(C.int(n))
 	return ts.TorchErr()
+}
+
+// FillFreshWithNaN makes libtorch fill every CPU allocation made from now
+// on with NaN bytes (0xff: NaN in every float type, −1 in integers) before
+// handing it out, when on; it returns whether it was on. For tests: an op
+// whose result depends on memory it never wrote then gives NaN on every
+// libtorch build, not only where the allocator happens to return memory
+// that an earlier tensor left dirty (what a fresh page of 1.13 hid). Not
+// for CUDA memory.
+func FillFreshWithNaN(on bool) (bool, error) {
+	b := 0
+	if on {
+		b = 1
+	}
+	r := int(C.optlab_fill_fresh(C.int(b)))
+	if err := ts.TorchErr(); err != nil || r < 0 {
+		return false, fmt.Errorf("filling fresh allocations with NaN: %v", err)
+	}
+	return r == 1, nil
 }

@@ -361,6 +361,11 @@ func (s *Scope) op(name string, f func() (*ts.Tensor, error)) T {
 		return T{}
 	}
 	r, err := f()
+	if err == nil && nonFiniteTrap.Load() {
+		if err = checkFinite(r); err != nil {
+			free(r)
+		}
+	}
 	if err != nil {
 		return s.Fail(fmt.Errorf("%s: %w", name, err))
 	}

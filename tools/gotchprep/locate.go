@@ -22,6 +22,9 @@ type Libtorch struct {
 	Version    string
 	CUDA       bool
 	ABI        int // _GLIBCXX_USE_CXX11_ABI
+	// CXXStd is the C++ standard its headers need (17, 20, …; cxxStandard);
+	// 0 means minCXX.
+	CXXStd int
 	// NVIDIALibDirs are the CUDA library folders of a pip PyTorch (also
 	// one pip-installed into a conda environment): site-packages/nvidia/
 	// <package>/lib next to site-packages/torch. NVIDIALibs are the files
@@ -159,6 +162,7 @@ func (l *Libtorch) fill() error {
 		return err
 	}
 	l.ABI = abi
+	l.CXXStd = cxxStandard(l.IncludeDir)
 	if l.CUDA {
 		l.NVIDIALibDirs, l.NVIDIALibs = nvidiaLibs(l.LibDir)
 	}
@@ -283,7 +287,7 @@ func cxx11ABI(lib string) (int, error) {
 // fingerprint identifies a libtorch build for the up-to-date check.
 func (l Libtorch) fingerprint() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%s|%s|%s|%v|%d", l.IncludeDir, l.LibDir, l.Version, l.CUDA, l.ABI)
+	fmt.Fprintf(&b, "%s|%s|%s|%v|%d|%s", l.IncludeDir, l.LibDir, l.Version, l.CUDA, l.ABI, l.stdFlag())
 	if len(l.NVIDIALibDirs) > 0 {
 		fmt.Fprintf(&b, "|nvidia:%s|%s", strings.Join(l.NVIDIALibDirs, ":"), strings.Join(l.NVIDIALibs, ":"))
 	}

@@ -124,7 +124,7 @@ class Plugin:
 
     def call(self, method, req, resp, timeout=10):
         return self.channel.unary_unary(f"/optlab.plugin.v1.Optimizer/{method}",
-                                        request_serializer=req.SerializeToString,
+                                        request_serializer=type(req).SerializeToString,
                                         response_deserializer=resp.FromString)(req, timeout=timeout)
 
     def configure(self, broker_id=7, **params):
