@@ -317,8 +317,23 @@ type smokeFile struct {
 // smokeSets are the --set overrides of a file's smoke runs: its first seed
 // only (seeds only change random streams) and one torch thread (see the
 // package comment).
+//
+// A smoke run has 2 epochs, so a method whose phases are counted in epochs
+// of the full run (FGE's pretrain_epochs, EDST's explore_epochs) would take
+// no snapshot or refine no ticket, which the methods refuse (hardening 4,
+// 09): its smoke run explores one epoch (EDST) or pretrains none (FGE), so
+// that the other smoke epoch refines a ticket or takes a snapshot.
 func smokeSets(exp *experiment.Experiment) []string {
-	return []string{"train.seeds=[" + strconv.FormatInt(exp.Train.Seeds[0], 10) + "]", "train.threads=1"}
+	sets := []string{"train.seeds=[" + strconv.FormatInt(exp.Train.Seeds[0], 10) + "]", "train.threads=1"}
+	for _, m := range exp.Methods {
+		if _, ok := m.Params["explore_epochs"]; ok && m.Plugin == "edst" {
+			sets = append(sets, fmt.Sprintf("method.%s.params.explore_epochs=1", strconv.Quote(m.Name)))
+		}
+		if _, ok := m.Params["pretrain_epochs"]; ok && m.Plugin == "ensembles" {
+			sets = append(sets, fmt.Sprintf("method.%s.params.pretrain_epochs=0", strconv.Quote(m.Name)))
+		}
+	}
+	return sets
 }
 
 // methodConfig identifies a method configuration for the quick smoke: the

@@ -37,7 +37,7 @@ func TestCheckTorchScript(t *testing.T) {
 	s := spec{Name: "ts", Arch: "torchscript:" + bad, Methods: []method{{Name: "SGD", Plugin: "sgd"}}}
 	r := host(t, "check", "--plugins", pluginDir, s.write(t, t.TempDir()))
 	first, _, _ := strings.Cut(r.stderr, "\n")
-	if r.code != 1 || !strings.Contains(first, "torchscript:"+bad) || !strings.Contains(first, "returns shape [2 5]; the data has 10 classes") {
+	if r.code != 1 || !strings.Contains(first, "torchscript:"+bad) || !strings.Contains(first, "returns logits of shape [2 5] for a batch of 2 in eval mode; the data has 10 classes") {
 		t.Errorf("exit code %d, stderr:\n%s", r.code, r.stderr)
 	}
 }

@@ -76,6 +76,12 @@ func parseSet(arg string) (map[string]any, error) {
 		if v == "" || strings.ContainsAny(v[:1], `["'{`) {
 			return nil, fmt.Errorf("not KEY=VALUE with a TOML value: %s", tomlMessage(err))
 		}
+		var probe map[string]any
+		if _, verr := decode("v="+v, &probe); verr == nil {
+			// The value is TOML: the key is not (a method by index,
+			// method[1].params.rho, say).
+			return nil, fmt.Errorf("not KEY=VALUE with a TOML key: %s (a method's key is method.NAME.…, its name quoted when it has spaces: method.\"OT-MDR K2\".params.rho)", tomlMessage(err))
+		}
 		if tomlNumber.MatchString(v) { // a number TOML cannot hold, not a word
 			return nil, fmt.Errorf("%s is out of range: a TOML integer is an int64 (at most 9223372036854775807), a float a float64 (at most about 1.8e308)", v)
 		}

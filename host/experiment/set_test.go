@@ -81,6 +81,7 @@ func TestParseSetErrors(t *testing.T) {
 		{"no value", "train.epochs", `o.toml: --set train.epochs: want KEY=VALUE, e.g. train.epochs=3`},
 		{"not TOML", "train.optimizer.lr=[0.1,", `o.toml: --set train.optimizer.lr=[0.1,: not KEY=VALUE with a TOML value`},
 		{"unknown top-level table", "nonexistent.key=1", `o.toml: --set nonexistent.key=1: unknown key "nonexistent"`},
+		{"a method by index", "method[0].params.rho=0.1", `o.toml: --set method[0].params.rho=0.1: not KEY=VALUE with a TOML key`},
 		{"integer out of range", "train.epochs=99999999999999999999", `o.toml: --set train.epochs=99999999999999999999: 99999999999999999999 is out of range: a TOML integer is an int64`},
 		{"float out of range", "train.optimizer.lr=1e400", `o.toml: --set train.optimizer.lr=1e400: 1e400 is out of range`},
 		{"unknown key", "train.epoch=3", `o.toml: --set train.epoch=3: unknown key "train.epoch"; did you mean "epochs"?`},
