@@ -21,6 +21,9 @@ package tensor
 // static void optlab_call_set(void *f, void *ctx, bool b) { ((void (*)(void *, bool))f)(ctx, b); }
 // static void optlab_call_set2(void *f, void *ctx, bool a, bool b) { ((void (*)(void *, bool, bool))f)(ctx, a, b); }
 // static bool optlab_call_get(void *f, void *ctx) { return ((bool (*)(void *))f)(ctx); }
+// // A getter taking a std::optional<enum> that is left empty: a trivially
+// // copyable 8-byte object, passed in a register, all bits 0 (disengaged).
+// static bool optlab_call_get_nullopt(void *f, void *ctx) { return ((bool (*)(void *, unsigned long long))f)(ctx, 0ULL); }
 import "C"
 
 import (
@@ -70,6 +73,9 @@ const (
 	symAllowTF32CuBLAS       = "_ZNK2at7Context15allowTF32CuBLASEv"
 	symSetAllowTF32CuDNN     = "_ZN2at7Context17setAllowTF32CuDNNEb"
 	symAllowTF32CuDNN        = "_ZNK2at7Context14allowTF32CuDNNEv"
+	// allowTF32CuDNN(std::optional<at::Float32Op> op = std::nullopt) const,
+	// what newer libtorch (2.14) has instead.
+	symAllowTF32CuDNNOpt = "_ZNK2at7Context14allowTF32CuDNNESt8optionalINS_9Float32OpEE"
 )
 
 var numericsMu sync.Mutex
@@ -136,11 +142,20 @@ func SetNumerics(n Numerics) error {
 func CurrentNumerics() (Numerics, error) {
 	numericsMu.Lock()
 	defer numericsMu.Unlock()
-	ctx, fs, err := contextFuncs(symDeterministicCuDNN, symDetAlgorithms, symBenchmarkCuDNN, symAllowTF32CuBLAS, symAllowTF32CuDNN)
+	tf32CuDNN, opt := symAllowTF32CuDNN, false
+	if lookup(tf32CuDNN) == nil && lookup(symAllowTF32CuDNNOpt) != nil {
+		tf32CuDNN, opt = symAllowTF32CuDNNOpt, true
+	}
+	ctx, fs, err := contextFuncs(symDeterministicCuDNN, symDetAlgorithms, symBenchmarkCuDNN, symAllowTF32CuBLAS, tf32CuDNN)
 	if err != nil {
 		return Numerics{}, err
 	}
-	get := func(i int) bool { return bool(C.optlab_call_get(fs[i], ctx)) }
+	get := func(i int) bool {
+		if i == 4 && opt {
+			return bool(C.optlab_call_get_nullopt(fs[i], ctx))
+		}
+		return bool(C.optlab_call_get(fs[i], ctx))
+	}
 	return Numerics{
 		Deterministic:  get(0) && get(1),
 		CudnnBenchmark: get(2),
