@@ -10,7 +10,6 @@ import (
 	"testing"
 
 	"github.com/optlab/optlab/internal/torchtwin"
-	"github.com/optlab/optlab/plugins/adamw"
 	"github.com/optlab/optlab/plugins/builtin"
 	"github.com/optlab/optlab/plugins/compose"
 	"github.com/optlab/optlab/plugins/muon"
@@ -182,40 +181,15 @@ func TestConfigErrors(t *testing.T) {
 	}
 }
 
-// SAM over the muon rule is SAM-Muon: with ρ = 0 its perturbation is zero
-// and its second gradient the first, so it steps exactly as the muon
-// plugin does (bitwise, 12 steps, two members); with ρ > 0 it trains
-// elsewhere. The same holds for AdamW. And its ops are a golden trace.
-func TestSAMOverRule(t *testing.T) {
+// SAM-Muon's ops are a golden trace (that SAM over every rule steps as the
+// rule's plugin is plugins/builtin's TestSAMOverEveryRule).
+func TestSAMMuonTrace(t *testing.T) {
 	sam := func() optim.Optimizer {
 		opt, err := builtin.Registry().New("sam")
 		if err != nil {
 			t.Fatal(err)
 		}
 		return opt
-	}
-	for _, tc := range []struct {
-		rule  string
-		alone func() optim.Optimizer
-	}{{"muon", muon.New}, {"adamw", adamw.New}} {
-		t.Run(tc.rule, func(t *testing.T) {
-			sched := optimtest.WithSchedule(func(step int64, _ int) float64 { return 0.02 / float64(step+1) })
-			newHost := func() *optimtest.Host {
-				return optimtest.MustHost(t, mlp(), optimtest.WithBatchSize(16), optimtest.WithMembers(2))
-			}
-			alone, zero, perturbed := newHost(), newHost(), newHost()
-			optimtest.MustRun(t, tc.alone(), alone, 12, sched)
-			optimtest.MustRun(t, sam(), zero, 12, sched, optimtest.WithHParams(map[string]any{"rho": 0.0, "update": tc.rule}))
-			optimtest.MustRun(t, sam(), perturbed, 12, sched, optimtest.WithHParams(map[string]any{"rho": 0.05, "update": tc.rule}))
-			for m := range 2 {
-				if !slices.Equal(zero.Params(m), alone.Params(m)) {
-					t.Errorf("member %d: SAM (ρ = 0) over %s differs from the %s plugin", m, tc.rule, tc.rule)
-				}
-			}
-			if slices.Equal(perturbed.Params(0), alone.Params(0)) {
-				t.Errorf("SAM (ρ = 0.05) over %s steps as the %s plugin: the perturbation does nothing", tc.rule, tc.rule)
-			}
-		})
 	}
 	optimtest.TestTraces(t, *update, optimtest.TraceCase{Golden: "testdata/trace_sam_muon.golden", New: sam,
 		Params: map[string]any{"update": "muon"}})

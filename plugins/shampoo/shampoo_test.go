@@ -10,7 +10,6 @@ import (
 	"testing"
 
 	"github.com/optlab/optlab/internal/torchtwin"
-	"github.com/optlab/optlab/plugins/builtin"
 	"github.com/optlab/optlab/plugins/compose"
 	"github.com/optlab/optlab/plugins/shampoo"
 	"github.com/optlab/optlab/sdk/optim"
@@ -182,35 +181,6 @@ func TestConfigErrors(t *testing.T) {
 				t.Errorf("err = %v, want one mentioning %q", err, c.mention)
 			}
 		})
-	}
-}
-
-// SAM over the shampoo rule is SAM-Shampoo: with ρ = 0 it steps exactly as
-// the shampoo plugin does (bitwise, 8 steps, two members); with ρ > 0
-// elsewhere.
-func TestSAMOverRule(t *testing.T) {
-	sam := func() optim.Optimizer {
-		opt, err := builtin.Registry().New("sam")
-		if err != nil {
-			t.Fatal(err)
-		}
-		return opt
-	}
-	sched := optimtest.WithSchedule(func(step int64, _ int) float64 { return 0.02 / float64(step+1) })
-	newHost := func() *optimtest.Host {
-		return optimtest.MustHost(t, mlp(), optimtest.WithBatchSize(16), optimtest.WithMembers(2))
-	}
-	alone, zero, perturbed := newHost(), newHost(), newHost()
-	optimtest.MustRun(t, shampoo.New(), alone, 8, sched, optimtest.WithHParams(map[string]any{"precondition_frequency": int64(2)}))
-	optimtest.MustRun(t, sam(), zero, 8, sched, optimtest.WithHParams(map[string]any{"rho": 0.0, "update": "shampoo", "shampoo_precondition_frequency": int64(2)}))
-	optimtest.MustRun(t, sam(), perturbed, 8, sched, optimtest.WithHParams(map[string]any{"rho": 0.05, "update": "shampoo", "shampoo_precondition_frequency": int64(2)}))
-	for m := range 2 {
-		if !slices.Equal(zero.Params(m), alone.Params(m)) {
-			t.Errorf("member %d: SAM (ρ = 0) over shampoo differs from the shampoo plugin", m)
-		}
-	}
-	if slices.Equal(perturbed.Params(0), alone.Params(0)) {
-		t.Error("SAM (ρ = 0.05) over shampoo steps as the shampoo plugin: the perturbation does nothing")
 	}
 }
 
