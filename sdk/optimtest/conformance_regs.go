@@ -72,28 +72,11 @@ func (c *conf) pattern(m, seed int) []float64 {
 	return v
 }
 
-// vector allocates a vector of member m holding vals: one FillRange per run
-// of equal values.
-func (c *conf) vector(m int, name string, vals []float64) optim.Vec {
-	v := c.alloc(m, name)
-	for i := 0; i < len(vals); {
-		j := i + 1
-		for j < len(vals) && vals[j] == vals[i] {
-			j++
-		}
-		if vals[i] != 0 {
-			c.p().FillRange(v, int64(i), int64(j-i), vals[i])
-		}
-		i = j
-	}
-	return v
-}
-
 // expectVec expects vector v to hold want: ‖v − want‖ is at most
 // Tol·max(1, ‖want‖).
 func (c *conf) expectVec(what string, v optim.Vec, want []float64) {
 	m := c.member(v)
-	e, d := c.vector(m, "want", want), c.alloc(m, "diff")
+	e, d := c.known(m, "want", want), c.alloc(m, "diff")
 	c.p().LinComb(d, optim.Term{Coef: optim.K(1), X: v}, optim.Term{Coef: optim.K(-1), X: e})
 	nd, ne := c.norm(d), c.norm(e)
 	c.expect(what, func(get func(ref) float64) error {
@@ -412,8 +395,8 @@ func coefCases() []hostCase {
 		cs = append(cs, hostCase{name: op.name + "/a register is its immediate", run: func(c *conf) {
 			x := c.pattern(0, 1)
 			d := c.pattern(0, 2)
-			xv := c.vector(0, "x", x)
-			a, b := c.vector(0, "a", d), c.vector(0, "b", d)
+			xv := c.known(0, "x", x)
+			a, b := c.known(0, "a", d), c.known(0, "b", d)
 			op.apply(c.p(), a, xv, optim.K(-0.75))
 			op.apply(c.p(), b, xv, c.regOf(-0.75))
 			want := make([]float64, len(d))
@@ -427,8 +410,8 @@ func coefCases() []hostCase {
 			cs = append(cs, hostCase{name: fmt.Sprintf("%s/a segment register %s", op.name, byName(by)), run: func(c *conf) {
 				for m := range c.l.Members {
 					x, d, s := c.pattern(m, 1), c.pattern(m, 2), c.pattern(m, 3)
-					xv, dv := c.vector(m, "x", x), c.vector(m, "d", d)
-					k := c.p().SegReduce(optim.SegMaxAbs, by, c.vector(m, "s", s), 0)
+					xv, dv := c.known(m, "x", x), c.known(m, "d", d)
+					k := c.p().SegReduce(optim.SegMaxAbs, by, c.known(m, "s", s), 0)
 					op.apply(c.p(), dv, xv, k)
 					ks := c.spread(m, by, segReduce(optim.SegMaxAbs, c.segments(m, by), s, nil))
 					want := make([]float64, len(d))
@@ -472,10 +455,10 @@ func segReduceCases() []hostCase {
 			cs = append(cs, hostCase{name: fmt.Sprintf("SegReduce/%s %s", segKindName(k), byName(by)), run: func(c *conf) {
 				for m := range c.l.Members {
 					x, y := c.pattern(m, 1), c.pattern(m, 4)
-					xv := c.vector(m, "x", x)
+					xv := c.known(m, "x", x)
 					var yv optim.Vec
 					if k == optim.SegDot {
-						yv = c.vector(m, "y", y)
+						yv = c.known(m, "y", y)
 					}
 					r := c.p().SegReduce(k, by, xv, yv)
 					c.expectSeg(fmt.Sprintf("member %d", m), r, m, by, segReduce(k, c.segments(m, by), x, y))
@@ -503,7 +486,7 @@ func segReduceCases() []hostCase {
 			hostCase{name: "SegReduce/of live parameters " + byName(by), run: func(c *conf) {
 				for m := range c.l.Members {
 					x := c.pattern(m, 2)
-					c.p().Copy(optim.ParamsOf(m), c.vector(m, "x", x))
+					c.p().Copy(optim.ParamsOf(m), c.known(m, "x", x))
 					r := c.p().SegReduce(optim.SegSumSq, by, optim.ParamsOf(m), 0)
 					c.expectSeg(fmt.Sprintf("member %d", m), r, m, by, segReduce(optim.SegSumSq, c.segments(m, by), x, nil))
 				}
@@ -521,7 +504,7 @@ func segReduceCases() []hostCase {
 					for _, s := range c.segments(m, by) {
 						per = append(per, 1/float64(len(s)))
 					}
-					w := c.vector(m, "w", c.spread(m, by, per))
+					w := c.known(m, "w", c.spread(m, by, per))
 					total, nx := c.dot(v, w), c.norm(x)
 					c.expect(fmt.Sprintf("member %d: Σ segments = ‖x‖²", m), func(get func(ref) float64) error {
 						if got, want := get(total), get(nx)*get(nx); !c.closeTo(got, want, float64(len(per))) {
@@ -598,8 +581,8 @@ func segArithCases() []hostCase {
 				for m := range c.l.Members {
 					ss := c.segments(m, by)
 					x, y := c.pattern(m, 1), c.pattern(m, 2)
-					s1 := c.p().SegReduce(optim.SegMaxAbs, by, c.vector(m, "x", x), 0)
-					s2 := c.p().SegReduce(optim.SegSumAbs, by, c.vector(m, "y", y), 0)
+					s1 := c.p().SegReduce(optim.SegMaxAbs, by, c.known(m, "x", x), 0)
+					s2 := c.p().SegReduce(optim.SegSumAbs, by, c.known(m, "y", y), 0)
 					q := c.regOf(0.5)
 					v1, v2 := segReduce(optim.SegMaxAbs, ss, x, nil), segReduce(optim.SegSumAbs, ss, y, nil)
 					want := make([]float64, len(ss))
@@ -636,8 +619,8 @@ func segArithCases() []hostCase {
 				c.t.Skip("needs two members of one layout")
 			}
 			x, y := c.pattern(0, 1), c.pattern(m, 2)
-			a := c.p().SegReduce(optim.SegMaxAbs, optim.PerRow, c.vector(0, "x", x), 0)
-			b := c.p().SegReduce(optim.SegMaxAbs, optim.PerRow, c.vector(m, "y", y), 0)
+			a := c.p().SegReduce(optim.SegMaxAbs, optim.PerRow, c.known(0, "x", x), 0)
+			b := c.p().SegReduce(optim.SegMaxAbs, optim.PerRow, c.known(m, "y", y), 0)
 			ss := c.segments(0, optim.PerRow)
 			va, vb := segReduce(optim.SegMaxAbs, ss, x, nil), segReduce(optim.SegMaxAbs, ss, y, nil)
 			want := make([]float64, len(ss))
@@ -673,7 +656,7 @@ func topKCases() []hostCase {
 			for j := range per {
 				per[j] = float64(j%5) / 4
 			}
-			fv := c.vector(m, "fractions", c.spread(m, by, per))
+			fv := c.known(m, "fractions", c.spread(m, by, per))
 			return c.p().SegReduce(optim.SegMaxAbs, by, fv, 0), func(j int) float64 { return per[j] }
 		}},
 	}
@@ -683,7 +666,7 @@ func topKCases() []hostCase {
 			cs = append(cs, hostCase{name: fmt.Sprintf("TopKMask/%s %s", f.name, byName(by)), run: func(c *conf) {
 				for m := range c.l.Members {
 					x := c.pattern(m, 1)
-					xv, d := c.vector(m, "x", x), c.filled(m, "mask", 7)
+					xv, d := c.known(m, "x", x), c.filled(m, "mask", 7)
 					frac, per := f.num(c, m, by)
 					c.p().TopKMask(d, xv, by, frac)
 					c.expectVec(fmt.Sprintf("member %d: mask", m), d, topK(c.segments(m, by), x, per))
@@ -698,14 +681,14 @@ func topKCases() []hostCase {
 					for i := range x {
 						x[i] = 0.5 - float64(i%2) // ±0.5: |x| ties everywhere
 					}
-					xv, d := c.vector(m, "x", x), c.alloc(m, "mask")
+					xv, d := c.known(m, "x", x), c.alloc(m, "mask")
 					c.p().TopKMask(d, xv, by, optim.K(0.5))
 					c.expectVec(fmt.Sprintf("member %d", m), d, topK(c.segments(m, by), x, func(int) float64 { return 0.5 }))
 				}
 			}},
 			hostCase{name: "TopKMask/in place " + byName(by), run: func(c *conf) {
 				x := c.pattern(0, 3)
-				xv := c.vector(0, "x", x)
+				xv := c.known(0, "x", x)
 				c.p().TopKMask(xv, xv, by, optim.K(0.5))
 				c.expectVec("mask", xv, topK(c.segments(0, by), x, func(int) float64 { return 0.5 }))
 			}},
