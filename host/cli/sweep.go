@@ -69,12 +69,15 @@ func gridSummary(exp *experiment.Experiment, runs []experiment.Run) string {
 // trainSize samples: "4 runs × 22 steps (22 per epoch × 1 epochs, batch
 // 64)", or a range when swept [train] keys make them differ.
 func stepsSummary(exp *experiment.Experiment, runs []experiment.Run, trainSize int) string {
-	type steps struct{ perEpoch, total, epochs, batch int }
+	type steps struct {
+		perEpoch, total, epochs, batch int
+		budget                         bool
+	}
 	var all []steps
 	for _, r := range runs {
 		tr := r.Experiment(exp).Train
-		s := steps{perEpoch: trainSize / tr.BatchSize, epochs: tr.Epochs, batch: tr.BatchSize}
-		s.total = s.perEpoch * tr.Epochs
+		s := steps{perEpoch: trainSize / tr.BatchSize, epochs: tr.Horizon(), batch: tr.BatchSize, budget: tr.Budget > 0}
+		s.total = s.perEpoch * s.epochs
 		if tr.MaxSteps > 0 && tr.MaxSteps < s.total {
 			s.total = tr.MaxSteps
 		}
@@ -84,17 +87,21 @@ func stepsSummary(exp *experiment.Experiment, runs []experiment.Run, trainSize i
 	}
 	if len(all) == 0 {
 		tr := exp.Train
-		all = append(all, steps{trainSize / tr.BatchSize, trainSize / tr.BatchSize * tr.Epochs, tr.Epochs, tr.BatchSize})
+		all = append(all, steps{trainSize / tr.BatchSize, trainSize / tr.BatchSize * tr.Horizon(), tr.Horizon(), tr.BatchSize, tr.Budget > 0})
 	}
 	if len(all) == 1 {
 		s := all[0]
+		if s.budget {
+			return fmt.Sprintf("%d runs × a budget of %d epochs of gradient evaluations (%d gradient steps: a step of two gradients counts twice; %d per epoch, batch %d)",
+				len(runs), s.epochs, s.total, s.perEpoch, s.batch)
+		}
 		return fmt.Sprintf("%d runs × %d steps (%d per epoch × %d epochs, batch %d)", len(runs), s.total, s.perEpoch, s.epochs, s.batch)
 	}
 	lo, hi := all[0].total, all[0].total
 	for _, s := range all {
 		lo, hi = min(lo, s.total), max(hi, s.total)
 	}
-	return fmt.Sprintf("%d runs × %d to %d steps (the swept [train] keys differ)", len(runs), lo, hi)
+	return fmt.Sprintf("%d runs × %d to %d steps (the swept [train] keys or the methods' budgets differ; with a budget, steps of one gradient)", len(runs), lo, hi)
 }
 
 // optimizerSummary describes, one line each, the base optimizer and

@@ -474,8 +474,23 @@ type VariationalOpts struct {
 
 // Train is the [train] table.
 type Train struct {
-	// Epochs (default 10) is the number of training epochs (> 0).
+	// Epochs (default 10) is the number of training epochs (> 0). An
+	// experiment sets it or Budget, not both.
 	Epochs int `toml:"epochs"`
+	// Budget (default 0: off; ≥ 0) sets the length of training in
+	// gradient evaluations instead of epochs: a run trains until it has
+	// evaluated Budget epochs' worth of gradients, Budget × steps per
+	// epoch × batch_size samples of forward-backward passes, whatever
+	// each of its steps costs. SGD (one gradient a step) then trains
+	// Budget epochs, SAM (two) Budget/2, so that methods compare at equal
+	// compute. The schedule (its epochs, warm-up, milestones and cycles)
+	// runs over the budget: its epoch is the number of budget epochs
+	// spent when a step starts, so that SGD with budget = N follows the
+	// schedule of epochs = N step for step. A run stops at the first step
+	// that ends with the budget spent (the last epoch may be cut short).
+	// A method may set its own in [method.train] (SGD at twice the
+	// others' budget).
+	Budget int `toml:"budget"`
 	// BatchSize (default 128) is the training minibatch size (> 0).
 	BatchSize int `toml:"batch_size"`
 	// EvalBatchSize (default 1000) is the evaluation batch size (> 0).
@@ -600,6 +615,24 @@ type Schedule struct {
 	LRMin float64 `toml:"lr_min"`
 }
 
+// Horizon returns the length of training the schedule runs over: Budget
+// when set (in budget epochs, see Train.Budget), else Epochs.
+func (t Train) Horizon() int {
+	if t.Budget > 0 {
+		return t.Budget
+	}
+	return t.Epochs
+}
+
+// HorizonKey returns the key that sets Horizon, for messages:
+// "train.budget" or "train.epochs".
+func (t Train) HorizonKey() string {
+	if t.Budget > 0 {
+		return "train.budget"
+	}
+	return "train.epochs"
+}
+
 // MilestoneEpochs returns the step milestones as (possibly fractional)
 // epoch numbers for a run of the given number of epochs: fractions are
 // multiplied by epochs, epoch numbers are returned as they are.
@@ -695,6 +728,11 @@ type Method struct {
 	Schedule Schedule
 	// ScheduleKeys lists the keys written in [method.schedule], sorted.
 	ScheduleKeys []string
+	// TrainTable is the method's [method.train]: the [train] keys it
+	// sets for its own runs, those named in TrainKeys.
+	TrainTable MethodTrain
+	// TrainKeys lists the keys written in [method.train], sorted.
+	TrainKeys []string
 
 	// sets maps "params.<name>" to the --set override that set it.
 	sets map[string]string
@@ -710,11 +748,21 @@ func BaseOptimizerKeys() []string {
 
 // Overrides reports whether the method writes [method.optimizer] or
 // [method.schedule] keys.
-func (m Method) Overrides() bool { return len(m.OptimizerKeys) > 0 || len(m.ScheduleKeys) > 0 }
+func (m Method) Overrides() bool {
+	return len(m.OptimizerKeys) > 0 || len(m.ScheduleKeys) > 0 || len(m.TrainKeys) > 0
+}
+
+// MethodTrain is a method's [method.train] table: the keys of [train] a
+// method may set for its own runs.
+type MethodTrain struct {
+	// Budget replaces train.budget (Train.Budget) for the method's runs:
+	// SGD at twice the others' budget in an equal-compute comparison.
+	Budget int `toml:"budget"`
+}
 
 // Train returns t, the experiment's [train] table (with a run's swept
-// values), with the method's [method.optimizer] and [method.schedule]
-// applied: every key the method writes replaces the experiment's. When the
+// values), with the method's [method.train], [method.optimizer] and
+// [method.schedule] applied: every key the method writes replaces the experiment's. When the
 // method names another optimizer than t's (train.optimizer.name), its
 // optimizer starts from that optimizer's defaults (Default) instead of
 // t's other keys, so that no key of one optimizer leaks into another; the
@@ -726,6 +774,9 @@ func (m Method) Train(t Train) Train {
 		return t
 	}
 	def := Default().Train
+	if slices.Contains(m.TrainKeys, "budget") {
+		t.Budget = m.TrainTable.Budget
+	}
 	if len(m.OptimizerKeys) > 0 {
 		base := t.Optimizer
 		if slices.Contains(m.OptimizerKeys, "name") && m.Optimizer.Name != base.Name {
@@ -755,6 +806,9 @@ func (e *Experiment) methodKey(i int, table, key string) string {
 	if m.resets(table, e.Train) || slices.Contains(m.keys(table), key) {
 		return fmt.Sprintf("method[%d].%s.%s", i, table, key)
 	}
+	if table == "train" {
+		return "train." + key
+	}
 	return "train." + table + "." + key
 }
 
@@ -765,6 +819,8 @@ func (m Method) keys(table string) []string {
 		return m.OptimizerKeys
 	case "schedule":
 		return m.ScheduleKeys
+	case "train":
+		return m.TrainKeys
 	}
 	return nil
 }
@@ -773,8 +829,11 @@ func (m Method) keys(table string) []string {
 // optimizer (schedule kind) than t, so that its table starts from the
 // defaults.
 func (m Method) resets(table string, t Train) bool {
-	if table == "optimizer" {
+	switch table {
+	case "optimizer":
 		return slices.Contains(m.OptimizerKeys, "name") && m.Optimizer.Name != t.Optimizer.Name
+	case "train":
+		return false
 	}
 	return slices.Contains(m.ScheduleKeys, "kind") && m.Schedule.Kind != t.Schedule.Kind
 }
@@ -786,6 +845,9 @@ func (m Method) overrides(key string, t Train) bool {
 	rest, ok := strings.CutPrefix(key, "train.")
 	if !ok {
 		return false
+	}
+	if slices.Contains(m.TrainKeys, rest) {
+		return true
 	}
 	table, k, ok := strings.Cut(rest, ".")
 	if !ok || (table != "optimizer" && table != "schedule") {

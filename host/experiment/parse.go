@@ -39,6 +39,7 @@ type methodDoc struct {
 	Params    toml.Primitive `toml:"params"`
 	Optimizer Optimizer      `toml:"optimizer"`
 	Schedule  Schedule       `toml:"schedule"`
+	Train     MethodTrain    `toml:"train"`
 }
 
 // Load reads and decodes the experiment file at path, with the --set
@@ -271,6 +272,7 @@ func (c *checker) decodeMethod(e *Experiment, i int, m methodDoc, md *toml.MetaD
 		File: c.file, Line: c.lines[keyPath{"method"}.index(i).String()],
 		Optimizer: m.Optimizer, OptimizerKeys: c.written[keyPath{"method"}.index(i).child("optimizer").String()],
 		Schedule: m.Schedule, ScheduleKeys: c.written[keyPath{"method"}.index(i).child("schedule").String()],
+		TrainTable: m.Train, TrainKeys: c.written[keyPath{"method"}.index(i).child("train").String()],
 		sets: ps,
 	}
 }
@@ -297,7 +299,7 @@ func methodTables(tree map[string]any) map[string][]string {
 	list, _ := asArray(tree["method"])
 	for i, x := range list {
 		m, _ := x.(map[string]any)
-		for _, table := range []string{"optimizer", "schedule"} {
+		for _, table := range []string{"optimizer", "schedule", "train"} {
 			if t, ok := m[table].(map[string]any); ok && len(t) > 0 {
 				out[keyPath{"method"}.index(i).child(table).String()] = slices.Sorted(maps.Keys(t))
 			}
@@ -675,8 +677,12 @@ func (c *checker) mismatch(p keyPath, want string, got any) {
 	if _, isArray := asArray(got); isArray && !strings.HasPrefix(want, "an array") &&
 		len(p) > 0 && !strings.HasPrefix(p[len(p)-1], indexPrefix) {
 		hint = "; a list of values (a sweep) may be written only for method parameters, the numbers of [train], [train.optimizer] and [train.schedule] other than eval_batch_size, threads and dump_params_every, and data.label_noise.rate and seed"
-		if len(p) > 2 && p[0] == "method" && (p[2] == "optimizer" || p[2] == "schedule") {
-			hint = fmt.Sprintf("; [method.%s] takes one value per key, not a sweep: sweep the key in [train.%s] (for the methods that do not set it), or write one [[method]] per value", p[2], p[2])
+		if len(p) > 2 && p[0] == "method" && (p[2] == "optimizer" || p[2] == "schedule" || p[2] == "train") {
+			table := "train." + p[2]
+			if p[2] == "train" {
+				table = "train"
+			}
+			hint = fmt.Sprintf("; [method.%s] takes one value per key, not a sweep: sweep the key in [%s] (for the methods that do not set it), or write one [[method]] per value", p[2], table)
 		}
 	}
 	c.add(c.line(p), p.String(), "%s must be %s (got %s)%s", p, want, describe(got), hint)

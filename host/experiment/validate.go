@@ -74,6 +74,7 @@ func (v *validator) sweeps() {
 		for _, combo := range combos {
 			e := methodView(withSettings(v.e, combo), m)
 			w := &validator{errs: errs{file: v.file, sets: v.sets, names: v.names}, e: e, method: i}
+			w.budget()
 			w.optimizer()
 			w.schedule()
 			for _, e := range w.list {
@@ -366,6 +367,7 @@ func (v *validator) model(knownArchs []string) {
 func (v *validator) train() {
 	t := &v.e.Train
 	v.intMin("train.epochs", t.Epochs, 1)
+	v.budget()
 	v.intMin("train.batch_size", t.BatchSize, 1)
 	v.intMin("train.eval_batch_size", t.EvalBatchSize, 1)
 	if len(t.Seeds) == 0 {
@@ -405,6 +407,20 @@ func (v *validator) train() {
 // optKey returns the full key of the optimizer key k ("lr") being
 // validated: "train.optimizer.lr", or for a method's runs the key that
 // sets it (Experiment.methodKey).
+// budget checks train.budget, or a method's (v.method): ≥ 0, and not
+// with train.epochs written, which it replaces.
+func (v *validator) budget() {
+	key := "train.budget"
+	if v.method >= 0 {
+		key = v.e.methodKey(v.method, "train", "budget")
+	}
+	t := &v.e.Train
+	v.intMin(key, t.Budget, 0)
+	if t.Budget > 0 && v.e.has("train.epochs") {
+		v.fail(key, "replaces train.epochs, which the file sets too (%d): a run with a budget trains until it has spent it; set one of the two", t.Epochs)
+	}
+}
+
 func (v *validator) optKey(k string) string {
 	if v.method < 0 {
 		return "train.optimizer." + k
@@ -460,8 +476,8 @@ func (v *validator) schedule() {
 	s := &t.Schedule
 	v.enum(v.schedKey("kind"), s.Kind, ScheduleConstant, ScheduleStep, ScheduleCosine, SchedulePlateau, ScheduleCyclic)
 	v.intMin(v.schedKey("warmup_epochs"), s.WarmupEpochs, 0)
-	if t.Epochs > 0 && s.WarmupEpochs >= t.Epochs {
-		v.fail(v.schedKey("warmup_epochs"), "must be < train.epochs = %d (got %d)", t.Epochs, s.WarmupEpochs)
+	if h := t.Horizon(); h > 0 && s.WarmupEpochs >= h {
+		v.fail(v.schedKey("warmup_epochs"), "must be < %s = %d (got %d)", t.HorizonKey(), h, s.WarmupEpochs)
 	}
 	def := Default().Train.Schedule
 	uses := func(key string, isDefault bool, kinds ...string) bool {
@@ -472,7 +488,7 @@ func (v *validator) schedule() {
 		return false
 	}
 	if uses("milestones", slices.Equal(s.Milestones, def.Milestones), ScheduleStep) {
-		v.milestones(s.Milestones, t.Epochs)
+		v.milestones(s.Milestones, t.Horizon(), t.HorizonKey())
 	}
 	if uses("gamma", s.Gamma == def.Gamma, ScheduleStep) {
 		v.floatIn(v.schedKey("gamma"), s.Gamma, 0, 1, false, true)
@@ -491,8 +507,8 @@ func (v *validator) schedule() {
 	}
 	if uses("cycle_epochs", s.CycleEpochs == def.CycleEpochs, ScheduleCyclic) {
 		v.intMin(v.schedKey("cycle_epochs"), s.CycleEpochs, 1)
-		if t.Epochs > 0 && s.CycleEpochs > t.Epochs {
-			v.fail(v.schedKey("cycle_epochs"), "must be ≤ train.epochs = %d (got %d)", t.Epochs, s.CycleEpochs)
+		if h := t.Horizon(); h > 0 && s.CycleEpochs > h {
+			v.fail(v.schedKey("cycle_epochs"), "must be ≤ %s = %d (got %d)", t.HorizonKey(), h, s.CycleEpochs)
 		}
 	}
 	lrMin := uses("lr_min", s.LRMin == def.LRMin, ScheduleCyclic)
@@ -506,8 +522,9 @@ func (v *validator) schedule() {
 }
 
 // milestones checks step milestones: all fractions in (0, 1) or all whole
-// epoch numbers in [1, epochs], strictly increasing.
-func (v *validator) milestones(ms []float64, epochs int) {
+// epoch numbers in [1, epochs], strictly increasing; epochsKey is the key
+// that sets epochs (train.epochs or train.budget).
+func (v *validator) milestones(ms []float64, epochs int, epochsKey string) {
 	key := v.schedKey("milestones")
 	if len(ms) == 0 {
 		v.fail(key, "must list at least one milestone for schedule kind step")
@@ -527,7 +544,7 @@ func (v *validator) milestones(ms []float64, epochs int) {
 			v.add(line, ek, "%s must be a whole epoch number when ≥ 1 (got %s)", ek, formatFloat(m))
 			continue
 		case epochs > 0 && m > float64(epochs):
-			v.add(line, ek, "%s must be ≤ train.epochs = %d (got %s)", ek, epochs, formatFloat(m))
+			v.add(line, ek, "%s must be ≤ %s = %d (got %s)", ek, epochsKey, epochs, formatFloat(m))
 			continue
 		default:
 			whole++
@@ -537,7 +554,7 @@ func (v *validator) milestones(ms []float64, epochs int) {
 		}
 	}
 	if fractions > 0 && whole > 0 {
-		v.fail(key, "mixes fractions of train.epochs (< 1) with epoch numbers (≥ 1); use one form")
+		v.fail(key, "mixes fractions of %s (< 1) with epoch numbers (≥ 1); use one form", epochsKey)
 	}
 }
 

@@ -60,13 +60,27 @@ func settingsV2() []Setting {
 	// Settings added since, recorded only off their default (no change of
 	// the rules: earlier runs had the default).
 	at := slices.IndexFunc(out, func(s Setting) bool { return s.Path == "train.precision" }) + 1
-	return slices.Insert(out, at,
+	out = slices.Insert(out, at,
 		// Micro-batches change BatchNorm's statistics (and a gradient's
 		// rounding): another run. The whole batch at once is 1 (0 the
 		// same).
 		Setting{Path: "train.micro_batches", Key: "train.micro_batches", Encode: asMicroBatches, Default: int64(1), OmitDefault: true},
 	)
+	// A gradient budget replaces train.epochs, which the run then does
+	// not use (its default would be recorded as if it did).
+	for i, s := range out {
+		if s.Path == "train.epochs" {
+			out[i].When = noBudget
+		}
+	}
+	at = slices.IndexFunc(out, func(s Setting) bool { return s.Path == "train.epochs" }) + 1
+	return slices.Insert(out, at,
+		Setting{Path: "train.budget", Key: "train.budget", Encode: asInt64, Default: int64(0), OmitDefault: true})
 }
+
+// noBudget tells whether a run trains for train.epochs: it has no
+// gradient budget (train.budget).
+func noBudget(c Config) bool { return c.Train.Budget <= 0 }
 
 // asMicroBatches records train.micro_batches as an int64, 0 (the default
 // in the file) as 1: the same runs.

@@ -25,7 +25,7 @@ type Start struct {
 	FromEpoch  int
 	FromStep   int64
 	TotalSteps int64 // the run's optimizer steps, over every attempt
-	Epochs     int   // train.epochs
+	Epochs     int   // train.epochs, or train.budget (experiment.Train.Horizon)
 }
 
 // Step is one optimizer step's metrics (its programs' reports merged with

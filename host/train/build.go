@@ -26,8 +26,13 @@ type training struct {
 	cfg     map[string]any
 	eng     *engine.Engine
 	members int
-	// perEpoch and total are the optimizer steps per epoch and in all.
+	// perEpoch and total are the optimizer steps per epoch and in all
+	// (with a budget, a bound).
 	perEpoch, total int64
+	// budget is train.budget in samples of gradient evaluations (0: none)
+	// and budgetUnit those of one budget epoch (Runner.Budget); batch is
+	// train.batch_size.
+	budget, budgetUnit, batch int64
 	// ownsUpdate says that the optimizer applies its own update
 	// (optim.Features.OwnsUpdate).
 	ownsUpdate bool
@@ -56,6 +61,20 @@ type training struct {
 	trainLoss, trainAcc float64
 	// best is the best epoch so far under eval.best_epoch (nil: none yet).
 	best *bestEpoch
+}
+
+// spent reports whether the run's gradient budget (train.budget) is
+// spent; false without one.
+func (t *training) spent() bool { return t.budget > 0 && t.gradEvals() >= t.budget }
+
+// position is where step i (0-based) of epoch (0-based) stands in the
+// schedule: by steps, or with a budget by the gradient evaluations spent
+// (BudgetPosition).
+func (t *training) position(epoch, i int) Position {
+	if t.budget > 0 {
+		return BudgetPosition(t.gradEvals(), t.budgetUnit, t.batch)
+	}
+	return StepPosition(epoch, i, int(t.perEpoch))
 }
 
 // gradEvals returns the run's gradient evaluations so far: the samples of
@@ -168,7 +187,9 @@ func (r *Runner) build(ctx context.Context, run experiment.Run, m Optimizer) (*t
 	if err := checkResolved(m.Optimizer.Resolved()); err != nil {
 		r.logLine(run)(fmt.Sprintf("warning: %v; the record writes it as a string (results.Record.Resolved)", err))
 	}
-	return &training{run: run, m: m, eng: eng, members: len(models), perEpoch: perEpoch, total: total, ownsUpdate: ecfg.OwnsUpdate}, nil
+	budget, unit := r.Budget()
+	return &training{run: run, m: m, eng: eng, members: len(models), perEpoch: perEpoch, total: total,
+		budget: budget, budgetUnit: unit, batch: int64(r.Exp.Train.BatchSize), ownsUpdate: ecfg.OwnsUpdate}, nil
 }
 
 // models builds run's members (a TorchScript file is loaded once per

@@ -35,21 +35,21 @@ func (r *Runner) loop(ctx context.Context, t *training, start time.Time) error {
 	if err := r.startDumps(ctx, t); err != nil {
 		return err
 	}
-	for epoch := t.from.Epoch; t.step < t.total; epoch++ {
+	for epoch := t.from.Epoch; t.step < t.total && !t.spent(); epoch++ {
 		steps := int(min(t.perEpoch, t.total-t.step))
 		var err error
 		if ep, err = r.newEpoch(ctx, t, steps); err != nil {
 			return fmt.Errorf("epoch %d: batches: %w", epoch+1, err)
 		}
 		sums := &epochSums{}
-		for i := 0; i < steps; i++ {
+		for i := 0; i < steps && !t.spent(); i++ {
 			if err := ctx.Err(); err != nil {
 				return err
 			}
 			if err := r.feed(ctx, t, ep, i); err != nil {
 				return fmt.Errorf("batch: %w", err)
 			}
-			lr := t.sched.LR(epoch, i, int(t.perEpoch))
+			lr := t.sched.LRAt(t.position(epoch, i))
 			t.eng.BeginStep(t.step, lr)
 			out, err := t.m.Optimizer.Step(ctx, optim.StepInput{Step: t.step, Epoch: epoch, LR: lr})
 			if err != nil {
@@ -275,7 +275,7 @@ func (r *Runner) endEpoch(ctx context.Context, t *training, start time.Time) err
 	if err := t.obs.Epoch(e); err != nil {
 		return err
 	}
-	if t.statePath != "" && t.step < t.total {
+	if t.statePath != "" && t.step < t.total && !t.spent() {
 		ls := loopState{Epoch: t.epochs, Step: t.step, TrainLoss: t.trainLoss, TrainAcc: t.trainAcc, GradEvals: t.gradEvals(), Elapsed: t.from.Elapsed + time.Since(start).Seconds(), Best: t.best}
 		if err := r.saveState(ctx, t, ls); err != nil {
 			return fmt.Errorf("saving the training state after epoch %d: %w", t.epochs, err)

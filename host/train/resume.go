@@ -90,7 +90,7 @@ func (r *Runner) resume(ctx context.Context, t *training) error {
 	t.best = ls.Best
 	t.step, t.epochs, t.trainLoss, t.trainAcc = ls.Step, ls.Epoch, ls.TrainLoss, ls.TrainAcc
 	t.obs, err = observe.Open(r.Observers, observe.Start{Run: t.run, Resumed: resumed, StatePath: t.statePath,
-		FromEpoch: ls.Epoch, FromStep: ls.Step, TotalSteps: t.total, Epochs: r.Exp.Train.Epochs})
+		FromEpoch: ls.Epoch, FromStep: ls.Step, TotalSteps: t.total, Epochs: r.Exp.Train.Horizon()})
 	return err
 }
 

@@ -101,10 +101,13 @@ func (m Optimizer) ownsUpdate() bool {
 var ErrNaN = errors.New("loss is not finite")
 
 // Steps returns the number of optimizer steps per epoch and in total.
+// With train.budget the total is a bound, the steps of a method that
+// takes one gradient a step: the loop stops when the budget is spent
+// (Budget).
 func (r *Runner) Steps() (perEpoch, total int64) {
 	tr := r.Exp.Train
 	perEpoch = int64(r.Data.TrainSize / tr.BatchSize)
-	epochs := int64(tr.Epochs)
+	epochs := int64(tr.Horizon())
 	if sm := r.Smoke; sm != nil {
 		perEpoch = min(perEpoch, int64(sm.StepsPerEpoch))
 		epochs = min(epochs, int64(sm.Epochs))
@@ -114,6 +117,20 @@ func (r *Runner) Steps() (perEpoch, total int64) {
 		total = int64(tr.MaxSteps)
 	}
 	return perEpoch, total
+}
+
+// Budget returns a run's gradient budget (train.budget) in samples of
+// gradient evaluations, and its unit, the samples of one budget epoch:
+// steps per epoch × batch size (both 0 without a budget). A smoke run's
+// shorter epochs make a smaller unit.
+func (r *Runner) Budget() (samples, unit int64) {
+	tr := r.Exp.Train
+	if tr.Budget <= 0 {
+		return 0, 0
+	}
+	perEpoch, _ := r.Steps()
+	unit = perEpoch * int64(tr.BatchSize)
+	return int64(tr.Budget) * unit, unit
 }
 
 // Smoke is the shape of a smoke run (Runner.Smoke): at most Epochs epochs

@@ -20,12 +20,42 @@ type Schedule struct {
 
 // NewSchedule makes the experiment's schedule.
 func NewSchedule(tr experiment.Train) *Schedule {
-	return &Schedule{cfg: tr.Schedule, lr: tr.Optimizer.LR, epochs: tr.Epochs,
-		milestones: tr.Schedule.MilestoneEpochs(tr.Epochs), scale: 1, best: math.Inf(1)}
+	h := tr.Horizon()
+	return &Schedule{cfg: tr.Schedule, lr: tr.Optimizer.LR, epochs: h,
+		milestones: tr.Schedule.MilestoneEpochs(h), scale: 1, best: math.Inf(1)}
 }
 
-// LR returns the learning rate of step i (0-based) of epoch (0-based) with n
-// steps per epoch.
+// Position is where a step stands in the schedule: the 0-based epoch, and
+// the fractions of it done when the step starts and when it ends.
+type Position struct {
+	Epoch      int
+	Start, End float64
+}
+
+// StepPosition is step i (0-based) of epoch (0-based) with n steps per
+// epoch: (epoch, i/n, (i+1)/n).
+func StepPosition(epoch, i, n int) Position {
+	return Position{Epoch: epoch, Start: float64(i) / float64(n), End: float64(i+1) / float64(n)}
+}
+
+// BudgetPosition is where a step stands in a schedule over a gradient
+// budget (train.budget): spent samples of gradient evaluations before the
+// step, in budget epochs of unit samples (steps per epoch × batch size),
+// the step counted as one batch of batch samples. SGD's step i of epoch
+// e (spent = (e·n + i)·batch, unit = n·batch) stands at StepPosition(e,
+// i, n) exactly: floating-point division is correctly rounded, and i·b /
+// n·b is i/n.
+func BudgetPosition(spent, unit, batch int64) Position {
+	e, rem := spent/unit, spent%unit
+	return Position{Epoch: int(e), Start: float64(rem) / float64(unit), End: float64(rem+batch) / float64(unit)}
+}
+
+// LR returns the learning rate of step i (0-based) of epoch (0-based) with
+// n steps per epoch: LRAt(StepPosition(epoch, i, n)).
+func (s *Schedule) LR(epoch, i, n int) float64 { return s.LRAt(StepPosition(epoch, i, n)) }
+
+// LRAt returns the learning rate of a step at position p, with t the
+// step's fraction of its epoch, p.Start:
 //
 //   - constant: lr.
 //   - step: lr·gamma^k, k = the number of milestones ≤ epoch.
@@ -33,13 +63,17 @@ func NewSchedule(tr experiment.Train) *Schedule {
 //     as PyTorch's CosineAnnealingLR stepped once per epoch.
 //   - plateau: lr times the factors applied so far by Observe, floored at
 //     min_lr.
-//   - cyclic: FGE's triangle per step, t = ((epoch mod c) + i/n)/c:
+//   - cyclic: FGE's triangle per step, t = ((epoch mod c) + p.Start)/c:
 //     lr_max(1−2t) + lr_min·2t for t < ½, lr_max(2t−1) + lr_min(2−2t) after.
 //
-// Warm-up (any kind) multiplies by (epoch + i/n + 1/n)/warmup_epochs during
+// Warm-up (any kind) multiplies by (epoch + p.End)/warmup_epochs during
 // the first warmup_epochs epochs.
-func (s *Schedule) LR(epoch, i, n int) float64 {
+//
+// The epochs are those of train.epochs, or with train.budget budget
+// epochs (BudgetPosition).
+func (s *Schedule) LRAt(p Position) float64 {
 	c := s.cfg
+	epoch := p.Epoch
 	var lr float64
 	switch c.Kind {
 	case "", "constant":
@@ -56,7 +90,7 @@ func (s *Schedule) LR(epoch, i, n int) float64 {
 	case "plateau":
 		lr = math.Max(s.lr*s.scale, c.MinLR)
 	case "cyclic":
-		t := (float64(epoch%c.CycleEpochs) + float64(i)/float64(n)) / float64(c.CycleEpochs)
+		t := (float64(epoch%c.CycleEpochs) + p.Start) / float64(c.CycleEpochs)
 		if t < 0.5 {
 			lr = c.LRMax*(1-2*t) + c.LRMin*2*t
 		} else {
@@ -66,7 +100,7 @@ func (s *Schedule) LR(epoch, i, n int) float64 {
 		lr = s.lr
 	}
 	if c.WarmupEpochs > 0 && epoch < c.WarmupEpochs {
-		lr *= (float64(epoch) + float64(i+1)/float64(n)) / float64(c.WarmupEpochs)
+		lr *= (float64(epoch) + p.End) / float64(c.WarmupEpochs)
 	}
 	return lr
 }
