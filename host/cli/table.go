@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 
 	"github.com/optlab/optlab/host/results"
@@ -12,7 +13,7 @@ import (
 )
 
 // tableUsage is the synopsis of host table.
-const tableUsage = `usage: table FILE.jsonl [FILE2.jsonl ...] [--by dataset,arch,noise] [--metrics acc,nll,ece] [--format markdown|csv|latex] [--time] [--corruptions] [--baseline METHOD] [--select val_acc] [--where KEY=VALUE …]
+const tableUsage = `usage: table FILE.jsonl [FILE2.jsonl ...] [--by dataset,arch,noise] [--metrics acc,nll,ece] [--format markdown|csv|latex] [--time] [--corruptions] [--baseline METHOD] [--select val_acc] [--target ACC] [--where KEY=VALUE …]
 
 Renders mean ± std over seeds per method from results files. Several files
 are merged (duplicates collapse; mixed configurations are refused). Flags
@@ -49,6 +50,17 @@ variance on both; no Δ, and a note, where METHOD has no run). Bold then
 marks the best cell only if it is significantly better than METHOD. CSV
 gets diff, diff_lo, diff_hi and significant columns.
 
+--target ACC (a fraction, 0.9, or a percentage, 90%) adds time-to-target
+columns, AlgoPerf style: for each run, the first evaluation during
+training (eval.every_epochs; on the validation split when the experiment
+holds one out) whose accuracy reaches ACC, in training seconds
+(evaluations not counted: ttt_seconds) and gradient evaluations (millions
+of samples of forward-backward passes: ttt_grad_evals); ttt_epochs, the
+epochs, on request. A cell is the mean over the seeds that reached it, with
+k/n when not all did, or "not reached". With --metrics, name the columns
+(acc,ttt_seconds,ttt_grad_evals,grad_evals). Runs that did not evaluate
+during training have no value.
+
 --select VAL_METRIC (val_acc, val_nll, val_brier, val_ece, val_aac or
 val_auroc) picks, for each method of a sweep and each dataset × arch, the
 setting whose runs all succeeded with the best mean of that validation
@@ -72,6 +84,7 @@ func tableCmd(w io.Writer, args []string) error {
 	timeTable := fs.Bool("time", false, "render the training-time table (seconds per epoch per method × arch)")
 	baseline := fs.String("baseline", "", "method to compare every other row with (difference and 95 % Welch t interval)")
 	sel := fs.String("select", "", "per method, keep the setting of a sweep with the best mean of this validation metric (val_acc, val_nll, …)")
+	target := fs.String("target", "", "target accuracy for the time-to-target columns: a fraction (0.9) or a percentage (90%)")
 	corruptions := fs.Bool("corruptions", false, "show accuracy on corrupted test sets: summary (with mCE given --baseline) and family × severity tables")
 	var where results.WhereFlag
 	fs.Var(&where, "where", "keep only the records with KEY=VALUE (a configuration key such as data.label_noise.rate, or method, arch, dataset, plugin, seed); repeatable")
@@ -101,7 +114,12 @@ func tableCmd(w io.Writer, args []string) error {
 		//lint:ignore ST1005 the message is followed by the command's usage, on its own lines
 		return errors.New("table: no results files given\n" + tableUsage)
 	}
-	opts := table.Options{By: splitList(*by), Metrics: splitList(*metricList), Format: table.Format(*format), Baseline: *baseline, Select: *sel, Corruptions: *corruptions}
+	acc, err := parseTarget(*target)
+	if err != nil {
+		return fmt.Errorf("table: %w", err)
+	}
+	opts := table.Options{By: splitList(*by), Metrics: splitList(*metricList), Format: table.Format(*format), Baseline: *baseline, Select: *sel,
+		Corruptions: *corruptions, Target: acc}
 	recs, err := results.Read(files...)
 	if err == nil {
 		recs, err = results.Filter(recs, where)
@@ -116,6 +134,24 @@ func tableCmd(w io.Writer, args []string) error {
 		return table.RenderTime(w, recs, opts)
 	}
 	return table.Render(w, recs, opts)
+}
+
+// parseTarget parses --target: "" (none), a fraction in (0, 1] or a
+// percentage in (0, 100] followed by "%".
+func parseTarget(s string) (float64, error) {
+	s = strings.TrimSpace(s)
+	if s == "" {
+		return 0, nil
+	}
+	num, pct := strings.CutSuffix(s, "%")
+	v, err := strconv.ParseFloat(strings.TrimSpace(num), 64)
+	if err == nil && pct {
+		v /= 100
+	}
+	if err != nil || !(v > 0 && v <= 1) {
+		return 0, fmt.Errorf("--target %q: want an accuracy, a fraction in (0, 1] (0.9) or a percentage (90%%)", s)
+	}
+	return v, nil
 }
 
 // splitList splits a comma-separated flag value, dropping empty items.

@@ -106,6 +106,15 @@ type Record struct {
 	// SecondsPerEpoch is the mean training time per epoch; zero means not
 	// measured.
 	SecondsPerEpoch float64 `json:"seconds_per_epoch"`
+	// EvalSet names the held-out set of Evals: "validation" (the split
+	// of data.validation) or "test"; "" when Evals is empty.
+	EvalSet string `json:"eval_set,omitempty"`
+	// Evals are the run's evaluations at the ends of epochs during
+	// training (eval.every_epochs, or a plateau schedule's), in order: the
+	// curve that time-to-target tables read (host table --target). Empty
+	// for runs that evaluated only at the end, and in records made
+	// before it existed.
+	Evals []EvalPoint `json:"evals,omitempty"`
 	// Device describes the accelerator.
 	Device string `json:"device"`
 	// Libtorch is the libtorch version.
@@ -125,6 +134,24 @@ type Record struct {
 	// Finished is when the run ended; Append sets it to the current time
 	// when zero.
 	Finished time.Time `json:"finished"`
+}
+
+// EvalPoint is one evaluation of a run during training, at the end of an
+// epoch.
+type EvalPoint struct {
+	// Epoch is the 1-based epoch that ended; Step the optimizer steps so
+	// far.
+	Epoch int   `json:"epoch"`
+	Step  int64 `json:"step"`
+	// GradEvals is the gradient evaluations so far, in samples of
+	// forward-backward passes (as the metric grad_evals).
+	GradEvals int64 `json:"grad_evals"`
+	// TrainSeconds is the wall-clock time of training so far, over every
+	// resumption, without the time spent evaluating (as AlgoPerf, which
+	// does not count evaluations against a submission's time).
+	TrainSeconds float64 `json:"train_seconds"`
+	// Acc is the accuracy on the record's EvalSet.
+	Acc float64 `json:"acc"`
 }
 
 // Numerics are a run's determinism and precision switches: the values of

@@ -277,6 +277,9 @@ func writeCSV(w io.Writer, g *grid) error {
 	if g.sel != nil {
 		head = slices.Insert(head, 1, "setting")
 	}
+	if g.target > 0 {
+		head = append(head, "reached")
+	}
 	if g.diffs != nil {
 		head = append(head, "diff", "diff_lo", "diff_hi", "significant")
 	}
@@ -294,7 +297,7 @@ func writeCSV(w io.Writer, g *grid) error {
 					continue
 				}
 				std := ""
-				if s.n > 1 {
+				if s.reached > 1 {
 					std = num(s.std)
 				}
 				rec := []string{r.method, gv[di], gv[ai], m, num(s.mean), std, strconv.Itoa(s.n)}
@@ -305,6 +308,9 @@ func writeCSV(w io.Writer, g *grid) error {
 				}
 				if g.sel != nil {
 					rec = slices.Insert(rec, 1, g.sel.cellSetting(workload{r.method, gv[di], gv[ai], noise}))
+				}
+				if g.target > 0 {
+					rec = append(rec, strconv.Itoa(s.reached))
 				}
 				if g.diffs != nil {
 					d, cols := g.diffs[ri][gi][mi], []string{"", "", "", ""}

@@ -183,7 +183,11 @@ func (g *grid) compare(baseline string) error {
 					}
 					continue
 				}
-				g.diffs[ri][gi][mi] = welch(g.cells[ri][gi][mi], g.cells[bi][gi][mi], confidence)
+				m, b := g.cells[ri][gi][mi], g.cells[bi][gi][mi]
+				if m.reached < m.n || b.reached < b.n {
+					continue // a time to a target some seed did not reach: no difference
+				}
+				g.diffs[ri][gi][mi] = welch(m, b, confidence)
 			}
 		}
 	}

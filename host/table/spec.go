@@ -74,6 +74,10 @@ func canonicalOrder() []string {
 //   - grad_evals (the gradient evaluations of the training, in samples
 //     of forward-backward passes): "grad evals (M)", no direction, in
 //     millions with 3 decimals;
+//   - ttt_seconds, ttt_grad_evals, ttt_epochs (time to a target
+//     accuracy, Options.Target): "s to target" (3 significant digits),
+//     "grad evals to target (M)" (millions, 3 decimals), "epochs to
+//     target" (1 decimal), ↓;
 //   - best_epoch: "best epoch", no direction, 1 decimal; best_X (X at
 //     the epoch early stopping chose): "best-epoch " + X's label, X's
 //     direction and format;
@@ -112,6 +116,12 @@ func metricSpec(key string) spec {
 		return spec{"best epoch", neutral, 1, 1}
 	case gradEvals:
 		return spec{"grad evals (M)", neutral, 1e-6, 3}
+	case tttSeconds:
+		return spec{"s to target", down, 1, sigTime}
+	case tttGradEvals:
+		return spec{"grad evals to target (M)", down, 1e-6, 3}
+	case tttEpochs:
+		return spec{"epochs to target", down, 1, 1}
 	case mCE:
 		return spec{"mCE", down, 100, 2}
 	case relMCE:

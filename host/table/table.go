@@ -101,18 +101,42 @@ type Options struct {
 	// for each row; CSV has every value as tidy rows. Records without
 	// corr.F.S.acc keys are an error. See RenderCorruptions.
 	Corruptions bool
+	// Target, when > 0, is a target accuracy (a fraction, 0.9 for 90 %)
+	// for the time-to-target columns, AlgoPerf style: for each run, the
+	// first evaluation during training (results.Record.Evals, on the
+	// validation split when there is one) that reaches it, in training
+	// seconds (ttt_seconds), gradient evaluations (ttt_grad_evals) and
+	// epochs (ttt_epochs). With Metrics empty the table shows the default
+	// metrics and the first two. A run that never reaches it counts as
+	// not reached; the cell says how many seeds did.
+	Target float64
 }
 
 // stat summarises one cell's values.
 type stat struct {
 	mean, std float64
 	n         int
+	// reached counts the finite values, over which mean and std are
+	// taken: n but for the time-to-target metrics, whose +Inf is a run
+	// that did not reach the target.
+	reached int
 }
 
 // summarize returns the mean and sample standard deviation (n−1) of vs;
 // std is NaN when n < 2.
 func summarize(vs []float64) stat {
 	s := stat{n: len(vs), mean: math.NaN(), std: math.NaN()}
+	if slices.ContainsFunc(vs, func(v float64) bool { return math.IsInf(v, 1) }) {
+		vs = slices.DeleteFunc(slices.Clone(vs), func(v float64) bool { return math.IsInf(v, 1) })
+		s.reached = len(vs)
+		if len(vs) == 0 {
+			return s
+		}
+		f := summarize(vs)
+		f.n, f.reached = s.n, s.reached
+		return f
+	}
+	s.reached = s.n
 	if s.n == 0 {
 		return s
 	}
@@ -161,8 +185,10 @@ type grid struct {
 	// sel is the outcome of Options.Select (nil without).
 	sel *selection
 	// extra are notes that follow the ones on values and baseline (the
-	// corruption views' definitions).
+	// corruption views' definitions, the time-to-target columns').
 	extra []string
+	// target is Options.Target (0: none); CSV then has a reached column.
+	target float64
 }
 
 // failure counts failed runs of one row/group.
@@ -187,6 +213,9 @@ func fieldValue(r *results.Record, field string) string {
 // zero means not measured) unless Metrics has them.
 func metricValue(r *results.Record, key string) (float64, bool) {
 	if v, ok := r.Metrics[key]; ok {
+		if isTargetKey(key) { // +Inf: not reached
+			return v, !math.IsNaN(v)
+		}
 		return v, !math.IsNaN(v) && !math.IsInf(v, 0)
 	}
 	switch key {
@@ -227,7 +256,7 @@ func presentMetrics(recs []results.Record, withTime bool) []string {
 }
 
 // chooseMetrics applies the Metrics default.
-func chooseMetrics(ok []results.Record, opts Options, format Format) []string {
+func chooseMetrics(ok []results.Record, opts Options, format Format) (out []string) {
 	if len(opts.Metrics) > 0 {
 		return opts.Metrics
 	}
@@ -235,7 +264,15 @@ func chooseMetrics(ok []results.Record, opts Options, format Format) []string {
 	if format == CSV {
 		return present
 	}
-	var out []string
+	if opts.Target > 0 {
+		defer func() {
+			for _, k := range []string{tttSeconds, tttGradEvals} {
+				if slices.Contains(present, k) && !slices.Contains(out, k) {
+					out = append(out, k)
+				}
+			}
+		}()
+	}
 	for _, k := range []string{"acc", "nll", "ece"} {
 		if slices.Contains(present, k) {
 			out = append(out, k)
@@ -258,6 +295,9 @@ func checkMetrics(want []string, all, ok []results.Record) error {
 		return nil
 	}
 	valid := append(canonicalOrder(), secondsPerEpoch, wallSeconds)
+	if slices.ContainsFunc(want, isTargetKey) { // with a target (checkTarget)
+		valid = append(valid, targetKeys()...)
+	}
 	for i := range all {
 		for k := range all[i].Metrics {
 			if !slices.Contains(valid, k) {
@@ -352,6 +392,9 @@ func normalize(opts Options) (Options, error) {
 			return opts, err
 		}
 	}
+	if err := checkTarget(opts); err != nil {
+		return opts, err
+	}
 	return opts, nil
 }
 
@@ -375,6 +418,9 @@ func mergeSelect(recs []results.Record, opts Options) ([]results.Record, *select
 		return nil, nil, err
 	}
 	merged = withoutNoise(merged)
+	if opts.Target > 0 {
+		merged, _ = withTimeToTarget(merged, opts.Target)
+	}
 	var sel *selection
 	if opts.Select != "" {
 		if merged, sel, err = choose(merged, opts.Select); err != nil {
@@ -394,8 +440,12 @@ func succeeded(recs []results.Record) []results.Record {
 // metrics opts.Metrics names (or the default ones).
 func layoutGrid(merged []results.Record, sel *selection, opts Options) (*grid, error) {
 	ok, failed := splitByStatus(merged)
-	g := &grid{groupFields: opts.By, sel: sel}
+	g := &grid{groupFields: opts.By, sel: sel, target: opts.Target}
 	g.metrics = chooseMetrics(ok, opts, opts.Format)
+	if opts.Target > 0 && slices.ContainsFunc(g.metrics, isTargetKey) {
+		_, sets := withTimeToTarget(ok, opts.Target)
+		g.extra = append(g.extra, targetNote(opts.Target, sets))
+	}
 	g.rowFields = varyingFields(ok, opts.By)
 	l, err := g.collect(ok)
 	if err != nil {
@@ -678,7 +728,7 @@ func (g *grid) best() [][][]bool {
 			bestV, worstV, count := math.NaN(), math.NaN(), 0
 			for ri := range g.rows {
 				s := g.cells[ri][gi][mi]
-				if s.n == 0 {
+				if s.n == 0 || s.reached < s.n {
 					continue
 				}
 				count++
@@ -695,7 +745,7 @@ func (g *grid) best() [][][]bool {
 			}
 			for ri := range g.rows {
 				s := g.cells[ri][gi][mi]
-				out[ri][gi][mi] = s.n > 0 && sp.rounded(s.mean) == bestV &&
+				out[ri][gi][mi] = s.n > 0 && s.reached == s.n && sp.rounded(s.mean) == bestV &&
 					(g.diffs == nil || g.diffs[ri][gi][mi].better(sp.dir))
 			}
 		}
@@ -772,9 +822,15 @@ func cellText(s stat, sp spec, pm string) string {
 	if s.n == 0 {
 		return ""
 	}
+	if s.reached == 0 {
+		return "not reached"
+	}
 	t := sp.format(s.mean)
-	if s.n > 1 {
+	if s.reached > 1 {
 		t += " " + pm + " " + sp.formatLike(s.std, s.mean)
+	}
+	if s.reached < s.n {
+		t += fmt.Sprintf(" (%d/%d)", s.reached, s.n)
 	}
 	return t
 }

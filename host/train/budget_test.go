@@ -1,10 +1,14 @@
 package train
 
 import (
+	"context"
+	"errors"
 	"math"
+	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/optlab/optlab/host/experiment"
 	"github.com/optlab/optlab/host/results"
 	"github.com/optlab/optlab/host/tensor"
 	"github.com/optlab/optlab/plugins/sam"
@@ -96,5 +100,68 @@ func TestBudgetSAMHalvesEpochs(t *testing.T) {
 	}
 	if got, want := rec.Metrics["grad_evals"], float64(2*perEpoch*64); got != want {
 		t.Errorf("grad_evals %v, want %v", got, want)
+	}
+}
+
+// A run that evaluates every epoch records its evaluations (the curve
+// that time-to-target tables read): one per epoch, with the gradient
+// evaluations and training seconds (evaluations not counted) so far. An
+// interrupted run with a budget resumes where it stopped: the same
+// steps, result and evaluations as the uninterrupted run, the budget
+// counted over both attempts.
+func TestBudgetEvalsAndResume(t *testing.T) {
+	w := tensor.NewWorker(2)
+	defer w.Close()
+	src := strings.Replace(budgetTOML("6"), "[eval]", "[eval]\nevery_epochs = 1", 1)
+	r, exp := newRunner(t, w, src)
+	run := experiment.Grid(exp)[0]
+	dir := t.TempDir()
+	given := map[string]any{"rho": 0.05}
+	r.Checkpoints = &results.Layout{Dir: filepath.Join(dir, "full")}
+	full, err := r.Run(context.Background(), run, method(t, sam.New(), given))
+	if err != nil {
+		t.Fatal(err)
+	}
+	perEpoch, _ := r.Steps()
+	if full.Epochs != 3 || len(full.Evals) != 3 || full.EvalSet != "test" {
+		t.Fatalf("SAM with a budget of 6: %d epochs, %d evaluations on %q; want 3 and 3 on test", full.Epochs, len(full.Evals), full.EvalSet)
+	}
+	for i, p := range full.Evals {
+		if p.Epoch != i+1 || p.GradEvals != int64(i+1)*2*perEpoch*64 || p.Step != int64(i+1)*perEpoch {
+			t.Errorf("evaluation %d: %+v", i, p)
+		}
+		if !(p.TrainSeconds > 0) || p.TrainSeconds > full.WallSeconds || (i > 0 && p.TrainSeconds <= full.Evals[i-1].TrainSeconds) {
+			t.Errorf("evaluation %d: training seconds %v (wall %v)", i, p.TrainSeconds, full.WallSeconds)
+		}
+	}
+	r.Checkpoints = &results.Layout{Dir: filepath.Join(dir, "cut")}
+	crash := errors.New("simulated crash")
+	r.afterEpoch = func(e int) error {
+		if e == 2 {
+			return crash
+		}
+		return nil
+	}
+	if _, err := r.Run(context.Background(), run, method(t, sam.New(), given)); !errors.Is(err, crash) {
+		t.Fatalf("interrupted run: %v", err)
+	}
+	r.afterEpoch = nil
+	resumed, err := r.Run(context.Background(), run, method(t, sam.New(), given))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"acc", "nll", "train_loss", "grad_evals"} {
+		if full.Metrics[k] != resumed.Metrics[k] {
+			t.Errorf("%s: resumed %v, uninterrupted %v", k, resumed.Metrics[k], full.Metrics[k])
+		}
+	}
+	if resumed.Steps != full.Steps || len(resumed.Evals) != len(full.Evals) {
+		t.Fatalf("resumed: %d steps, %d evaluations; uninterrupted %d, %d", resumed.Steps, len(resumed.Evals), full.Steps, len(full.Evals))
+	}
+	for i := range full.Evals {
+		a, b := full.Evals[i], resumed.Evals[i]
+		if a.Epoch != b.Epoch || a.Step != b.Step || a.GradEvals != b.GradEvals || a.Acc != b.Acc {
+			t.Errorf("evaluation %d: resumed %+v, uninterrupted %+v", i, b, a)
+		}
 	}
 }

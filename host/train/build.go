@@ -11,6 +11,7 @@ import (
 	"github.com/optlab/optlab/host/experiment"
 	"github.com/optlab/optlab/host/model"
 	"github.com/optlab/optlab/host/observe"
+	"github.com/optlab/optlab/host/results"
 	"github.com/optlab/optlab/host/tensor"
 	"github.com/optlab/optlab/sdk/optim"
 )
@@ -61,6 +62,10 @@ type training struct {
 	trainLoss, trainAcc float64
 	// best is the best epoch so far under eval.best_epoch (nil: none yet).
 	best *bestEpoch
+	// evalSeconds is the time spent evaluating at epoch ends, over every
+	// resumption, and evals what those evaluations measured.
+	evalSeconds float64
+	evals       []results.EvalPoint
 }
 
 // spent reports whether the run's gradient budget (train.budget) is

@@ -58,6 +58,12 @@ func (r *Runner) score(ctx context.Context, t *training, rec results.Record, wal
 	if err := r.scoreCorrupted(ctx, t, rec.Metrics); err != nil {
 		return rec, err
 	}
+	if len(t.evals) > 0 {
+		rec.EvalSet, rec.Evals = "test", t.evals
+		if r.Data.Val != nil {
+			rec.EvalSet = "validation"
+		}
+	}
 	rec.Steps = t.step
 	rec.Epochs = t.epochs
 	rec.WallSeconds = wall

@@ -10,6 +10,7 @@ import (
 	"github.com/optlab/optlab/host/engine"
 	"github.com/optlab/optlab/host/metrics"
 	"github.com/optlab/optlab/host/observe"
+	"github.com/optlab/optlab/host/results"
 	"github.com/optlab/optlab/host/tensor"
 	"github.com/optlab/optlab/sdk/optim"
 )
@@ -259,10 +260,14 @@ func (r *Runner) endEpoch(ctx context.Context, t *training, start time.Time) err
 		if set == nil {
 			set = r.Data.Test
 		}
+		began := time.Now()
 		rep, err := r.evaluate(ctx, t, set, metrics.CalNone)
 		if err != nil {
 			return err
 		}
+		t.evalSeconds += time.Since(began).Seconds()
+		t.evals = append(t.evals, results.EvalPoint{Epoch: t.epochs, Step: t.step, GradEvals: t.gradEvals(),
+			TrainSeconds: t.from.Elapsed + time.Since(start).Seconds() - t.evalSeconds, Acc: rep.Acc})
 		t.sched.Observe(rep.NLL)
 		e.Eval = &rep
 		if set == r.Data.Val {
@@ -276,7 +281,8 @@ func (r *Runner) endEpoch(ctx context.Context, t *training, start time.Time) err
 		return err
 	}
 	if t.statePath != "" && t.step < t.total && !t.spent() {
-		ls := loopState{Epoch: t.epochs, Step: t.step, TrainLoss: t.trainLoss, TrainAcc: t.trainAcc, GradEvals: t.gradEvals(), Elapsed: t.from.Elapsed + time.Since(start).Seconds(), Best: t.best}
+		ls := loopState{Epoch: t.epochs, Step: t.step, TrainLoss: t.trainLoss, TrainAcc: t.trainAcc, GradEvals: t.gradEvals(),
+			Elapsed: t.from.Elapsed + time.Since(start).Seconds(), Best: t.best, EvalSeconds: t.evalSeconds, Evals: t.evals}
 		if err := r.saveState(ctx, t, ls); err != nil {
 			return fmt.Errorf("saving the training state after epoch %d: %w", t.epochs, err)
 		}

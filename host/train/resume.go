@@ -40,6 +40,11 @@ type loopState struct {
 	Vecs      []int32   `json:"plugin_vecs,omitempty"`
 	// Best is the best epoch so far (eval.best_epoch).
 	Best *bestEpoch `json:"best,omitempty"`
+	// EvalSeconds is the wall-clock time spent in the evaluations at
+	// epoch ends so far, and Evals what they measured
+	// (results.Record.Evals).
+	EvalSeconds float64             `json:"eval_seconds,omitempty"`
+	Evals       []results.EvalPoint `json:"evals,omitempty"`
 }
 
 type schedSave struct {
@@ -88,6 +93,7 @@ func (r *Runner) resume(ctx context.Context, t *training) error {
 	}
 	t.from = ls
 	t.best = ls.Best
+	t.evalSeconds, t.evals = ls.EvalSeconds, ls.Evals
 	t.step, t.epochs, t.trainLoss, t.trainAcc = ls.Step, ls.Epoch, ls.TrainLoss, ls.TrainAcc
 	t.obs, err = observe.Open(r.Observers, observe.Start{Run: t.run, Resumed: resumed, StatePath: t.statePath,
 		FromEpoch: ls.Epoch, FromStep: ls.Step, TotalSteps: t.total, Epochs: r.Exp.Train.Horizon()})
