@@ -127,7 +127,11 @@ func optimizerSummary(exp *experiment.Experiment, owns func(method string) bool)
 		default:
 			opt = fmt.Sprintf("%s lr=%g mom=%g nesterov=%v wd=%g", o.Name, o.LR, o.Momentum, o.Nesterov, o.WeightDecay)
 		}
-		fmt.Fprintf(&b, "method %s: optimizer %s; schedule %s\n", m.Name, opt, tr.Schedule.Kind)
+		budget := ""
+		if tr.Budget > 0 {
+			budget = fmt.Sprintf("; budget %d epochs of gradient evaluations", tr.Budget)
+		}
+		fmt.Fprintf(&b, "method %s: optimizer %s; schedule %s%s\n", m.Name, opt, tr.Schedule.Kind, budget)
 	}
 	return b.String()
 }
