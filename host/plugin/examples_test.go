@@ -11,6 +11,7 @@ import (
 
 	"github.com/optlab/optlab/internal/testutil"
 	"github.com/optlab/optlab/plugins/sam"
+	"github.com/optlab/optlab/plugins/sam/variants"
 
 	"github.com/optlab/optlab/sdk/optim"
 	"github.com/optlab/optlab/sdk/optimtest"
@@ -81,7 +82,8 @@ func buildExample(t *testing.T, name string) (bin, dir string) {
 // TestGSAMAtZeroIsSAM runs the GSAM example plugin (examples/gsam) with
 // α = 0 over the wire and the built-in SAM in process, each against its own
 // exact host: GSAM's update d = gp − α·g⊥ is then SAM's gradient, so the
-// trajectories must be equal bitwise. With α > 0 they must differ.
+// trajectories must be equal bitwise. With α > 0 they must differ from
+// SAM's and equal the built-in gsam's bitwise.
 func TestGSAMAtZeroIsSAM(t *testing.T) {
 	bin, _ := buildExample(t, "gsam")
 	ctx := context.Background()
@@ -116,12 +118,19 @@ func TestGSAMAtZeroIsSAM(t *testing.T) {
 	optimtest.MustRun(t, sam.New(), ref, steps, optimtest.WithLR(0.1),
 		optimtest.WithHParams(map[string]any{"rho": 0.05}))
 	g0, g1 := run(0), run(0.5)
+	// The built-in gsam (plugins/sam/variants) computes the same update.
+	builtin := newHost()
+	optimtest.MustRun(t, variants.NewGSAM(), builtin, steps, optimtest.WithLR(0.1),
+		optimtest.WithHParams(map[string]any{"rho": 0.05, "alpha": 0.5}))
 	for m := range 2 {
 		if got, want := g0.Params(m), ref.Params(m); !slices.Equal(got, want) {
 			t.Errorf("member %d: GSAM(α=0) %v, SAM %v", m, got, want)
 		}
 		if slices.Equal(g1.Params(m), ref.Params(m)) {
 			t.Errorf("member %d: GSAM(α=0.5) equals SAM", m)
+		}
+		if got, want := g1.Params(m), builtin.Params(m); !slices.Equal(got, want) {
+			t.Errorf("member %d: the example GSAM(α=0.5) %v, the built-in gsam %v", m, got, want)
 		}
 	}
 }

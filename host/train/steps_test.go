@@ -60,6 +60,10 @@ func TestOneExecNoBlockingReadPerStep(t *testing.T) {
 	// Steps known to take a second Exec: a snapshot ensemble's snapshots
 	// (plugins/ensembles: CopyState in a program of its own).
 	extra := map[string][]int{"snapshot ensemble": {2, 5}}
+	// Methods that branch on the device (the If op): on a GPU each If
+	// reads its condition, one blocking read per member and step (on the
+	// CPU none).
+	ifs := map[string]int64{"aesam": 1, "aesam ensemble": 2}
 	for _, c := range []struct {
 		name, method, toml string
 		params             map[string]any
@@ -68,6 +72,12 @@ func TestOneExecNoBlockingReadPerStep(t *testing.T) {
 		{"sam", "sam", short, map[string]any{"rho": 0.05}},
 		{"sam m=2", "sam", short, map[string]any{"rho": 0.05, "m": int64(2)}},
 		{"asam weights", "sam", short, map[string]any{"rho": 0.5, "adaptive": true, "adaptive_scope": "weights"}},
+		{"looksam", "looksam", short, map[string]any{"k": int64(2)}},
+		{"aesam", "aesam", short, map[string]any{"delta": 0.5, "c_start": 0.0, "c_end": 0.0}},
+		{"aesam ensemble", "aesam", two, nil},
+		{"fsam", "fsam", short, nil},
+		{"wsam", "wsam", short, map[string]any{"decouple": false, "max_norm": 1.0}},
+		{"gsam ensemble", "gsam", two, map[string]any{"lr_max": 0.1}},
 		{"bsam", "bsam", short, nil},
 		{"muon", "muon", short, nil},
 		{"muon ensemble", "muon", two, map[string]any{"weight_decay": 0.01}},
@@ -102,8 +112,9 @@ func TestOneExecNoBlockingReadPerStep(t *testing.T) {
 				if slices.Contains(extra[c.name], i) {
 					execs = 2
 				}
-				if i > 0 && (s.Execs != execs || s.BlockingReads != 0) {
-					t.Errorf("step %d: %d Execs (%d ops), %d blocking reads; want %d Exec, no blocking read", i, s.Execs, s.Ops, s.BlockingReads, execs)
+				if i > 0 && (s.Execs != execs || s.BlockingReads > ifs[c.name]) {
+					t.Errorf("step %d: %d Execs (%d ops), %d blocking reads; want %d Exec, at most %d blocking reads (an If's condition on a GPU)",
+						i, s.Execs, s.Ops, s.BlockingReads, execs, ifs[c.name])
 				}
 			}
 		})

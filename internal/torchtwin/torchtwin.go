@@ -73,6 +73,22 @@ type Steps struct {
 // steps.
 func Trajectory(t testing.TB, script string, in Steps) [][]float64 {
 	t.Helper()
+	var res struct {
+		Thetas [][]float64 `json:"thetas"`
+	}
+	Call(t, script, in, &res)
+	if len(res.Thetas) != len(in.Grads) {
+		t.Fatalf("%s gave %d steps for %d", script, len(res.Thetas), len(in.Grads))
+	}
+	return res.Thetas
+}
+
+// Call runs Python on script with in as JSON on stdin and decodes its
+// stdout, JSON, into out, skipping the test without torch and failing it
+// when the script fails: for references whose input is not Steps (a SAM
+// variant's, which recomputes the loss at perturbed points).
+func Call(t testing.TB, script string, in, out any) {
+	t.Helper()
 	Script(t)
 	b, err := json.Marshal(in)
 	if err != nil {
@@ -82,20 +98,13 @@ func Trajectory(t testing.TB, script string, in Steps) [][]float64 {
 	cmd.Stdin = bytes.NewReader(b)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
-	out, err := cmd.Output()
+	res, err := cmd.Output()
 	if err != nil {
 		t.Fatalf("%s: %v\n%s", script, err, stderr.String())
 	}
-	var res struct {
-		Thetas [][]float64 `json:"thetas"`
+	if err := json.Unmarshal(res, out); err != nil {
+		t.Fatalf("%s: %v\n%s", script, err, res)
 	}
-	if err := json.Unmarshal(out, &res); err != nil {
-		t.Fatalf("%s: %v\n%s", script, err, out)
-	}
-	if len(res.Thetas) != len(in.Grads) {
-		t.Fatalf("%s gave %d steps for %d", script, len(res.Thetas), len(in.Grads))
-	}
-	return res.Thetas
 }
 
 // RelErr returns ‖got − want‖₂/‖want‖₂.

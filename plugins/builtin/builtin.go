@@ -22,6 +22,7 @@ import (
 	"github.com/optlab/optlab/plugins/muon"
 	"github.com/optlab/optlab/plugins/otmdr"
 	"github.com/optlab/optlab/plugins/sam"
+	"github.com/optlab/optlab/plugins/sam/variants"
 	"github.com/optlab/optlab/plugins/sgd"
 	"github.com/optlab/optlab/plugins/sgvb"
 	"github.com/optlab/optlab/plugins/shampoo"
@@ -49,6 +50,16 @@ func methods() []method {
 			Doc: "the host's base optimizer on one full-batch gradient per step (SGD with momentum or Adam)"}, true},
 		{optim.Entry{Name: "sam", New: func() optim.Optimizer { return sam.NewWith(Rules()) },
 			Doc: "Sharpness-Aware Minimization (Foret et al.), with ASAM and m-sharpness"}, true},
+		{optim.Entry{Name: "looksam", New: variants.NewLookSAM,
+			Doc: "LookSAM (Liu et al.): full SAM every k steps, the stored orthogonal component of the SAM gradient between"}, false},
+		{optim.Entry{Name: "aesam", New: variants.NewAESAM,
+			Doc: "AE-SAM (Jiang et al.): SAM only on steps whose ‖g‖² exceeds its running mean plus c·σ, decided on the device"}, false},
+		{optim.Entry{Name: "fsam", New: variants.NewFSAM,
+			Doc: "Friendly-SAM (Li et al.): the perturbation along g minus σ times an EMA of past gradients"}, false},
+		{optim.Entry{Name: "wsam", New: variants.NewWSAM,
+			Doc: "WSAM (Yue et al.): sharpness weighted γ/(1−γ) as a regulariser, decoupled from the base step"}, false},
+		{optim.Entry{Name: "gsam", New: variants.NewGSAM,
+			Doc: "GSAM (Zhuang et al.): SAM's gradient minus α times the first gradient's part orthogonal to it, ρ optionally following the rate"}, false},
 		{optim.Entry{Name: "bsam", New: bsam.New,
 			Doc: "Bayesian SAM (Möllenhoff & Khan): a Gaussian posterior with its own update"}, true},
 		{optim.Entry{Name: "otmdr", New: func() optim.Optimizer { return otmdr.NewWith(Rules()) },

@@ -259,14 +259,12 @@ func (o *SAM) Step(ctx context.Context, in optim.StepInput) (optim.StepOutput, e
 		th, avg := optim.ParamsOf(m), make([]optim.Term, len(v.g))
 		p.Copy(v.saved, th)
 		for j, g := range v.g {
-			s, e := p.Div(optim.K(o.cfg.Rho), p.Add(norms[m][j], optim.K(1e-12))), g
+			s, e := AscentScale(p, optim.K(o.cfg.Rho), norms[m][j]), g
 			if o.cfg.Adaptive {
 				p.Binary(v.scratch, v.t, e, optim.Mul).Binary(v.scratch, v.t, v.scratch, optim.Mul)
 				e = v.scratch
 			}
-			p.Axpy(th, s, e)
-			p.Grad(g, th, o.batch(j), bn)
-			p.Copy(th, v.saved)
+			Ascend(p, th, v.saved, s, e, g, o.batch(j), bn)
 			avg[j] = optim.Term{Coef: optim.K(1 / float64(o.cfg.M)), X: g}
 		}
 		g := v.g[0]
@@ -281,4 +279,35 @@ func (o *SAM) Step(ctx context.Context, in optim.StepInput) (optim.StepOutput, e
 		return optim.StepOutput{}, fmt.Errorf("sam: step: %w", err)
 	}
 	return optim.StepOutput{}, nil
+}
+
+// Eps guards SAM's ascent denominator: ρ/(‖e‖+Eps), as davda54.
+const Eps = 1e-12
+
+// AscentScale appends the register of SAM's ascent coefficient ρ/(n+Eps)
+// for a direction of norm n: θ + ρ/(n+Eps)·e is the perturbed point.
+func AscentScale(p *optim.Program, rho optim.Num, n optim.Reg) optim.Reg {
+	return p.Div(rho, p.Add(n, optim.K(Eps)))
+}
+
+// Ascend appends SAM's perturbed pass of the parameters th, which the
+// caller has copied into saved: θ += s·e, out = ∇L(θ) on batch b with
+// BatchNorm mode bn, then θ = saved (restored by copy, bitwise, as
+// davda54; not by subtracting s·e). out may be e. It returns the pass's
+// loss and accuracy registers.
+func Ascend(p *optim.Program, th, saved optim.Vec, s optim.Num, e, out optim.Vec, b optim.Batch, bn optim.BNMode) optim.Eval {
+	p.Axpy(th, s, e)
+	ev := p.Grad(out, th, b, bn)
+	p.Copy(th, saved)
+	return ev
+}
+
+// PerturbedGrad appends SAM's whole second pass of member parameters th
+// along the direction e of norm n (a register): saved = θ, then Ascend
+// with the coefficient AscentScale(ρ, n). out = ∇L(θ + ρ·e/(n+Eps)) and θ
+// is bitwise unchanged after it; out may be e. The SAM variants
+// (plugins/sam/variants) perturb with it.
+func PerturbedGrad(p *optim.Program, th, saved, e, out optim.Vec, rho optim.Num, n optim.Reg, b optim.Batch, bn optim.BNMode) optim.Eval {
+	p.Copy(saved, th)
+	return Ascend(p, th, saved, AscentScale(p, rho, n), e, out, b, bn)
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 
 	"github.com/optlab/optlab/sdk/optim"
 )
@@ -387,6 +388,17 @@ func (m *MLP) backprop(theta, x, hid, dz, dh, grad []float64) {
 			grad[m.w1+j*d+i] += da * x[i]
 		}
 	}
+}
+
+// TrainSet returns copies of the training inputs and labels, in sample
+// order: what a reference implementation (a float64 PyTorch script) needs
+// to recompute the loss and its gradient at points of its own.
+func (m *MLP) TrainSet() (x [][]float64, y []int) {
+	x = make([][]float64, len(m.x))
+	for i, xi := range m.x {
+		x[i] = slices.Clone(xi)
+	}
+	return x, slices.Clone(m.y)
 }
 
 // TrainLabel implements SampleClassifier.
