@@ -19,6 +19,7 @@ import (
 	"github.com/optlab/optlab/plugins/bsam"
 	"github.com/optlab/optlab/plugins/compose"
 	"github.com/optlab/optlab/plugins/ensembles"
+	"github.com/optlab/optlab/plugins/msam"
 	"github.com/optlab/optlab/plugins/muon"
 	"github.com/optlab/optlab/plugins/otmdr"
 	"github.com/optlab/optlab/plugins/sam"
@@ -71,6 +72,8 @@ func methods() []method {
 			Doc: "DST ensemble (Liu et al., FreeTickets): independent members, each trained with dynamic sparse training"}, false},
 		{optim.Entry{Name: "edst", New: sparse.NewEDST,
 			Doc: "EDST ensemble (Liu et al., FreeTickets): sparse tickets of one dynamic-sparse-training run"}, false},
+		{optim.Entry{Name: "msam", New: msam.New,
+			Doc: "Momentum-SAM (Becker et al.): the perturbation along the base SGD's negative momentum, one gradient per step"}, false},
 	}
 }
 

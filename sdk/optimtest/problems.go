@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 
 	"github.com/optlab/optlab/sdk/optim"
 )
@@ -387,6 +388,17 @@ func (m *MLP) backprop(theta, x, hid, dz, dh, grad []float64) {
 			grad[m.w1+j*d+i] += da * x[i]
 		}
 	}
+}
+
+// TrainSet returns copies of the training inputs and labels, for reference
+// implementations that replay a run on the same data (GradRecord.Samples
+// index them).
+func (m *MLP) TrainSet() ([][]float64, []int) {
+	x := make([][]float64, len(m.x))
+	for i := range m.x {
+		x[i] = slices.Clone(m.x[i])
+	}
+	return x, slices.Clone(m.y)
 }
 
 // TrainLabel implements SampleClassifier.
