@@ -18,7 +18,7 @@ import (
 func TestRegistry(t *testing.T) {
 	r := builtin.Registry()
 	names := r.Names()
-	want := []string{"sgd", "sam", "bsam", "otmdr", "sgvb", "otmdr-sgvb", "ensembles", "swa", "adamw", "muon", "shampoo", "dst", "edst", "msam"}
+	want := []string{"sgd", "sam", "bsam", "otmdr", "sgvb", "otmdr-sgvb", "ensembles", "swa", "adamw", "muon", "shampoo", "dst", "edst", "esam", "msam"}
 	if !slices.Equal(names, want) {
 		t.Errorf("names %q, want %q", names, want)
 	}
