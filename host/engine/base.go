@@ -5,6 +5,7 @@ import (
 	"math"
 
 	"github.com/optlab/optlab/host/tensor"
+	"github.com/optlab/optlab/sdk/opset"
 	"github.com/optlab/optlab/sdk/optim"
 )
 
@@ -102,5 +103,45 @@ func (e *Engine) baseStep(s *tensor.Scope, o optim.BaseStep) error {
 	default:
 		return fmt.Errorf("base_step: unknown base optimizer %q", c.Name)
 	}
+	return nil
+}
+
+// baseStateOp runs a BaseState: Dst = the base optimizer's state vector
+// o.Name of the live parameters (or ρ) o.Of, zeros before its first step.
+func (e *Engine) baseStateOp(s *tensor.Scope, o optim.BaseState) error {
+	if e.cfg.OwnsUpdate {
+		return errOwnsUpdate("base_state")
+	}
+	_, mi, err := e.get(o.Of)
+	if err != nil {
+		return fmt.Errorf("base_state: %w", err)
+	}
+	st := &e.members[mi].base
+	if _, isRho := o.Of.Rho(); isRho {
+		st = &e.members[mi].vi.base
+	}
+	name := e.cfg.Base.Name
+	if name == "" {
+		name = "sgd"
+	}
+	if err := opset.BaseStateRefusal(name, e.cfg.Base.Momentum, o.Name); err != nil {
+		return err
+	}
+	d, _, err := e.same(s, o.Dst, o.Of)
+	if err != nil {
+		return err
+	}
+	t := st.buf
+	switch o.Name {
+	case optim.ExpAvg:
+		t = st.m
+	case optim.ExpAvgSq:
+		t = st.v
+	}
+	if !t.Valid() {
+		s.Fill(d, 0)
+		return nil
+	}
+	s.CopyFrom(d, e.align(s, t, d))
 	return nil
 }

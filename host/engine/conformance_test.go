@@ -57,4 +57,15 @@ func TestConformance(t *testing.T) {
 			optimtest.TestHost(t, newHost(h.cfg), optimtest.HostTestOptions{Tol: 1e-5, BaseSGD: true})
 		})
 	}
+	// The base optimizer's state (protocol minor 10) with SGD momentum, on
+	// the device and spilled.
+	for _, budget := range []int64{0, 1} {
+		cfg := Config{Seed: 3, Base: BaseConfig{Name: "sgd", Momentum: 0.9}}
+		if budget > 0 {
+			cfg.DeviceBudget, cfg.Spill, cfg.spillTo = budget, true, tensor.FakeDevice()
+		}
+		t.Run(fmt.Sprintf("momentum, device budget %d", budget), func(t *testing.T) {
+			optimtest.TestHost(t, newHost(cfg), optimtest.HostTestOptions{Tol: 1e-5, Momentum: 0.9, Only: "BaseState/"})
+		})
+	}
 }

@@ -547,6 +547,8 @@ func (e *Engine) runVecOp(s *tensor.Scope, x *execState, op optim.Op) error {
 		return e.randN(s, o)
 	case optim.BaseStep:
 		return e.baseStep(s, o)
+	case optim.BaseState:
+		return e.baseStateOp(s, o)
 	case optim.SetLR:
 		return e.setLR(o)
 	case optim.TopKMask:
@@ -1001,14 +1003,17 @@ func (e *Engine) grad(s *tensor.Scope, o optim.Grad) ([]tensor.T, error) {
 	if err != nil {
 		return nil, err
 	}
-	if sh := x.Shape(); len(sh) > 0 {
-		e.count.gradSamples.Add(sh[0])
-	}
 	mom, err := e.bnMomentum(o.BN)
 	if err != nil {
 		return nil, err
 	}
 	at = e.toDevice(s, at)
+	if o.OutLosses != 0 || o.Rank != 0 {
+		return e.sampleGrad(s, o, mem, at, x, y, mom)
+	}
+	if sh := x.Shape(); len(sh) > 0 {
+		e.count.gradSamples.Add(sh[0])
+	}
 	if mem.vi != nil {
 		if e.cfg.MicroBatches > 1 {
 			return nil, fmt.Errorf("grad: train.micro_batches = %d: a variational member's pass is not cut into micro-batches", e.cfg.MicroBatches)
@@ -1041,6 +1046,77 @@ func (e *Engine) grad(s *tensor.Scope, o optim.Grad) ([]tensor.T, error) {
 	acc := s.Mean(s.Cast(s.Eq(s.Argmax(logits, 1), y), tensor.Float32))
 	out = append(out, s.Detach(loss), acc)
 	return out, nil
+}
+
+// sampleGrad is grad with per-sample losses (OutLosses) or on the Keep
+// samples of largest Rank (protocol minor 10): the selection is a fixed
+// number of indices computed on the device, the sub-batch is gathered and
+// passed alone (its own BatchNorm batch statistics), and a pass with no Out
+// is forward only (no autograd graph; counted in ForwardSamples, not
+// GradSamples).
+func (e *Engine) sampleGrad(s *tensor.Scope, o optim.Grad, mem *Member, at, x, y tensor.T, mom float64) ([]tensor.T, error) {
+	if mem.vi != nil {
+		return nil, errors.New("grad: per-sample losses and a ranked sub-batch are for deterministic members")
+	}
+	if e.cfg.MicroBatches > 1 {
+		return nil, fmt.Errorf("grad: train.micro_batches = %d: a pass with per-sample losses or a ranked sub-batch is not cut into micro-batches", e.cfg.MicroBatches)
+	}
+	n := y.Shape()[0]
+	var idx tensor.T
+	for _, v := range []optim.Vec{o.OutLosses, o.Rank} {
+		if v == 0 {
+			continue
+		}
+		t, _, err := e.get(v)
+		if err != nil {
+			return nil, err
+		}
+		if t.Numel() != n {
+			return nil, fmt.Errorf("grad: a batch of %d samples; sample vectors hold %d", n, t.Numel())
+		}
+		if v == o.Rank {
+			idx = s.TopIndices(e.toDevice(s, t), o.Keep)
+			x, y = s.IndexSelect(x, 0, idx), s.IndexSelect(y, 0, idx)
+		}
+	}
+	k := y.Shape()[0]
+	forward := o.Out == 0 && o.OutLosses != 0
+	if forward {
+		e.count.forwardSamples.Add(k)
+	} else {
+		e.count.gradSamples.Add(k)
+	}
+	if o.BN == optim.BNUpdate {
+		mem.bnBatches++
+	}
+	leaf := at
+	if !forward {
+		leaf = s.RequiresGrad(at)
+	}
+	logits := mem.Model.Forward(s, leaf, mem.Buf, x, true, mom)
+	var loss tensor.T
+	if o.OutLosses != 0 {
+		each := s.CrossEntropyEach(logits, y, e.cfg.LabelSmoothing)
+		loss = s.Mean(each)
+		full := s.Detach(each)
+		if idx.Valid() {
+			full = s.Zeros([]int64{n}, tensor.Float32, at.Device())
+			s.IndexCopyInto(full, idx, s.Detach(each))
+		}
+		d, _, _ := e.get(o.OutLosses)
+		s.CopyFrom(d, full)
+	} else {
+		loss = s.CrossEntropy(logits, y, e.cfg.LabelSmoothing)
+	}
+	if o.Out != 0 {
+		d, _, err := e.get(o.Out)
+		if err != nil {
+			return nil, err
+		}
+		s.CopyFrom(d, s.Gradient(loss, leaf))
+	}
+	acc := s.Mean(s.Cast(s.Eq(s.Argmax(logits, 1), y), tensor.Float32))
+	return []tensor.T{s.Detach(loss), acc}, nil
 }
 
 // microGrad is grad over micro-batches (Config.MicroBatches): the batch

@@ -384,3 +384,23 @@ func TestGradSamplesCounted(t *testing.T) {
 		t.Errorf("GradSamples counted %d, want 12 (8 + 4)", got)
 	}
 }
+
+// Per-sample passes (protocol minor 10) count what they back-propagate:
+// a pass with OutLosses and a gradient its batch, a forward-only one
+// (OutLosses, Out = 0) nothing in GradSamples but its batch in
+// ForwardSamples, a ranked pass its Keep samples.
+func TestSampleGradCounted(t *testing.T) {
+	e := semEngine(t, Config{Seed: 4, BatchSize: 8}, semTiny(t, []int64{4}, 6, 3))
+	x, y := testutil.Features(8, 4, 3, 11)
+	semBatch(t, e, 0, x, y)
+	before := e.Counters()
+	p := optim.Prog().Alloc(1, 0).AllocSamples(2, 0)
+	p.GradOp(optim.Grad{Out: 1, At: optim.Params, OutLosses: 2})
+	p.GradOp(optim.Grad{At: optim.Params, BN: optim.BNFreeze, OutLosses: 2})
+	p.GradOp(optim.Grad{Out: 1, At: optim.Params, BN: optim.BNFreeze, Rank: 2, Keep: 3})
+	semExec(t, e, p)
+	after := e.Counters()
+	if g, f := after.GradSamples-before.GradSamples, after.ForwardSamples-before.ForwardSamples; g != 8+3 || f != 8 {
+		t.Errorf("GradSamples %d, ForwardSamples %d; want 11 and 8", g, f)
+	}
+}

@@ -13,6 +13,7 @@ import (
 type counters struct {
 	execs, ops, blocking atomic.Int64
 	gradSamples          atomic.Int64
+	forwardSamples       atomic.Int64
 	h2d0                 int64 // tensor.HostToDevice() when the engine was made
 }
 
@@ -37,14 +38,20 @@ type Counters struct {
 	// forward-backward pass (Grad: one per sample of its part of the
 	// batch; JointGrad: one per sample and member), the cost a
 	// comparison at equal compute counts. Forward-only passes (UpdateBN,
-	// evaluation) are not in it.
+	// evaluation, a Grad with OutLosses and no Out) are not in it; a
+	// Grad on a ranked sub-batch (Rank, Keep) counts its Keep samples.
 	GradSamples int64
+	// ForwardSamples counts the samples of forward-only Grad passes (per-
+	// sample losses with no gradient, OutLosses with Out = 0; protocol
+	// minor 10), which cost about a third of a gradient evaluation each.
+	ForwardSamples int64
 }
 
 // Counters returns the engine's counters.
 func (e *Engine) Counters() Counters {
 	return Counters{Execs: e.count.execs.Load(), Ops: e.count.ops.Load(), BlockingReads: e.count.blocking.Load(),
-		HostToDevice: tensor.HostToDevice() - e.count.h2d0, GradSamples: e.count.gradSamples.Load()}
+		HostToDevice: tensor.HostToDevice() - e.count.h2d0, GradSamples: e.count.gradSamples.Load(),
+		ForwardSamples: e.count.forwardSamples.Load()}
 }
 
 // Reports are the metrics that the Report ops of one training step

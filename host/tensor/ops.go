@@ -480,3 +480,35 @@ func ChannelsLastSound(d Device) error {
 	}
 	return nil
 }
+
+// CrossEntropyEach is CrossEntropy without the mean: the loss of every
+// sample, a 1-D tensor of the batch's length (reduction "none").
+func (s *Scope) CrossEntropyEach(logits, target T, smoothing float64) T {
+	if !s.check(logits, target) {
+		return T{}
+	}
+	return s.op("cross_entropy", func() (*ts.Tensor, error) {
+		return logits.t.CrossEntropyLoss(target.t, ts.None, 0, -100, smoothing, false)
+	})
+}
+
+// TopIndices returns the int64 positions of the k largest values of the
+// 1-D x (among equal values the lower position first; NaN counts as
+// largest), in ascending order of position: a fixed-size selection that
+// stays on the device (no read-back).
+func (s *Scope) TopIndices(x T, k int64) T {
+	argsort := func(t T, descending bool) T {
+		return s.unary("argsort", t, func(t *ts.Tensor) (*ts.Tensor, error) { return t.ArgsortStable(true, 0, descending, false) })
+	}
+	top := s.Narrow(argsort(x, true), 0, 0, k)
+	return s.IndexSelect(top, 0, argsort(top, false))
+}
+
+// IndexCopyInto sets dst[idx[i]] = src[i] along dim 0 of the caller-owned
+// dst, in place.
+func (s *Scope) IndexCopyInto(dst, idx, src T) {
+	if !s.check(dst, idx, src) {
+		return
+	}
+	s.inplace("index_copy_", func() error { return dst.t.IndexCopy_(0, idx.t, src.t) })
+}

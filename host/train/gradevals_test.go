@@ -8,6 +8,8 @@ import (
 	"github.com/optlab/optlab/host/experiment"
 	"github.com/optlab/optlab/host/tensor"
 	"github.com/optlab/optlab/plugins/builtin"
+	"github.com/optlab/optlab/plugins/esam"
+	"github.com/optlab/optlab/plugins/msam"
 	"github.com/optlab/optlab/plugins/sam"
 	"github.com/optlab/optlab/plugins/sgd"
 	"github.com/optlab/optlab/sdk/optim"
@@ -29,6 +31,10 @@ func TestGradEvalsRecorded(t *testing.T) {
 		{"sgd", sgd.New, nil, 6 * 64},
 		{"sam", sam.New, map[string]any{"rho": 0.05}, 2 * 6 * 64},
 		{"sam m=2", sam.New, map[string]any{"rho": 0.05, "m": int64(2)}, 2 * 6 * 64},
+		{"msam", msam.New, map[string]any{"rho": 0.3}, 6 * 64},
+		// ESAM's forward-only pass is not counted; its second pass
+		// back-propagates ⌊64·0.5⌋ − 1 = 31 samples.
+		{"esam", esam.New, map[string]any{"beta": 0.5, "gamma": 0.5}, 6 * (64 + 31)},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			r, exp := newRunner(t, w, short)

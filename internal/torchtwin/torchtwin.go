@@ -107,6 +107,37 @@ func Call(t testing.TB, script string, in, out any) {
 	}
 }
 
+// Thetas runs a reference script that reads in (any JSON) on stdin and
+// writes {"thetas": [...]}, the parameters after each of steps steps, as
+// Trajectory does for scripts fed gradients: for references that
+// recompute the gradients themselves (the model and data in the input).
+func Thetas(t testing.TB, script string, in any, steps int) [][]float64 {
+	t.Helper()
+	Script(t)
+	b, err := json.Marshal(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(Python, script)
+	cmd.Stdin = bytes.NewReader(b)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("%s: %v\n%s", script, err, stderr.String())
+	}
+	var res struct {
+		Thetas [][]float64 `json:"thetas"`
+	}
+	if err := json.Unmarshal(out, &res); err != nil {
+		t.Fatalf("%s: %v\n%s", script, err, out)
+	}
+	if len(res.Thetas) != steps {
+		t.Fatalf("%s gave %d steps for %d", script, len(res.Thetas), steps)
+	}
+	return res.Thetas
+}
+
 // RelErr returns ‖got − want‖₂/‖want‖₂.
 func RelErr(got, want []float64) float64 {
 	var d, w float64

@@ -19,6 +19,8 @@ import (
 	"github.com/optlab/optlab/plugins/bsam"
 	"github.com/optlab/optlab/plugins/compose"
 	"github.com/optlab/optlab/plugins/ensembles"
+	"github.com/optlab/optlab/plugins/esam"
+	"github.com/optlab/optlab/plugins/msam"
 	"github.com/optlab/optlab/plugins/muon"
 	"github.com/optlab/optlab/plugins/otmdr"
 	"github.com/optlab/optlab/plugins/sam"
@@ -82,6 +84,10 @@ func methods() []method {
 			Doc: "DST ensemble (Liu et al., FreeTickets): independent members, each trained with dynamic sparse training"}, false},
 		{optim.Entry{Name: "edst", New: sparse.NewEDST,
 			Doc: "EDST ensemble (Liu et al., FreeTickets): sparse tickets of one dynamic-sparse-training run"}, false},
+		{optim.Entry{Name: "esam", New: esam.New,
+			Doc: "Efficient SAM (Du et al.): SAM's perturbation on a random subset of the tensors, the second pass on the samples whose loss rises most"}, false},
+		{optim.Entry{Name: "msam", New: msam.New,
+			Doc: "Momentum-SAM (Becker et al.): the perturbation along the base SGD's negative momentum, one gradient per step"}, false},
 	}
 }
 

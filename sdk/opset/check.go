@@ -104,6 +104,9 @@ func (c *Checker) describe(l optim.VecLayout) string {
 	if l.Shape == optim.ParamShape {
 		return fmt.Sprintf("member %d's layout (%d parameters)", l.Member, n)
 	}
+	if l.Shape == optim.SampleShape {
+		return fmt.Sprintf("member %d's sample vectors (%d samples)", l.Member, n)
+	}
 	return fmt.Sprintf("member %d's %s factors (block %d, %d elements)", l.Member, l.Shape, l.Block, n)
 }
 
@@ -115,6 +118,9 @@ func (c *Checker) compatible(a, b optim.VecLayout) bool {
 		return true
 	}
 	if (a.Shape == optim.ParamShape) != (b.Shape == optim.ParamShape) {
+		return false
+	}
+	if (a.Shape == optim.SampleShape) != (b.Shape == optim.SampleShape) {
 		return false
 	}
 	return c.l.Of(a).Numel == c.l.Of(b).Numel
@@ -152,6 +158,9 @@ func (c *Checker) params(op string, allocated Allocated, vs ...optim.Vec) error 
 		l, err := c.vec(v, allocated)
 		if err != nil {
 			return err
+		}
+		if l.Shape == optim.SampleShape {
+			return &optim.VecError{Vec: v, Msg: fmt.Sprintf("is a sample vector; %s takes parameter-shaped vectors", op)}
 		}
 		if l.Shape != optim.ParamShape {
 			return &optim.VecError{Vec: v, Msg: fmt.Sprintf("is a %s factor vector; %s takes parameter-shaped vectors", l.Shape, op)}
@@ -257,6 +266,8 @@ func (c *Checker) checkVecOp(op optim.Op, allocated Allocated) error {
 		return c.grad(o, allocated)
 	case optim.JointGrad:
 		return c.jointGrad(o, allocated)
+	case optim.BaseState:
+		return c.baseState(o, allocated)
 	case optim.BaseStep:
 		if err := c.params("base_step", allocated, o.Params, o.Grad); err != nil {
 			return err
@@ -363,7 +374,83 @@ func (c *Checker) grad(o optim.Grad, allocated Allocated) error {
 	if err := c.params("grad", allocated, vs...); err != nil {
 		return err
 	}
-	return c.sameLayout(allocated, vs...)
+	if err := c.sameLayout(allocated, vs...); err != nil {
+		return err
+	}
+	return c.gradSamples(o, allocated)
+}
+
+// gradSamples checks a Grad's per-sample fields (minor 10): OutLosses and
+// Rank are sample vectors of At's member (or 0), Keep is in [1, BatchSize]
+// with Rank and 0 without, and they take the whole batch.
+func (c *Checker) gradSamples(o optim.Grad, allocated Allocated) error {
+	if o.OutLosses == 0 && o.Rank == 0 {
+		if o.Keep != 0 {
+			return fmt.Errorf("grad: keep = %d without a rank vector (keep applies to Rank's top samples)", o.Keep)
+		}
+		return nil
+	}
+	at, _ := c.vec(o.At, allocated)
+	for _, v := range []optim.Vec{o.OutLosses, o.Rank} {
+		if v == 0 {
+			continue
+		}
+		l, err := c.vec(v, allocated)
+		if err != nil {
+			return err
+		}
+		if v < 0 || l.Shape != optim.SampleShape {
+			return &optim.VecError{Vec: v, Msg: "is not a sample vector: a gradient's OutLosses and Rank are vectors allocated with Shape samples"}
+		}
+		if l.Member != at.Member {
+			return &optim.VecError{Vec: v, Msg: fmt.Sprintf("is a sample vector of member %d; the pass is member %d's", l.Member, at.Member)}
+		}
+	}
+	if o.Batch.Of > 1 {
+		return fmt.Errorf("grad: per-sample losses and a ranked sub-batch take the whole batch, not part %d of %d", o.Batch.Part, o.Batch.Of)
+	}
+	if o.Eps != 0 || o.OutRho != 0 || c.l.Members[at.Member].Variational {
+		return errors.New("grad: per-sample losses and a ranked sub-batch are for deterministic members")
+	}
+	if o.Rank == 0 {
+		if o.Keep != 0 {
+			return fmt.Errorf("grad: keep = %d without a rank vector (keep applies to Rank's top samples)", o.Keep)
+		}
+		return nil
+	}
+	if o.Keep < 1 || o.Keep > c.l.BatchSize {
+		return fmt.Errorf("grad: keep = %d is outside [1, %d] (the batch size)", o.Keep, c.l.BatchSize)
+	}
+	return nil
+}
+
+// baseState checks a BaseState: Dst an allocated parameter vector of the
+// layout of Of, the live parameters (or ρ) of a member, and a known name.
+// Whether the base optimizer keeps that state the host says.
+func (c *Checker) baseState(o optim.BaseState, allocated Allocated) error {
+	if o.Dst <= 0 {
+		if _, err := c.vec(o.Dst, allocated); err != nil {
+			return err
+		}
+		return &optim.VecError{Vec: o.Dst, Msg: "is reserved: base_state copies into an allocated vector (> 0)"}
+	}
+	if _, ok := o.Of.Member(); !ok {
+		if _, ok := o.Of.Rho(); !ok {
+			if _, err := c.vec(o.Of, allocated); err != nil {
+				return err
+			}
+			return &optim.VecError{Vec: o.Of, Msg: "is not a member's live parameters or ρ: the base optimizer keeps state for those only"}
+		}
+	}
+	switch o.Name {
+	case optim.MomentumBuffer, optim.ExpAvg, optim.ExpAvgSq:
+	default:
+		return fmt.Errorf("base_state: unknown state %q (momentum_buffer, exp_avg or exp_avg_sq): %w", o.Name, errors.ErrUnsupported)
+	}
+	if err := c.params("base_state", allocated, o.Dst, o.Of); err != nil {
+		return err
+	}
+	return c.sameLayout(allocated, o.Dst, o.Of)
 }
 
 // jointGrad checks a JointGrad: its Outs are allocated vectors or 0, each
@@ -575,8 +662,11 @@ func (c *Checker) alloc(o optim.Alloc) error {
 	if o.Member < 0 || int(o.Member) >= len(c.l.Members) {
 		return fmt.Errorf("alloc: no member %d (the run has %d)", o.Member, len(c.l.Members))
 	}
-	if o.Shape < optim.ParamShape || o.Shape > optim.RightFactor {
+	if o.Shape < optim.ParamShape || o.Shape > optim.SampleShape {
 		return fmt.Errorf("alloc: unknown vector shape %d: %w", o.Shape, errors.ErrUnsupported)
+	}
+	if o.Shape == optim.SampleShape && c.l.BatchSize <= 0 {
+		return errors.New("alloc of a sample vector: the host's layout has no batch size (a data-free problem)")
 	}
 	if err := c.l.Members[o.Member].CheckFactors(o.Shape, o.Block); err != nil {
 		return fmt.Errorf("alloc of member %d's %s vector: %w", o.Member, o.Shape, err)
@@ -599,6 +689,9 @@ func (c *Checker) factor(op, role string, v optim.Vec, allocated Allocated) (opt
 	l, err := c.vec(v, allocated)
 	if err != nil {
 		return l, err
+	}
+	if l.Shape == optim.SampleShape {
+		return l, &optim.VecError{Vec: v, Msg: fmt.Sprintf("is a sample vector; %s's %s is a factor vector (Alloc with a factor shape)", op, role)}
 	}
 	if l.Shape == optim.ParamShape {
 		return l, &optim.VecError{Vec: v, Msg: fmt.Sprintf("holds parameters; %s's %s is a factor vector (Alloc with a shape)", op, role)}
@@ -755,4 +848,27 @@ func (b *Blocks) If(i int, o optim.If, holds bool) {
 	if !holds {
 		b.end = i + 1 + int(o.Len)
 	}
+}
+
+// BaseStateRefusal returns the error of a BaseState asking for state name
+// of a base optimizer base ("sgd" or "adam") with momentum momentum (SGD's),
+// or nil when that optimizer keeps that state: every host refuses with
+// these words.
+func BaseStateRefusal(base string, momentum float64, name string) error {
+	switch base {
+	case "sgd":
+		if name != optim.MomentumBuffer {
+			return fmt.Errorf("base_state: the base optimizer is sgd, which keeps momentum_buffer (with momentum ≠ 0), not %s", name)
+		}
+		if momentum == 0 {
+			return errors.New("base_state: the base optimizer is sgd with momentum 0, which keeps no momentum_buffer (set the base optimizer's momentum)")
+		}
+		return nil
+	case "adam":
+		if name != optim.ExpAvg && name != optim.ExpAvgSq {
+			return fmt.Errorf("base_state: the base optimizer is adam, which keeps exp_avg and exp_avg_sq, not %s", name)
+		}
+		return nil
+	}
+	return fmt.Errorf("base_state: unknown base optimizer %q", base)
 }

@@ -68,6 +68,7 @@ func TestOpSet(t *testing.T) {
 	want := []opset.FieldSpec{
 		{Name: "Out", Wire: "out", Kind: "vec"}, {Name: "At", Wire: "at", Kind: "vec"}, {Name: "Batch", Wire: "batch", Kind: "batch"},
 		{Name: "BN", Wire: "bn", Kind: "enum:BNMode"}, {Name: "Eps", Wire: "eps", Kind: "vec"}, {Name: "OutRho", Wire: "out_rho", Kind: "vec"},
+		{Name: "OutLosses", Wire: "out_losses", Kind: "vec"}, {Name: "Rank", Wire: "rank", Kind: "vec"}, {Name: "Keep", Wire: "keep", Kind: "int64"},
 	}
 	got := opset.Fields(reflect.TypeFor[optim.Grad]())
 	for i := range got {

@@ -22,6 +22,12 @@ const (
 	ParamShape VecShape = iota
 	LeftFactor
 	RightFactor
+	// SampleShape is a sample vector: Layout.BatchSize elements, one per
+	// sample of a batch (Grad's OutLosses and Rank), one tensor "samples"
+	// of Kind "samples". The elementwise, register and segment ops apply
+	// to it as to any vector; it meets only sample vectors. Block is 0.
+	// Protocol minor 10.
+	SampleShape
 )
 
 func (s VecShape) String() string {
@@ -32,6 +38,8 @@ func (s VecShape) String() string {
 		return "left"
 	case RightFactor:
 		return "right"
+	case SampleShape:
+		return "samples"
 	}
 	return fmt.Sprintf("VecShape(%d)", int32(s))
 }
@@ -117,10 +125,15 @@ func (m MemberLayout) tensorName(i int) string {
 }
 
 // Of returns the layout of a vector of layout v (Factors of its member's
-// layout); a member out of range gives the zero MemberLayout.
+// layout; for SampleShape one tensor "samples" of BatchSize elements); a
+// member out of range gives the zero MemberLayout.
 func (l Layout) Of(v VecLayout) MemberLayout {
 	if v.Member < 0 || v.Member >= len(l.Members) {
 		return MemberLayout{}
+	}
+	if v.Shape == SampleShape {
+		return MemberLayout{Arch: l.Members[v.Member].Arch, Numel: l.BatchSize,
+			Tensors: []Tensor{{Name: "samples", Shape: []int64{l.BatchSize}, Kind: "samples"}}}
 	}
 	return l.Members[v.Member].Factors(v.Shape, v.Block)
 }
@@ -130,8 +143,14 @@ func (l Layout) Of(v VecLayout) MemberLayout {
 // MaxBlock] (0 for ParamShape), at least one matrix tensor, and no factor
 // side above MaxBlock. Its error names the tensor and the block to use.
 func (m MemberLayout) CheckFactors(s VecShape, block int64) error {
-	if s < ParamShape || s > RightFactor {
+	if s < ParamShape || s > SampleShape {
 		return fmt.Errorf("unknown vector shape %d", s)
+	}
+	if s == SampleShape {
+		if block != 0 {
+			return fmt.Errorf("block %d set for a sample vector: blocks apply to factor shapes (left, right)", block)
+		}
+		return nil
 	}
 	if block < 0 || block > MaxBlock {
 		return fmt.Errorf("block %d is outside [0, %d] (0: whole rows and columns)", block, MaxBlock)

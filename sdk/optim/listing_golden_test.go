@@ -55,6 +55,12 @@ func allOpsProgram() *optim.Program {
 	p.MatMul(t, lf, g, rf).MatMul(t, 0, g, rf).MatMulOp(optim.MatMul{Dst: t, Src: g, Left: q, Right: q, TransLeft: true})
 	p.MatMul(q, lf, q, 0)
 	p.If(n, func(p *optim.Program) { p.Scale(g, optim.K(0.5)).Norm(g) })
+	lb, la := hs.New("lb"), hs.New("la")
+	p.BaseState(t, optim.Params, optim.MomentumBuffer).AllocSamples(lb, 0).AllocSamples(la, 0)
+	p.GradOp(optim.Grad{Out: g, At: optim.Params, OutLosses: lb})
+	p.GradOp(optim.Grad{At: optim.Params, BN: optim.BNFreeze, OutLosses: la})
+	p.Binary(la, la, lb, optim.Sub)
+	p.GradOp(optim.Grad{Out: g, At: optim.Params, Rank: la, Keep: 3})
 	p.Read(n, m).UpdateBN(saved).UpdateBN(optim.Params).Free(t)
 	p.Ops = append(p.Ops, optim.Unary{Dst: t, Src: g, Kind: 42})
 	return p

@@ -200,13 +200,36 @@ type Norm struct{ X Vec }
 // OutRho (≠ 0) receives the gradient with respect to ρ. At must not be a ρ
 // handle; Eps and OutRho are allocated vectors or 0 (an error at a
 // deterministic member). Eps and OutRho are protocol minor 1.
+//
+// Per-sample losses and a data-dependent subset of the batch (protocol
+// minor 10, for ESAM's sharpness-sensitive data selection) use sample
+// vectors (Alloc with Shape SampleShape: Layout.BatchSize elements, one
+// per sample of a batch, in loader order). OutLosses (≠ 0, a sample vector
+// of At's member) receives the loss of every sample of the pass, without
+// label smoothing's mean: element i is the loss of the batch's sample i (the
+// mean of them is the pass's loss register, up to rounding). Out = 0 with
+// OutLosses ≠ 0 is a forward-only pass: no backward, and not counted as a
+// gradient evaluation. Rank (≠ 0, a sample vector of At's member) restricts
+// the pass to the Keep samples of the batch whose Rank is largest (ties to
+// the lower index), taken in batch order: the forward pass, its BatchNorm
+// batch statistics, the loss (the mean over the Keep samples), the accuracy
+// and the gradient are those of that sub-batch alone, as a model called on
+// inputs[idx] is in PyTorch; the selection costs no read-back (Keep is fixed,
+// the indices stay on the device). Keep is in [1, BatchSize] with Rank, and
+// 0 without. OutLosses and Rank take the whole batch (Batch zero), a
+// deterministic member, and a batch of Layout.BatchSize samples (the loader
+// drops a last incomplete one); with Rank, OutLosses gets the selected
+// samples' losses at their batch positions and 0 elsewhere.
 type Grad struct {
-	Out    Vec
-	At     Vec
-	Batch  Batch
-	BN     BNMode
-	Eps    Vec
-	OutRho Vec
+	Out       Vec
+	At        Vec
+	Batch     Batch
+	BN        BNMode
+	Eps       Vec
+	OutRho    Vec
+	OutLosses Vec
+	Rank      Vec
+	Keep      int64
 }
 
 // BaseStep applies the experiment's base optimizer (SGD with momentum,
@@ -217,6 +240,33 @@ type BaseStep struct {
 	Params Vec
 	Grad   Vec
 }
+
+// BaseState copies a vector of the base optimizer's state into Dst: the
+// state that BaseStep keeps for the live parameters Of (ParamsOf(m), or a
+// variational member's RhoOf(m)), named as PyTorch names it:
+// "momentum_buffer" (SGD with momentum ≠ 0), "exp_avg" and "exp_avg_sq"
+// (Adam's first and second moments). Before the first BaseStep of Of the
+// state reads as zeros (PyTorch creates it lazily on the first step, with
+// the value a zero-initialised buffer would then get). Dst is an allocated
+// parameter-shaped vector of Of's layout. It is refused, with a message
+// that says what the base optimizer keeps, when the base optimizer has no
+// such state (SGD with momentum 0 keeps none; SGD has no exp_avg; Adam no
+// momentum_buffer) and when the optimizer owns its update (there is no base
+// optimizer). A plugin reads the base optimizer's state with it, as
+// Momentum-SAM perturbs along the SGD momentum. Protocol minor 10.
+type BaseState struct {
+	Dst, Of Vec
+	Name    string
+}
+
+func (BaseState) isOp() {}
+
+// Base optimizer state names of BaseState.
+const (
+	MomentumBuffer = "momentum_buffer"
+	ExpAvg         = "exp_avg"
+	ExpAvgSq       = "exp_avg_sq"
+)
 
 // JointGrad evaluates several members together on the current batch
 // (member 0's batch, which they must share; Batch selects a part as in

@@ -56,7 +56,7 @@ var opDocs = map[string]string{
 	"RandN":        "dst ~ N(0, std²) i.i.d. (seed 0: the run's host stream)",
 	"Dot":          "Σ aᵢbᵢ, accumulated in float64",
 	"Norm":         "‖x‖₂ over all parameters, accumulated in float64",
-	"Grad":         "out = ∇L(at) on a part of the batch (out 0: none); variational members: weights μ + softplus(ρ)⊙κ, `OutRho` = ∂L/∂ρ (`GradOp`, minor 1)",
+	"Grad":         "out = ∇L(at) on a part of the batch (out 0: none); variational members: weights μ + softplus(ρ)⊙κ, `OutRho` = ∂L/∂ρ (`GradOp`, minor 1); per-sample losses into a sample vector (`OutLosses`), the pass on the `Keep` samples of largest `Rank` only (minor 10)",
 	"BaseStep":     "the experiment's base optimizer step of member m with gradient g",
 	"SetLR":        "base-step learning rate of member m for the rest of the step",
 	"JointGrad":    "one loss on the averaged probabilities of several members; outs[i] = ∂L/∂ats[i]",
@@ -71,6 +71,7 @@ var opDocs = map[string]string{
 	"MatMul":       "dst = op(left)·X·op(right) for every block X of src, op a transpose or not, a factor 0 the identity (preconditioning, rotation into an eigenbasis)",
 	"MatFunc":      "dst = f(src) for every matrix of a factor vector, in float64: inverse p-th root (A+εI)^(−1/p), its pseudo-inverse variant, eigenvectors, eigenvalues, QR's Q",
 	"If":           "run the next n ops only when the scalar register x > 0; skipped ops change nothing and set their registers to NaN (no round trip to the plugin)",
+	"BaseState":    "dst = the base optimizer's state vector name of the live parameters of (momentum_buffer; exp_avg, exp_avg_sq), zeros before its first step; refused when the base optimizer keeps none (minor 10)",
 	"UpdateBN":     "recompute x's BatchNorm running statistics exactly over the training set (update_bn): reset, then a cumulative average over every batch in train mode, no gradient",
 }
 
@@ -109,7 +110,7 @@ func buildOpSet() []OpSpec {
 		spec[RandN]("RandN", "rand_n", 0, "{Dst} ~ N(0, {Std}²) seed={Seed}"),
 		spec[Dot]("Dot", "dot", 0, "{A} · {B}", "value"),
 		spec[Norm]("Norm", "norm", 0, "{X}", "value"),
-		spec[Grad]("Grad", "grad", 0, "{Out:out} = ∇L({At}) batch={Batch} bn={BN}[ eps={Eps}][ rho-grad={OutRho}]", "loss", "acc"),
+		spec[Grad]("Grad", "grad", 0, "{Out:out} = ∇L({At}) batch={Batch} bn={BN}[ eps={Eps}][ rho-grad={OutRho}][ losses={OutLosses}][ top {Keep} by {Rank}]", "loss", "acc"),
 		spec[BaseStep]("BaseStep", "base_step", 0, "{Params} with gradient {Grad}"),
 		spec[SetLR]("SetLR", "set_lr", 0, "member={Member} lr={LR}"),
 		spec[JointGrad]("JointGrad", "joint_grad", 2, "{Outs:out} = ∇L({Ats}) batch={Batch} bn={BN}", "loss", "acc"),
@@ -125,6 +126,7 @@ func buildOpSet() []OpSpec {
 		spec[MatMul]("MatMul", "mat_mul", 8, "{Dst} = {Left:out}·{Src}·{Right:out}[ {TransLeft?}left transposed][ {TransRight?}right transposed]"),
 		spec[MatFunc]("MatFunc", "mat_func", 8, "{Dst} = {Kind}({Src})[ root={Root}][ eps={Eps}]"),
 		spec[If]("If", "if_block", 9, "{X} > 0: run the next {Len} ops"),
+		spec[BaseState]("BaseState", "base_state", 10, "{Dst} = base {Name} of {Of}"),
 	}
 }
 

@@ -230,6 +230,18 @@ func (p *Program) JointGrad(outs, ats []Vec, b Batch, bn BNMode) Eval {
 // BaseStep appends a base-optimizer step of params with gradient g.
 func (p *Program) BaseStep(params, g Vec) *Program { return p.add(BaseStep{Params: params, Grad: g}) }
 
+// BaseState appends dst = the base optimizer's state vector name
+// (MomentumBuffer, ExpAvg, ExpAvgSq) of the live parameters of.
+func (p *Program) BaseState(dst, of Vec, name string) *Program {
+	return p.add(BaseState{Dst: dst, Of: of, Name: name})
+}
+
+// AllocSamples appends an Alloc of id as a sample vector of member m
+// (SampleShape: one element per sample of a batch).
+func (p *Program) AllocSamples(id Vec, m int) *Program {
+	return p.add(Alloc{ID: id, Member: int32(m), Shape: SampleShape})
+}
+
 // SetLR appends a learning-rate override for member m.
 func (p *Program) SetLR(m int, lr float64) *Program { return p.add(SetLR{Member: int32(m), LR: lr}) }
 

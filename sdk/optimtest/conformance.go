@@ -28,6 +28,13 @@ type HostTestOptions struct {
 	// loss of a batch is not the mean of the losses of its parts: the cases
 	// that rely on that are skipped.
 	BatchNorm bool
+	// Momentum, when not 0, says BaseStep is SGD with this momentum and
+	// no dampening, Nesterov or weight decay: the BaseState cases then
+	// check the momentum buffer's values (protocol minor 10).
+	Momentum float64
+	// Only, when not empty, runs only the cases whose name starts with it
+	// (a second host configuration for a few cases, e.g. "BaseState/").
+	Only string
 }
 
 // TestHost is the conformance suite of optim.Host, in the spirit of
@@ -67,6 +74,9 @@ func TestHost(t *testing.T, newHost func(t *testing.T) optim.Host, opts HostTest
 		opts.Tol = 1e-12
 	}
 	for _, hc := range hostCases() {
+		if !strings.HasPrefix(hc.name, opts.Only) {
+			continue
+		}
 		t.Run(hc.name, func(t *testing.T) {
 			h := newHost(t)
 			if hc.direct != nil {
@@ -105,6 +115,10 @@ const (
 	needBaseSGD
 	// needBatchMeans: the loss of an even batch is the mean of its halves'.
 	needBatchMeans
+	// needMomentum: HostTestOptions.Momentum ≠ 0.
+	needMomentum
+	// needSamples: a batch size of at least 2 (sample vectors).
+	needSamples
 )
 
 // hostCase is one row of the suite: run builds the programs and what they
@@ -227,6 +241,10 @@ func (c *conf) unmet(n needs) string {
 		return "needs two deterministic members"
 	case n&needBaseSGD != 0 && !c.opts.BaseSGD:
 		return "needs a plain SGD base optimizer (HostTestOptions.BaseSGD)"
+	case n&needMomentum != 0 && c.opts.Momentum == 0:
+		return "needs an SGD base optimizer with momentum (HostTestOptions.Momentum)"
+	case n&needSamples != 0 && c.l.BatchSize < 2:
+		return fmt.Sprintf("needs a batch of 2 samples or more, not %d", c.l.BatchSize)
 	case n&needBatchMeans != 0 && c.opts.BatchNorm:
 		return "the members use batch statistics (HostTestOptions.BatchNorm)"
 	case n&needBatchMeans != 0 && (c.l.BatchSize < 2 || c.l.BatchSize%2 != 0):

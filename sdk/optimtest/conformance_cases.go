@@ -21,7 +21,7 @@ func hostCases() []hostCase {
 		arithCases(), linCombCases(), unaryCases(), binaryCases(), randNCases(), reduceCases(),
 		gradCases(), variationalCases(), jointCases(), baseStepCases(), setLRCases(), handleCases(),
 		arithCasesMinor5(), coefCases(), segReduceCases(), segArithCases(), topKCases(), readCases(), reportCases(),
-		matrixCases(), ifCases(),
+		matrixCases(), ifCases(), baseStateCases(), sampleCases(),
 	} {
 		cs = append(cs, group...)
 	}

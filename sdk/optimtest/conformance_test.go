@@ -38,4 +38,10 @@ func TestHostConformance(t *testing.T) {
 			optimtest.TestHost(t, h.new, optimtest.HostTestOptions{BaseSGD: true})
 		})
 	}
+	// The base optimizer's state (protocol minor 10) with SGD momentum.
+	t.Run("momentum", func(t *testing.T) {
+		optimtest.TestHost(t, func(t *testing.T) optim.Host {
+			return optimtest.MustHost(t, mlp(), optimtest.WithBatchSize(16), optimtest.WithBase(optimtest.BaseOptimizer{Momentum: 0.9}))
+		}, optimtest.HostTestOptions{Momentum: 0.9, Only: "BaseState/"})
+	})
 }

@@ -164,6 +164,13 @@ type GradRecord struct {
 	// KL is the summed KL term of the pass before the β/N factor.
 	KL float64
 
+	// Losses are the per-sample losses a pass with OutLosses wrote (minor
+	// 10), in batch order (0 where a Rank selection left a sample out).
+	Losses []float64
+	// ForwardOnly marks a pass with OutLosses and no Out: no backward (the
+	// host's Grad field is still set, for tests).
+	ForwardOnly bool
+
 	// Joint is, for the records of a JointGrad pass (one per entry of Ats,
 	// in order, sharing Samples, BN, Loss and Acc: the joint loss and the
 	// accuracy of the averaged probabilities), the number of members in
@@ -688,6 +695,8 @@ func (h *Host) applyVecOp(op optim.Op, x *execState) error {
 		return h.topKMask(op, x)
 	case optim.BaseStep:
 		return h.baseStep(op)
+	case optim.BaseState:
+		return h.baseState(op)
 	case optim.SetLR:
 		return h.setLR(op)
 	case optim.UpdateBN:
@@ -1148,6 +1157,13 @@ func (h *Host) grad(op optim.Grad, x *execState) error {
 	if err != nil {
 		return err
 	}
+	var losses []float64 // OutLosses' data, and the batch s was before a Rank selection
+	batch := s
+	if op.OutLosses != 0 || op.Rank != 0 {
+		if batch, s, losses, err = h.rankSamples(op, s); err != nil {
+			return err
+		}
+	}
 	st := &mem.stats
 	switch op.BN {
 	case optim.BNUpdate:
@@ -1177,6 +1193,16 @@ func (h *Host) grad(op optim.Grad, x *execState) error {
 		}
 	}
 	rec.Grad = slices.Clone(g)
+	if losses != nil {
+		clear(losses)
+		for i, b := range batch {
+			if slices.Contains(s, b) {
+				losses[i], _ = h.prob.Loss(at, []int{b}, nil)
+			}
+		}
+		rec.Losses = slices.Clone(losses)
+	}
+	rec.ForwardOnly = op.OutLosses != 0 && op.Out == 0
 	h.grads = append(h.grads, rec)
 	if out != nil {
 		copy(out, g)
@@ -1184,6 +1210,68 @@ func (h *Host) grad(op optim.Grad, x *execState) error {
 	x.scalar(rec.Loss)
 	x.scalar(rec.Acc)
 	return nil
+}
+
+// rankSamples returns, for a Grad with OutLosses or Rank (minor 10) on the
+// whole batch s, the batch, the samples of the pass (the batch, or the Keep
+// samples of largest Rank, ties to the lower position, in batch order),
+// and OutLosses' data (nil without).
+//
+// A data-free problem (whose Loss ignores its samples) has a batch of
+// Layout.BatchSize virtual samples 0…BatchSize−1, each of the whole loss.
+func (h *Host) rankSamples(op optim.Grad, s []int) (batch, sub []int, losses []float64, err error) {
+	if s == nil && h.prob.Samples() == 0 {
+		s = make([]int, h.batchSize)
+		for i := range s {
+			s[i] = i
+		}
+	}
+	if op.OutLosses != 0 {
+		d, err := h.get(op.OutLosses)
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		losses = d
+		if len(s) != len(d) {
+			return nil, nil, nil, fmt.Errorf("grad: a batch of %d samples; sample vectors hold %d", len(s), len(d))
+		}
+	}
+	if op.Rank == 0 {
+		return s, s, losses, nil
+	}
+	r, err := h.get(op.Rank)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	if len(s) != len(r) {
+		return nil, nil, nil, fmt.Errorf("grad: a batch of %d samples; sample vectors hold %d", len(s), len(r))
+	}
+	if op.Keep < 1 || int(op.Keep) > len(s) {
+		return nil, nil, nil, fmt.Errorf("grad: keep = %d of a batch of %d", op.Keep, len(s))
+	}
+	pos := make([]int, len(s))
+	for i := range pos {
+		pos[i] = i
+	}
+	slices.SortStableFunc(pos, func(a, b int) int { return cmpDesc(r[a], r[b]) })
+	pos = pos[:op.Keep]
+	slices.Sort(pos)
+	sub = make([]int, len(pos))
+	for i, p := range pos {
+		sub[i] = s[p]
+	}
+	return s, sub, losses, nil
+}
+
+// cmpDesc orders a before b when a is larger (NaN largest, as torch.topk).
+func cmpDesc(a, b float64) int {
+	switch {
+	case a == b || (math.IsNaN(a) && math.IsNaN(b)):
+		return 0
+	case math.IsNaN(a) || a > b:
+		return -1
+	}
+	return 1
 }
 
 // jointGrad implements optim.JointGrad. With p̄ = (1/M)Σₘ pₘ the average of
@@ -1326,6 +1414,50 @@ func (h *Host) baseStep(op optim.BaseStep) error {
 	}
 	m.stats.BaseSteps++
 	h.applyBase(m.theta, gv, &m.opt, lr, h.base.WeightDecay)
+	return nil
+}
+
+// baseState copies a vector of the base optimizer's state of op.Of into
+// op.Dst (zeros before its first step).
+func (h *Host) baseState(op optim.BaseState) error {
+	if h.ownsUpdate {
+		return errOwnsUpdate("base state")
+	}
+	mi, isRho := op.Of.Rho()
+	if !isRho {
+		var ok bool
+		if mi, ok = op.Of.Member(); !ok {
+			return fmt.Errorf("base state of %d, which is not a member's live parameters or ρ", op.Of)
+		}
+	}
+	m := h.members[mi]
+	st := &m.opt
+	if isRho {
+		st = &m.rhoOpt
+	}
+	base := "sgd"
+	if h.base.Adam {
+		base = "adam"
+	}
+	if err := opset.BaseStateRefusal(base, h.base.Momentum, op.Name); err != nil {
+		return err
+	}
+	dst, err := h.get(op.Dst)
+	if err != nil {
+		return err
+	}
+	src := st.buf
+	switch op.Name {
+	case optim.ExpAvg:
+		src = st.m
+	case optim.ExpAvgSq:
+		src = st.v
+	}
+	if src == nil {
+		clear(dst)
+		return nil
+	}
+	copy(dst, src)
 	return nil
 }
 

@@ -452,9 +452,10 @@ func (Segmentation) EnumDescriptor() ([]byte, []int) {
 type VecShape int32
 
 const (
-	VecShape_VEC_SHAPE_PARAMS VecShape = 0
-	VecShape_VEC_SHAPE_LEFT   VecShape = 1
-	VecShape_VEC_SHAPE_RIGHT  VecShape = 2
+	VecShape_VEC_SHAPE_PARAMS  VecShape = 0
+	VecShape_VEC_SHAPE_LEFT    VecShape = 1
+	VecShape_VEC_SHAPE_RIGHT   VecShape = 2
+	VecShape_VEC_SHAPE_SAMPLES VecShape = 3 // since minor 10
 )
 
 // Enum value maps for VecShape.
@@ -463,11 +464,13 @@ var (
 		0: "VEC_SHAPE_PARAMS",
 		1: "VEC_SHAPE_LEFT",
 		2: "VEC_SHAPE_RIGHT",
+		3: "VEC_SHAPE_SAMPLES",
 	}
 	VecShape_value = map[string]int32{
-		"VEC_SHAPE_PARAMS": 0,
-		"VEC_SHAPE_LEFT":   1,
-		"VEC_SHAPE_RIGHT":  2,
+		"VEC_SHAPE_PARAMS":  0,
+		"VEC_SHAPE_LEFT":    1,
+		"VEC_SHAPE_RIGHT":   2,
+		"VEC_SHAPE_SAMPLES": 3,
 	}
 )
 
@@ -3116,8 +3119,13 @@ type GradOp struct {
 	Batch *Batch                 `protobuf:"bytes,3,opt,name=batch,proto3" json:"batch,omitempty"`
 	Bn    BNMode                 `protobuf:"varint,4,opt,name=bn,proto3,enum=optlab.plugin.v1.BNMode" json:"bn,omitempty"`
 	// Since minor 1: weight noise and ρ-gradient output of variational members.
-	Eps           int32 `protobuf:"zigzag32,5,opt,name=eps,proto3" json:"eps,omitempty"`
-	OutRho        int32 `protobuf:"zigzag32,6,opt,name=out_rho,json=outRho,proto3" json:"out_rho,omitempty"`
+	Eps    int32 `protobuf:"zigzag32,5,opt,name=eps,proto3" json:"eps,omitempty"`
+	OutRho int32 `protobuf:"zigzag32,6,opt,name=out_rho,json=outRho,proto3" json:"out_rho,omitempty"`
+	// Since minor 10: per-sample losses into a sample vector, and the pass on
+	// the keep samples of largest rank only.
+	OutLosses     int32 `protobuf:"zigzag32,7,opt,name=out_losses,json=outLosses,proto3" json:"out_losses,omitempty"`
+	Rank          int32 `protobuf:"zigzag32,8,opt,name=rank,proto3" json:"rank,omitempty"`
+	Keep          int64 `protobuf:"varint,9,opt,name=keep,proto3" json:"keep,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3190,6 +3198,27 @@ func (x *GradOp) GetEps() int32 {
 func (x *GradOp) GetOutRho() int32 {
 	if x != nil {
 		return x.OutRho
+	}
+	return 0
+}
+
+func (x *GradOp) GetOutLosses() int32 {
+	if x != nil {
+		return x.OutLosses
+	}
+	return 0
+}
+
+func (x *GradOp) GetRank() int32 {
+	if x != nil {
+		return x.Rank
+	}
+	return 0
+}
+
+func (x *GradOp) GetKeep() int64 {
+	if x != nil {
+		return x.Keep
 	}
 	return 0
 }
@@ -4048,6 +4077,69 @@ func (x *MatFuncOp) GetEps() float64 {
 	return 0
 }
 
+// BaseStateOp mirrors optim.BaseState (since minor 10): dst = the base
+// optimizer's state vector name ("momentum_buffer", "exp_avg",
+// "exp_avg_sq") of the live parameters of.
+type BaseStateOp struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Dst           int32                  `protobuf:"zigzag32,1,opt,name=dst,proto3" json:"dst,omitempty"`
+	Of            int32                  `protobuf:"zigzag32,2,opt,name=of,proto3" json:"of,omitempty"`
+	Name          string                 `protobuf:"bytes,3,opt,name=name,proto3" json:"name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BaseStateOp) Reset() {
+	*x = BaseStateOp{}
+	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[57]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BaseStateOp) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BaseStateOp) ProtoMessage() {}
+
+func (x *BaseStateOp) ProtoReflect() protoreflect.Message {
+	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[57]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BaseStateOp.ProtoReflect.Descriptor instead.
+func (*BaseStateOp) Descriptor() ([]byte, []int) {
+	return file_optlab_plugin_v1_plugin_proto_rawDescGZIP(), []int{57}
+}
+
+func (x *BaseStateOp) GetDst() int32 {
+	if x != nil {
+		return x.Dst
+	}
+	return 0
+}
+
+func (x *BaseStateOp) GetOf() int32 {
+	if x != nil {
+		return x.Of
+	}
+	return 0
+}
+
+func (x *BaseStateOp) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
 // IfOp mirrors optim.If (since minor 9): the next len ops run only when
 // register x > 0.
 type IfOp struct {
@@ -4060,7 +4152,7 @@ type IfOp struct {
 
 func (x *IfOp) Reset() {
 	*x = IfOp{}
-	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[57]
+	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4072,7 +4164,7 @@ func (x *IfOp) String() string {
 func (*IfOp) ProtoMessage() {}
 
 func (x *IfOp) ProtoReflect() protoreflect.Message {
-	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[57]
+	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4085,7 +4177,7 @@ func (x *IfOp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IfOp.ProtoReflect.Descriptor instead.
 func (*IfOp) Descriptor() ([]byte, []int) {
-	return file_optlab_plugin_v1_plugin_proto_rawDescGZIP(), []int{57}
+	return file_optlab_plugin_v1_plugin_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *IfOp) GetX() int32 {
@@ -4138,6 +4230,7 @@ type Op struct {
 	//	*Op_MatMul
 	//	*Op_MatFunc
 	//	*Op_IfBlock
+	//	*Op_BaseState
 	Kind          isOp_Kind `protobuf_oneof:"kind"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -4145,7 +4238,7 @@ type Op struct {
 
 func (x *Op) Reset() {
 	*x = Op{}
-	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[58]
+	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4157,7 +4250,7 @@ func (x *Op) String() string {
 func (*Op) ProtoMessage() {}
 
 func (x *Op) ProtoReflect() protoreflect.Message {
-	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[58]
+	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4170,7 +4263,7 @@ func (x *Op) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Op.ProtoReflect.Descriptor instead.
 func (*Op) Descriptor() ([]byte, []int) {
-	return file_optlab_plugin_v1_plugin_proto_rawDescGZIP(), []int{58}
+	return file_optlab_plugin_v1_plugin_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *Op) GetKind() isOp_Kind {
@@ -4441,6 +4534,15 @@ func (x *Op) GetIfBlock() *IfOp {
 	return nil
 }
 
+func (x *Op) GetBaseState() *BaseStateOp {
+	if x != nil {
+		if x, ok := x.Kind.(*Op_BaseState); ok {
+			return x.BaseState
+		}
+	}
+	return nil
+}
+
 type isOp_Kind interface {
 	isOp_Kind()
 }
@@ -4561,6 +4663,10 @@ type Op_IfBlock struct {
 	IfBlock *IfOp `protobuf:"bytes,29,opt,name=if_block,json=ifBlock,proto3,oneof"` // since minor 9
 }
 
+type Op_BaseState struct {
+	BaseState *BaseStateOp `protobuf:"bytes,30,opt,name=base_state,json=baseState,proto3,oneof"` // since minor 10
+}
+
 func (*Op_Alloc) isOp_Kind() {}
 
 func (*Op_Free) isOp_Kind() {}
@@ -4619,6 +4725,8 @@ func (*Op_MatFunc) isOp_Kind() {}
 
 func (*Op_IfBlock) isOp_Kind() {}
 
+func (*Op_BaseState) isOp_Kind() {}
+
 // Program mirrors optim.Program.
 type Program struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -4629,7 +4737,7 @@ type Program struct {
 
 func (x *Program) Reset() {
 	*x = Program{}
-	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[59]
+	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4641,7 +4749,7 @@ func (x *Program) String() string {
 func (*Program) ProtoMessage() {}
 
 func (x *Program) ProtoReflect() protoreflect.Message {
-	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[59]
+	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4654,7 +4762,7 @@ func (x *Program) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Program.ProtoReflect.Descriptor instead.
 func (*Program) Descriptor() ([]byte, []int) {
-	return file_optlab_plugin_v1_plugin_proto_rawDescGZIP(), []int{59}
+	return file_optlab_plugin_v1_plugin_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *Program) GetOps() []*Op {
@@ -4676,7 +4784,7 @@ type Result struct {
 
 func (x *Result) Reset() {
 	*x = Result{}
-	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[60]
+	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4688,7 +4796,7 @@ func (x *Result) String() string {
 func (*Result) ProtoMessage() {}
 
 func (x *Result) ProtoReflect() protoreflect.Message {
-	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[60]
+	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4701,7 +4809,7 @@ func (x *Result) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Result.ProtoReflect.Descriptor instead.
 func (*Result) Descriptor() ([]byte, []int) {
-	return file_optlab_plugin_v1_plugin_proto_rawDescGZIP(), []int{60}
+	return file_optlab_plugin_v1_plugin_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *Result) GetScalars() []float64 {
@@ -4723,7 +4831,7 @@ type ExecRequest struct {
 
 func (x *ExecRequest) Reset() {
 	*x = ExecRequest{}
-	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[61]
+	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4735,7 +4843,7 @@ func (x *ExecRequest) String() string {
 func (*ExecRequest) ProtoMessage() {}
 
 func (x *ExecRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[61]
+	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4748,7 +4856,7 @@ func (x *ExecRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecRequest.ProtoReflect.Descriptor instead.
 func (*ExecRequest) Descriptor() ([]byte, []int) {
-	return file_optlab_plugin_v1_plugin_proto_rawDescGZIP(), []int{61}
+	return file_optlab_plugin_v1_plugin_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *ExecRequest) GetProgram() *Program {
@@ -4774,7 +4882,7 @@ type ExecResponse struct {
 
 func (x *ExecResponse) Reset() {
 	*x = ExecResponse{}
-	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[62]
+	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4786,7 +4894,7 @@ func (x *ExecResponse) String() string {
 func (*ExecResponse) ProtoMessage() {}
 
 func (x *ExecResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[62]
+	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4799,7 +4907,7 @@ func (x *ExecResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecResponse.ProtoReflect.Descriptor instead.
 func (*ExecResponse) Descriptor() ([]byte, []int) {
-	return file_optlab_plugin_v1_plugin_proto_rawDescGZIP(), []int{62}
+	return file_optlab_plugin_v1_plugin_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *ExecResponse) GetResult() *Result {
@@ -4829,7 +4937,7 @@ type OpError struct {
 
 func (x *OpError) Reset() {
 	*x = OpError{}
-	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[63]
+	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4841,7 +4949,7 @@ func (x *OpError) String() string {
 func (*OpError) ProtoMessage() {}
 
 func (x *OpError) ProtoReflect() protoreflect.Message {
-	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[63]
+	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4854,7 +4962,7 @@ func (x *OpError) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OpError.ProtoReflect.Descriptor instead.
 func (*OpError) Descriptor() ([]byte, []int) {
-	return file_optlab_plugin_v1_plugin_proto_rawDescGZIP(), []int{63}
+	return file_optlab_plugin_v1_plugin_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *OpError) GetOpIndex() int32 {
@@ -5064,14 +5172,18 @@ const file_optlab_plugin_v1_plugin_proto_rawDesc = "" +
 	"\x01a\x18\x01 \x01(\x11R\x01a\x12\f\n" +
 	"\x01b\x18\x02 \x01(\x11R\x01b\"\x16\n" +
 	"\x06NormOp\x12\f\n" +
-	"\x01x\x18\x01 \x01(\x11R\x01x\"\xae\x01\n" +
+	"\x01x\x18\x01 \x01(\x11R\x01x\"\xf5\x01\n" +
 	"\x06GradOp\x12\x10\n" +
 	"\x03out\x18\x01 \x01(\x11R\x03out\x12\x0e\n" +
 	"\x02at\x18\x02 \x01(\x11R\x02at\x12-\n" +
 	"\x05batch\x18\x03 \x01(\v2\x17.optlab.plugin.v1.BatchR\x05batch\x12(\n" +
 	"\x02bn\x18\x04 \x01(\x0e2\x18.optlab.plugin.v1.BNModeR\x02bn\x12\x10\n" +
 	"\x03eps\x18\x05 \x01(\x11R\x03eps\x12\x17\n" +
-	"\aout_rho\x18\x06 \x01(\x11R\x06outRho\"8\n" +
+	"\aout_rho\x18\x06 \x01(\x11R\x06outRho\x12\x1d\n" +
+	"\n" +
+	"out_losses\x18\a \x01(\x11R\toutLosses\x12\x12\n" +
+	"\x04rank\x18\b \x01(\x11R\x04rank\x12\x12\n" +
+	"\x04keep\x18\t \x01(\x03R\x04keep\"8\n" +
 	"\n" +
 	"BaseStepOp\x12\x16\n" +
 	"\x06params\x18\x01 \x01(\x11R\x06params\x12\x12\n" +
@@ -5135,10 +5247,14 @@ const file_optlab_plugin_v1_plugin_proto_rawDesc = "" +
 	"\x03src\x18\x02 \x01(\x11R\x03src\x121\n" +
 	"\x04kind\x18\x03 \x01(\x0e2\x1d.optlab.plugin.v1.MatFuncKindR\x04kind\x12\x12\n" +
 	"\x04root\x18\x04 \x01(\x01R\x04root\x12\x10\n" +
-	"\x03eps\x18\x05 \x01(\x01R\x03eps\"&\n" +
+	"\x03eps\x18\x05 \x01(\x01R\x03eps\"C\n" +
+	"\vBaseStateOp\x12\x10\n" +
+	"\x03dst\x18\x01 \x01(\x11R\x03dst\x12\x0e\n" +
+	"\x02of\x18\x02 \x01(\x11R\x02of\x12\x12\n" +
+	"\x04name\x18\x03 \x01(\tR\x04name\"&\n" +
 	"\x04IfOp\x12\f\n" +
 	"\x01x\x18\x01 \x01(\x05R\x01x\x12\x10\n" +
-	"\x03len\x18\x02 \x01(\x05R\x03len\"\xb7\f\n" +
+	"\x03len\x18\x02 \x01(\x05R\x03len\"\xf7\f\n" +
 	"\x02Op\x121\n" +
 	"\x05alloc\x18\x01 \x01(\v2\x19.optlab.plugin.v1.AllocOpH\x00R\x05alloc\x12.\n" +
 	"\x04free\x18\x02 \x01(\v2\x18.optlab.plugin.v1.FreeOpH\x00R\x04free\x12.\n" +
@@ -5173,7 +5289,9 @@ const file_optlab_plugin_v1_plugin_proto_rawDesc = "" +
 	"\x04gram\x18\x1a \x01(\v2\x18.optlab.plugin.v1.GramOpH\x00R\x04gram\x125\n" +
 	"\amat_mul\x18\x1b \x01(\v2\x1a.optlab.plugin.v1.MatMulOpH\x00R\x06matMul\x128\n" +
 	"\bmat_func\x18\x1c \x01(\v2\x1b.optlab.plugin.v1.MatFuncOpH\x00R\amatFunc\x123\n" +
-	"\bif_block\x18\x1d \x01(\v2\x16.optlab.plugin.v1.IfOpH\x00R\aifBlockB\x06\n" +
+	"\bif_block\x18\x1d \x01(\v2\x16.optlab.plugin.v1.IfOpH\x00R\aifBlock\x12>\n" +
+	"\n" +
+	"base_state\x18\x1e \x01(\v2\x1d.optlab.plugin.v1.BaseStateOpH\x00R\tbaseStateB\x06\n" +
 	"\x04kind\"1\n" +
 	"\aProgram\x12&\n" +
 	"\x03ops\x18\x01 \x03(\v2\x14.optlab.plugin.v1.OpR\x03ops\"\"\n" +
@@ -5240,11 +5358,12 @@ const file_optlab_plugin_v1_plugin_proto_rawDesc = "" +
 	"\x18SEGMENTATION_UNSPECIFIED\x10\x00\x12\x1b\n" +
 	"\x17SEGMENTATION_PER_TENSOR\x10\x01\x12\x18\n" +
 	"\x14SEGMENTATION_PER_ROW\x10\x02\x12\x1b\n" +
-	"\x17SEGMENTATION_PER_COLUMN\x10\x03*I\n" +
+	"\x17SEGMENTATION_PER_COLUMN\x10\x03*`\n" +
 	"\bVecShape\x12\x14\n" +
 	"\x10VEC_SHAPE_PARAMS\x10\x00\x12\x12\n" +
 	"\x0eVEC_SHAPE_LEFT\x10\x01\x12\x13\n" +
-	"\x0fVEC_SHAPE_RIGHT\x10\x02*\xb1\x01\n" +
+	"\x0fVEC_SHAPE_RIGHT\x10\x02\x12\x15\n" +
+	"\x11VEC_SHAPE_SAMPLES\x10\x03*\xb1\x01\n" +
 	"\vMatFuncKind\x12\x1d\n" +
 	"\x19MAT_FUNC_KIND_UNSPECIFIED\x10\x00\x12\x1a\n" +
 	"\x16MAT_FUNC_KIND_INV_ROOT\x10\x01\x12\x1b\n" +
@@ -5281,7 +5400,7 @@ func file_optlab_plugin_v1_plugin_proto_rawDescGZIP() []byte {
 }
 
 var file_optlab_plugin_v1_plugin_proto_enumTypes = make([]protoimpl.EnumInfo, 10)
-var file_optlab_plugin_v1_plugin_proto_msgTypes = make([]protoimpl.MessageInfo, 67)
+var file_optlab_plugin_v1_plugin_proto_msgTypes = make([]protoimpl.MessageInfo, 68)
 var file_optlab_plugin_v1_plugin_proto_goTypes = []any{
 	(ParamType)(0),             // 0: optlab.plugin.v1.ParamType
 	(PredictiveKind)(0),        // 1: optlab.plugin.v1.PredictiveKind
@@ -5350,26 +5469,27 @@ var file_optlab_plugin_v1_plugin_proto_goTypes = []any{
 	(*GramOp)(nil),             // 64: optlab.plugin.v1.GramOp
 	(*MatMulOp)(nil),           // 65: optlab.plugin.v1.MatMulOp
 	(*MatFuncOp)(nil),          // 66: optlab.plugin.v1.MatFuncOp
-	(*IfOp)(nil),               // 67: optlab.plugin.v1.IfOp
-	(*Op)(nil),                 // 68: optlab.plugin.v1.Op
-	(*Program)(nil),            // 69: optlab.plugin.v1.Program
-	(*Result)(nil),             // 70: optlab.plugin.v1.Result
-	(*ExecRequest)(nil),        // 71: optlab.plugin.v1.ExecRequest
-	(*ExecResponse)(nil),       // 72: optlab.plugin.v1.ExecResponse
-	(*OpError)(nil),            // 73: optlab.plugin.v1.OpError
-	nil,                        // 74: optlab.plugin.v1.Config.ParamsEntry
-	nil,                        // 75: optlab.plugin.v1.ConfigureResponse.ResolvedEntry
-	nil,                        // 76: optlab.plugin.v1.StepOutput.MetricsEntry
+	(*BaseStateOp)(nil),        // 67: optlab.plugin.v1.BaseStateOp
+	(*IfOp)(nil),               // 68: optlab.plugin.v1.IfOp
+	(*Op)(nil),                 // 69: optlab.plugin.v1.Op
+	(*Program)(nil),            // 70: optlab.plugin.v1.Program
+	(*Result)(nil),             // 71: optlab.plugin.v1.Result
+	(*ExecRequest)(nil),        // 72: optlab.plugin.v1.ExecRequest
+	(*ExecResponse)(nil),       // 73: optlab.plugin.v1.ExecResponse
+	(*OpError)(nil),            // 74: optlab.plugin.v1.OpError
+	nil,                        // 75: optlab.plugin.v1.Config.ParamsEntry
+	nil,                        // 76: optlab.plugin.v1.ConfigureResponse.ResolvedEntry
+	nil,                        // 77: optlab.plugin.v1.StepOutput.MetricsEntry
 }
 var file_optlab_plugin_v1_plugin_proto_depIdxs = []int32{
 	0,  // 0: optlab.plugin.v1.ParamSpec.type:type_name -> optlab.plugin.v1.ParamType
 	10, // 1: optlab.plugin.v1.ParamSpec.default:type_name -> optlab.plugin.v1.Value
 	11, // 2: optlab.plugin.v1.Info.params:type_name -> optlab.plugin.v1.ParamSpec
 	12, // 3: optlab.plugin.v1.InfoResponse.info:type_name -> optlab.plugin.v1.Info
-	74, // 4: optlab.plugin.v1.Config.params:type_name -> optlab.plugin.v1.Config.ParamsEntry
+	75, // 4: optlab.plugin.v1.Config.params:type_name -> optlab.plugin.v1.Config.ParamsEntry
 	15, // 5: optlab.plugin.v1.ConfigureRequest.config:type_name -> optlab.plugin.v1.Config
-	75, // 6: optlab.plugin.v1.ConfigureResponse.resolved:type_name -> optlab.plugin.v1.ConfigureResponse.ResolvedEntry
-	76, // 7: optlab.plugin.v1.StepOutput.metrics:type_name -> optlab.plugin.v1.StepOutput.MetricsEntry
+	76, // 6: optlab.plugin.v1.ConfigureResponse.resolved:type_name -> optlab.plugin.v1.ConfigureResponse.ResolvedEntry
+	77, // 7: optlab.plugin.v1.StepOutput.metrics:type_name -> optlab.plugin.v1.StepOutput.MetricsEntry
 	18, // 8: optlab.plugin.v1.StepRequest.input:type_name -> optlab.plugin.v1.StepInput
 	19, // 9: optlab.plugin.v1.StepResponse.output:type_name -> optlab.plugin.v1.StepOutput
 	1,  // 10: optlab.plugin.v1.Predictive.kind:type_name -> optlab.plugin.v1.PredictiveKind
@@ -5427,35 +5547,36 @@ var file_optlab_plugin_v1_plugin_proto_depIdxs = []int32{
 	64, // 62: optlab.plugin.v1.Op.gram:type_name -> optlab.plugin.v1.GramOp
 	65, // 63: optlab.plugin.v1.Op.mat_mul:type_name -> optlab.plugin.v1.MatMulOp
 	66, // 64: optlab.plugin.v1.Op.mat_func:type_name -> optlab.plugin.v1.MatFuncOp
-	67, // 65: optlab.plugin.v1.Op.if_block:type_name -> optlab.plugin.v1.IfOp
-	68, // 66: optlab.plugin.v1.Program.ops:type_name -> optlab.plugin.v1.Op
-	69, // 67: optlab.plugin.v1.ExecRequest.program:type_name -> optlab.plugin.v1.Program
-	70, // 68: optlab.plugin.v1.ExecResponse.result:type_name -> optlab.plugin.v1.Result
-	10, // 69: optlab.plugin.v1.Config.ParamsEntry.value:type_name -> optlab.plugin.v1.Value
-	10, // 70: optlab.plugin.v1.ConfigureResponse.ResolvedEntry.value:type_name -> optlab.plugin.v1.Value
-	13, // 71: optlab.plugin.v1.Optimizer.Info:input_type -> optlab.plugin.v1.InfoRequest
-	16, // 72: optlab.plugin.v1.Optimizer.Configure:input_type -> optlab.plugin.v1.ConfigureRequest
-	20, // 73: optlab.plugin.v1.Optimizer.Step:input_type -> optlab.plugin.v1.StepRequest
-	23, // 74: optlab.plugin.v1.Optimizer.Predictive:input_type -> optlab.plugin.v1.PredictiveRequest
-	25, // 75: optlab.plugin.v1.Optimizer.SaveState:input_type -> optlab.plugin.v1.SaveStateRequest
-	27, // 76: optlab.plugin.v1.Optimizer.LoadState:input_type -> optlab.plugin.v1.LoadStateRequest
-	29, // 77: optlab.plugin.v1.Optimizer.Finalize:input_type -> optlab.plugin.v1.FinalizeRequest
-	34, // 78: optlab.plugin.v1.Host.Layout:input_type -> optlab.plugin.v1.LayoutRequest
-	71, // 79: optlab.plugin.v1.Host.Exec:input_type -> optlab.plugin.v1.ExecRequest
-	14, // 80: optlab.plugin.v1.Optimizer.Info:output_type -> optlab.plugin.v1.InfoResponse
-	17, // 81: optlab.plugin.v1.Optimizer.Configure:output_type -> optlab.plugin.v1.ConfigureResponse
-	21, // 82: optlab.plugin.v1.Optimizer.Step:output_type -> optlab.plugin.v1.StepResponse
-	24, // 83: optlab.plugin.v1.Optimizer.Predictive:output_type -> optlab.plugin.v1.PredictiveResponse
-	26, // 84: optlab.plugin.v1.Optimizer.SaveState:output_type -> optlab.plugin.v1.SaveStateResponse
-	28, // 85: optlab.plugin.v1.Optimizer.LoadState:output_type -> optlab.plugin.v1.LoadStateResponse
-	30, // 86: optlab.plugin.v1.Optimizer.Finalize:output_type -> optlab.plugin.v1.FinalizeResponse
-	35, // 87: optlab.plugin.v1.Host.Layout:output_type -> optlab.plugin.v1.LayoutResponse
-	72, // 88: optlab.plugin.v1.Host.Exec:output_type -> optlab.plugin.v1.ExecResponse
-	80, // [80:89] is the sub-list for method output_type
-	71, // [71:80] is the sub-list for method input_type
-	71, // [71:71] is the sub-list for extension type_name
-	71, // [71:71] is the sub-list for extension extendee
-	0,  // [0:71] is the sub-list for field type_name
+	68, // 65: optlab.plugin.v1.Op.if_block:type_name -> optlab.plugin.v1.IfOp
+	67, // 66: optlab.plugin.v1.Op.base_state:type_name -> optlab.plugin.v1.BaseStateOp
+	69, // 67: optlab.plugin.v1.Program.ops:type_name -> optlab.plugin.v1.Op
+	70, // 68: optlab.plugin.v1.ExecRequest.program:type_name -> optlab.plugin.v1.Program
+	71, // 69: optlab.plugin.v1.ExecResponse.result:type_name -> optlab.plugin.v1.Result
+	10, // 70: optlab.plugin.v1.Config.ParamsEntry.value:type_name -> optlab.plugin.v1.Value
+	10, // 71: optlab.plugin.v1.ConfigureResponse.ResolvedEntry.value:type_name -> optlab.plugin.v1.Value
+	13, // 72: optlab.plugin.v1.Optimizer.Info:input_type -> optlab.plugin.v1.InfoRequest
+	16, // 73: optlab.plugin.v1.Optimizer.Configure:input_type -> optlab.plugin.v1.ConfigureRequest
+	20, // 74: optlab.plugin.v1.Optimizer.Step:input_type -> optlab.plugin.v1.StepRequest
+	23, // 75: optlab.plugin.v1.Optimizer.Predictive:input_type -> optlab.plugin.v1.PredictiveRequest
+	25, // 76: optlab.plugin.v1.Optimizer.SaveState:input_type -> optlab.plugin.v1.SaveStateRequest
+	27, // 77: optlab.plugin.v1.Optimizer.LoadState:input_type -> optlab.plugin.v1.LoadStateRequest
+	29, // 78: optlab.plugin.v1.Optimizer.Finalize:input_type -> optlab.plugin.v1.FinalizeRequest
+	34, // 79: optlab.plugin.v1.Host.Layout:input_type -> optlab.plugin.v1.LayoutRequest
+	72, // 80: optlab.plugin.v1.Host.Exec:input_type -> optlab.plugin.v1.ExecRequest
+	14, // 81: optlab.plugin.v1.Optimizer.Info:output_type -> optlab.plugin.v1.InfoResponse
+	17, // 82: optlab.plugin.v1.Optimizer.Configure:output_type -> optlab.plugin.v1.ConfigureResponse
+	21, // 83: optlab.plugin.v1.Optimizer.Step:output_type -> optlab.plugin.v1.StepResponse
+	24, // 84: optlab.plugin.v1.Optimizer.Predictive:output_type -> optlab.plugin.v1.PredictiveResponse
+	26, // 85: optlab.plugin.v1.Optimizer.SaveState:output_type -> optlab.plugin.v1.SaveStateResponse
+	28, // 86: optlab.plugin.v1.Optimizer.LoadState:output_type -> optlab.plugin.v1.LoadStateResponse
+	30, // 87: optlab.plugin.v1.Optimizer.Finalize:output_type -> optlab.plugin.v1.FinalizeResponse
+	35, // 88: optlab.plugin.v1.Host.Layout:output_type -> optlab.plugin.v1.LayoutResponse
+	73, // 89: optlab.plugin.v1.Host.Exec:output_type -> optlab.plugin.v1.ExecResponse
+	81, // [81:90] is the sub-list for method output_type
+	72, // [72:81] is the sub-list for method input_type
+	72, // [72:72] is the sub-list for extension type_name
+	72, // [72:72] is the sub-list for extension extendee
+	0,  // [0:72] is the sub-list for field type_name
 }
 
 func init() { file_optlab_plugin_v1_plugin_proto_init() }
@@ -5473,7 +5594,7 @@ func file_optlab_plugin_v1_plugin_proto_init() {
 		(*Num_K)(nil),
 		(*Num_Reg)(nil),
 	}
-	file_optlab_plugin_v1_plugin_proto_msgTypes[58].OneofWrappers = []any{
+	file_optlab_plugin_v1_plugin_proto_msgTypes[59].OneofWrappers = []any{
 		(*Op_Alloc)(nil),
 		(*Op_Free)(nil),
 		(*Op_Copy)(nil),
@@ -5503,6 +5624,7 @@ func file_optlab_plugin_v1_plugin_proto_init() {
 		(*Op_MatMul)(nil),
 		(*Op_MatFunc)(nil),
 		(*Op_IfBlock)(nil),
+		(*Op_BaseState)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -5510,7 +5632,7 @@ func file_optlab_plugin_v1_plugin_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_optlab_plugin_v1_plugin_proto_rawDesc), len(file_optlab_plugin_v1_plugin_proto_rawDesc)),
 			NumEnums:      10,
-			NumMessages:   67,
+			NumMessages:   68,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

@@ -294,7 +294,7 @@ func TestProgramFromProtoUnknown(t *testing.T) {
 		{"unknown BN mode", &pb.Op{Kind: &pb.Op_Grad{Grad: &pb.GradOp{Bn: 5}}}},
 		{"unknown arith kind", &pb.Op{Kind: &pb.Op_Arith{Arith: &pb.ArithOp{Kind: 10}}}},
 		{"unknown segmentation", &pb.Op{Kind: &pb.Op_SegReduce{SegReduce: &pb.SegReduceOp{Kind: 1, By: 4}}}},
-		{"unknown vector shape", &pb.Op{Kind: &pb.Op_Alloc{Alloc: &pb.AllocOp{Id: 1, Shape: 3}}}},
+		{"unknown vector shape", &pb.Op{Kind: &pb.Op_Alloc{Alloc: &pb.AllocOp{Id: 1, Shape: 4}}}},
 		{"unknown mat_func kind", &pb.Op{Kind: &pb.Op_MatFunc{MatFunc: &pb.MatFuncOp{Kind: 6}}}},
 	}
 	for _, tt := range tests {

@@ -255,6 +255,11 @@ class MemberLayout:
                 return ValueError(f"block {block} set for a parameter-shaped vector: "
                                   "blocks apply to factor shapes (left, right)")
             return None
+        if shape == VecShape.SAMPLES:  # protocol minor 10: Layout.batch_size elements
+            if block != 0:
+                return ValueError(f"block {block} set for a sample vector: "
+                                  "blocks apply to factor shapes (left, right)")
+            return None
         ms = self.matrices()
         if not ms:
             return ValueError(f"a {s} factor vector needs matrix tensors (2+ dims); this layout has none")

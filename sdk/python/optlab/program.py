@@ -79,7 +79,7 @@ _ENUM_SPELLING = {"sumsq": "SUM_SQ", "sumabs": "SUM_ABS", "maxabs": "MAX_ABS", "
 _ENUM_PREFIX = {"UnaryKind": "", "BinaryKind": "", "BNMode": "BN_", "ArithKind": "ARITH_", "SegKind": "SEG_",
                 "Segmentation": "", "MatFuncKind": ""}
 _ENUM_CONSTANT = {("VecShape", "PARAMS"): "PARAM_SHAPE", ("VecShape", "LEFT"): "LEFT_FACTOR",
-                  ("VecShape", "RIGHT"): "RIGHT_FACTOR"}
+                  ("VecShape", "RIGHT"): "RIGHT_FACTOR", ("VecShape", "SAMPLES"): "SAMPLE_SHAPE"}
 _ENUM_DOC = {
     "UnaryKind": "Elementwise functions of the Unary op.",
     "BinaryKind": "Elementwise functions of two vectors for the Binary op.",
@@ -91,7 +91,9 @@ _ENUM_DOC = {
                     "MemberLayout.segment_of).",
     "VecShape": "What an allocated vector holds (protocol minor 8): its member's parameter layout (PARAMS), or "
                 "one square matrix per block of each matrix tensor, the left (rows×rows, LEFT) or right "
-                "(cols×cols, RIGHT) factors of a Kronecker-factored preconditioner (MemberLayout.factors).",
+                "(cols×cols, RIGHT) factors of a Kronecker-factored preconditioner (MemberLayout.factors), or "
+                "(protocol minor 10) a sample vector of Layout.batch_size elements, one per sample of a batch "
+                "(SAMPLES: Grad's out_losses and rank).",
     "MatFuncKind": "Functions of the MatFunc op, of each matrix A of a factor vector (protocol minor 8): "
                    "INV_ROOT (A + eps·I)^(−1/root), PINV_ROOT its pseudo-inverse variant (eps relative to the "
                    "largest eigenvalue), EIGVECS the eigenvectors as columns by descending eigenvalue, EIGVALS "
@@ -508,6 +510,12 @@ class Program:
         layout, and block ≤ MAX_BLOCK)."""
         return self._add(Alloc(id, member, VecShape(shape), int(block)))
 
+    def alloc_samples(self, id: Vec, member: int) -> "Program":
+        """A zero-filled sample vector id of member (protocol minor 10): one
+        element per sample of a batch (Layout.batch_size), for Grad's
+        out_losses and rank."""
+        return self._add(Alloc(id, member, VecShape.SAMPLES, 0))
+
     def free(self, id: Vec) -> "Program":
         return self._add(Free(id))
 
@@ -581,6 +589,12 @@ class Program:
     def base_step(self, params: Vec, grad: Vec) -> "Program":
         """The experiment's base optimizer step of params with gradient grad."""
         return self._add(BaseStep(params, grad))
+
+    def base_state(self, dst: Vec, of: Vec, name: str) -> "Program":
+        """dst = the base optimizer's state vector name ("momentum_buffer",
+        "exp_avg", "exp_avg_sq") of the live parameters of, zeros before
+        its first step (protocol minor 10)."""
+        return self._add(BaseState(dst, of, str(name)))
 
     def set_lr(self, member: int, lr: float) -> "Program":
         """Override the learning rate of member's BaseStep for the rest of the step."""

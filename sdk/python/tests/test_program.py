@@ -88,6 +88,12 @@ def all_ops_program():
     p.mat_mul(t, lf, g, rf).mat_mul(t, 0, g, rf).mat_mul_op(optlab.MatMul(dst=t, src=g, left=q, right=q, trans_left=True))
     p.mat_mul(q, lf, q, 0)
     p.if_(n, lambda p: p.scale(g, 0.5).norm(g))
+    lb, la = hs.new("lb"), hs.new("la")
+    p.base_state(t, optlab.PARAMS, "momentum_buffer").alloc_samples(lb, 0).alloc_samples(la, 0)
+    p.grad_op(optlab.Grad(out=g, at=optlab.PARAMS, out_losses=lb))
+    p.grad_op(optlab.Grad(at=optlab.PARAMS, bn=optlab.BN_FREEZE, out_losses=la))
+    p.binary(la, la, lb, optlab.SUB)
+    p.grad_op(optlab.Grad(out=g, at=optlab.PARAMS, rank=la, keep=3))
     p.read(n, m).update_bn(saved).update_bn(optlab.PARAMS).free(t)
     p.ops.append(optlab.Unary(t, g, 42))
     return p
@@ -295,7 +301,7 @@ class ProgramTest(unittest.TestCase):
         self.assertEqual(back.ops, p.ops)
         self.assertIs(type(back.ops[0].shape), optlab.VecShape)
         with self.assertRaises(ValueError):
-            p.alloc_factor(u, 0, 3)
+            p.alloc_factor(u, 0, 4)
         with self.assertRaises(ValueError):
             p.mat_func(u, lf, 6)
 
@@ -378,7 +384,7 @@ class FactorLayoutTest(unittest.TestCase):
             (wide.check_factors(optlab.RIGHT_FACTOR, 0),
              "tensor emb, as the matrix 9×10000, would have a right factor of 10000×10000 (0.4 GiB in float32), "
              "over the largest side 8192: set a block size ≤ 8192 (Distributed Shampoo's default is 1024)"),
-            (m.check_factors(3, 0), "unknown vector shape 3"),
+            (m.check_factors(4, 0), "unknown vector shape 4"),
             (m.check_factors(optlab.LEFT_FACTOR, 8193), "block 8193 is outside [0, 8192] (0: whole rows and columns)"),
             (m.check_factors(optlab.PARAM_SHAPE, 4),
              "block 4 set for a parameter-shaped vector: blocks apply to factor shapes (left, right)"),

@@ -181,7 +181,7 @@ class WireTest(unittest.TestCase):
         p.read(n)
         req = wire.exec_request_to_pb(p)
         self.assertEqual(req.protocol_minor, optlab.PROTOCOL_MINOR)
-        self.assertEqual(optlab.PROTOCOL_MINOR, 9)
+        self.assertEqual(optlab.PROTOCOL_MINOR, 10)
         self.assertEqual(len(wire.exec_request_from_pb(req).ops), 2)
         # A plugin older than minor 5 reads every register, in op order.
         old = pb.ExecRequest(program=pb.Program(ops=[pb.Op(grad=pb.GradOp(out=1)), pb.Op(norm=pb.NormOp(x=1)),
@@ -209,7 +209,7 @@ class WireTest(unittest.TestCase):
                          ("unspecified unary kind", pb.Op(unary=pb.UnaryOp())),
                          ("unknown BN mode", pb.Op(grad=pb.GradOp(bn=5))),
                          ("unknown segmentation", pb.Op(seg_reduce=pb.SegReduceOp(kind=1, by=4))),
-                         ("unknown vector shape", pb.Op(alloc=pb.AllocOp(id=1, shape=3))),
+                         ("unknown vector shape", pb.Op(alloc=pb.AllocOp(id=1, shape=4))),
                          ("unknown mat_func kind", pb.Op(mat_func=pb.MatFuncOp(kind=6))),
                          ("unspecified mat_func kind", pb.Op(mat_func=pb.MatFuncOp()))]:
             with self.subTest(name):
