@@ -70,3 +70,47 @@ func TestPluginsStartAtOnce(t *testing.T) {
 		})
 	}
 }
+
+// TestBrokenPluginStartedOnce: methods that name the same plugin share
+// one launch for its Info, so a plugin that never answers its handshake
+// is started once and costs one start deadline, not one per method or per
+// turn of parallel launches (#41, also seen: a broken plugin path cost
+// one start deadline per method in host check, in turn); every method
+// still gets its error.
+func TestBrokenPluginStartedOnce(t *testing.T) {
+	const methods, deadline = 12, 2 * time.Second
+	dir := t.TempDir()
+	starts := filepath.Join(dir, "starts")
+	script := fmt.Sprintf("#!/bin/sh\necho started >> %q\nexec sleep 60\n", starts)
+	if err := os.WriteFile(filepath.Join(dir, "hang"), []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	b.WriteString("name = \"hangs\"\n[model]\narchs = [\"mlp\"]\n[train]\nepochs = 1\nthreads = 1\ndevice = \"cpu\"\n")
+	for i := range methods {
+		fmt.Fprintf(&b, "[[method]]\nname = \"M%d\"\npath = \"hang\"\n", i)
+	}
+	exp := filepath.Join(dir, "hangs.toml")
+	if err := os.WriteFile(exp, []byte(b.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	r := host(t, "check", "--plugins", pluginDir, "--timeouts", "start="+deadline.String(), exp)
+	elapsed := time.Since(start)
+	wantError(t, r, "timeout while waiting for plugin to start")
+	for i := range methods {
+		if !strings.Contains(r.stderr, fmt.Sprintf("method \"M%d\": ", i)) {
+			t.Errorf("no error for method M%d:\n%s", i, r.stderr)
+		}
+	}
+	got, err := os.ReadFile(starts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(string(got), "started"); n != 1 {
+		t.Errorf("the plugin was started %d times for %d methods, want once", n, methods)
+	}
+	if limit := 2*deadline - time.Second/2; elapsed >= limit {
+		t.Errorf("host check took %v, want under %v (one start deadline)", elapsed, limit)
+	}
+}

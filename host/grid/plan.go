@@ -222,17 +222,29 @@ func unlaunchable(list experiment.ErrorList) map[int]bool {
 
 // infos launches the plugin of each method of the experiment but those of
 // skip for its Info (info), up to maxLaunches at once, and returns the
-// answers and errors by method index.
+// answers and errors by method index. Methods of the same plugin (the same
+// plugin name and path) share one launch: its Info does not depend on a
+// method's hyperparameters, and a plugin that does not start costs one
+// start deadline, however many methods name it.
 func (p *Plan) infos(ctx context.Context, skip map[int]bool) ([]optim.Info, []error) {
 	methods := p.Exp.Methods
 	infos := make([]optim.Info, len(methods))
 	errs := make([]error, len(methods))
 	slots := make(chan struct{}, maxLaunches)
+	type pluginKey struct{ plugin, path string }
+	first := map[pluginKey]int{}
+	same := map[int]int{} // method index → the index of the first method of its plugin
 	var wg sync.WaitGroup
 	for i, m := range methods {
 		if skip[i] {
 			continue
 		}
+		k := pluginKey{m.Plugin, m.Path}
+		if j, ok := first[k]; ok {
+			same[i] = j
+			continue
+		}
+		first[k] = i
 		wg.Go(func() {
 			slots <- struct{}{}
 			defer func() { <-slots }()
@@ -240,6 +252,9 @@ func (p *Plan) infos(ctx context.Context, skip map[int]bool) ([]optim.Info, []er
 		})
 	}
 	wg.Wait()
+	for i, j := range same {
+		infos[i], errs[i] = infos[j], errs[j]
+	}
 	return infos, errs
 }
 

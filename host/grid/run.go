@@ -246,7 +246,19 @@ func (g *gridRun) train(ctx context.Context, run experiment.Run, m train.Optimiz
 	}
 	defer func() { _ = c.Close() }()
 	m.Optimizer = c.AsOptimizer()
-	return g.runner.Run(ctx, run, m)
+	rec, err := g.runner.Run(ctx, run, m)
+	if err != nil {
+		return rec, err
+	}
+	// An Exec the plugin sent outside the host's calls into it (from a
+	// thread left running after its last Step) was refused; the run
+	// fails with it. The plugin is closed first, so that one sent at any
+	// time before its record is made is seen.
+	_ = c.Close()
+	if err := c.Refused(); err != nil {
+		return rec, err
+	}
+	return rec, nil
 }
 
 // interrupted is the error of a grid stopped by ctx.

@@ -46,14 +46,6 @@ type Client struct {
 	calls     atomic.Int64
 	hostCalls atomic.Int64
 	bytes     atomic.Int64
-
-	// inCall counts the host's calls into the plugin in flight: the
-	// plugin's Execs are served only during one (docs/PROTOCOL.md §3).
-	inCall atomic.Int32
-	// stray is the refusal of an Exec that came while no call was in
-	// flight (a thread the plugin left running); the next call fails with
-	// it.
-	stray atomic.Pointer[error]
 }
 
 // Name returns the plugin's name as used in messages.
@@ -142,17 +134,8 @@ func (c *Client) countOptimizerCall(ctx context.Context, method string, req, rep
 	return err
 }
 
-// countHostCall is a server interceptor counting Host calls. It refuses
-// an Exec that arrives while none of the host's calls into the plugin is in
-// flight: a thread the plugin left running after Step returned would
-// otherwise change the parameters while the host evaluates or saves them.
-func (c *Client) countHostCall(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
-	if strings.HasSuffix(info.FullMethod, "/Exec") && c.inCall.Load() == 0 {
-		err := fmt.Errorf("plugin %s sent an Exec while none of the host's calls into it was in flight (after its Step or Finalize returned, say, from a thread it left running): refused; a plugin's Execs must come from within the host's call (docs/PROTOCOL.md §3)", c.name)
-		c.stray.CompareAndSwap(nil, &err)
-		c.hostCalls.Add(1)
-		return nil, status.Error(codes.FailedPrecondition, err.Error())
-	}
+// countHostCall is a server interceptor counting Host calls.
+func (c *Client) countHostCall(ctx context.Context, req any, _ *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
 	resp, err := handler(ctx, req)
 	c.hostCalls.Add(1)
 	c.bytes.Add(protocol.MessageSize(req) + protocol.MessageSize(resp))
@@ -167,18 +150,30 @@ func (c *Client) call(ctx context.Context, method string, limit time.Duration, f
 	if err := c.exitError(method); err != nil {
 		return err
 	}
-	if e := c.stray.Load(); e != nil {
-		return fmt.Errorf("%s: %w", method, *e)
+	if err := c.Refused(); err != nil {
+		return fmt.Errorf("%s: %w", method, err)
 	}
 	cctx, cancel := context.WithTimeout(ctx, limit)
 	defer cancel()
-	c.inCall.Add(1)
 	err := fn(cctx)
-	c.inCall.Add(-1)
 	if err == nil {
 		return nil
 	}
 	return c.explain(ctx, cctx, method, limit, err)
+}
+
+// Refused returns the error of the first Exec that the plugin sent
+// outside the host's calls into it, which the host refused (it wraps
+// protocol.ErrStrayExec; docs/PROTOCOL.md §3), or nil. Every later call
+// fails with it, and a run whose plugin sent one fails with it too: such
+// an Exec comes from a thread or goroutine of the plugin that outlived
+// its call, and may have meant to change the parameters while the host
+// evaluated or saved them.
+func (c *Client) Refused() error {
+	if err := c.conn.Refused(); err != nil {
+		return fmt.Errorf("plugin %s: %w", c.name, err)
+	}
+	return nil
 }
 
 // explain turns a failed call's error into one that says what happened to

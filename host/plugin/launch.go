@@ -293,7 +293,9 @@ func (c *Client) start(ctx context.Context, path string) error {
 			kind = ErrIncompatible
 		}
 		return &pluginError{
-			msg:  fmt.Sprintf("launch plugin %s (%s): %v; last stderr lines:\n%s", c.name, path, s.err, c.stderr.tail()),
+			// go-plugin quotes a line the plugin printed before its
+			// handshake as it came: terminal escapes included.
+			msg:  fmt.Sprintf("launch plugin %s (%s): %s; last stderr lines:\n%s", c.name, path, printable(s.err.Error(), maxEchoed), c.stderr.tail()),
 			errs: []error{kind, s.err},
 		}
 	}

@@ -109,7 +109,8 @@ func (w *ringWriter) Write(p []byte) (int, error) {
 
 // tail renders the kept lines for an error message, indented; go-plugin
 // JSON log lines become "[LEVEL] message key=value", with multi-line values
-// (stacks) on lines of their own.
+// (stacks) on lines of their own; what the plugin wrote is made printable
+// (terminal escapes written as Go escapes, each line bounded).
 func (r *ring) tail() string {
 	lines := r.snapshot()
 	if len(lines) == 0 {
@@ -121,7 +122,7 @@ func (r *ring) tail() string {
 			b.WriteByte('\n')
 		}
 		b.WriteString("  ")
-		b.WriteString(strings.ReplaceAll(renderLine(l), "\n", "\n  "))
+		b.WriteString(strings.ReplaceAll(printable(renderLine(l), maxEchoed), "\n", "\n  "))
 	}
 	return b.String()
 }

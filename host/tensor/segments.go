@@ -243,7 +243,7 @@ func (s *Scope) SegReduce(x, y T, g Segs, kind SegKind) T {
 			return T{}
 		}
 		if kind == SegMaxAbs {
-			return s.op("index_reduce", func() (*ts.Tensor, error) { return acc.t.IndexReduce(0, idx.t, src.t, "amax", true, false) })
+			return s.segMax(acc, idx, src)
 		}
 		return s.op("index_add", func() (*ts.Tensor, error) { return acc.t.IndexAdd(0, idx.t, src.t, false) })
 	}
@@ -359,6 +359,42 @@ func (s *Scope) SegCounts(frac T, g Segs) T {
 	k := s.Floor(s.AddScalar(s.Mul(f, size), 0.5))
 	k = s.Minimum(s.ClampMin(k, 0), size)
 	return s.Cast(k, Int64)
+}
+
+// segMax returns acc (zeros of one slot per segment) with, in each slot
+// that idx names, the largest of src's elements there (src ≥ 0; NaN counts
+// as the largest): index_reduce's "amax" with include_self, without that
+// op, which libtorch marks beta and warns about on its first use in every
+// process. Like TopKMask it sorts twice, by value and then stably by slot,
+// so that the last element of each slot's group is the slot's largest.
+func (s *Scope) segMax(acc, idx, src T) T {
+	if !s.check(acc, idx, src) {
+		return T{}
+	}
+	if src.Numel() == 0 {
+		return acc
+	}
+	argsort := func(t T) T {
+		return s.unary("argsort", t, func(t *ts.Tensor) (*ts.Tensor, error) { return t.ArgsortStable(true, 0, false, false) })
+	}
+	order := argsort(src)
+	order = s.IndexSelect(order, 0, argsort(s.IndexSelect(idx, 0, order)))
+	sorted := s.IndexSelect(src, 0, order)
+	slots, dev := acc.Numel(), acc.Device()
+	zero, one := s.Zeros([]int64{slots}, Int64, dev), s.Ones([]int64{slots}, Int64, dev)
+	counts := s.Zeros([]int64{slots}, Int64, dev)
+	if !s.check(counts, zero, one) {
+		return T{}
+	}
+	ones := s.Ones([]int64{src.Numel()}, Int64, dev)
+	if !s.check(ones) {
+		return T{}
+	}
+	counts = s.op("index_add", func() (*ts.Tensor, error) { return counts.t.IndexAdd(0, idx.t, ones.t, false) })
+	ends := s.unary("cumsum", counts, func(t *ts.Tensor) (*ts.Tensor, error) { return t.Cumsum(0, Int64, false) })
+	last := s.IndexSelect(sorted, 0, s.Maximum(s.Sub(ends, one), zero))
+	some := s.binary("gt", counts, zero, func(a, b *ts.Tensor) (*ts.Tensor, error) { return a.GtTensor(b, false) })
+	return s.Where(some, last, acc)
 }
 
 // TopKMask sets the float32 (or other type) caller-owned dst of g.N

@@ -27,7 +27,9 @@
 // summed (the README's mode 1: an effective learning rate K× on the loss
 // gradient, weight decay not scaled), loader-order halves for one particle
 // and fresh random halves for more. Each of these is also its own option;
-// merge_mean is the code's mode 1.1 (d = (g¹+g²)/2). See docs/METHODS.md.
+// merge_mean is the code's mode 1.1 with one particle (d = (g¹+g²)/2);
+// with K > 1 particles that mode averages over the particles instead
+// (particle_reduction = "mean"). See docs/METHODS.md.
 //
 // BatchNorm (bn): the paper is silent; the default in both modes is the
 // released code's: running statistics updated in both half-batch passes

@@ -67,15 +67,51 @@ func (s *switchHost) Exec(ctx context.Context, p *optim.Program) (optim.Result, 
 
 // pluginHost connects an in-process plugin whose optimizer keeps the host
 // it is configured with, serves h to it, and returns that host: h as a
-// plugin sees it.
+// plugin sees it, each Exec sent from within a Step of the host's, as the
+// protocol wants (docs/PROTOCOL.md §3).
 func pluginHost(t *testing.T, h optim.Host) optim.Host {
 	t.Helper()
-	got := make(chan optim.Host, 1)
-	conn := dispense(t, func() optim.Optimizer { return &keeper{got: got} })
+	k := &keeper{jobs: make(chan func(context.Context), 1)}
+	conn := dispense(t, func() optim.Optimizer { return k })
 	if _, err := conn.Configure(context.Background(), h, optim.Config{Members: 1}, protocol.HostOptions{}); err != nil {
 		t.Fatalf("Configure: %v", err)
 	}
-	return <-got
+	return &inStep{conn: conn, k: k}
+}
+
+// inStep is the host a plugin's optimizer sees, each of whose Execs the
+// optimizer sends while serving a Step that inStep makes for it.
+type inStep struct {
+	mu   sync.Mutex // one Step at a time
+	conn *protocol.Conn
+	k    *keeper
+}
+
+// Layout implements optim.Host.
+func (s *inStep) Layout(ctx context.Context) (optim.Layout, error) { return s.k.h.Layout(ctx) }
+
+// Exec implements optim.Host.
+func (s *inStep) Exec(ctx context.Context, p *optim.Program) (optim.Result, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	type result struct {
+		r   optim.Result
+		err error
+	}
+	done := make(chan result, 1)
+	s.k.jobs <- func(ctx context.Context) {
+		r, err := s.k.h.Exec(ctx, p)
+		done <- result{r, err}
+	}
+	if _, err := s.conn.Step(ctx, optim.StepInput{}); err != nil {
+		select {
+		case <-s.k.jobs: // the Step never ran it
+		default:
+		}
+		return optim.Result{}, protocol.RemoteError(err)
+	}
+	res := <-done
+	return res.r, res.err
 }
 
 // dispense connects the optimizer newOpt returns, served by sdk/serve, over
@@ -105,19 +141,22 @@ func (b bothSides) GRPCServer(br *goplugin.GRPCBroker, s *grpc.Server) error {
 	return b.server.GRPCServer(br, s)
 }
 
-// keeper is an optimizer that hands over the host of its Configure.
+// keeper is an optimizer that keeps the host of its Configure and runs
+// one job of jobs per Step, with the Step's context.
 type keeper struct {
 	optim.Defaults
-	got chan<- optim.Host
+	h    optim.Host
+	jobs chan func(context.Context)
 }
 
 func (k *keeper) Info() optim.Info { return optim.Info{Name: "keeper"} }
 
 func (k *keeper) Configure(_ context.Context, h optim.Host, _ optim.Config) error {
-	k.got <- h
+	k.h = h
 	return nil
 }
 
-func (k *keeper) Step(context.Context, optim.StepInput) (optim.StepOutput, error) {
+func (k *keeper) Step(ctx context.Context, _ optim.StepInput) (optim.StepOutput, error) {
+	(<-k.jobs)(ctx)
 	return optim.StepOutput{}, nil
 }

@@ -34,15 +34,29 @@ func (HostPlugin) GRPCClient(_ context.Context, broker *plugin.GRPCBroker, conn 
 // of the calls, unchanged: RemoteError turns one into the error the plugin
 // returned (with its op index), and status.Code reads its code. Conn adds no
 // deadlines; the caller's context bounds every call.
+//
+// Every call carries a fresh call id (wire.CallIDKey in its gRPC
+// metadata), and the Host service that Configure serves admits an Exec
+// only when it names a call in flight (a plugin older than protocol minor
+// 10, which names none, only while some call is in flight); Refused
+// returns the first Exec refused.
 type Conn struct {
 	rpc    pb.OptimizerClient
 	broker *plugin.GRPCBroker
+	calls  calls
 }
+
+// Refused returns the refusal of the first Exec that the plugin sent
+// outside the host's calls into it (it wraps ErrStrayExec), or nil. The
+// refused program did nothing; a host fails the run with it.
+func (c *Conn) Refused() error { return c.calls.err() }
 
 // Info calls the plugin's Info. Its Features are those the plugin
 // declares, also those that a plugin built before features had names says
 // in the reply's booleans (wire.InfoFromResponse).
 func (c *Conn) Info(ctx context.Context) (optim.Info, error) {
+	ctx, end := c.calls.begin(ctx, "Info")
+	defer end()
 	resp, err := c.rpc.Info(ctx, &pb.InfoRequest{})
 	if err != nil {
 		return optim.Info{}, err
@@ -80,7 +94,7 @@ func (c *Conn) Configure(ctx context.Context, h optim.Host, cfg optim.Config, op
 		logger = hclog.NewNullLogger()
 	}
 	id := c.broker.NextId()
-	srv := &hostServer{h: h, logger: logger}
+	srv := &hostServer{h: h, logger: logger, calls: &c.calls}
 	go c.broker.AcceptAndServe(id, func(so []grpc.ServerOption) *grpc.Server {
 		so = append(so,
 			grpc.MaxRecvMsgSize(MaxMessageSize),
@@ -93,6 +107,8 @@ func (c *Conn) Configure(ctx context.Context, h optim.Host, cfg optim.Config, op
 		pb.RegisterHostServer(s, srv)
 		return s
 	})
+	ctx, end := c.calls.begin(ctx, "Configure")
+	defer end()
 	resp, err := c.rpc.Configure(ctx, &pb.ConfigureRequest{HostBrokerId: id, Config: pcfg})
 	if err != nil {
 		return nil, err
@@ -106,6 +122,8 @@ func (c *Conn) Configure(ctx context.Context, h optim.Host, cfg optim.Config, op
 
 // Step calls the plugin's Step.
 func (c *Conn) Step(ctx context.Context, in optim.StepInput) (optim.StepOutput, error) {
+	ctx, end := c.calls.begin(ctx, "Step")
+	defer end()
 	resp, err := c.rpc.Step(ctx, &pb.StepRequest{Input: wire.StepInputToProto(in)})
 	if err != nil {
 		return optim.StepOutput{}, err
@@ -116,6 +134,8 @@ func (c *Conn) Step(ctx context.Context, in optim.StepInput) (optim.StepOutput, 
 // Predictive calls the plugin's Predictive; for an optimizer without one
 // the error's code is Unimplemented.
 func (c *Conn) Predictive(ctx context.Context) (optim.Predictive, error) {
+	ctx, end := c.calls.begin(ctx, "Predictive")
+	defer end()
 	resp, err := c.rpc.Predictive(ctx, &pb.PredictiveRequest{})
 	if err != nil {
 		return optim.Predictive{}, err
@@ -125,6 +145,8 @@ func (c *Conn) Predictive(ctx context.Context) (optim.Predictive, error) {
 
 // SaveState calls the plugin's SaveState.
 func (c *Conn) SaveState(ctx context.Context) ([]byte, []optim.Vec, error) {
+	ctx, end := c.calls.begin(ctx, "SaveState")
+	defer end()
 	resp, err := c.rpc.SaveState(ctx, &pb.SaveStateRequest{})
 	if err != nil {
 		return nil, nil, err
@@ -135,6 +157,8 @@ func (c *Conn) SaveState(ctx context.Context) ([]byte, []optim.Vec, error) {
 
 // LoadState calls the plugin's LoadState.
 func (c *Conn) LoadState(ctx context.Context, blob []byte) error {
+	ctx, end := c.calls.begin(ctx, "LoadState")
+	defer end()
 	_, err := c.rpc.LoadState(ctx, &pb.LoadStateRequest{Blob: blob})
 	return err
 }
@@ -142,6 +166,8 @@ func (c *Conn) LoadState(ctx context.Context, blob []byte) error {
 // Finalize calls the plugin's Finalize; for an optimizer without one the
 // error's code is Unimplemented.
 func (c *Conn) Finalize(ctx context.Context) error {
+	ctx, end := c.calls.begin(ctx, "Finalize")
+	defer end()
 	_, err := c.rpc.Finalize(ctx, &pb.FinalizeRequest{})
 	return err
 }

@@ -15,6 +15,9 @@ type hostServer struct {
 	pb.UnimplementedHostServer
 	h      optim.Host
 	logger hclog.Logger
+	// calls, when set, are the host's calls into the plugin in flight: an
+	// Exec that belongs to none of them is refused before it runs.
+	calls *calls
 }
 
 // guard turns a panic in the host's code into an Internal error (logged
@@ -40,8 +43,15 @@ func (s *hostServer) Layout(ctx context.Context, _ *pb.LayoutRequest) (*pb.Layou
 // not know is refused with Unimplemented and the op's index; errors of the
 // host keep their op index (an *optim.OpError in the chain). The program
 // of a plugin older than protocol minor 5 reads every register (see
-// wire.ExecRequestFromProto).
+// wire.ExecRequestFromProto). An Exec that belongs to none of the host's
+// calls in flight is refused with FailedPrecondition before it runs
+// (calls.admit).
 func (s *hostServer) Exec(ctx context.Context, req *pb.ExecRequest) (*pb.ExecResponse, error) {
+	if s.calls != nil {
+		if err := s.calls.admit(ctx, req.GetProtocolMinor()); err != nil {
+			return nil, wire.ToStatus(err)
+		}
+	}
 	p, err := wire.ExecRequestFromProto(req)
 	if err != nil {
 		return nil, wire.ToStatus(err)

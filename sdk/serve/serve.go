@@ -380,7 +380,10 @@ func (s *server) Finalize(ctx context.Context, _ *pb.FinalizeRequest) (*pb.Final
 // hostClient is the optim.Host a plugin's optimizer drives: the Host
 // service of the host, over the one broker connection of this instance.
 // Calls pass the caller's ctx, so the host sees the deadline of the Step
-// (or other call) that the optimizer is serving.
+// (or other call) that the optimizer is serving, and the id of that call
+// (wire.CallIDKey, from the metadata of the call ctx derives from): the
+// host refuses an Exec whose ctx is not derived from the ctx of a call it
+// has in flight (docs/PROTOCOL.md §3).
 type hostClient struct {
 	conn *grpc.ClientConn
 	c    pb.HostClient
@@ -388,7 +391,7 @@ type hostClient struct {
 
 // Layout implements optim.Host.
 func (h *hostClient) Layout(ctx context.Context) (optim.Layout, error) {
-	resp, err := h.c.Layout(ctx, &pb.LayoutRequest{})
+	resp, err := h.c.Layout(forCall(ctx), &pb.LayoutRequest{})
 	if err != nil {
 		return optim.Layout{}, wire.FromStatus(err)
 	}
@@ -406,11 +409,21 @@ func (h *hostClient) Exec(ctx context.Context, p *optim.Program) (optim.Result, 
 	if err != nil {
 		return optim.Result{}, err
 	}
-	resp, err := h.c.Exec(ctx, req)
+	resp, err := h.c.Exec(forCall(ctx), req)
 	if err != nil {
 		err = wire.FromStatus(err)
 		opset.NameHandles(err, p)
 		return optim.Result{}, err
 	}
 	return wire.ResultFromProto(p, resp.GetResult())
+}
+
+// forCall returns ctx with the call id of the host's call that ctx serves
+// (derives from) as the id of its outgoing call; ctx unchanged when it
+// serves none (the host then refuses an Exec).
+func forCall(ctx context.Context) context.Context {
+	if id, ok := wire.IncomingCall(ctx); ok {
+		return wire.WithOutgoingCall(ctx, id)
+	}
+	return ctx
 }

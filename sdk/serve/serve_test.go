@@ -9,7 +9,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -19,6 +21,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
 	pb "github.com/optlab/optlab/sdk/internal/pluginpb"
@@ -31,6 +34,7 @@ import (
 type wired struct {
 	opt    pb.OptimizerClient
 	broker *goplugin.GRPCBroker
+	host   *hostService // of the latest serveHost
 }
 
 // testPlugin pairs the plugin side of PluginMap with a minimal host side,
@@ -63,21 +67,34 @@ func wireUp(t *testing.T, newOpt func() optim.Optimizer) *wired {
 	return raw.(*wired)
 }
 
-// serveHost serves h on a new broker ID, as host/plugin does.
+// serveHost serves h on a new broker ID, as host/plugin does; w.host is
+// its service.
 func (w *wired) serveHost(h optim.Host) uint32 {
 	id := w.broker.NextId()
+	w.host = &hostService{h: h}
 	go w.broker.AcceptAndServe(id, func(opts []grpc.ServerOption) *grpc.Server {
 		s := grpc.NewServer(opts...)
-		pb.RegisterHostServer(s, &hostService{h: h})
+		pb.RegisterHostServer(s, w.host)
 		return s
 	})
 	return id
 }
 
-// hostService is a minimal Host service for these tests.
+// hostService is a minimal Host service for these tests. It keeps the
+// call id that each Exec named ("" for none).
 type hostService struct {
 	pb.UnimplementedHostServer
 	h optim.Host
+
+	mu    sync.Mutex
+	calls []string
+}
+
+// callIDs returns the call id each Exec named so far.
+func (s *hostService) callIDs() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.calls)
 }
 
 func (s *hostService) Layout(ctx context.Context, _ *pb.LayoutRequest) (*pb.LayoutResponse, error) {
@@ -89,6 +106,13 @@ func (s *hostService) Layout(ctx context.Context, _ *pb.LayoutRequest) (*pb.Layo
 }
 
 func (s *hostService) Exec(ctx context.Context, req *pb.ExecRequest) (*pb.ExecResponse, error) {
+	id := ""
+	if v := metadata.ValueFromIncomingContext(ctx, wire.CallIDKey); len(v) > 0 {
+		id = v[0]
+	}
+	s.mu.Lock()
+	s.calls = append(s.calls, id)
+	s.mu.Unlock()
 	p, err := wire.ExecRequestFromProto(req)
 	if err != nil {
 		return nil, wire.ToStatus(err)
@@ -167,6 +191,58 @@ func TestStepThroughHost(t *testing.T) {
 		if left <= 0 || left > 30*time.Second {
 			t.Errorf("Exec %d had %v left, want the Step deadline", i+1, left)
 		}
+	}
+}
+
+// caller is protocoltest's optimizer whose Step also sends an Exec with a
+// context of its own, from a goroutine it waits for.
+type caller struct {
+	optim.Optimizer
+	h optim.Host
+}
+
+func (c *caller) Configure(ctx context.Context, h optim.Host, cfg optim.Config) error {
+	c.h = h
+	return c.Optimizer.Configure(ctx, h, cfg)
+}
+
+func (c *caller) Step(ctx context.Context, in optim.StepInput) (optim.StepOutput, error) {
+	out, err := c.Optimizer.Step(ctx, in)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		p := optim.Prog()
+		p.Norm(optim.Params)
+		_, _ = c.h.Exec(context.Background(), p)
+	}()
+	<-done
+	return out, err
+}
+
+// Each Exec names the host's call whose context it was sent with (the
+// call id of that call's metadata, protocol minor 11), so the host can
+// refuse one that outlived its call; one sent with a context that
+// derives from no call names none (hardening4/08).
+func TestExecNamesItsCall(t *testing.T) {
+	w := wireUp(t, func() optim.Optimizer { return &caller{Optimizer: protocoltest.New()} })
+	host := protocoltest.NewFakeHost(10)
+	cfg, err := wire.ConfigToProto(optim.Config{Members: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := metadata.AppendToOutgoingContext(context.Background(), wire.CallIDKey, "41")
+	if _, err := w.opt.Configure(ctx, &pb.ConfigureRequest{HostBrokerId: w.serveHost(host), Config: cfg}); err != nil {
+		t.Fatalf("Configure: %v", err)
+	}
+	ctx = metadata.AppendToOutgoingContext(context.Background(), wire.CallIDKey, "42")
+	if _, err := w.opt.Step(ctx, &pb.StepRequest{Input: &pb.StepInput{Lr: 0.1}}); err != nil {
+		t.Fatalf("Step: %v", err)
+	}
+	if _, err := w.opt.Step(context.Background(), &pb.StepRequest{Input: &pb.StepInput{Lr: 0.1}}); err != nil {
+		t.Fatalf("Step of a host without call ids: %v", err)
+	}
+	if got, want := w.host.callIDs(), []string{"41", "42", "42", "", "", "", ""}; !slices.Equal(got, want) {
+		t.Errorf("call ids of the Execs = %q, want %q", got, want)
 	}
 }
 

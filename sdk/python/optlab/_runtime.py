@@ -175,13 +175,20 @@ class _Broker:
         return grpc.insecure_channel(target, options=_MSG_OPTIONS)
 
 
+CALL_ID_KEY = "optlab-call-id"  # sdk/internal/wire's CallIDKey (protocol minor 11)
+
+
 class _Call(threading.local):
-    """The deadline and context of the call a server thread is serving, so
-    that the optimizer's host calls inherit the Step's deadline (as Go's
-    ctx does)."""
+    """The deadline, context and call id of the host's call a server thread
+    is serving, so that the optimizer's host calls inherit the Step's
+    deadline (as Go's ctx does) and name the call they belong to: the host
+    refuses an Exec that names none of its calls in flight, such as one
+    from a thread the optimizer started (which serves no call) or one sent
+    after the call returned (docs/PROTOCOL.md §3)."""
 
     deadline = None
     context = None
+    call_id = None
 
 
 _call = _Call()
@@ -201,6 +208,14 @@ class _HostClient:
                                            response_deserializer=pb.LayoutResponse.FromString)
 
     @staticmethod
+    def _metadata():
+        """The call id of the host's call this thread serves, as the
+        metadata of a host call; none on a thread that serves none."""
+        if _call.call_id is None:
+            return None
+        return ((CALL_ID_KEY, _call.call_id),)
+
+    @staticmethod
     def _timeout():
         ctx = _call.context
         if ctx is not None and not ctx.is_active():
@@ -214,7 +229,7 @@ class _HostClient:
 
     def layout(self):
         try:
-            resp = self._layout(pb.LayoutRequest(), timeout=self._timeout())
+            resp = self._layout(pb.LayoutRequest(), timeout=self._timeout(), metadata=self._metadata())
         except grpc.RpcError as e:
             raise error_from_rpc(e) from None
         return layout_from_pb(resp.layout)
@@ -222,7 +237,7 @@ class _HostClient:
     def exec(self, p) -> Result:
         req = exec_request_to_pb(p)
         try:
-            resp = self._exec(req, timeout=self._timeout())
+            resp = self._exec(req, timeout=self._timeout(), metadata=self._metadata())
         except grpc.RpcError as e:
             err = error_from_rpc(e)
             name_handles(err, p)
@@ -406,6 +421,7 @@ def _unary(fn):
         left = context.time_remaining()
         _call.deadline = time.monotonic() + left if left is not None else None
         _call.context = context
+        _call.call_id = _call_id(context)
         try:
             return fn(request, context)
         except _Failure as f:
@@ -413,12 +429,21 @@ def _unary(fn):
         finally:
             _call.deadline = None
             _call.context = None
+            _call.call_id = None
         if failure.op is not None:
             context.set_trailing_metadata(((STATUS_DETAILS_KEY, _status_details(failure.code, failure.message,
                                                                                  failure.op)),))
         context.abort(_GRPC_CODES.get(int(failure.code), grpc.StatusCode.UNKNOWN), failure.message)
 
     return handler
+
+
+def _call_id(context):
+    """The call id the host sent with the call context serves, or None."""
+    for key, value in context.invocation_metadata() or ():
+        if key == CALL_ID_KEY:
+            return value
+    return None
 
 
 def _handlers(svc: _OptimizerService, broker: _Broker, stdio: _Stdio, stop: threading.Event):

@@ -37,6 +37,7 @@ class FakeHost:
     def __init__(self):
         self.programs = []
         self.exec_minors = []
+        self.call_ids = []  # the call id each Exec named (None: none)
         self.delay = 0.0
 
     def layout(self, request, context):
@@ -48,6 +49,7 @@ class FakeHost:
         time.sleep(self.delay)
         self.programs.append(request.program)
         self.exec_minors.append(request.protocol_minor)
+        self.call_ids.append(dict(context.invocation_metadata()).get("optlab-call-id"))
         scalars = []
         for i, op in enumerate(request.program.ops):
             kind = op.WhichOneof("kind")
@@ -122,21 +124,23 @@ class Plugin:
         except grpc.RpcError:
             pass
 
-    def call(self, method, req, resp, timeout=10):
+    def call(self, method, req, resp, timeout=10, call_id=None):
+        md = (("optlab-call-id", call_id),) if call_id is not None else None
         return self.channel.unary_unary(f"/optlab.plugin.v1.Optimizer/{method}",
                                         request_serializer=type(req).SerializeToString,
-                                        response_deserializer=resp.FromString)(req, timeout=timeout)
+                                        response_deserializer=resp.FromString)(req, timeout=timeout, metadata=md)
 
-    def configure(self, broker_id=7, **params):
+    def configure(self, broker_id=7, call_id=None, **params):
         self.broker_q.put(rt.ConnInfo(service_id=broker_id, network="unix", address=self.host_sock))
         cfg = pb.Config(seed=1, total_steps=10, steps_per_epoch=5, members=1)
         for k, v in params.items():
             cfg.params[k].CopyFrom(pb.Value(float_value=v) if isinstance(v, float) else pb.Value(string_value=v))
-        return self.call("Configure", pb.ConfigureRequest(host_broker_id=broker_id, config=cfg), pb.ConfigureResponse)
+        return self.call("Configure", pb.ConfigureRequest(host_broker_id=broker_id, config=cfg), pb.ConfigureResponse,
+                         call_id=call_id)
 
-    def step(self, step=0, timeout=10):
+    def step(self, step=0, timeout=10, call_id=None):
         return self.call("Step", pb.StepRequest(input=pb.StepInput(step=step, epoch=0, lr=0.1)), pb.StepResponse,
-                         timeout=timeout)
+                         timeout=timeout, call_id=call_id)
 
     def shutdown(self):
         try:
@@ -267,6 +271,17 @@ class ServeTest(unittest.TestCase):
         self.p.configure()
         self.p.step()
         self.assertEqual(self.p.host.exec_minors[-1], PROTOCOL_MINOR)
+
+    def test_exec_names_its_call(self):
+        # Each Exec names the host's call it serves (protocol minor 11), so
+        # that the host can refuse one sent after that call returned; a
+        # thread the optimizer started serves no call, and its Exec names
+        # none (hardening 4, 08: the host refuses it).
+        self.p.configure(call_id="1", fault="thread")
+        self.p.step(call_id="2")
+        self.p.step()  # a host that sends no id (older than minor 11)
+        self.assertEqual(self.p.host.call_ids, ["1", "2", None, None, None])
+        self.assertEqual([len(p.ops) for p in self.p.host.programs][2], 1)  # the thread's Norm
 
     def test_exception_is_a_panic(self):
         self.p.configure(fault="raise")

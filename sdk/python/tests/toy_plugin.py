@@ -6,6 +6,7 @@ a step misbehave, a predictive and a state. It reads what it returns
 
 import os
 import sys
+import threading
 import time
 from dataclasses import dataclass
 
@@ -16,7 +17,8 @@ import optlab  # noqa: E402
 @dataclass
 class Params:
     scale: float = optlab.param(1.0, range="(0,)", doc="multiplies the reported loss")
-    fault: str = optlab.param("none", enum=["none", "fail", "raise", "bad-op", "ghost", "print", "regs"],
+    fault: str = optlab.param("none", enum=["none", "fail", "raise", "bad-op", "ghost", "print", "regs",
+                                                      "thread"],
                               doc="what the next steps do wrong")
 
 
@@ -63,6 +65,12 @@ class Toy(optlab.Optimizer):
         p.read(n)
         with optlab.wrap_errors("toy: step"):
             r = self.host.exec(p)
+        if fault == "thread":  # a thread of the plugin's own serves no call: its Exec names none
+            late = self.hs.prog()
+            late.norm(self.g[0])
+            t = threading.Thread(target=self.host.exec, args=(late,))
+            t.start()
+            t.join()
         self.steps += 1
         if fault == "regs":  # the registers themselves, not their values
             return optlab.metrics(evs[0].loss, evs[0].acc)
