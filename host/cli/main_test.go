@@ -40,27 +40,38 @@ var pluginPkgs = []string{
 	"github.com/optlab/optlab/internal/testplugin/faultplugin",
 }
 
+// testBinEnv names a folder with the binaries TestMain would build: host,
+// and plugins/<name> for each of pluginPkgs (and no other plugin).
+const testBinEnv = "OPTLAB_TEST_BIN"
+
 func TestMain(m *testing.M) {
 	os.Exit(testMain(m))
 }
 
 func testMain(m *testing.M) int {
-	tmp, err := os.MkdirTemp("", "optlab-cli-test-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	defer os.RemoveAll(tmp)
-	bin := filepath.Join(tmp, "bin")
-	pluginDir = filepath.Join(bin, "plugins")
-	hostBin = filepath.Join(bin, "host")
-	for _, err := range []error{
-		testutil.GoBuild(pluginDir+string(filepath.Separator), pluginPkgs...),
-		testutil.GoBuild(hostBin, "github.com/optlab/optlab/host"),
-	} {
+	if bin := os.Getenv(testBinEnv); bin != "" {
+		// Built already: the device kit's test run, where there is no Go
+		// toolchain (scripts/devkit-run.sh makes this folder).
+		pluginDir = filepath.Join(bin, "plugins")
+		hostBin = filepath.Join(bin, "host")
+	} else {
+		tmp, err := os.MkdirTemp("", "optlab-cli-test-")
 		if err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			return 1
+		}
+		defer os.RemoveAll(tmp)
+		bin := filepath.Join(tmp, "bin")
+		pluginDir = filepath.Join(bin, "plugins")
+		hostBin = filepath.Join(bin, "host")
+		for _, err := range []error{
+			testutil.GoBuild(pluginDir+string(filepath.Separator), pluginPkgs...),
+			testutil.GoBuild(hostBin, "github.com/optlab/optlab/host"),
+		} {
+			if err != nil {
+				fmt.Fprintln(os.Stderr, err)
+				return 1
+			}
 		}
 	}
 	code := m.Run()
