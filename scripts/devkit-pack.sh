@@ -18,7 +18,9 @@
 #   bin/optlab-plugins         every built-in plugin in one binary
 #                              (plugins/builtin/multicall); devkit-run.sh makes
 #                              bin/plugins/<name> links to it
-#   tests/*.test               `go test -c` of the packages with CUDA tests
+#   tests/*.test               `go test -c` of the packages with CUDA tests;
+#   tests/faultplugin          the misbehaving test plugin that host/cli's
+#                              tests launch
 #   libtch/                    the prepared gotch's C++ wrapper sources,
 #                              SYMBOLS.txt (what libtch.so must export),
 #                              USED_OPS.txt (the ops optlab calls: none may be
@@ -49,6 +51,7 @@ if [ $packonly = 0 ]; then
 	"$GO" build "${flags[@]}" -o "$stage"/bin/host ./host
 	"$GO" build "${flags[@]}" -o "$stage"/bin/optlabstep ./bench/cmd/optlabstep
 	"$GO" build "${flags[@]}" -o "$stage"/bin/optlab-plugins ./plugins/builtin/multicall
+	"$GO" build "${flags[@]}" -o "$stage"/tests/faultplugin ./internal/testplugin/faultplugin
 	for p in $test_pkgs; do
 		"$GO" test -c "${flags[@]}" -o "$stage/tests/$(basename "$p").test" "./$p"
 	done

@@ -49,7 +49,7 @@ gocache=$(go env GOCACHE 2>/dev/null || echo /root/.cache/go-build)
 } >"$base/inner.sh"
 cat >"$base/run.sh" <<EOF
 cd /tmp/devkit-proof/tree
-echo "bare environment: go on PATH: \$(command -v go || echo none); $goroot holds \$(ls $goroot | wc -l) entries, $gopath \$(ls $gopath | wc -l), $gocache \$(ls $gocache | wc -l); network interfaces up: \$(grep -l up /sys/class/net/*/operstate 2>/dev/null | wc -l); environment: \$(env | cut -d= -f1 | sort | tr '\n' ' ')"
+echo "bare environment: go on PATH: \$(command -v go || echo none); $goroot holds \$(ls $goroot | wc -l) entries, $gopath \$(ls $gopath | wc -l), $gocache \$(ls $gocache | wc -l); network interfaces: \$(tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' ' | tr '\n' ' ')(\$(getent hosts deb.debian.org >/dev/null 2>&1 && echo "deb.debian.org resolves" || echo "no name resolves")); environment: \$(env | cut -d= -f1 | sort | tr '\n' ' ')"
 exec bash scripts/devkit-run.sh
 EOF
 b=$(date +%s)

@@ -139,6 +139,14 @@ EOF
 		exit 3
 		;;
 	tests)
+		# host/cli's tests take their binaries from OPTLAB_TEST_BIN: host and
+		# exactly the plugins they list (sgd, sam, bsam, otmdr, faultplugin).
+		tb=$DEVKIT_WORK/clitest-bin
+		rm -rf "$tb" && mkdir -p "$tb/plugins"
+		ln -s "$KIT/bin/host" "$tb/host"
+		for p in sgd sam bsam otmdr; do ln -f "$KIT/bin/optlab-plugins" "$tb/plugins/$p"; done
+		ln -f "$KIT/tests/faultplugin" "$tb/plugins/faultplugin"
+		export OPTLAB_TEST_BIN=$tb
 		rc=0
 		for t in tensor:host/tensor cli:host/cli statedict:host/checkpoint/statedict bench:bench; do
 			bin=${t%%:*} dir=${t#*:}
@@ -146,11 +154,11 @@ EOF
 			b=$(date +%s)
 			(cd "$repo/$dir" && "$KIT/tests/$bin.test" -test.count=1 -test.timeout=5m $TEST_ARGS) >>"$OUTF/tests.txt" 2>&1
 			r=$?
-			[ $r = 0 ] || rc=1
+			[ $r = 0 ] || { rc=1; failed="${failed:-}$bin.test (exit $r) "; }
 			echo "$bin.test: exit $r, $(($(date +%s) - b)) s" | tee -a "$OUTF/tests.txt"
 		done
 		grep -E "^(--- FAIL|FAIL|panic)" "$OUTF/tests.txt" | head -5
-		echo "$(grep -c '^--- FAIL' "$OUTF/tests.txt") failed test(s)" >"$NOTE"
+		echo "${failed:-every binary passed}; $(grep -c -- '--- FAIL' "$OUTF/tests.txt") failed test(s): $(grep -o -- '--- FAIL: [^ ]*' "$OUTF/tests.txt" | cut -d' ' -f3 | head -8 | tr '\n' ' ')" >"$NOTE"
 		exit $rc
 		;;
 	optlab)
@@ -187,37 +195,44 @@ EOF
 		if [ "$DEV" = cuda ]; then idle=$(nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits -i 0 | head -1); fi
 		echo "## peak GPU memory per method: $arch, batch 128, $((ntrain / 128)) steps (one epoch) and the evaluation; nvidia-smi memory.used every 100 ms, idle $idle MiB" | tee -a "$OUTF/memory.txt"
 		for m in sgd sam otmdr bsam adamw muon shampoo sgvb; do
-			params=""
-			[ $m = sam ] && params='rho = 0.05'
-			[ $m = otmdr ] && params='rho1 = 0.05'
-			sed -e "s/METHOD/$m/g; s/ARCH/$arch/; s/NTRAIN/$ntrain/; s/DEVICE/$DEV/; s/PARAMS/$params/" >"$dir/$m.toml" <<'EOF'
-name = "devkit-memory-METHOD"
+			# The base optimizer of every benchmark, but for the methods
+			# that apply their own update (they take only lr).
+			opt='name = "sgd"
+lr = 0.05
+momentum = 0.9
+weight_decay = 5e-4' params="" variational=false
+			case $m in
+			sam) params='rho = 0.05' ;;
+			otmdr) params='rho1 = 0.05' ;;
+			adamw | muon | shampoo) opt='lr = 0.001' ;;
+			sgvb) variational=true ;;
+			esac
+			cat >"$dir/$m.toml" <<EOF
+name = "devkit-memory-$m"
 [data]
 dataset = "synthetic"
 augment = ["crop", "flip"]
 [data.synthetic]
-train = NTRAIN
+train = $ntrain
 test = 128
 [model]
-archs = ["ARCH"]
+archs = ["$arch"]
+variational = $variational
 [train]
 epochs = 1
 batch_size = 128
 seeds = [1]
-device = "DEVICE"
+device = "$DEV"
 [train.optimizer]
-name = "sgd"
-lr = 0.05
-momentum = 0.9
-weight_decay = 5e-4
+$opt
 [eval]
 temperature = "none"
 tensorboard = false
 [[method]]
-name = "METHOD"
-plugin = "METHOD"
+name = "$m"
+plugin = "$m"
 [method.params]
-PARAMS
+$params
 EOF
 			sampler=""
 			if [ "$DEV" = cuda ]; then
