@@ -14,8 +14,9 @@
 #                scripts/test-libtorch.sh) whose /usr/bin/python3 has torch
 # Environment: PROOF_OUT (default build/devkit-proof: the result files of
 # devkit-run.sh, summary.txt first, and proof.txt, the whole output),
-# DEVKIT_BUDGET (default 1800: this machine is slower than the GPU
-# machine's 16 cores), DEVKIT_TEST_ARGS (flags for the test binaries).
+# DEVKIT_BUDGET (default 2400) and DEVKIT_SLOWDOWN (the factor for every
+# step's timeout, default 5): this machine has 2 cores, shared, against the
+# GPU machine's 16; DEVKIT_TEST_ARGS (flags for the test binaries).
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 root=""
@@ -44,7 +45,7 @@ gocache=$(go env GOCACHE 2>/dev/null || echo /root/.cache/go-build)
 		echo "[ -d '$root$d' ] && mount -t tmpfs -o size=1m tmpfs '$root$d'"
 	done
 	echo "exec ${root:+chroot $root} env -i HOME=/root PATH=/usr/sbin:/usr/bin:/sbin:/bin OUT=/tmp/devkit-proof/out" \
-		"PYTHON=/usr/bin/python3 OMP_WAIT_POLICY=PASSIVE DEVKIT_BUDGET=${DEVKIT_BUDGET:-1800}" \
+		"PYTHON=/usr/bin/python3 OMP_WAIT_POLICY=PASSIVE DEVKIT_BUDGET=${DEVKIT_BUDGET:-2400} DEVKIT_SLOWDOWN=${DEVKIT_SLOWDOWN:-5}" \
 		"${DEVKIT_TEST_ARGS:+DEVKIT_TEST_ARGS='$DEVKIT_TEST_ARGS'} nice -n 10 bash /tmp/devkit-proof/run.sh"
 } >"$base/inner.sh"
 cat >"$base/run.sh" <<EOF

@@ -17,6 +17,8 @@
 #                  GPU). Without a GPU every CUDA step says "no-gpu" and runs
 #                  what it can on the CPU, small, to check its plumbing.
 #   DEVKIT_JOBS    compile jobs for libtch.so (default: the cores)
+#   DEVKIT_SLOWDOWN  a factor for every step's timeout (default 1; the proof
+#                  on a 2-core machine, scripts/devkit-proof.sh, sets 5)
 #
 # Steps, each under its own timeout, each run even when an earlier one
 # failed (status pass, FAIL, TIMEOUT, no-gpu or skipped):
@@ -313,7 +315,7 @@ log=$OUTF/log.txt
 # row (also from a step run in the background).
 rows=$notes/rows
 run_step() {
-	local name=$1 limit=$2 b e rc status left note
+	local name=$1 limit=$(($2 * ${DEVKIT_SLOWDOWN:-1})) b e rc status left note
 	left=$((deadline - $(date +%s) - 15))
 	[ "$name" = report ] && left=$((deadline - $(date +%s)))
 	[ "$limit" -le "$left" ] || limit=$left
