@@ -3,7 +3,7 @@
 # would, before any GPU exists (`make devkit-proof`, as root): in a copy of
 # the working tree as the device tool sends it (tracked and untracked files
 # git does not ignore, plus the carried build/devkit), with no network
-# (unshare -n), no Go toolchain, module cache or build cache (tmpfs over
+# (unshare -n: only the loopback interface), no Go toolchain, module cache or build cache (tmpfs over
 # GOROOT, GOPATH and GOCACHE), and an empty environment (env -i, a minimal
 # PATH), this machine's /usr/bin/python3 and its torch standing in for the
 # device's PyTorch. Without a GPU every CUDA step must say "no-gpu" and go
@@ -41,6 +41,9 @@ gocache=$(go env GOCACHE 2>/dev/null || echo /root/.cache/go-build)
 # empty environment (in the chroot, when one is given).
 {
 	echo "set -e"
+	# The new network namespace has only lo, down: up, for the tests that
+	# serve HTTP on 127.0.0.1 (the GPU machine has its lo).
+	echo "ip link set lo up"
 	for d in "$goroot" "$gopath" "$gocache"; do
 		echo "[ -d '$root$d' ] && mount -t tmpfs -o size=1m tmpfs '$root$d'"
 	done

@@ -99,7 +99,8 @@ EOF
 		$PIN_COMPILE "$PYTHON" "$repo/scripts/devkit-libtch.py" --kit "$KIT" --jobs "$COMPILE_JOBS" 2>&1 | tee "$OUTF/libtch.txt"
 		rc=${PIPESTATUS[0]}
 		{ echo "ops stubbed for this libtorch ($(wc -l <"$KIT/lib/STUBBED_OPS.txt" 2>/dev/null || echo 0)):"; tr '\n' ' ' <"$KIT/lib/STUBBED_OPS.txt" 2>/dev/null; echo; } >>"$OUTF/libtch.txt"
-		tail -1 "$OUTF/libtch.txt" | cut -c1-200 >"$NOTE"
+		if [ "$rc" = 0 ]; then grep -m1 '^libtch.so for' "$OUTF/libtch.txt" | sed 's/.*: //' >"$NOTE"
+		else grep '^devkit-libtch:' "$OUTF/libtch.txt" | tail -1 | cut -c1-200 >"$NOTE"; fi
 		exit "$rc"
 		;;
 	torch)
