@@ -87,6 +87,7 @@ done
 	echo "made $(date -u +%Y-%m-%dT%H:%M:%SZ) with $("$GO" version)"
 	echo "gotch prepared here for: $(cat "$stage"/libtch/PREPARED)"
 	echo "used ops: $(wc -l <"$stage"/libtch/USED_OPS.txt), exported C functions: $(wc -l <"$stage"/libtch/SYMBOLS.txt)"
+	echo "the binaries need glibc $(objdump -T "$stage"/bin/* "$stage"/tests/* 2>/dev/null | grep -o 'GLIBC_[0-9.]*' | sort -uV | tail -1 | sed 's/GLIBC_//') or newer"
 	(cd "$stage" && find . -type f ! -name MANIFEST.txt -printf '%s\t%p\n' | sort -k2)
 } >"$stage"/MANIFEST.txt
 

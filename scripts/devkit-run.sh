@@ -74,7 +74,7 @@ if [ "${1:-}" = --step ]; then
 	facts)
 		{
 			echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
-			echo "kit: $(sed -n 2,3p "$KIT/MANIFEST.txt" 2>/dev/null | tr '\n' ';')"
+			echo "kit: $(sed -n '2,3p;6p' "$KIT/MANIFEST.txt" 2>/dev/null | tr '\n' ';')"
 			echo "cpu: $(lscpu 2>/dev/null | sed -n 's/^Model name: *//p' | head -1), $(nproc) cores"
 			echo "memory: $(awk '/MemTotal/ {printf "%.1f GiB", $2 / 1048576}' /proc/meminfo)"
 			echo "kernel: $(uname -r)"
@@ -397,4 +397,8 @@ total=$(($(date +%s) - t0))
 	cat "$OUTF/results.md"
 } >"$summary"
 cat "$summary"
+# What comes back from the device is at most 16 MiB a file.
+if [ "$(stat -c %s "$log")" -gt 15000000 ]; then
+	tail -c 15000000 "$log" >"$log.tmp" && mv "$log.tmp" "$log"
+fi
 rm -rf "$notes"
