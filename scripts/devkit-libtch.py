@@ -165,9 +165,16 @@ class Libtorch:
         tdir = os.path.dirname(torch.__file__)
         inc, lib = os.path.join(tdir, "include"), os.path.join(tdir, "lib")
         self.source = "python (%s)" % sys.executable
+        debian_lib = "/usr/lib/" + multiarch()
         if not os.path.exists(os.path.join(inc, "torch/csrc/api/include/torch/torch.h")):
-            inc, lib = "/usr/include", "/usr/lib/" + multiarch()
+            inc, lib = "/usr/include", debian_lib
             self.source = "debian (python3's torch at %s has no headers)" % tdir
+        elif os.path.dirname(os.path.realpath(os.path.join(lib, "libtorch_cpu.so"))) == debian_lib:
+            # Debian's python3-torch links to libtorch-dev's libraries (and
+            # python3-torch-cuda to libtorch-cuda-dev's, whose libtorch_cuda
+            # only /usr/lib has): use libtorch-dev's folders, as gotchprep does.
+            inc, lib = "/usr/include", debian_lib
+            self.source = "debian (python3's torch at %s links to it)" % tdir
         self.include = args.include or inc
         self.libdir = args.libdir or lib
         if not os.path.exists(os.path.join(self.include, "torch/csrc/api/include/torch/torch.h")):

@@ -85,7 +85,11 @@ if [ "${1:-}" = --step ]; then
 import torch
 print("torch:", torch.__version__, "at", torch.__file__)
 print("torch C++ ABI (torch._C._GLIBCXX_USE_CXX11_ABI):", getattr(torch._C, "_GLIBCXX_USE_CXX11_ABI", "?"))
-print("torch CUDA:", torch.version.cuda, "cuDNN:", torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None)
+try:
+    cudnn = torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None
+except Exception as e:  # a cuDNN torch cannot use
+    cudnn = "unusable (%s)" % str(e).split(".")[0]
+print("torch CUDA:", torch.version.cuda, "cuDNN:", cudnn)
 print("torch.cuda.is_available():", torch.cuda.is_available(), "devices:", torch.cuda.device_count())
 for i in range(torch.cuda.device_count()):
     p = torch.cuda.get_device_properties(i)
