@@ -130,11 +130,13 @@ func wantError(t *testing.T, r result, want ...string) {
 }
 
 // errorMessages returns the lines of stderr that start a message of the
-// host other than its start-up line ("host: libtorch … on cpu").
+// host other than its start-up line ("host: libtorch … on cpu") and its
+// notes ("host: note: device auto: no usable GPU, …", which a CUDA build
+// without a usable GPU prints when it falls back to the CPU).
 func errorMessages(stderr string) []string {
 	var out []string
 	for line := range strings.Lines(stderr) {
-		if strings.HasPrefix(line, "host: ") && !strings.HasPrefix(line, "host: libtorch") {
+		if strings.HasPrefix(line, "host: ") && !strings.HasPrefix(line, "host: libtorch") && !strings.HasPrefix(line, "host: note: ") {
 			out = append(out, strings.TrimSpace(line))
 		}
 	}
