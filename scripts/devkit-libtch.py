@@ -322,6 +322,8 @@ def main(argv):
     ap.add_argument("--opt", default=os.environ.get("DEVKIT_CXXOPT", "-O1"), help="g++ optimisation flag (-O1)")
     ap.add_argument("--include", help="libtorch's include folder (default: found from python's torch)")
     ap.add_argument("--libdir", help="libtorch's library folder")
+    ap.add_argument("--force-stub", default="", help="comma-separated generated wrappers to stub although they compile "
+                    "(for testing the used-op check, as gotchprep's -force-stub)")
     args = ap.parse_args(argv)
     t0 = time.time()
     src = os.path.join(args.kit, "libtch")
@@ -377,6 +379,14 @@ def main(argv):
         raise SystemExit("devkit-libtch: the libtorch headers do not compile:\n" + "\n".join(p.stderr.split("\n")[-40:]))
     flags = lt.cxxflags()
 
+    for name in filter(None, args.force_stub.split(",")):
+        hit = [(c, i) for c in chunks for i, l in enumerate(c.body) if is_header(l) and (" %s(" % name in l or "*%s(" % name in l)]
+        if not hit:
+            raise SystemExit("devkit-libtch: --force-stub: %s is not a generated wrapper" % name)
+        c, i = hit[0]
+        c.body, names = stub_functions(c.body, [i + 1], lt.version)
+        c.stubbed += names
+        log("stubbed %s as --force-stub asks" % name)
     for c in chunks:
         open(os.path.join(build, c.name), "w").write(c.text())
     todo = [("chunk00.cpp", None)] + [(c.name, c) for c in chunks]
@@ -413,7 +423,8 @@ def main(argv):
         f.write("".join(n + "\n" for n in stubbed))
     bad = [n for n in stubbed if n in used]
     if bad:
-        msg = ["devkit-libtch: %d op(s) that optlab uses do not compile against libtorch %s (stubbed):" % (len(bad), lt.version)]
+        msg = ["devkit-libtch: %d op(s) that optlab uses were stubbed (they do not compile against libtorch %s%s):"
+               % (len(bad), lt.version, ", or --force-stub asked" if args.force_stub else "")]
         for n in bad:
             msg.append("  %s, called as %s" % (n, " at ".join(used[n])))
         raise SystemExit("\n".join(msg))
