@@ -7,7 +7,7 @@ PLUGIN_DIRS := $(wildcard plugins/*/cmd/*)
 BIN     := bin
 EXPERIMENT ?= experiments/quickstart.toml
 
-.PHONY: all gotch build plugins demo test vet lint bench proto proto-python python-deps test-python clean
+.PHONY: all gotch build plugins demo test vet lint bench proto proto-python python-deps test-python devkit devkit-proof clean
 
 all: build
 
@@ -55,7 +55,7 @@ lint: gotch
 # would spin at every barrier while their partner thread waits for a core
 # (docs/BENCHMARKS.md).
 test: export OMP_WAIT_POLICY ?= PASSIVE
-test: build vet lint test-python
+test: build vet lint test-python devkit
 	$(GO) test -count=1 -timeout 30m ./...
 	@for m in $(MODULES); do (cd $$m && $(GO) test -count=1 -timeout 30m ./...) || exit 1; done
 
@@ -89,6 +89,19 @@ proto-python:
 
 bench: build
 	$(GO) test -run '^$$' -bench . -benchtime 20x ./bench/...
+
+# The device kit (docs/BENCHMARKS.md, "GPU"): the binaries, test binaries,
+# benchmark scripts and libtch sources that scripts/devkit-run.sh needs on a
+# GPU machine with no Go, packed into build/devkit/optlab-devkit.tar.xz; it
+# fails above 56 MiB. `make test` makes it too (about a minute once
+# `make build` has run).
+devkit: gotch
+	@GO=$(GO) scripts/devkit-pack.sh
+
+# The kit run end to end as on the GPU machine, here, in a bare environment:
+# no network, no Go toolchain or caches, env -i (scripts/devkit-proof.sh).
+devkit-proof: devkit
+	@scripts/devkit-proof.sh
 
 clean:
 	rm -rf $(BIN) build

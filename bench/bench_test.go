@@ -28,12 +28,15 @@ import (
 // soakEnv turns on TestSoakRSS; soakPluginEnv adds its run through the sgd
 // plugin binary.
 // soakBatchEnv overrides its batch size (default 128). deviceEnv names the
-// device of every benchmark (default cpu).
+// device of every benchmark (default cpu). pluginsEnv names a folder of
+// plugin binaries already built (the device kit's bin/plugins, where there
+// is no Go toolchain to build them); TestMain then builds none.
 const (
 	soakEnv       = "OPTLAB_SOAK"
 	soakPluginEnv = "OPTLAB_SOAK_PLUGIN"
 	soakBatchEnv  = "OPTLAB_SOAK_BATCH"
 	deviceEnv     = "OPTLAB_BENCH_DEVICE"
+	pluginsEnv    = "OPTLAB_BENCH_PLUGINS"
 )
 
 var (
@@ -52,7 +55,9 @@ func TestMain(m *testing.M) { os.Exit(runMain(m)) }
 func runMain(m *testing.M) int {
 	flag.Parse()
 	bench := flag.Lookup("test.bench")
-	if (bench != nil && bench.Value.String() != "") || os.Getenv(soakPluginEnv) != "" {
+	if dir := os.Getenv(pluginsEnv); dir != "" {
+		pluginDir = dir
+	} else if (bench != nil && bench.Value.String() != "") || os.Getenv(soakPluginEnv) != "" {
 		dir, err := os.MkdirTemp("", "optlab-bench-plugins")
 		if err != nil {
 			fmt.Fprintln(os.Stderr, err)
@@ -108,7 +113,7 @@ func newRig(tb testing.TB, arch string, batch int) *Rig {
 func launch(tb testing.TB, name string) *plugin.Client {
 	tb.Helper()
 	if pluginDir == "" {
-		tb.Fatal("plugins were not built (TestMain builds them for -bench and " + soakPluginEnv + ")")
+		tb.Fatal("plugins were not built (TestMain builds them for -bench and " + soakPluginEnv + ", unless " + pluginsEnv + " names a folder of them)")
 	}
 	c, err := plugin.Launch(context.Background(), plugin.LaunchSpec{
 		Path: filepath.Join(pluginDir, name),

@@ -25,6 +25,8 @@
 #                -E 'MALLOC_ARENA_MAX=1 GLIBC_TUNABLES=glibc.malloc.mmap_max=0:glibc.malloc.trim_threshold=68719476736'
 #   -P 'K=V …'   environment for the PyTorch processes only
 # Environment: PYTHON (default /usr/bin/python3, which has Debian's torch), GO,
+# OPTLABSTEP (a built bench/cmd/optlabstep to use instead of building one with
+# GO: the device kit's bin/optlabstep, where there is no Go toolchain),
 # OMP_WAIT_POLICY (default PASSIVE here: libtorch's OpenMP threads then sleep
 # at barriers instead of spinning, which on a machine shared with other work
 # otherwise wastes most of the CPU when a partner thread is descheduled; both
@@ -61,20 +63,24 @@ cleanup() {
 }
 trap cleanup EXIT
 
-"$GO" build -o "$tmp/optlabstep" ./bench/cmd/optlabstep
+optlabstep=${OPTLABSTEP:-}
+if [ -z "$optlabstep" ]; then
+	"$GO" build -o "$tmp/optlabstep" ./bench/cmd/optlabstep
+	optlabstep=$tmp/optlabstep
+fi
 IFS=, read -r -a tlayouts <<<"$layouts"
 
 echo "# compare.sh $(date -u +%Y-%m-%dT%H:%M:%SZ) batch=$batch device=$device threads=$threads warmup=$warmup cores=$(nproc) OMP_WAIT_POLICY=$OMP_WAIT_POLICY load=$(cut -d' ' -f1-3 /proc/loadavg)"
 [ -z "$optenv" ] || echo "# optlab environment: $optenv"
 [ -z "$pyenv" ] || echo "# PyTorch environment: $pyenv"
-echo "# $(lscpu | sed -n 's/^Model name: *//p' | head -1); $("$GO" version); torch $("$PYTHON" -c 'import torch; print(torch.__version__)')"
+echo "# $(lscpu | sed -n 's/^Model name: *//p' | head -1); $("$GO" version 2>/dev/null || echo "prebuilt $optlabstep"); torch $("$PYTHON" -c 'import torch; print(torch.__version__)')"
 
 for spec in "${specs[@]}"; do
 	model=${spec%%:*}
 	rounds=${spec#*:}
 	[ "$rounds" != "$spec" ] || rounds=10
 	names=(optlab)
-	cmds=("env $optenv $tmp/optlabstep -serve -model $model -batch $batch -threads $threads -warmup $warmup -device $device")
+	cmds=("env $optenv $optlabstep -serve -model $model -batch $batch -threads $threads -warmup $warmup -device $device")
 	for l in "${tlayouts[@]}"; do
 		names+=("torch-$l")
 		cmds+=("env $pyenv $PYTHON bench/torch_step.py --serve --model $model --batch $batch --threads $threads --warmup $warmup --layout $l --device $device")

@@ -42,6 +42,12 @@ drawn on the device each epoch: no host→device copy in a step), and the
 loss is read back one step late instead of at once. Without --feed the
 batch is fixed and every step's loss is read at once (compare.sh).
 
+--precision bf16 runs the forward pass and the loss under torch.autocast
+with bfloat16 (optlab's train.precision = "bf16"). On CUDA each line also
+gives the peak memory PyTorch's allocator held for that model
+(peak_alloc_mib: torch.cuda.max_memory_allocated; peak_reserved_mib: the
+caching allocator's reserve).
+
 Usage (Debian's PyTorch; the python3 on PATH may have no torch):
 
     /usr/bin/python3 bench/torch_step.py --model cnn --steps 30 --warmup 5
@@ -70,6 +76,18 @@ RHO = 0.05
 CROP = 4
 FEED_BATCHES = 20
 
+# What --precision sets: autocast's device type and dtype, or None for fp32.
+AUTOCAST = {"device_type": "cpu", "dtype": None}
+
+
+def loss_of(model, x, y):
+    """The mean cross-entropy of model on (x, y), the forward pass under
+    autocast when --precision bf16 asks for it."""
+    if AUTOCAST["dtype"] is None:
+        return F.cross_entropy(model(x), y)
+    with torch.autocast(device_type=AUTOCAST["device_type"], dtype=AUTOCAST["dtype"]):
+        return F.cross_entropy(model(x), y)
+
 
 def module_stepper(model, x, y):
     """Returns a step function using the module's parameters and torch.optim.SGD.
@@ -81,7 +99,7 @@ def module_stepper(model, x, y):
     def step():
         bx, by = batch()
         opt.zero_grad(set_to_none=True)
-        loss = F.cross_entropy(model(bx), by)
+        loss = loss_of(model, bx, by)
         loss.backward()
         opt.step()
         return loss
@@ -99,7 +117,7 @@ def sam_stepper(model, x, y):
     def step():
         bx, by = batch()
         opt.zero_grad(set_to_none=True)
-        loss = F.cross_entropy(model(bx), by)
+        loss = loss_of(model, bx, by)
         loss.backward()
         with torch.no_grad():
             norm = torch.norm(torch.stack([p.grad.norm() for p in params]))
@@ -111,7 +129,7 @@ def sam_stepper(model, x, y):
         for m in bns:
             m.momentum = 0.0  # batch statistics, running statistics unchanged
         opt.zero_grad(set_to_none=True)
-        F.cross_entropy(model(bx), by).backward()
+        loss_of(model, bx, by).backward()
         for m, mom in zip(bns, momenta):
             m.momentum = mom
         with torch.no_grad():
@@ -276,7 +294,13 @@ def main(argv):
     ap.add_argument("--serve", action="store_true", help="time steps on request from stdin (one --model)")
     ap.add_argument("--method", choices=["sgd", "sam"], default="sgd")
     ap.add_argument("--feed", action="store_true", help="fresh augmented batches on the device, loss read a step late")
+    ap.add_argument("--precision", choices=["fp32", "bf16"], default="fp32", help="bf16: forward and loss under torch.autocast")
     args = ap.parse_args(argv)
+    if args.precision == "bf16":
+        if args.layout != "modules":
+            ap.error("--precision bf16 needs --layout modules")
+        AUTOCAST.update(device_type=torch.device(args.device).type, dtype=torch.bfloat16)
+    cuda = torch.device(args.device).type == "cuda"
     threads = args.threads if args.threads > 0 else os.cpu_count()
     torch.set_num_threads(threads)
     if args.serve:
@@ -284,10 +308,18 @@ def main(argv):
             ap.error("--serve takes exactly one --model")
         return serve(args.model[0], args.batch, args.warmup, args.layout, args.seed, args.device, args.method, args.feed)
     for arch in args.model or ["resnet18", "cnn"]:
+        if cuda:
+            torch.cuda.empty_cache()
+            torch.cuda.reset_peak_memory_stats(args.device)
         times = measure(arch, args.batch, args.steps, args.warmup, args.layout, args.seed, args.device, args.method, args.feed)
         extra = ""
         if args.method != "sgd" or args.feed:
             extra = " method=%s feed=%s" % (args.method, "yes" if args.feed else "no")
+        if args.precision != "fp32":
+            extra += " precision=" + args.precision
+        if cuda:
+            extra += " peak_alloc_mib=%.1f peak_reserved_mib=%.1f" % (
+                torch.cuda.max_memory_allocated(args.device) / 2**20, torch.cuda.max_memory_reserved(args.device) / 2**20)
         print("torch model=%s batch=%d device=%s threads=%d steps=%d warmup=%d layout=%s%s median_ms=%.3f mean_ms=%.3f min_ms=%.3f"
               % (arch, args.batch, args.device, torch.get_num_threads(), args.steps, args.warmup, args.layout, extra,
                  statistics.median(times), statistics.fmean(times), min(times)), flush=True)

@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"errors"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -34,6 +35,7 @@ archs = ["ARCH"]
 epochs = 100000
 batch_size = 128
 seeds = [1]
+precision = "PRECISION"
 [train.optimizer]
 name = "sgd"
 lr = 0.05
@@ -66,18 +68,31 @@ const trainStepWarmup = 3
 // h2d-steady/step (the same without the epochs' first steps: 0),
 // exec/step and blocking/step (device→host reads the host waited for).
 // bench/torch_step.py --feed is PyTorch's side (docs/BENCHMARKS.md, GPU).
+// The environment chooses the cases: OPTLAB_BENCH_METHODS (plugins, default
+// sgd,sam), OPTLAB_BENCH_ARCHS (default cnn,resnet18) and
+// OPTLAB_BENCH_PRECISION (train.precision: fp32, the default, or bf16).
 func BenchmarkTrainStep(b *testing.B) {
-	for _, plugin := range []string{"sgd", "sam"} {
-		for _, arch := range []string{"cnn", "resnet18"} {
-			b.Run(plugin+"/"+arch+"/bs128", func(b *testing.B) { trainStep(b, plugin, arch) })
+	precision := envOr("OPTLAB_BENCH_PRECISION", "fp32")
+	for plugin := range strings.SplitSeq(envOr("OPTLAB_BENCH_METHODS", "sgd,sam"), ",") {
+		for arch := range strings.SplitSeq(envOr("OPTLAB_BENCH_ARCHS", "cnn,resnet18"), ",") {
+			b.Run(plugin+"/"+arch+"/bs128", func(b *testing.B) { trainStep(b, plugin, arch, precision) })
 		}
 	}
 }
 
-func trainStep(b *testing.B, plugin, arch string) {
+// envOr returns the environment variable key, or def when it is unset or
+// empty.
+func envOr(key, def string) string {
+	if v := os.Getenv(key); v != "" {
+		return v
+	}
+	return def
+}
+
+func trainStep(b *testing.B, plugin, arch, precision string) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	exp, err := experiment.Parse([]byte(strings.NewReplacer("ARCH", arch, "PLUGIN", plugin).Replace(trainStepTOML)), "bench-train-step.toml")
+	exp, err := experiment.Parse([]byte(strings.NewReplacer("ARCH", arch, "PLUGIN", plugin, "PRECISION", precision).Replace(trainStepTOML)), "bench-train-step.toml")
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -139,5 +154,5 @@ func trainStep(b *testing.B, plugin, arch string) {
 	b.ReportMetric(float64(h2dSteady)/float64(max(len(steady), 1)), "h2d-steady/step")
 	b.ReportMetric(float64(execs)/n, "exec/step")
 	b.ReportMetric(float64(blocking)/n, "blocking/step")
-	b.Logf("%s %s on %s: %d steps timed (%d per epoch), %d host→device copies", plugin, arch, device, len(times), perEpoch, h2d)
+	b.Logf("%s %s %s on %s: %d steps timed (%d per epoch), %d host→device copies", plugin, arch, precision, device, len(times), perEpoch, h2d)
 }

@@ -40,27 +40,38 @@ var pluginPkgs = []string{
 	"github.com/optlab/optlab/internal/testplugin/faultplugin",
 }
 
+// testBinEnv names a folder with the binaries TestMain would build: host,
+// and plugins/<name> for each of pluginPkgs (and no other plugin).
+const testBinEnv = "OPTLAB_TEST_BIN"
+
 func TestMain(m *testing.M) {
 	os.Exit(testMain(m))
 }
 
 func testMain(m *testing.M) int {
-	tmp, err := os.MkdirTemp("", "optlab-cli-test-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	defer os.RemoveAll(tmp)
-	bin := filepath.Join(tmp, "bin")
-	pluginDir = filepath.Join(bin, "plugins")
-	hostBin = filepath.Join(bin, "host")
-	for _, err := range []error{
-		testutil.GoBuild(pluginDir+string(filepath.Separator), pluginPkgs...),
-		testutil.GoBuild(hostBin, "github.com/optlab/optlab/host"),
-	} {
+	if bin := os.Getenv(testBinEnv); bin != "" {
+		// Built already: the device kit's test run, where there is no Go
+		// toolchain (scripts/devkit-run.sh makes this folder).
+		pluginDir = filepath.Join(bin, "plugins")
+		hostBin = filepath.Join(bin, "host")
+	} else {
+		tmp, err := os.MkdirTemp("", "optlab-cli-test-")
 		if err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			return 1
+		}
+		defer os.RemoveAll(tmp)
+		bin := filepath.Join(tmp, "bin")
+		pluginDir = filepath.Join(bin, "plugins")
+		hostBin = filepath.Join(bin, "host")
+		for _, err := range []error{
+			testutil.GoBuild(pluginDir+string(filepath.Separator), pluginPkgs...),
+			testutil.GoBuild(hostBin, "github.com/optlab/optlab/host"),
+		} {
+			if err != nil {
+				fmt.Fprintln(os.Stderr, err)
+				return 1
+			}
 		}
 	}
 	code := m.Run()
@@ -119,11 +130,13 @@ func wantError(t *testing.T, r result, want ...string) {
 }
 
 // errorMessages returns the lines of stderr that start a message of the
-// host other than its start-up line ("host: libtorch … on cpu").
+// host other than its start-up line ("host: libtorch … on cpu") and its
+// notes ("host: note: device auto: no usable GPU, …", which a CUDA build
+// without a usable GPU prints when it falls back to the CPU).
 func errorMessages(stderr string) []string {
 	var out []string
 	for line := range strings.Lines(stderr) {
-		if strings.HasPrefix(line, "host: ") && !strings.HasPrefix(line, "host: libtorch") {
+		if strings.HasPrefix(line, "host: ") && !strings.HasPrefix(line, "host: libtorch") && !strings.HasPrefix(line, "host: note: ") {
 			out = append(out, strings.TrimSpace(line))
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"math"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
@@ -25,10 +26,28 @@ func Script(t testing.TB) string {
 		t.Skipf("%s has no torch (make test installs Debian's python3-torch): %v", Python, err)
 	}
 	_, file, _, ok := runtime.Caller(0)
-	if !ok {
-		t.Fatal("torchtwin: cannot locate the repository")
+	if ok {
+		p := filepath.Join(filepath.Dir(file), "..", "..", "bench", "torch_models.py")
+		if _, err := os.Stat(p); err == nil {
+			return p
+		}
 	}
-	return filepath.Join(filepath.Dir(file), "..", "..", "bench", "torch_models.py")
+	// A test binary run away from the tree it was built in (the device kit's
+	// tests/*.test, run in their package's folder of another copy): the
+	// nearest bench/torch_models.py above the working directory.
+	if dir, err := os.Getwd(); err == nil {
+		for d := dir; ; d = filepath.Dir(d) {
+			p := filepath.Join(d, "bench", "torch_models.py")
+			if _, err := os.Stat(p); err == nil {
+				return p
+			}
+			if filepath.Dir(d) == d {
+				break
+			}
+		}
+	}
+	t.Fatal("torchtwin: cannot locate bench/torch_models.py")
+	return ""
 }
 
 // Run runs torch_models.py with args and returns its combined output,
