@@ -23,7 +23,7 @@ plugin = "sgd"
 	runs := experiment.Grid(exp)
 	tests := []struct{ got, want string }{
 		{gridSummary(exp, runs), "grid: 2 settings (SGD: 2, batch_size) × 1 arch × 1 seed = 2 runs"},
-		{stepsSummary(exp, runs, 640), "2 runs × 20 to 80 steps (the swept [train] keys differ)"},
+		{stepsSummary(exp, runs, 640), "2 runs × 20 to 80 steps (the swept [train] keys or the methods' budgets differ; with a budget, steps of one gradient)"},
 	}
 	for _, tc := range tests {
 		if tc.got != tc.want {

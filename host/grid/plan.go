@@ -59,7 +59,7 @@ type Plan struct {
 func (p *Plan) Method(run experiment.Run) train.Optimizer {
 	info, params := p.Infos[run.Method.Name], p.Params[run.Label]
 	return train.Optimizer{Plugin: info.Name, Version: info.Version, Params: params,
-		OwnsUpdate: info.OwnsUpdateWith(params)}
+		OwnsUpdate: info.OwnsUpdateWith(params), Info: &info}
 }
 
 // OwnsUpdate reports whether every run of the method named method applies

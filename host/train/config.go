@@ -18,8 +18,11 @@ import (
 func (r *Runner) Config(run experiment.Run, m Optimizer) identity.Config {
 	e := run.Experiment(r.Exp)
 	params := m.Params
-	if m.Optimizer != nil {
-		params = m.Optimizer.Info().Applied(m.Params) // not the update rules it does not use
+	switch { // not the update rules it does not use
+	case m.Optimizer != nil:
+		params = m.Optimizer.Info().Applied(m.Params)
+	case m.Info != nil:
+		params = m.Info.Applied(m.Params)
 	}
 	c := identity.Config{Plugin: m.Plugin, Params: params, Train: e.Train, Data: e.Data, Model: e.Model, Eval: e.Eval, OwnsUpdate: m.ownsUpdate()}
 	if d := e.Data; d.Path != "" && r.Data != nil && r.Data.Content != "" {

@@ -43,6 +43,8 @@ func TestBF16EveryBuiltinMethod(t *testing.T) {
 		{"fsam", "fsam", bf16, nil},
 		{"wsam", "wsam", bf16, nil},
 		{"gsam", "gsam", bf16, nil},
+		{"esam", "esam", bf16, map[string]any{"beta": 0.5, "gamma": 0.5}},
+		{"msam", "msam", bf16, nil},
 		{"bsam", "bsam", bf16, nil},
 		{"adamw", "adamw", bf16, nil},
 		{"muon", "muon", bf16, nil},

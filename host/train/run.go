@@ -89,6 +89,11 @@ type Optimizer struct {
 	// plugin's Info and the run's hyperparameters, which a run's Optimizer
 	// declaring the feature implies too.
 	OwnsUpdate bool
+	// Info is the plugin's Info when Optimizer is nil (grid.Plan.Method,
+	// before the plugin is launched for the run), so that the run's
+	// configuration leaves out the update rules it does not use
+	// (optim.Info.Applied) as the record made with the Optimizer does.
+	Info *optim.Info
 }
 
 // ownsUpdate reports whether the optimizer applies its own update: it

@@ -132,25 +132,10 @@ func Call(t testing.TB, script string, in, out any) {
 // recompute the gradients themselves (the model and data in the input).
 func Thetas(t testing.TB, script string, in any, steps int) [][]float64 {
 	t.Helper()
-	Script(t)
-	b, err := json.Marshal(in)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(Python, script)
-	cmd.Stdin = bytes.NewReader(b)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("%s: %v\n%s", script, err, stderr.String())
-	}
 	var res struct {
 		Thetas [][]float64 `json:"thetas"`
 	}
-	if err := json.Unmarshal(out, &res); err != nil {
-		t.Fatalf("%s: %v\n%s", script, err, out)
-	}
+	Call(t, script, in, &res)
 	if len(res.Thetas) != steps {
 		t.Fatalf("%s gave %d steps for %d", script, len(res.Thetas), steps)
 	}
