@@ -2,7 +2,6 @@ package train
 
 import (
 	"context"
-	"errors"
 	"math"
 	"path/filepath"
 	"strings"
@@ -135,17 +134,7 @@ func TestBudgetEvalsAndResume(t *testing.T) {
 		}
 	}
 	r.Checkpoints = &results.Layout{Dir: filepath.Join(dir, "cut")}
-	crash := errors.New("simulated crash")
-	r.afterEpoch = func(e int) error {
-		if e == 2 {
-			return crash
-		}
-		return nil
-	}
-	if _, err := r.Run(context.Background(), run, method(t, sam.New(), given)); !errors.Is(err, crash) {
-		t.Fatalf("interrupted run: %v", err)
-	}
-	r.afterEpoch = nil
+	crashAfter(t, r, run, method(t, sam.New(), given), 2)
 	resumed, err := r.Run(context.Background(), run, method(t, sam.New(), given))
 	if err != nil {
 		t.Fatal(err)

@@ -21,6 +21,23 @@ import (
 	"github.com/optlab/optlab/sdk/optim"
 )
 
+// crashAfter runs run with m until a simulated crash after epoch ends it,
+// leaving its training state for the next Run to resume from.
+func crashAfter(t *testing.T, r *Runner, run experiment.Run, m Optimizer, epoch int) {
+	t.Helper()
+	crash := errors.New("simulated crash")
+	r.afterEpoch = func(e int) error {
+		if e == epoch {
+			return crash
+		}
+		return nil
+	}
+	defer func() { r.afterEpoch = nil }()
+	if _, err := r.Run(context.Background(), run, m); !errors.Is(err, crash) {
+		t.Fatalf("interrupted run: %v", err)
+	}
+}
+
 // A run interrupted after an epoch resumes from its training state and ends
 // bitwise where an uninterrupted run ends, for optimizers with state on the
 // host (momentum) and in the plugin (OT-MDR's random stream).
@@ -51,20 +68,10 @@ func TestResumeMidRun(t *testing.T) {
 				t.Fatal(err)
 			}
 			r.Checkpoints = &results.Layout{Dir: filepath.Join(dir, "cut")}
-			crash := errors.New("simulated crash")
-			r.afterEpoch = func(e int) error {
-				if e == 2 {
-					return crash
-				}
-				return nil
-			}
-			if _, err := r.Run(context.Background(), run, method(t, c.newOp(), c.given)); !errors.Is(err, crash) {
-				t.Fatalf("interrupted run: %v", err)
-			}
+			crashAfter(t, r, run, method(t, c.newOp(), c.given), 2)
 			if _, err := os.Stat(r.statePath(run)); err != nil {
 				t.Fatalf("no training state after the interruption: %v", err)
 			}
-			r.afterEpoch = nil
 			resumed, err := r.Run(context.Background(), run, method(t, c.newOp(), c.given))
 			if err != nil {
 				t.Fatal(err)
@@ -123,17 +130,7 @@ func TestStaleStateNotResumed(t *testing.T) {
 
 	exp.Train.Optimizer.LR = lr
 	r.Checkpoints = &results.Layout{Dir: filepath.Join(dir, "cut")}
-	crash := errors.New("simulated crash")
-	r.afterEpoch = func(e int) error {
-		if e == 1 {
-			return crash
-		}
-		return nil
-	}
-	if _, err := r.Run(context.Background(), run, method(t, sam.New(), given)); !errors.Is(err, crash) {
-		t.Fatalf("interrupted run: %v", err)
-	}
-	r.afterEpoch = nil
+	crashAfter(t, r, run, method(t, sam.New(), given), 1)
 	exp.Train.Optimizer.LR = 2 * lr
 	var log strings.Builder
 	r.Log = &log

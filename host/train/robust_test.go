@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"math"
 	"path/filepath"
@@ -161,16 +160,7 @@ func TestBestEpochResumed(t *testing.T) {
 		t.Fatal(err)
 	}
 	r.Checkpoints = &results.Layout{Dir: filepath.Join(dir, "cut")}
-	crash := errors.New("simulated crash")
-	r.afterEpoch = func(e int) error {
-		if e == 2 {
-			return crash
-		}
-		return nil
-	}
-	if _, err := r.Run(context.Background(), run, method(t, sgd.New(), nil)); !errors.Is(err, crash) {
-		t.Fatalf("interrupted run: %v", err)
-	}
+	crashAfter(t, r, run, method(t, sgd.New(), nil), 2)
 	// The saved state holds the best of epochs 1 and 2.
 	meta, err := checkpoint.ReadMeta(r.statePath(run))
 	if err != nil {
@@ -184,7 +174,6 @@ func TestBestEpochResumed(t *testing.T) {
 	if err != nil || ls.Best == nil || ls.Best.Epoch < 1 || ls.Best.Epoch > 2 || len(ls.Best.Test) == 0 {
 		t.Fatalf("saved loop state's best epoch: %+v, %v", ls.Best, err)
 	}
-	r.afterEpoch = nil
 	resumed, err := r.Run(context.Background(), run, method(t, sgd.New(), nil))
 	if err != nil {
 		t.Fatal(err)
