@@ -419,7 +419,7 @@ func mergeSelect(recs []results.Record, opts Options) ([]results.Record, *select
 	}
 	merged = withoutNoise(merged)
 	if opts.Target > 0 {
-		merged, _ = withTimeToTarget(merged, opts.Target)
+		merged = withTimeToTarget(merged, opts.Target)
 	}
 	var sel *selection
 	if opts.Select != "" {
@@ -443,8 +443,7 @@ func layoutGrid(merged []results.Record, sel *selection, opts Options) (*grid, e
 	g := &grid{groupFields: opts.By, sel: sel, target: opts.Target}
 	g.metrics = chooseMetrics(ok, opts, opts.Format)
 	if opts.Target > 0 && slices.ContainsFunc(g.metrics, isTargetKey) {
-		_, sets := withTimeToTarget(ok, opts.Target)
-		g.extra = append(g.extra, targetNote(opts.Target, sets))
+		g.extra = append(g.extra, targetNote(opts.Target, evalSets(ok)))
 	}
 	g.rowFields = varyingFields(ok, opts.By)
 	l, err := g.collect(ok)

@@ -46,18 +46,13 @@ func checkTarget(opts Options) error {
 
 // withTimeToTarget returns recs with the time-to-target metrics of
 // accuracy target added to the Metrics (in copies) of every record that
-// evaluated during training. It also tells whether the records' held-out
-// sets differ, "validation" and "test".
-func withTimeToTarget(recs []results.Record, target float64) ([]results.Record, []string) {
+// evaluated during training.
+func withTimeToTarget(recs []results.Record, target float64) []results.Record {
 	out := make([]results.Record, len(recs))
-	var sets []string
 	for i, r := range recs {
 		out[i] = r
 		if len(r.Evals) == 0 || r.Status != results.StatusOK {
 			continue
-		}
-		if !slices.Contains(sets, r.EvalSet) {
-			sets = append(sets, r.EvalSet)
 		}
 		m := maps.Clone(r.Metrics)
 		if m == nil {
@@ -72,8 +67,20 @@ func withTimeToTarget(recs []results.Record, target float64) ([]results.Record, 
 		}
 		out[i].Metrics = m
 	}
+	return out
+}
+
+// evalSets returns the held-out sets (results.Record.EvalSet) of the
+// records that evaluated during training, sorted.
+func evalSets(recs []results.Record) []string {
+	var sets []string
+	for _, r := range recs {
+		if len(r.Evals) > 0 && !slices.Contains(sets, r.EvalSet) {
+			sets = append(sets, r.EvalSet)
+		}
+	}
 	slices.Sort(sets)
-	return out, sets
+	return sets
 }
 
 // targetNote explains the time-to-target columns.
