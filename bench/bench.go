@@ -48,12 +48,19 @@ type Rig struct {
 	members int
 }
 
-// Device parses a device name ("cpu", "cuda", "cuda:N", "auto") on w.
+// Device parses a device name ("cpu", "cuda", "cuda:N", "auto") on w and
+// sets libtorch's numerics to a run's defaults (tensor.Numerics{}: no cuDNN
+// autotuning, no TensorFloat-32), as host/train does for a run that leaves
+// train.tf32 and train.cudnn_benchmark unset. Without it a benchmark would
+// run with libtorch's own defaults, which allow TF32 in cuDNN's
+// convolutions: not what a run does, nor what bench/torch_step.py sets.
 func Device(ctx context.Context, w *tensor.Worker, spec string) (tensor.Device, error) {
 	var d tensor.Device
 	err := w.Do(ctx, func() (err error) {
-		d, err = tensor.ParseDevice(spec)
-		return err
+		if d, err = tensor.ParseDevice(spec); err != nil {
+			return err
+		}
+		return tensor.SetNumerics(tensor.Numerics{})
 	})
 	return d, err
 }

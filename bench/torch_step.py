@@ -48,6 +48,13 @@ gives the peak memory PyTorch's allocator held for that model
 (peak_alloc_mib: torch.cuda.max_memory_allocated; peak_reserved_mib: the
 caching allocator's reserve).
 
+Numerics are set explicitly, to what optlab does by default: cuDNN's
+autotuning off (torch.backends.cudnn.benchmark) and TensorFloat-32 off in
+both cuDNN's convolutions and cuBLAS's matrix products. PyTorch's own
+default allows TF32 in convolutions, which on an Ampere or later GPU makes
+fp32 a different, lower-precision computation than optlab's fp32. --tf32
+allows it in both (optlab's train.tf32 = true); the line then says tf32=yes.
+
 Usage (Debian's PyTorch; the python3 on PATH may have no torch):
 
     /usr/bin/python3 bench/torch_step.py --model cnn --steps 30 --warmup 5
@@ -295,7 +302,12 @@ def main(argv):
     ap.add_argument("--method", choices=["sgd", "sam"], default="sgd")
     ap.add_argument("--feed", action="store_true", help="fresh augmented batches on the device, loss read a step late")
     ap.add_argument("--precision", choices=["fp32", "bf16"], default="fp32", help="bf16: forward and loss under torch.autocast")
+    ap.add_argument("--tf32", action="store_true", help="allow TensorFloat-32 in cuDNN and cuBLAS (optlab's train.tf32 = true)")
     args = ap.parse_args(argv)
+    # optlab's numerics (train.cudnn_benchmark and train.tf32 false unless set).
+    torch.backends.cudnn.benchmark = False
+    torch.backends.cudnn.allow_tf32 = args.tf32
+    torch.backends.cuda.matmul.allow_tf32 = args.tf32
     if args.precision == "bf16":
         if args.layout != "modules":
             ap.error("--precision bf16 needs --layout modules")
@@ -317,6 +329,8 @@ def main(argv):
             extra = " method=%s feed=%s" % (args.method, "yes" if args.feed else "no")
         if args.precision != "fp32":
             extra += " precision=" + args.precision
+        if args.tf32:
+            extra += " tf32=yes"
         if cuda:
             extra += " peak_alloc_mib=%.1f peak_reserved_mib=%.1f" % (
                 torch.cuda.max_memory_allocated(args.device) / 2**20, torch.cuda.max_memory_reserved(args.device) / 2**20)

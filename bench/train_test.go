@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"os"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -36,6 +37,7 @@ epochs = 100000
 batch_size = 128
 seeds = [1]
 precision = "PRECISION"
+tf32 = TF32
 [train.optimizer]
 name = "sgd"
 lr = 0.05
@@ -70,12 +72,14 @@ const trainStepWarmup = 3
 // bench/torch_step.py --feed is PyTorch's side (docs/BENCHMARKS.md, GPU).
 // The environment chooses the cases: OPTLAB_BENCH_METHODS (plugins, default
 // sgd,sam), OPTLAB_BENCH_ARCHS (default cnn,resnet18) and
-// OPTLAB_BENCH_PRECISION (train.precision: fp32, the default, or bf16).
+// OPTLAB_BENCH_PRECISION (train.precision: fp32, the default, or bf16);
+// OPTLAB_BENCH_TF32=1 sets train.tf32 = true (torch_step.py --tf32).
 func BenchmarkTrainStep(b *testing.B) {
 	precision := envOr("OPTLAB_BENCH_PRECISION", "fp32")
+	tf32 := strconv.FormatBool(envOr("OPTLAB_BENCH_TF32", "0") == "1")
 	for plugin := range strings.SplitSeq(envOr("OPTLAB_BENCH_METHODS", "sgd,sam"), ",") {
 		for arch := range strings.SplitSeq(envOr("OPTLAB_BENCH_ARCHS", "cnn,resnet18"), ",") {
-			b.Run(plugin+"/"+arch+"/bs128", func(b *testing.B) { trainStep(b, plugin, arch, precision) })
+			b.Run(plugin+"/"+arch+"/bs128", func(b *testing.B) { trainStep(b, plugin, arch, precision, tf32) })
 		}
 	}
 }
@@ -89,10 +93,10 @@ func envOr(key, def string) string {
 	return def
 }
 
-func trainStep(b *testing.B, plugin, arch, precision string) {
+func trainStep(b *testing.B, plugin, arch, precision, tf32 string) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	exp, err := experiment.Parse([]byte(strings.NewReplacer("ARCH", arch, "PLUGIN", plugin, "PRECISION", precision).Replace(trainStepTOML)), "bench-train-step.toml")
+	exp, err := experiment.Parse([]byte(strings.NewReplacer("ARCH", arch, "PLUGIN", plugin, "PRECISION", precision, "TF32", tf32).Replace(trainStepTOML)), "bench-train-step.toml")
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -154,5 +158,5 @@ func trainStep(b *testing.B, plugin, arch, precision string) {
 	b.ReportMetric(float64(h2dSteady)/float64(max(len(steady), 1)), "h2d-steady/step")
 	b.ReportMetric(float64(execs)/n, "exec/step")
 	b.ReportMetric(float64(blocking)/n, "blocking/step")
-	b.Logf("%s %s %s on %s: %d steps timed (%d per epoch), %d host→device copies", plugin, arch, precision, device, len(times), perEpoch, h2d)
+	b.Logf("%s %s %s (tf32 %s) on %s: %d steps timed (%d per epoch), %d host→device copies", plugin, arch, precision, tf32, device, len(times), perEpoch, h2d)
 }

@@ -9,7 +9,14 @@
 //
 //	go test ./docs -update
 //
-// to regenerate the blocks after the results files change.
+// to regenerate the blocks after the results files change. Blocks
+// introduced by
+//
+//	<!-- devkit-report ARGS -->
+//
+// are likewise what scripts/devkit-report.py ARGS prints (run from the
+// repository root): the GPU figures in BENCHMARKS.md, from the device kit's
+// committed output under docs/devkit.
 package docs_test
 
 import (
@@ -17,6 +24,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -30,6 +38,55 @@ import (
 var update = flag.Bool("update", false, "rewrite the generated tables in the docs")
 
 var block = regexp.MustCompile(`(?s)(<!-- host table ([^\n]*?) -->\n)(.*?)(<!-- end -->)`)
+
+var devkitBlock = regexp.MustCompile(`(?s)(<!-- devkit-report ([^\n]*?) -->\n)(.*?)(<!-- end -->)`)
+
+// TestDevkitReports keeps the GPU figures in the docs equal to what
+// scripts/devkit-report.py makes of the committed device-kit output.
+func TestDevkitReports(t *testing.T) {
+	py, err := exec.LookPath("python3")
+	if err != nil {
+		t.Fatal("python3 is needed to regenerate the device kit's report blocks: ", err)
+	}
+	files, err := filepath.Glob("*.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		failed := false
+		out := devkitBlock.ReplaceAllFunc(b, func(m []byte) []byte {
+			sub := devkitBlock.FindSubmatch(m)
+			n++
+			cmd := exec.Command(py, append([]string{"scripts/devkit-report.py"}, splitArgs(string(sub[2]))...)...)
+			cmd.Dir = ".."
+			var stderr bytes.Buffer
+			cmd.Stderr = &stderr
+			got, err := cmd.Output()
+			if err != nil {
+				t.Errorf("%s: devkit-report.py %s: %v: %s", f, sub[2], err, stderr.String())
+				failed = true
+				return m
+			}
+			if !*update && !bytes.Equal(sub[3], got) {
+				t.Errorf("%s: the block of `devkit-report.py %s` differs from what it prints (go test ./docs -update):\n--- in the file\n%s\n--- printed\n%s", f, sub[2], sub[3], got)
+			}
+			return append(append(append([]byte{}, sub[1]...), got...), sub[4]...)
+		})
+		if *update && !failed && !bytes.Equal(out, b) {
+			if err := os.WriteFile(f, out, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if n == 0 {
+		t.Fatal("no devkit-report blocks found in docs/*.md")
+	}
+}
 
 // splitArgs splits a block's arguments at spaces, keeping what double
 // quotes enclose together (without the quotes).
@@ -186,5 +243,53 @@ func TestArchLists(t *testing.T) {
 		if !bytes.Contains(body, []byte(fmt.Sprintf("%q:", n))) {
 			t.Errorf("bench/torch_models.py's ZOO cannot build `%s`", n)
 		}
+	}
+}
+
+// TestDevkitNCU checks scripts/devkit-ncu.py, which makes the profile
+// tables of the GPU section: one step's kernels are the difference of two
+// runs' (3 and 8 steps), Nsight Compute's extra lines and thousands
+// separators ignored, units converted.
+func TestDevkitNCU(t *testing.T) {
+	py, err := exec.LookPath("python3")
+	if err != nil {
+		t.Fatal("python3 is needed: ", err)
+	}
+	dir := t.TempDir()
+	header := `"ID","Process ID","Process Name","Host Name","Kernel Name","Context","Stream","Block Size","Grid Size","Device","CC","Section Name","Metric Name","Metric Unit","Metric Value"`
+	write := func(name string, kernels map[string]int, unit, value string) string {
+		var b strings.Builder
+		b.WriteString("==PROF== Connected to process 1\noptlab model=cnn median_ms=1\n" + header + "\n")
+		id := 0
+		for k, n := range kernels {
+			for range n {
+				id++
+				fmt.Fprintf(&b, "%q,\"1\",\"p\",\"h\",%q,\"1\",\"7\",\"(1, 1, 1)\",\"(1, 1, 1)\",\"0\",\"9.0\",\"Command line profiler metrics\",\"gpu__time_duration.sum\",%q,%q\n", fmt.Sprint(id), k, unit, value)
+			}
+		}
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(b.String()), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	// Set-up launches "init" 5 times in every run; a step launches "conv"
+	// twice (1,500 ns each) on optlab's side, "gemm" once (2 µs) on PyTorch's.
+	o3 := write("o3.csv", map[string]int{"init": 5, "conv": 6}, "nsecond", "1,500")
+	o8 := write("o8.csv", map[string]int{"init": 5, "conv": 16}, "nsecond", "1,500")
+	t3 := write("t3.csv", map[string]int{"init": 5, "gemm": 3}, "usecond", "2")
+	t8 := write("t8.csv", map[string]int{"init": 5, "gemm": 8}, "usecond", "2")
+	out, err := exec.Command(py, "../scripts/devkit-ncu.py", "--label", "cnn sgd", "--steps", "3", "8",
+		"--optlab", o3, o8, "--torch", t3, t8).CombinedOutput()
+	if err != nil {
+		t.Fatalf("devkit-ncu.py: %v\n%s", err, out)
+	}
+	for _, want := range []string{"| optlab | 2.0 | 3.0 |", "| PyTorch | 1.0 | 2.0 |", "| `conv` | 2.0 | 3.0 | 0.0 | 0.0 |", "| `gemm` | 0.0 | 0.0 | 1.0 | 2.0 |"} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("devkit-ncu.py's output lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(string(out), "`init`") {
+		t.Errorf("the set-up's kernels (in both runs alike) are in the per-step table:\n%s", out)
 	}
 }

@@ -37,8 +37,11 @@ def parse_bench(path):
         m = TORCH.match(line)
         if m:
             arch, method, _, prec, med, rest = m.groups()
-            extra = dict(re.findall(r"(peak_\w+)=([\d.]+)", rest))
-            torch[(prec or "fp32", method, arch)] = (float(med), extra)
+            extra = dict(re.findall(r"(peak_\w+)=([\d.]+)", line))  # before median_ms
+            prec = prec or "fp32"
+            if "tf32=yes" in line:  # fp32 with TensorFloat-32 allowed
+                prec = "tf32"
+            torch[(prec, method, arch)] = (float(med), extra)
             continue
         m = GOBENCH.match(line)
         if not m:
@@ -56,6 +59,20 @@ def parse_bench(path):
     return torch, train, plugin, otmdr
 
 
+def profile_section(path):
+    """The markdown that scripts/devkit-ncu.py printed into bench.txt after
+    "## profile", and optlabstep's own median lines."""
+    out, on = [], False
+    for line in open(path, errors="replace"):
+        line = line.rstrip("\n")
+        if line.startswith("## "):
+            on = line.startswith("## profile")
+            continue
+        if on and (line.startswith(("### ", "|", "optlab model=")) or not line):
+            out.append(line)
+    return out
+
+
 def verdict(ratio, goal):
     return "yes" if ratio <= goal else "**no**"
 
@@ -66,6 +83,8 @@ def main(argv):
     ap.add_argument("--memory", required=True)
     ap.add_argument("--facts")
     ap.add_argument("--device", default="cuda")
+    ap.add_argument("--only", action="append", help="keep only the sections whose heading starts so (repeatable)")
+    ap.add_argument("--shift", type=int, default=0, help="headings this many levels deeper (for a document's section)")
     a = ap.parse_args(argv)
     torch, train, plugin, otmdr = parse_bench(a.bench)
     out = []
@@ -78,12 +97,14 @@ def main(argv):
     w("optlab: `BenchmarkTrainStep` (host/train's loop, the real plugin process, a fresh augmented batch cut on the "
       "device every step, the loss read a step late; median of the steady steps). PyTorch: `bench/torch_step.py "
       "--feed` (the same work in PyTorch; median). Run one after the other, not interleaved. Goals: SGD ≤ %.2f, "
-      "SAM ≤ %.2f." % (GOALS["sgd"], GOALS["sam"]))
+      "SAM ≤ %.2f. Both sides set the same numerics: cuDNN autotuning off; fp32 with TensorFloat-32 off in convolutions "
+      "and matrix products (optlab's default; PyTorch's own default allows it in convolutions), tf32 with it on "
+      "(optlab's train.tf32 = true, torch_step.py --tf32)." % (GOALS["sgd"], GOALS["sam"]))
     w("")
     w("| precision | method | model | optlab ms/step | PyTorch ms/step | optlab/PyTorch | goal met |")
     w("|---|---|---|---:|---:|---:|---|")
     n = 0
-    for prec in ("fp32", "bf16"):
+    for prec in ("fp32", "tf32", "bf16"):
         for method in ("sgd", "sam"):
             for arch in ARCHS:
                 o = train.get((prec, method, arch))
@@ -105,7 +126,7 @@ def main(argv):
     h2d = [(k, v) for k, v in sorted(train.items()) if "h2d-steady/step" in v]
     if h2d:
         w("Host→device copies per step in optlab (expected: h2d/step 0.05, one per epoch of 20 steps; h2d-steady/step 0; "
-          "blocking/step 0): " + "; ".join("%s %s %s: %g, %g, %g" % (k[0], k[1], k[2], v.get("h2d/step", -1),
+          "blocking/step: 1 on a GPU, the delivery of the step before's reports, read a step late; 0 on the CPU): " + "; ".join("%s %s %s: %g, %g, %g" % (k[0], k[1], k[2], v.get("h2d/step", -1),
                                                                          v.get("h2d-steady/step", -1), v.get("blocking/step", -1)) for k, v in h2d))
         w("")
     w("## SAM: plugin process / in-process (goal ≤ %.2f)" % PLUGIN_GOAL)
@@ -164,6 +185,22 @@ def main(argv):
         w("```")
     if not rows and not soak:
         w("(not measured)")
+    prof = profile_section(a.bench)
+    if prof:
+        w("")
+        w("## Where a step's time goes (Nsight Compute; optlab's in-process step against PyTorch's)")
+        w("")
+        out.extend(prof)
+    if a.only:
+        kept, keep = [], False
+        for l in out:
+            if l.startswith("## "):
+                keep = any(l[3:].startswith(o) for o in a.only)
+            if keep:
+                kept.append(l)
+        out = kept
+    if a.shift > 0:
+        out = ["#" * a.shift + l if l.startswith("#") else l for l in out]
     print("\n".join(out))
     return 0
 

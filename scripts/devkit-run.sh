@@ -17,6 +17,10 @@
 #                  GPU). Without a GPU every CUDA step says "no-gpu" and runs
 #                  what it can on the CPU, small, to check its plumbing.
 #   DEVKIT_JOBS    compile jobs for libtch.so (default: the cores)
+#   DEVKIT_STEPS   the steps to run, space-separated (default: all); the
+#                  others are reported "skipped" (unpack is needed by all)
+#   DEVKIT_PRECISIONS  the step-time precisions (default "fp32 tf32 bf16";
+#                  tf32 is fp32 with TensorFloat-32 allowed on both sides)
 #   DEVKIT_SLOWDOWN  a factor for every step's timeout (default 1; the proof
 #                  on a 2-core machine, scripts/devkit-proof.sh, sets 5)
 #
@@ -29,8 +33,8 @@
 #               machine's libtorch, in parallel chunks; fails when an op
 #               optlab uses had to be stubbed
 #   torch       PyTorch's side of the step times (bench/torch_step.py --feed,
-#               SGD and SAM, cnn, resnet18, wrn28-10, batch 128, fp32 and
-#               bf16); with a GPU it runs during the libtch compile, both
+#               SGD and SAM, cnn, resnet18, wrn28-10, batch 128, fp32, tf32
+#               and bf16, optlab's numerics set explicitly); with a GPU it runs during the libtch compile, both
 #               pinned to their own cores (taskset), as the optlab side is
 #   version     bin/host version
 #   quickstart  experiments/quickstart.toml with train.device = "cuda"
@@ -46,6 +50,11 @@
 #               100 ms during a short resnet18 run of each method)
 #   soak        TestSoakRSS over 2,000 steps in-process and through the
 #               plugin, with the GPU's memory sampled alongside
+#   profile     where a step's time goes: scripts/devkit-ncu.py's per-step
+#               GPU kernels (Nsight Compute) of optlab's in-process step and
+#               PyTorch's (cnn sgd, resnet18 sgd and sam, fp32), and Go CPU
+#               profiles of bin/optlabstep (base64 in log.txt after
+#               "=== pprof NAME base64")
 #   report      results.md: the figures against the goals
 #
 # Result files in $OUT (8): summary.txt (each step's status and seconds, the
@@ -111,11 +120,14 @@ EOF
 		if [ "$DEV" = cuda ]; then models="--model cnn --model resnet18 --model wrn28-10" steps=40 warm=5
 		else models="--model cnn" steps=3 warm=1; fi
 		rc=0
-		for prec in fp32 bf16; do
+		for prec in $PRECISIONS; do
+			# tf32: fp32 with TensorFloat-32 allowed (optlab's train.tf32 = true).
+			flags="--precision $prec"
+			[ "$prec" = tf32 ] && flags="--precision fp32 --tf32"
 			for m in sgd sam; do
 				echo "## torch $m $prec" >>"$OUTF/bench.txt"
 				# shellcheck disable=SC2086 # the model flags are split on purpose
-				$PIN_BENCH "$PYTHON" "$KIT/bench/torch_step.py" --device "$DEV" --feed --method $m --precision $prec \
+				$PIN_BENCH "$PYTHON" "$KIT/bench/torch_step.py" --device "$DEV" --feed --method $m $flags \
 					$models --steps $steps --warmup $warm --threads "$BENCH_THREADS" 2>&1 | tee -a "$OUTF/bench.txt" || rc=1
 			done
 		done
@@ -171,9 +183,11 @@ EOF
 	optlab)
 		if [ "$DEV" = cuda ]; then archs=cnn,resnet18,wrn28-10 n=40; else archs=cnn n=3; fi
 		rc=0
-		for prec in fp32 bf16; do
+		for prec in $PRECISIONS; do
 			echo "## optlab TrainStep $prec" >>"$OUTF/bench.txt"
-			(cd bench && OPTLAB_BENCH_DEVICE=$DEV OPTLAB_BENCH_ARCHS=$archs OPTLAB_BENCH_PRECISION=$prec OPTLAB_BENCH_METHODS=sgd,sam \
+			p=$prec tf32=0
+			[ "$prec" = tf32 ] && p=fp32 tf32=1
+			(cd bench && OPTLAB_BENCH_DEVICE=$DEV OPTLAB_BENCH_ARCHS=$archs OPTLAB_BENCH_PRECISION=$p OPTLAB_BENCH_TF32=$tf32 OPTLAB_BENCH_METHODS=sgd,sam \
 				OPTLAB_BENCH_PLUGINS=$KIT/bin/plugins $PIN_BENCH "$KIT/tests/bench.test" -test.run '^$' \
 				-test.bench '^BenchmarkTrainStep$' -test.benchtime ${n}x) 2>&1 | tee -a "$OUTF/bench.txt"
 			[ "${PIPESTATUS[0]}" = 0 ] || rc=1
@@ -285,6 +299,48 @@ EOF
 			"$DEVKIT_WORK/soak.samples" | tee -a "$OUTF/memory.txt"
 		exit "$rc"
 		;;
+	profile)
+		# Where a step's time goes, fp32 (TF32 off): the GPU's kernels of
+		# optlab's in-process step (bin/optlabstep) and PyTorch's (torch_step.py,
+		# fixed batch) under Nsight Compute, each run twice (a few steps and
+		# more; the difference is per step, the model's set-up cancels), and a
+		# Go CPU profile of optlabstep's steps (base64 in log.txt).
+		if [ "$DEV" != cuda ]; then
+			echo "no GPU: skipped (ncu needs one)" >"$NOTE"
+			exit 3
+		fi
+		ncu=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu /usr/local/cuda/bin/ncu 2>/dev/null | head -1)
+		pdev=${DEVKIT_PROFILE_DEVICE:-cuda} # cpu only to check this step's plumbing
+		dir=$DEVKIT_WORK/profile
+		rm -rf "$dir" && mkdir -p "$dir"
+		echo "## profile (ncu: ${ncu:-none})" >>"$OUTF/bench.txt"
+		rc=0
+		# The first GPU run (2026-11-28, H200) profiled cnn sgd in this step's
+		# first 150 s; the rest was cut: ncu replays every kernel.
+		for spec in "cnn sgd 3 8" "resnet18 sgd 1 3" "resnet18 sam 1 2"; do
+			set -- $spec
+			arch=$1 m=$2
+			"$KIT/bin/optlabstep" -device "$pdev" -model "$arch" -opt "$m" -steps 200 -warmup 20 -cpuprofile "$dir/$arch-$m.pprof" 2>&1 | tee -a "$OUTF/bench.txt"
+			echo "=== pprof $arch-$m base64"
+			base64 -w0 "$dir/$arch-$m.pprof"
+			echo
+			for n in $3 $4; do
+				[ -n "$ncu" ] || break
+				timeout 90 "$ncu" --clock-control none --metrics gpu__time_duration.sum --csv --print-units base \
+					"$KIT/bin/optlabstep" -device "$pdev" -model "$arch" -opt "$m" -steps "$n" -warmup 2 \
+					>"$dir/optlab-$arch-$m-$n.csv" 2>>"$dir/ncu.err" || rc=1
+				timeout 90 "$ncu" --clock-control none --metrics gpu__time_duration.sum --csv --print-units base --target-processes all \
+					"$PYTHON" "$KIT/bench/torch_step.py" --device "$pdev" --model "$arch" --method "$m" --steps "$n" --warmup 2 \
+					>"$dir/torch-$arch-$m-$n.csv" 2>>"$dir/ncu.err" || rc=1
+			done
+			[ -n "$ncu" ] && "$PYTHON" "$repo/scripts/devkit-ncu.py" --label "$arch $m" --steps "$3" "$4" \
+				--optlab "$dir/optlab-$arch-$m-$3.csv" "$dir/optlab-$arch-$m-$4.csv" \
+				--torch "$dir/torch-$arch-$m-$3.csv" "$dir/torch-$arch-$m-$4.csv" 2>&1 | tee -a "$OUTF/bench.txt"
+		done
+		tail -5 "$dir/ncu.err" 2>/dev/null
+		[ -n "$ncu" ] || { echo "ncu not found: only the Go CPU profiles" >"$NOTE"; exit 1; }
+		exit $rc
+		;;
 	report)
 		"$PYTHON" "$repo/scripts/devkit-report.py" --bench "$OUTF/bench.txt" --memory "$OUTF/memory.txt" --facts "$OUTF/facts.txt" --device "$DEV" >"$OUTF/results.md"
 		rc=$?
@@ -321,6 +377,13 @@ log=$OUTF/log.txt
 rows=$notes/rows
 run_step() {
 	local name=$1 limit=$(($2 * ${DEVKIT_SLOWDOWN:-1})) b e rc status left note
+	case " ${DEVKIT_STEPS:-$name} " in
+	*" $name "*) ;;
+	*)
+		printf '%-10s %-14s %7.1f s  %s\n' "$name" skipped 0 "not in DEVKIT_STEPS" | tee -a "$rows" >&2
+		return
+		;;
+	esac
 	left=$((deadline - $(date +%s) - 15))
 	[ "$name" = report ] && left=$((deadline - $(date +%s)))
 	[ "$limit" -le "$left" ] || limit=$left
@@ -360,6 +423,7 @@ export DEV=$DEVKIT_DEVICE
 # compiles: the benchmarks on cores 0-3 (both sides, the optlab side later
 # too), the compile on the others. Without a GPU (or with few cores, or
 # where taskset cannot pin) they run one after the other.
+export PRECISIONS=${DEVKIT_PRECISIONS:-fp32 tf32 bf16}
 export PIN_BENCH="" PIN_COMPILE="" COMPILE_JOBS=${DEVKIT_JOBS:-$ncpu} BENCH_THREADS=0 TEST_ARGS=""
 overlap=0
 if [ "$DEV" = cuda ] && [ "$ncpu" -ge 8 ] && taskset -c 0 true 2>/dev/null; then
@@ -384,6 +448,7 @@ run_step optlab 200
 run_step plugin 120
 run_step memory 150
 run_step soak 120
+run_step profile 200
 run_step report 30
 
 total=$(($(date +%s) - t0))
