@@ -96,7 +96,10 @@ fi
 step "apt-get install $pkgs inside ($(elapsed))"
 chroot "$root" apt-get update -q
 chroot "$root" env DEBIAN_FRONTEND=noninteractive apt-get install -y -q $pkgs
-version=$(chroot "$root" sh -c "dpkg-query -W -f='\${Version}' libtorch-dev 2>/dev/null || dpkg-query -W -f='\${Version}' libtorch-cuda-dev")
+# The package installed above (the other can be known to dpkg, with no version).
+pkg=libtorch-dev
+[ $cuda = 1 ] && pkg=libtorch-cuda-dev
+version=$(chroot "$root" dpkg-query -W -f='${Version}' $pkg)
 echo "libtorch inside: $version"
 
 step "copying Go, the module cache and the repository ($(elapsed))"
