@@ -10,8 +10,24 @@ PY=/usr/bin/python3
 if [ -x "$PY" ] && "$PY" -c 'import grpc, google.protobuf, torch' 2>/dev/null; then
 	exit 0
 fi
-pkgs="python3-grpcio python3-protobuf python3-torch"
-[ -x "$PY" ] || pkgs="python3 $pkgs"
+# Only what is missing. torch from the package built on the libtorch that
+# is installed: with Debian's CUDA build (libtorch-cuda-dev, contrib) that is
+# python3-torch-cuda; python3-torch would make apt replace the CUDA build
+# with the CPU one under the prepared gotch.
+torchpkg=python3-torch
+if command -v dpkg-query >/dev/null 2>&1 &&
+	dpkg-query -W -f='${Status}\n' libtorch-cuda-dev python3-torch-cuda 2>/dev/null | grep -q '^install ok installed'; then
+	torchpkg=python3-torch-cuda
+fi
+pkgs=""
+if [ -x "$PY" ]; then
+	"$PY" -c 'import grpc' 2>/dev/null || pkgs="$pkgs python3-grpcio"
+	"$PY" -c 'import google.protobuf' 2>/dev/null || pkgs="$pkgs python3-protobuf"
+	"$PY" -c 'import torch' 2>/dev/null || pkgs="$pkgs $torchpkg"
+	pkgs=${pkgs# }
+else
+	pkgs="python3 python3-grpcio python3-protobuf $torchpkg"
+fi
 if [ "$(id -u)" != 0 ] || ! command -v apt-get >/dev/null 2>&1; then
 	echo "python-deps: $PY cannot import grpc, protobuf and torch: run \`sudo apt-get install $pkgs\`" >&2
 	exit 1
