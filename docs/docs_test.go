@@ -48,44 +48,17 @@ func TestDevkitReports(t *testing.T) {
 	if err != nil {
 		t.Fatal("python3 is needed to regenerate the device kit's report blocks: ", err)
 	}
-	files, err := filepath.Glob("*.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	n := 0
-	for _, f := range files {
-		b, err := os.ReadFile(f)
+	regenerate(t, devkitBlock, "devkit-report.py", func(args string) ([]byte, error) {
+		cmd := exec.Command(py, append([]string{"scripts/devkit-report.py"}, splitArgs(args)...)...)
+		cmd.Dir = ".."
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		out, err := cmd.Output()
 		if err != nil {
-			t.Fatal(err)
+			return nil, fmt.Errorf("%w: %s", err, stderr.String())
 		}
-		failed := false
-		out := devkitBlock.ReplaceAllFunc(b, func(m []byte) []byte {
-			sub := devkitBlock.FindSubmatch(m)
-			n++
-			cmd := exec.Command(py, append([]string{"scripts/devkit-report.py"}, splitArgs(string(sub[2]))...)...)
-			cmd.Dir = ".."
-			var stderr bytes.Buffer
-			cmd.Stderr = &stderr
-			got, err := cmd.Output()
-			if err != nil {
-				t.Errorf("%s: devkit-report.py %s: %v: %s", f, sub[2], err, stderr.String())
-				failed = true
-				return m
-			}
-			if !*update && !bytes.Equal(sub[3], got) {
-				t.Errorf("%s: the block of `devkit-report.py %s` differs from what it prints (go test ./docs -update):\n--- in the file\n%s\n--- printed\n%s", f, sub[2], sub[3], got)
-			}
-			return append(append(append([]byte{}, sub[1]...), got...), sub[4]...)
-		})
-		if *update && !failed && !bytes.Equal(out, b) {
-			if err := os.WriteFile(f, out, 0o644); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
-	if n == 0 {
-		t.Fatal("no devkit-report blocks found in docs/*.md")
-	}
+		return out, nil
+	})
 }
 
 // splitArgs splits a block's arguments at spaces, keeping what double
@@ -124,6 +97,27 @@ func TestSplitArgs(t *testing.T) {
 }
 
 func TestGeneratedTables(t *testing.T) {
+	regenerate(t, block, "host table", func(args string) ([]byte, error) {
+		a := splitArgs(args)
+		for i, v := range a {
+			if strings.HasSuffix(v, ".jsonl") {
+				a[i] = filepath.Join("..", v)
+			}
+		}
+		var got, stderr bytes.Buffer
+		if code := cli.Main(append([]string{"table"}, a...), &got, &stderr); code != 0 {
+			return nil, fmt.Errorf("exit code %d: %s", code, stderr.String())
+		}
+		return got.Bytes(), nil
+	})
+}
+
+// regenerate checks (or with -update rewrites) every block of docs/*.md
+// that re matches (submatches: the opening line, its arguments, the body,
+// the closing line) against what gen prints for its arguments; name is the
+// generator's name in messages. It fails when no file has such a block.
+func regenerate(t *testing.T, re *regexp.Regexp, name string, gen func(args string) ([]byte, error)) {
+	t.Helper()
 	files, err := filepath.Glob("*.md")
 	if err != nil {
 		t.Fatal(err)
@@ -134,27 +128,20 @@ func TestGeneratedTables(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		var failed bool
-		out := block.ReplaceAllFunc(b, func(m []byte) []byte {
-			sub := block.FindSubmatch(m)
+		failed := false
+		out := re.ReplaceAllFunc(b, func(m []byte) []byte {
+			sub := re.FindSubmatch(m)
 			n++
-			args := splitArgs(string(sub[2]))
-			for i, a := range args {
-				if strings.HasSuffix(a, ".jsonl") {
-					args[i] = filepath.Join("..", a)
-				}
-			}
-			var got, stderr bytes.Buffer
-			if code := cli.Main(append([]string{"table"}, args...), &got, &stderr); code != 0 {
-				t.Errorf("%s: host table %s: exit code %d: %s", f, sub[2], code, stderr.String())
+			got, err := gen(string(sub[2]))
+			if err != nil {
+				t.Errorf("%s: %s %s: %v", f, name, sub[2], err)
 				failed = true
 				return m
 			}
-			want := got.String()
-			if !*update && string(sub[3]) != want {
-				t.Errorf("%s: the block of `host table %s` differs from what it prints (go test ./docs -update):\n--- in the file\n%s\n--- printed\n%s", f, sub[2], sub[3], want)
+			if !*update && !bytes.Equal(sub[3], got) {
+				t.Errorf("%s: the block of `%s %s` differs from what it prints (go test ./docs -update):\n--- in the file\n%s\n--- printed\n%s", f, name, sub[2], sub[3], got)
 			}
-			return append(append(append([]byte{}, sub[1]...), want...), sub[4]...)
+			return append(append(append([]byte{}, sub[1]...), got...), sub[4]...)
 		})
 		if *update && !failed && !bytes.Equal(out, b) {
 			if err := os.WriteFile(f, out, 0o644); err != nil {
@@ -163,7 +150,7 @@ func TestGeneratedTables(t *testing.T) {
 		}
 	}
 	if n == 0 {
-		t.Fatal("no generated table blocks found in docs/*.md")
+		t.Fatalf("no %s blocks found in docs/*.md", name)
 	}
 }
 
