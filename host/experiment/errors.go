@@ -6,8 +6,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"unicode"
-	"unicode/utf8"
+
+	esc "github.com/optlab/optlab/host/internal/printable"
 )
 
 // Error is one problem found in an experiment file. It prints as
@@ -182,23 +182,4 @@ func methodNames(e *Experiment) []string {
 // as a Go escape (\x1b, \n, \u202e), so that a message quoting file content
 // stays on one line and cannot drive the terminal. Printable text, quotes
 // and backslashes are kept as they are.
-func printable(s string) string {
-	if !strings.ContainsFunc(s, func(r rune) bool { return r == utf8.RuneError || !unicode.IsPrint(r) }) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); {
-		r, n := utf8.DecodeRuneInString(s[i:])
-		switch {
-		case r == utf8.RuneError && n == 1:
-			fmt.Fprintf(&b, `\x%02x`, s[i])
-		case unicode.IsPrint(r):
-			b.WriteString(s[i : i+n])
-		default:
-			q := strconv.QuoteRune(r)
-			b.WriteString(q[1 : len(q)-1])
-		}
-		i += n
-	}
-	return b.String()
-}
+func printable(s string) string { return esc.Escape(s, nil) }

@@ -2,10 +2,9 @@ package plugin
 
 import (
 	"fmt"
-	"strconv"
-	"strings"
-	"unicode"
 	"unicode/utf8"
+
+	esc "github.com/optlab/optlab/host/internal/printable"
 )
 
 // maxEchoed bounds what a message quotes of a plugin's own output (a line
@@ -25,23 +24,5 @@ func printable(s string, max int) string {
 		}
 		s = fmt.Sprintf("%s… (%d bytes more)", s[:cut], len(s)-cut)
 	}
-	bad := func(r rune) bool { return r == utf8.RuneError || (r != '\n' && r != '\t' && !unicode.IsPrint(r)) }
-	if !strings.ContainsFunc(s, bad) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); {
-		r, n := utf8.DecodeRuneInString(s[i:])
-		switch {
-		case r == utf8.RuneError && n == 1:
-			fmt.Fprintf(&b, `\x%02x`, s[i])
-		case !bad(r):
-			b.WriteString(s[i : i+n])
-		default:
-			q := strconv.QuoteRune(r)
-			b.WriteString(q[1 : len(q)-1])
-		}
-		i += n
-	}
-	return b.String()
+	return esc.Escape(s, func(r rune) bool { return r == '\n' || r == '\t' })
 }
