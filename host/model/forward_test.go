@@ -53,6 +53,16 @@ func forwardBackward(t *testing.T, w *tensor.Worker, zoo Zoo, arch string, in []
 			return err
 		}
 		defer func() { _, _ = tensor.FillFreshWithNaN(prevFill) }()
+		// The fill also puts 1 KiB of NaN past the end of every CPU
+		// allocation: a kernel that reads past its input's end gives NaN,
+		// and one that writes past its output's end is counted when the
+		// memory is freed (checked after the scope closes).
+		guardBefore, _, _ := tensor.GuardWrites()
+		defer func() {
+			if n, size, at := tensor.GuardWrites(); n != guardBefore {
+				t.Errorf("%d allocations written past their end (the first: %d bytes, written at +%d)", n-guardBefore, size, at)
+			}
+		}()
 		// And a forward op whose output holds a NaN or an infinity fails
 		// the scope naming itself: if the pyramidnet101 NaN seen on
 		// libtorch 2.6 (an AMD Zen 5 guest, 2026-11-27) comes back, the

@@ -9,6 +9,7 @@ package tensor
 // int at_grad_set_enabled(int);
 // void atc_set_device(int);
 // int optlab_fill_fresh(int);
+// int64_t optlab_guard_writes(int64_t *, int64_t *);
 import "C"
 
 import (
@@ -43,11 +44,14 @@ func cSetDevice(n int) error {
 
 // FillFreshWithNaN makes libtorch fill every CPU allocation made from now
 // on with NaN bytes (0xff: NaN in every float type, −1 in integers) before
-// handing it out, when on; it returns whether it was on. For tests: an op
-// whose result depends on memory it never wrote then gives NaN on every
-// libtorch build, not only where the allocator happens to return memory
-// that an earlier tensor left dirty (what a fresh page of 1.13 hid). Not
-// for CUDA memory.
+// handing it out, when on; it returns whether it was on. Each such
+// allocation also gets a guard of 1 KiB of NaN bytes past its end. For
+// tests: an op whose result depends on memory it never wrote, inside its
+// tensors or just past their ends, then gives NaN on every libtorch build,
+// not only where the allocator happens to return memory that an earlier
+// tensor left dirty (what a fresh page of 1.13 hid); and an op that writes
+// past the end of its output is counted by GuardWrites once that memory is
+// freed. Not for CUDA memory.
 func FillFreshWithNaN(on bool) (bool, error) {
 	b := 0
 	if on {
@@ -58,4 +62,14 @@ func FillFreshWithNaN(on bool) (bool, error) {
 		return false, fmt.Errorf("filling fresh allocations with NaN: %v", err)
 	}
 	return r == 1, nil
+}
+
+// GuardWrites reports the allocations made while FillFreshWithNaN was on
+// that had a byte of their guard written (past the end of the tensor) by
+// the time they were freed: how many since the process began, and for the
+// first, its size and the offset past its end of the first changed byte.
+func GuardWrites() (n, firstSize, firstOffset int64) {
+	var size, at C.int64_t
+	n = int64(C.optlab_guard_writes(&size, &at))
+	return n, int64(size), int64(at)
 }

@@ -44,12 +44,12 @@ func TestExtMode(t *testing.T) {
 		has[s] = true
 	}
 	for _, want := range []string{"atg_totype", "at_manual_seed", "get_and_reset_last_err", "at_grad_set_enabled", "atc_set_device",
-		"ati_free", "optlab_fill_fresh", "optlab_module_get", "optlab_libtorch_version", "optlab_libtorch_cuda"} {
+		"ati_free", "optlab_fill_fresh", "optlab_guard_writes", "optlab_module_get", "optlab_libtorch_version", "optlab_libtorch_cuda"} {
 		if !has[want] {
 			t.Errorf("SYMBOLS.txt lacks %s", want)
 		}
 	}
-	for _, not := range []string{"of_carray_tensor", "device_of_int", "optlab_submodule", "PROTECT", "set_lr"} {
+	for _, not := range []string{"of_carray_tensor", "device_of_int", "optlab_submodule", "optlab_guard_delete", "PROTECT", "set_lr"} {
 		if has[not] {
 			t.Errorf("SYMBOLS.txt has %s, which is no C function of libtch", not)
 		}

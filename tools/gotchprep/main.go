@@ -31,7 +31,7 @@ import (
 )
 
 // toolVersion changes whenever the preparation's output would change.
-const toolVersion = "optlab-gotchprep-9"
+const toolVersion = "optlab-gotchprep-10"
 
 const gotchModule = "github.com/sugarme/gotch"
 
