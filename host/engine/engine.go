@@ -565,6 +565,8 @@ func (e *Engine) runVecOp(s *tensor.Scope, x *execState, op optim.Op) error {
 		return e.matMul(s, o)
 	case optim.MatFunc:
 		return e.matFunc(s, o)
+	case optim.SortColumns:
+		return e.sortColumns(s, o)
 	default:
 		// The Checker refuses nil and unknown ops first.
 		return fmt.Errorf("unknown op %T: %w", op, errors.ErrUnsupported)

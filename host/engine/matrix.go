@@ -240,6 +240,81 @@ func (e *Engine) matFunc(s *tensor.Scope, o optim.MatFunc) error {
 	})
 }
 
+// sortColumns runs a SortColumns op: the matrices of Dst of one size are
+// batched; each batch's orders come from Key's diagonals (one stable
+// argsort), and Dst's columns and Carry's tiles (rows for a left factor,
+// columns for a right one) are gathered by them, all on the device.
+func (e *Engine) sortColumns(s *tensor.Scope, o optim.SortColumns) error {
+	q, k, err := e.same(s, o.Dst, o.Key)
+	if err != nil {
+		return err
+	}
+	dl := e.vecLayout(o.Dst)
+	ms := e.layout.Of(dl).Tensors
+	left := dl.Shape == optim.LeftFactor
+	var carry, carryHere tensor.T
+	var tiles []optim.Tile
+	if o.Carry != 0 {
+		if carry, _, err = e.get(o.Carry); err != nil {
+			return err
+		}
+		carryHere = e.align(s, carry, q)
+		tiles = e.layout.TilesOf(e.vecLayout(o.Carry), dl.Block)
+	}
+	sizes := make([]optim.Tile, len(ms)) // square: only their sizes group them
+	for i, m := range ms {
+		sizes[i] = optim.Tile{Rows: m.Shape[0], Cols: m.Shape[1]}
+	}
+	return eachGroup(groupTiles(sizes), func(gs *tensor.Scope, g tileGroup) {
+		n := g.rows
+		b := int64(len(g.idx))
+		order := gs.DiagOrder(stack(gs, g.idx, func(i int) tensor.T { return squareView(gs, k, ms[i]) })) // [B, n]
+		cols := gs.Expand(gs.View(order, b, 1, n), b, n, n)
+		y := gs.Gather(stack(gs, g.idx, func(i int) tensor.T { return squareView(gs, q, ms[i]) }), 2, cols)
+		scatter(gs, y, g.idx, func(i int) tensor.T { return squareView(gs, q, ms[i]) })
+		if !carry.Valid() {
+			return
+		}
+		// The carry's tiles of this group share their shape (the factor
+		// side n and the other side), so each shape is one gather.
+		for _, cg := range groupTiles(pick(tiles, g.idx)) {
+			idx := make([]int, len(cg.idx))
+			for j, at := range cg.idx {
+				idx[j] = g.idx[at]
+			}
+			nb := int64(len(idx))
+			ord := gs.IndexSelect(order, 0, gs.FromInt64(int64s(cg.idx), []int64{nb}, order.Device()))
+			var at tensor.T
+			dim := int64(2)
+			if left {
+				at, dim = gs.Expand(gs.View(ord, nb, n, 1), nb, cg.rows, cg.cols), 1
+			} else {
+				at = gs.Expand(gs.View(ord, nb, 1, n), nb, cg.rows, cg.cols)
+			}
+			w := gs.Gather(stack(gs, idx, func(i int) tensor.T { return tileView(gs, carryHere, tiles[i]) }), dim, at)
+			scatter(gs, w, idx, func(i int) tensor.T { return tileView(gs, carry, tiles[i]) })
+		}
+	})
+}
+
+// pick returns the tiles at the indices idx, in that order.
+func pick(tiles []optim.Tile, idx []int) []optim.Tile {
+	out := make([]optim.Tile, len(idx))
+	for j, i := range idx {
+		out[j] = tiles[i]
+	}
+	return out
+}
+
+// int64s converts indices to int64.
+func int64s(xs []int) []int64 {
+	out := make([]int64, len(xs))
+	for i, x := range xs {
+		out[i] = int64(x)
+	}
+	return out
+}
+
 // matFunc computes MatFunc o of every matrix of the float64 batch a
 // [B, n, n].
 func matFunc(s *tensor.Scope, a tensor.T, o optim.MatFunc) tensor.T {

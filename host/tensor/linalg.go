@@ -70,6 +70,17 @@ func (s *Scope) QR(x T) T {
 	return s.Mul(q, sign)
 }
 
+// DiagOrder returns, for every matrix of the batch k ([B, n, n]), the
+// order that sorts its diagonal descending ([B, n], int64): equal values
+// in their order, NaN as the largest (torch.sort, stable).
+func (s *Scope) DiagOrder(k T) T {
+	if !s.batchOfSquares("diag order", k) {
+		return T{}
+	}
+	d := s.unary("diagonal", k, func(t *ts.Tensor) (*ts.Tensor, error) { return t.Diagonal(0, 1, 2, false) })
+	return s.unary("argsort", d, func(t *ts.Tensor) (*ts.Tensor, error) { return t.ArgsortStable(true, 1, true, false) })
+}
+
 // DiagEmbed returns the batch of diagonal matrices [B, n, n] with the rows
 // of d ([B, n]) on their diagonals.
 func (s *Scope) DiagEmbed(d T) T {

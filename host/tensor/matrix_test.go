@@ -2,6 +2,7 @@ package tensor
 
 import (
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"testing"
 
@@ -77,6 +78,46 @@ func TestNewtonSchulz(t *testing.T) {
 		s.NewtonSchulz(s.Zeros([]int64{4, 5}, Float32, CPU), 5, 1, 1, 1, 0)
 		if err := s.Err(); err == nil {
 			t.Errorf("a 2-D tensor: err = %v, want one", err)
+		}
+		return nil
+	})
+}
+
+// TestDiagOrder: each matrix's diagonal sorted descending, equal values in
+// their order and NaN first, as the exact host's optimtest.SortOrder.
+func TestDiagOrder(t *testing.T) {
+	nan := float32(math.NaN())
+	diags := [][]float32{{1, nan, 3, 3}, {0, 5, 0, 5}, {-1, -2, -3, -4}}
+	const n = 4
+	var data []float32
+	for _, d := range diags {
+		for i := range n {
+			for j := range n {
+				v := float32(100 * (i - j)) // off the diagonal: ignored
+				if i == j {
+					v = d[i]
+				}
+				data = append(data, v)
+			}
+		}
+	}
+	onWorker(t, func(s *Scope) error {
+		got := s.Float64s(s.DiagOrder(s.FromFloat32(data, []int64{int64(len(diags)), n, n}, CPU)))
+		if err := s.Err(); err != nil {
+			return err
+		}
+		for b, d := range diags {
+			k := mat.NewDense(n, n, nil)
+			for i := range n {
+				k.Set(i, i, float64(d[i]))
+			}
+			want := optimtest.SortOrder(k)
+			for i, w := range want {
+				if got[b*n+i] != float64(w) {
+					t.Errorf("matrix %d (diag %v): order %v, want %v", b, d, got[b*n:(b+1)*n], want)
+					break
+				}
+			}
 		}
 		return nil
 	})

@@ -301,6 +301,8 @@ func (c *Checker) checkVecOp(op optim.Op, allocated Allocated) error {
 		return c.matMul(o, allocated)
 	case optim.MatFunc:
 		return c.matFunc(o, allocated)
+	case optim.SortColumns:
+		return c.sortColumns(o, allocated)
 	case optim.UpdateBN:
 		if _, ok := o.X.Rho(); ok {
 			return fmt.Errorf("update_bn of ρ handle %d: X must hold parameters", o.X)
@@ -813,6 +815,32 @@ func (c *Checker) matFunc(o optim.MatFunc, allocated Allocated) error {
 		return err
 	}
 	return c.sameLayout(allocated, o.Dst, o.Src)
+}
+
+// sortColumns checks a SortColumns: Dst and Key factor vectors of one
+// layout, and Carry 0 or a parameter vector of their member.
+func (c *Checker) sortColumns(o optim.SortColumns, allocated Allocated) error {
+	l, err := c.factor("sort_columns", "dst", o.Dst, allocated)
+	if err != nil {
+		return err
+	}
+	if _, err := c.factor("sort_columns", "key", o.Key, allocated); err != nil {
+		return err
+	}
+	if err := c.sameLayout(allocated, o.Dst, o.Key); err != nil {
+		return err
+	}
+	if o.Carry == 0 {
+		return nil
+	}
+	cl, err := c.vec(o.Carry, allocated)
+	if err != nil {
+		return err
+	}
+	if cl.Shape != optim.ParamShape || cl.Member != l.Member {
+		return &optim.VecError{Vec: o.Carry, Msg: fmt.Sprintf("has %s; sort_columns's carry is a parameter vector of member %d, whose blocks %s's matrices sort", c.describe(cl), l.Member, c.p.Name(o.Dst))}
+	}
+	return nil
 }
 
 // ifBlock checks an If: a scalar register, Len ≥ 1, and a block that lies

@@ -53,7 +53,7 @@ func allOpsProgram() *optim.Program {
 	p.InvRoot(lf, lf, 4, 1e-12).MatFunc(rf, rf, optim.PinvRoot, 2, 1e-6).MatFunc(q, lf, optim.EigVecs, 0, 0)
 	p.MatFunc(q, q, optim.QR, 0, 0).MatFunc(q, lf, optim.EigVals, 0, 0)
 	p.MatMul(t, lf, g, rf).MatMul(t, 0, g, rf).MatMulOp(optim.MatMul{Dst: t, Src: g, Left: q, Right: q, TransLeft: true})
-	p.MatMul(q, lf, q, 0)
+	p.MatMul(q, lf, q, 0).SortColumns(q, lf, t).SortColumns(rf, rf, 0)
 	p.If(n, func(p *optim.Program) { p.Scale(g, optim.K(0.5)).Norm(g) })
 	lb, la := hs.New("lb"), hs.New("la")
 	p.BaseState(t, optim.Params, optim.MomentumBuffer).AllocSamples(lb, 0).AllocSamples(la, 0)

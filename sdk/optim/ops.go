@@ -624,6 +624,24 @@ func (Gram) isOp()    {}
 func (MatMul) isOp()  {}
 func (MatFunc) isOp() {}
 
+// SortColumns reorders the columns of every matrix Q of the factor vector
+// Dst by the diagonal of the matrix K of the same index of Key (a factor
+// vector of Dst's layout): Q's column j becomes its column π(j), where π
+// orders K's diagonal descending (K[π(0)][π(0)] ≥ K[π(1)][π(1)] ≥ …; equal
+// values keep their order, NaN counts as the largest). With Carry ≠ 0, a
+// parameter vector of Dst's member, each tile of Carry cut by Dst's blocks
+// is permuted by the same π along Dst's side: its rows for a LeftFactor
+// vector, its columns for a RightFactor one (Carry's other elements are
+// left alone). SOAP's basis refresh: the eigenvalue estimates diag(Qᵀ·L·Q)
+// sort the basis Q, and Adam's second moment, kept in that basis, follows
+// it, a permutation that depends on the data and so needs no read back to
+// the plugin. Protocol minor 12.
+type SortColumns struct {
+	Dst, Key, Carry Vec
+}
+
+func (SortColumns) isOp() {}
+
 // If runs the Len ops that follow it only when the scalar register X holds
 // a value > 0 (NaN is not), and skips them otherwise: a data-dependent
 // choice (run SAM's second pass or not, refresh a preconditioner or not)

@@ -70,6 +70,7 @@ var opDocs = map[string]string{
 	"Gram":         "factor dst = β·dst + α·G·Gᵀ (left) or α·Gᵀ·G (right) for every block G of src (Shampoo's statistics)",
 	"MatMul":       "dst = op(left)·X·op(right) for every block X of src, op a transpose or not, a factor 0 the identity (preconditioning, rotation into an eigenbasis)",
 	"MatFunc":      "dst = f(src) for every matrix of a factor vector, in float64: inverse p-th root (A+εI)^(−1/p), its pseudo-inverse variant, eigenvectors, eigenvalues, QR's Q",
+	"SortColumns":  "reorder the columns of every matrix of a factor vector by the descending diagonal of another's (SOAP's sorted eigenbasis), a parameter vector's blocks permuted along: rows for a left factor, columns for a right one (minor 12)",
 	"If":           "run the next n ops only when the scalar register x > 0; skipped ops change nothing and set their registers to NaN (no round trip to the plugin)",
 	"BaseState":    "dst = the base optimizer's state vector name of the live parameters of (momentum_buffer; exp_avg, exp_avg_sq), zeros before its first step; refused when the base optimizer keeps none (minor 10)",
 	"UpdateBN":     "recompute x's BatchNorm running statistics exactly over the training set (update_bn): reset, then a cumulative average over every batch in train mode, no gradient",
@@ -127,6 +128,7 @@ func buildOpSet() []OpSpec {
 		spec[MatFunc]("MatFunc", "mat_func", 8, "{Dst} = {Kind}({Src})[ root={Root}][ eps={Eps}]"),
 		spec[If]("If", "if_block", 9, "{X} > 0: run the next {Len} ops"),
 		spec[BaseState]("BaseState", "base_state", 10, "{Dst} = base {Name} of {Of}"),
+		spec[SortColumns]("SortColumns", "sort_columns", 12, "{Dst} columns by descending diag({Key})[, {Carry} permuted along]"),
 	}
 }
 

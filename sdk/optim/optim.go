@@ -13,7 +13,7 @@ const ProtocolMajor = 1
 
 // ProtocolMinor is the in-band minor version carried by Info; hosts accept
 // plugins with a minor version up to their own.
-const ProtocolMinor = 11
+const ProtocolMinor = 12
 
 // Host is what an optimizer drives: it describes the parameter layout and
 // executes programs of ops on the device, returning only the values the

@@ -345,6 +345,13 @@ func (p *Program) MatMul(dst, left, src, right Vec) *Program {
 // MatMulOp appends o, a MatMul op with every field set by the caller.
 func (p *Program) MatMulOp(o MatMul) *Program { return p.add(o) }
 
+// SortColumns appends the reordering of every matrix of the factor vector
+// dst by the descending diagonal of key's matrices, carry (0: none; a
+// parameter vector) permuted along (the SortColumns op).
+func (p *Program) SortColumns(dst, key, carry Vec) *Program {
+	return p.add(SortColumns{Dst: dst, Key: key, Carry: carry})
+}
+
 // InvRoot appends dst = (src + eps·I)^(−1/root) for every matrix of the
 // factor vector src.
 func (p *Program) InvRoot(dst, src Vec, root, eps float64) *Program {

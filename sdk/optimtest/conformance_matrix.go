@@ -127,7 +127,7 @@ func ns5(dst, src optim.Vec, steps int32) optim.NewtonSchulz {
 }
 
 func matrixCases() []hostCase {
-	return append(newtonSchulzCases(), factorCases()...)
+	return slices.Concat(newtonSchulzCases(), factorCases(), sortCases())
 }
 
 func newtonSchulzCases() []hostCase {

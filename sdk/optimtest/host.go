@@ -709,6 +709,8 @@ func (h *Host) applyVecOp(op optim.Op, x *execState) error {
 		return h.matMul(op, x)
 	case optim.MatFunc:
 		return h.matFunc(op, x)
+	case optim.SortColumns:
+		return h.sortColumns(op, x)
 	default:
 		return fmt.Errorf("unknown op %T: %w", op, errors.ErrUnsupported)
 	}
@@ -1810,6 +1812,25 @@ func (h *Host) matFunc(op optim.MatFunc, x *execState) error {
 	for _, ft := range h.layoutOf(x, op.Src).Tensors {
 		setSquare(d, ft, MatFuncRef(square(s, ft), op))
 	}
+	return nil
+}
+
+// sortColumns runs a SortColumns op in float64 (SortColumnsRef).
+func (h *Host) sortColumns(op optim.SortColumns, x *execState) error {
+	d, k, err := h.get2(op.Dst, op.Key)
+	if err != nil {
+		return err
+	}
+	dl := h.vecs[op.Dst].layout
+	var carry []float64
+	var tiles []optim.Tile
+	if op.Carry != 0 {
+		if carry, err = h.get(op.Carry); err != nil {
+			return err
+		}
+		tiles = x.full.TilesOf(h.vecLayout(op.Carry), dl.Block)
+	}
+	SortColumnsRef(d, k, x.full.Of(dl), dl.Shape == optim.LeftFactor, carry, tiles)
 	return nil
 }
 

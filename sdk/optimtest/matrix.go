@@ -223,3 +223,68 @@ func MatFuncRef(a *mat.Dense, o optim.MatFunc) *mat.Dense {
 	out.Mul(&vd, desc.T())
 	return &out
 }
+
+// SortOrder returns the order π that sorts the diagonal of the n×n matrix
+// k descending: k[π(0)][π(0)] ≥ k[π(1)][π(1)] ≥ …, equal values in their
+// order, NaN as the largest (as torch.sort(descending=True, stable=True)).
+func SortOrder(k mat.Matrix) []int {
+	n, _ := k.Dims()
+	order := make([]int, n)
+	for i := range order {
+		order[i] = i
+	}
+	key := func(i int) float64 {
+		if v := k.At(i, i); !math.IsNaN(v) {
+			return v
+		}
+		return math.Inf(1)
+	}
+	nan := func(i int) bool { return math.IsNaN(k.At(i, i)) }
+	slices.SortStableFunc(order, func(a, b int) int {
+		switch {
+		case nan(a) && !nan(b):
+			return -1
+		case nan(b) && !nan(a):
+			return 1
+		case key(a) > key(b):
+			return -1
+		case key(a) < key(b):
+			return 1
+		}
+		return 0
+	})
+	return order
+}
+
+// SortColumnsRef is the SortColumns op in float64 on flat vectors: every
+// matrix ft of dst (a factor vector of layout df; left says its shape is
+// LeftFactor) has its columns reordered by SortOrder of key's matrix of the
+// same index, and, when carry is not nil, the tile of carry of that index
+// (tiles cut by df's blocks, as Layout.TilesOf gives them) has its rows
+// (left) or columns permuted the same way. What the exact host computes.
+func SortColumnsRef(dst, key []float64, df optim.MemberLayout, left bool, carry []float64, tiles []optim.Tile) {
+	for i, ft := range df.Tensors {
+		order := SortOrder(square(key, ft))
+		q := square(dst, ft)
+		n := len(order)
+		sorted := mat.NewDense(n, n, nil)
+		for j, from := range order {
+			sorted.SetCol(j, mat.Col(nil, from, q))
+		}
+		setSquare(dst, ft, sorted)
+		if carry == nil {
+			continue
+		}
+		t := tileOf(carry, tiles[i])
+		r, c := t.Dims()
+		out := mat.NewDense(r, c, nil)
+		for j, from := range order {
+			if left {
+				out.SetRow(j, mat.Row(nil, from, t))
+			} else {
+				out.SetCol(j, mat.Col(nil, from, t))
+			}
+		}
+		setTile(carry, tiles[i], out)
+	}
+}

@@ -4140,6 +4140,69 @@ func (x *BaseStateOp) GetName() string {
 	return ""
 }
 
+// SortColumnsOp mirrors optim.SortColumns (since minor 12): the columns of
+// every matrix of factor vector dst sorted by the descending diagonal of
+// key's, the blocks of parameter vector carry (0: none) permuted along.
+type SortColumnsOp struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Dst           int32                  `protobuf:"zigzag32,1,opt,name=dst,proto3" json:"dst,omitempty"`
+	Key           int32                  `protobuf:"zigzag32,2,opt,name=key,proto3" json:"key,omitempty"`
+	Carry         int32                  `protobuf:"zigzag32,3,opt,name=carry,proto3" json:"carry,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SortColumnsOp) Reset() {
+	*x = SortColumnsOp{}
+	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[58]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SortColumnsOp) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SortColumnsOp) ProtoMessage() {}
+
+func (x *SortColumnsOp) ProtoReflect() protoreflect.Message {
+	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[58]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SortColumnsOp.ProtoReflect.Descriptor instead.
+func (*SortColumnsOp) Descriptor() ([]byte, []int) {
+	return file_optlab_plugin_v1_plugin_proto_rawDescGZIP(), []int{58}
+}
+
+func (x *SortColumnsOp) GetDst() int32 {
+	if x != nil {
+		return x.Dst
+	}
+	return 0
+}
+
+func (x *SortColumnsOp) GetKey() int32 {
+	if x != nil {
+		return x.Key
+	}
+	return 0
+}
+
+func (x *SortColumnsOp) GetCarry() int32 {
+	if x != nil {
+		return x.Carry
+	}
+	return 0
+}
+
 // IfOp mirrors optim.If (since minor 9): the next len ops run only when
 // register x > 0.
 type IfOp struct {
@@ -4152,7 +4215,7 @@ type IfOp struct {
 
 func (x *IfOp) Reset() {
 	*x = IfOp{}
-	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[58]
+	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4164,7 +4227,7 @@ func (x *IfOp) String() string {
 func (*IfOp) ProtoMessage() {}
 
 func (x *IfOp) ProtoReflect() protoreflect.Message {
-	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[58]
+	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4177,7 +4240,7 @@ func (x *IfOp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IfOp.ProtoReflect.Descriptor instead.
 func (*IfOp) Descriptor() ([]byte, []int) {
-	return file_optlab_plugin_v1_plugin_proto_rawDescGZIP(), []int{58}
+	return file_optlab_plugin_v1_plugin_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *IfOp) GetX() int32 {
@@ -4231,6 +4294,7 @@ type Op struct {
 	//	*Op_MatFunc
 	//	*Op_IfBlock
 	//	*Op_BaseState
+	//	*Op_SortColumns
 	Kind          isOp_Kind `protobuf_oneof:"kind"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -4238,7 +4302,7 @@ type Op struct {
 
 func (x *Op) Reset() {
 	*x = Op{}
-	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[59]
+	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4250,7 +4314,7 @@ func (x *Op) String() string {
 func (*Op) ProtoMessage() {}
 
 func (x *Op) ProtoReflect() protoreflect.Message {
-	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[59]
+	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4263,7 +4327,7 @@ func (x *Op) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Op.ProtoReflect.Descriptor instead.
 func (*Op) Descriptor() ([]byte, []int) {
-	return file_optlab_plugin_v1_plugin_proto_rawDescGZIP(), []int{59}
+	return file_optlab_plugin_v1_plugin_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *Op) GetKind() isOp_Kind {
@@ -4543,6 +4607,15 @@ func (x *Op) GetBaseState() *BaseStateOp {
 	return nil
 }
 
+func (x *Op) GetSortColumns() *SortColumnsOp {
+	if x != nil {
+		if x, ok := x.Kind.(*Op_SortColumns); ok {
+			return x.SortColumns
+		}
+	}
+	return nil
+}
+
 type isOp_Kind interface {
 	isOp_Kind()
 }
@@ -4667,6 +4740,10 @@ type Op_BaseState struct {
 	BaseState *BaseStateOp `protobuf:"bytes,30,opt,name=base_state,json=baseState,proto3,oneof"` // since minor 10
 }
 
+type Op_SortColumns struct {
+	SortColumns *SortColumnsOp `protobuf:"bytes,31,opt,name=sort_columns,json=sortColumns,proto3,oneof"` // since minor 12
+}
+
 func (*Op_Alloc) isOp_Kind() {}
 
 func (*Op_Free) isOp_Kind() {}
@@ -4727,6 +4804,8 @@ func (*Op_IfBlock) isOp_Kind() {}
 
 func (*Op_BaseState) isOp_Kind() {}
 
+func (*Op_SortColumns) isOp_Kind() {}
+
 // Program mirrors optim.Program.
 type Program struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -4737,7 +4816,7 @@ type Program struct {
 
 func (x *Program) Reset() {
 	*x = Program{}
-	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[60]
+	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4749,7 +4828,7 @@ func (x *Program) String() string {
 func (*Program) ProtoMessage() {}
 
 func (x *Program) ProtoReflect() protoreflect.Message {
-	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[60]
+	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4762,7 +4841,7 @@ func (x *Program) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Program.ProtoReflect.Descriptor instead.
 func (*Program) Descriptor() ([]byte, []int) {
-	return file_optlab_plugin_v1_plugin_proto_rawDescGZIP(), []int{60}
+	return file_optlab_plugin_v1_plugin_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *Program) GetOps() []*Op {
@@ -4784,7 +4863,7 @@ type Result struct {
 
 func (x *Result) Reset() {
 	*x = Result{}
-	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[61]
+	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4796,7 +4875,7 @@ func (x *Result) String() string {
 func (*Result) ProtoMessage() {}
 
 func (x *Result) ProtoReflect() protoreflect.Message {
-	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[61]
+	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4809,7 +4888,7 @@ func (x *Result) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Result.ProtoReflect.Descriptor instead.
 func (*Result) Descriptor() ([]byte, []int) {
-	return file_optlab_plugin_v1_plugin_proto_rawDescGZIP(), []int{61}
+	return file_optlab_plugin_v1_plugin_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *Result) GetScalars() []float64 {
@@ -4831,7 +4910,7 @@ type ExecRequest struct {
 
 func (x *ExecRequest) Reset() {
 	*x = ExecRequest{}
-	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[62]
+	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4843,7 +4922,7 @@ func (x *ExecRequest) String() string {
 func (*ExecRequest) ProtoMessage() {}
 
 func (x *ExecRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[62]
+	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4856,7 +4935,7 @@ func (x *ExecRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecRequest.ProtoReflect.Descriptor instead.
 func (*ExecRequest) Descriptor() ([]byte, []int) {
-	return file_optlab_plugin_v1_plugin_proto_rawDescGZIP(), []int{62}
+	return file_optlab_plugin_v1_plugin_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *ExecRequest) GetProgram() *Program {
@@ -4882,7 +4961,7 @@ type ExecResponse struct {
 
 func (x *ExecResponse) Reset() {
 	*x = ExecResponse{}
-	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[63]
+	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4894,7 +4973,7 @@ func (x *ExecResponse) String() string {
 func (*ExecResponse) ProtoMessage() {}
 
 func (x *ExecResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[63]
+	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4907,7 +4986,7 @@ func (x *ExecResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecResponse.ProtoReflect.Descriptor instead.
 func (*ExecResponse) Descriptor() ([]byte, []int) {
-	return file_optlab_plugin_v1_plugin_proto_rawDescGZIP(), []int{63}
+	return file_optlab_plugin_v1_plugin_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *ExecResponse) GetResult() *Result {
@@ -4937,7 +5016,7 @@ type OpError struct {
 
 func (x *OpError) Reset() {
 	*x = OpError{}
-	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[64]
+	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4949,7 +5028,7 @@ func (x *OpError) String() string {
 func (*OpError) ProtoMessage() {}
 
 func (x *OpError) ProtoReflect() protoreflect.Message {
-	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[64]
+	mi := &file_optlab_plugin_v1_plugin_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4962,7 +5041,7 @@ func (x *OpError) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OpError.ProtoReflect.Descriptor instead.
 func (*OpError) Descriptor() ([]byte, []int) {
-	return file_optlab_plugin_v1_plugin_proto_rawDescGZIP(), []int{64}
+	return file_optlab_plugin_v1_plugin_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *OpError) GetOpIndex() int32 {
@@ -5251,10 +5330,14 @@ const file_optlab_plugin_v1_plugin_proto_rawDesc = "" +
 	"\vBaseStateOp\x12\x10\n" +
 	"\x03dst\x18\x01 \x01(\x11R\x03dst\x12\x0e\n" +
 	"\x02of\x18\x02 \x01(\x11R\x02of\x12\x12\n" +
-	"\x04name\x18\x03 \x01(\tR\x04name\"&\n" +
+	"\x04name\x18\x03 \x01(\tR\x04name\"I\n" +
+	"\rSortColumnsOp\x12\x10\n" +
+	"\x03dst\x18\x01 \x01(\x11R\x03dst\x12\x10\n" +
+	"\x03key\x18\x02 \x01(\x11R\x03key\x12\x14\n" +
+	"\x05carry\x18\x03 \x01(\x11R\x05carry\"&\n" +
 	"\x04IfOp\x12\f\n" +
 	"\x01x\x18\x01 \x01(\x05R\x01x\x12\x10\n" +
-	"\x03len\x18\x02 \x01(\x05R\x03len\"\xf7\f\n" +
+	"\x03len\x18\x02 \x01(\x05R\x03len\"\xbd\r\n" +
 	"\x02Op\x121\n" +
 	"\x05alloc\x18\x01 \x01(\v2\x19.optlab.plugin.v1.AllocOpH\x00R\x05alloc\x12.\n" +
 	"\x04free\x18\x02 \x01(\v2\x18.optlab.plugin.v1.FreeOpH\x00R\x04free\x12.\n" +
@@ -5291,7 +5374,8 @@ const file_optlab_plugin_v1_plugin_proto_rawDesc = "" +
 	"\bmat_func\x18\x1c \x01(\v2\x1b.optlab.plugin.v1.MatFuncOpH\x00R\amatFunc\x123\n" +
 	"\bif_block\x18\x1d \x01(\v2\x16.optlab.plugin.v1.IfOpH\x00R\aifBlock\x12>\n" +
 	"\n" +
-	"base_state\x18\x1e \x01(\v2\x1d.optlab.plugin.v1.BaseStateOpH\x00R\tbaseStateB\x06\n" +
+	"base_state\x18\x1e \x01(\v2\x1d.optlab.plugin.v1.BaseStateOpH\x00R\tbaseState\x12D\n" +
+	"\fsort_columns\x18\x1f \x01(\v2\x1f.optlab.plugin.v1.SortColumnsOpH\x00R\vsortColumnsB\x06\n" +
 	"\x04kind\"1\n" +
 	"\aProgram\x12&\n" +
 	"\x03ops\x18\x01 \x03(\v2\x14.optlab.plugin.v1.OpR\x03ops\"\"\n" +
@@ -5400,7 +5484,7 @@ func file_optlab_plugin_v1_plugin_proto_rawDescGZIP() []byte {
 }
 
 var file_optlab_plugin_v1_plugin_proto_enumTypes = make([]protoimpl.EnumInfo, 10)
-var file_optlab_plugin_v1_plugin_proto_msgTypes = make([]protoimpl.MessageInfo, 68)
+var file_optlab_plugin_v1_plugin_proto_msgTypes = make([]protoimpl.MessageInfo, 69)
 var file_optlab_plugin_v1_plugin_proto_goTypes = []any{
 	(ParamType)(0),             // 0: optlab.plugin.v1.ParamType
 	(PredictiveKind)(0),        // 1: optlab.plugin.v1.PredictiveKind
@@ -5470,26 +5554,27 @@ var file_optlab_plugin_v1_plugin_proto_goTypes = []any{
 	(*MatMulOp)(nil),           // 65: optlab.plugin.v1.MatMulOp
 	(*MatFuncOp)(nil),          // 66: optlab.plugin.v1.MatFuncOp
 	(*BaseStateOp)(nil),        // 67: optlab.plugin.v1.BaseStateOp
-	(*IfOp)(nil),               // 68: optlab.plugin.v1.IfOp
-	(*Op)(nil),                 // 69: optlab.plugin.v1.Op
-	(*Program)(nil),            // 70: optlab.plugin.v1.Program
-	(*Result)(nil),             // 71: optlab.plugin.v1.Result
-	(*ExecRequest)(nil),        // 72: optlab.plugin.v1.ExecRequest
-	(*ExecResponse)(nil),       // 73: optlab.plugin.v1.ExecResponse
-	(*OpError)(nil),            // 74: optlab.plugin.v1.OpError
-	nil,                        // 75: optlab.plugin.v1.Config.ParamsEntry
-	nil,                        // 76: optlab.plugin.v1.ConfigureResponse.ResolvedEntry
-	nil,                        // 77: optlab.plugin.v1.StepOutput.MetricsEntry
+	(*SortColumnsOp)(nil),      // 68: optlab.plugin.v1.SortColumnsOp
+	(*IfOp)(nil),               // 69: optlab.plugin.v1.IfOp
+	(*Op)(nil),                 // 70: optlab.plugin.v1.Op
+	(*Program)(nil),            // 71: optlab.plugin.v1.Program
+	(*Result)(nil),             // 72: optlab.plugin.v1.Result
+	(*ExecRequest)(nil),        // 73: optlab.plugin.v1.ExecRequest
+	(*ExecResponse)(nil),       // 74: optlab.plugin.v1.ExecResponse
+	(*OpError)(nil),            // 75: optlab.plugin.v1.OpError
+	nil,                        // 76: optlab.plugin.v1.Config.ParamsEntry
+	nil,                        // 77: optlab.plugin.v1.ConfigureResponse.ResolvedEntry
+	nil,                        // 78: optlab.plugin.v1.StepOutput.MetricsEntry
 }
 var file_optlab_plugin_v1_plugin_proto_depIdxs = []int32{
 	0,  // 0: optlab.plugin.v1.ParamSpec.type:type_name -> optlab.plugin.v1.ParamType
 	10, // 1: optlab.plugin.v1.ParamSpec.default:type_name -> optlab.plugin.v1.Value
 	11, // 2: optlab.plugin.v1.Info.params:type_name -> optlab.plugin.v1.ParamSpec
 	12, // 3: optlab.plugin.v1.InfoResponse.info:type_name -> optlab.plugin.v1.Info
-	75, // 4: optlab.plugin.v1.Config.params:type_name -> optlab.plugin.v1.Config.ParamsEntry
+	76, // 4: optlab.plugin.v1.Config.params:type_name -> optlab.plugin.v1.Config.ParamsEntry
 	15, // 5: optlab.plugin.v1.ConfigureRequest.config:type_name -> optlab.plugin.v1.Config
-	76, // 6: optlab.plugin.v1.ConfigureResponse.resolved:type_name -> optlab.plugin.v1.ConfigureResponse.ResolvedEntry
-	77, // 7: optlab.plugin.v1.StepOutput.metrics:type_name -> optlab.plugin.v1.StepOutput.MetricsEntry
+	77, // 6: optlab.plugin.v1.ConfigureResponse.resolved:type_name -> optlab.plugin.v1.ConfigureResponse.ResolvedEntry
+	78, // 7: optlab.plugin.v1.StepOutput.metrics:type_name -> optlab.plugin.v1.StepOutput.MetricsEntry
 	18, // 8: optlab.plugin.v1.StepRequest.input:type_name -> optlab.plugin.v1.StepInput
 	19, // 9: optlab.plugin.v1.StepResponse.output:type_name -> optlab.plugin.v1.StepOutput
 	1,  // 10: optlab.plugin.v1.Predictive.kind:type_name -> optlab.plugin.v1.PredictiveKind
@@ -5547,36 +5632,37 @@ var file_optlab_plugin_v1_plugin_proto_depIdxs = []int32{
 	64, // 62: optlab.plugin.v1.Op.gram:type_name -> optlab.plugin.v1.GramOp
 	65, // 63: optlab.plugin.v1.Op.mat_mul:type_name -> optlab.plugin.v1.MatMulOp
 	66, // 64: optlab.plugin.v1.Op.mat_func:type_name -> optlab.plugin.v1.MatFuncOp
-	68, // 65: optlab.plugin.v1.Op.if_block:type_name -> optlab.plugin.v1.IfOp
+	69, // 65: optlab.plugin.v1.Op.if_block:type_name -> optlab.plugin.v1.IfOp
 	67, // 66: optlab.plugin.v1.Op.base_state:type_name -> optlab.plugin.v1.BaseStateOp
-	69, // 67: optlab.plugin.v1.Program.ops:type_name -> optlab.plugin.v1.Op
-	70, // 68: optlab.plugin.v1.ExecRequest.program:type_name -> optlab.plugin.v1.Program
-	71, // 69: optlab.plugin.v1.ExecResponse.result:type_name -> optlab.plugin.v1.Result
-	10, // 70: optlab.plugin.v1.Config.ParamsEntry.value:type_name -> optlab.plugin.v1.Value
-	10, // 71: optlab.plugin.v1.ConfigureResponse.ResolvedEntry.value:type_name -> optlab.plugin.v1.Value
-	13, // 72: optlab.plugin.v1.Optimizer.Info:input_type -> optlab.plugin.v1.InfoRequest
-	16, // 73: optlab.plugin.v1.Optimizer.Configure:input_type -> optlab.plugin.v1.ConfigureRequest
-	20, // 74: optlab.plugin.v1.Optimizer.Step:input_type -> optlab.plugin.v1.StepRequest
-	23, // 75: optlab.plugin.v1.Optimizer.Predictive:input_type -> optlab.plugin.v1.PredictiveRequest
-	25, // 76: optlab.plugin.v1.Optimizer.SaveState:input_type -> optlab.plugin.v1.SaveStateRequest
-	27, // 77: optlab.plugin.v1.Optimizer.LoadState:input_type -> optlab.plugin.v1.LoadStateRequest
-	29, // 78: optlab.plugin.v1.Optimizer.Finalize:input_type -> optlab.plugin.v1.FinalizeRequest
-	34, // 79: optlab.plugin.v1.Host.Layout:input_type -> optlab.plugin.v1.LayoutRequest
-	72, // 80: optlab.plugin.v1.Host.Exec:input_type -> optlab.plugin.v1.ExecRequest
-	14, // 81: optlab.plugin.v1.Optimizer.Info:output_type -> optlab.plugin.v1.InfoResponse
-	17, // 82: optlab.plugin.v1.Optimizer.Configure:output_type -> optlab.plugin.v1.ConfigureResponse
-	21, // 83: optlab.plugin.v1.Optimizer.Step:output_type -> optlab.plugin.v1.StepResponse
-	24, // 84: optlab.plugin.v1.Optimizer.Predictive:output_type -> optlab.plugin.v1.PredictiveResponse
-	26, // 85: optlab.plugin.v1.Optimizer.SaveState:output_type -> optlab.plugin.v1.SaveStateResponse
-	28, // 86: optlab.plugin.v1.Optimizer.LoadState:output_type -> optlab.plugin.v1.LoadStateResponse
-	30, // 87: optlab.plugin.v1.Optimizer.Finalize:output_type -> optlab.plugin.v1.FinalizeResponse
-	35, // 88: optlab.plugin.v1.Host.Layout:output_type -> optlab.plugin.v1.LayoutResponse
-	73, // 89: optlab.plugin.v1.Host.Exec:output_type -> optlab.plugin.v1.ExecResponse
-	81, // [81:90] is the sub-list for method output_type
-	72, // [72:81] is the sub-list for method input_type
-	72, // [72:72] is the sub-list for extension type_name
-	72, // [72:72] is the sub-list for extension extendee
-	0,  // [0:72] is the sub-list for field type_name
+	68, // 67: optlab.plugin.v1.Op.sort_columns:type_name -> optlab.plugin.v1.SortColumnsOp
+	70, // 68: optlab.plugin.v1.Program.ops:type_name -> optlab.plugin.v1.Op
+	71, // 69: optlab.plugin.v1.ExecRequest.program:type_name -> optlab.plugin.v1.Program
+	72, // 70: optlab.plugin.v1.ExecResponse.result:type_name -> optlab.plugin.v1.Result
+	10, // 71: optlab.plugin.v1.Config.ParamsEntry.value:type_name -> optlab.plugin.v1.Value
+	10, // 72: optlab.plugin.v1.ConfigureResponse.ResolvedEntry.value:type_name -> optlab.plugin.v1.Value
+	13, // 73: optlab.plugin.v1.Optimizer.Info:input_type -> optlab.plugin.v1.InfoRequest
+	16, // 74: optlab.plugin.v1.Optimizer.Configure:input_type -> optlab.plugin.v1.ConfigureRequest
+	20, // 75: optlab.plugin.v1.Optimizer.Step:input_type -> optlab.plugin.v1.StepRequest
+	23, // 76: optlab.plugin.v1.Optimizer.Predictive:input_type -> optlab.plugin.v1.PredictiveRequest
+	25, // 77: optlab.plugin.v1.Optimizer.SaveState:input_type -> optlab.plugin.v1.SaveStateRequest
+	27, // 78: optlab.plugin.v1.Optimizer.LoadState:input_type -> optlab.plugin.v1.LoadStateRequest
+	29, // 79: optlab.plugin.v1.Optimizer.Finalize:input_type -> optlab.plugin.v1.FinalizeRequest
+	34, // 80: optlab.plugin.v1.Host.Layout:input_type -> optlab.plugin.v1.LayoutRequest
+	73, // 81: optlab.plugin.v1.Host.Exec:input_type -> optlab.plugin.v1.ExecRequest
+	14, // 82: optlab.plugin.v1.Optimizer.Info:output_type -> optlab.plugin.v1.InfoResponse
+	17, // 83: optlab.plugin.v1.Optimizer.Configure:output_type -> optlab.plugin.v1.ConfigureResponse
+	21, // 84: optlab.plugin.v1.Optimizer.Step:output_type -> optlab.plugin.v1.StepResponse
+	24, // 85: optlab.plugin.v1.Optimizer.Predictive:output_type -> optlab.plugin.v1.PredictiveResponse
+	26, // 86: optlab.plugin.v1.Optimizer.SaveState:output_type -> optlab.plugin.v1.SaveStateResponse
+	28, // 87: optlab.plugin.v1.Optimizer.LoadState:output_type -> optlab.plugin.v1.LoadStateResponse
+	30, // 88: optlab.plugin.v1.Optimizer.Finalize:output_type -> optlab.plugin.v1.FinalizeResponse
+	35, // 89: optlab.plugin.v1.Host.Layout:output_type -> optlab.plugin.v1.LayoutResponse
+	74, // 90: optlab.plugin.v1.Host.Exec:output_type -> optlab.plugin.v1.ExecResponse
+	82, // [82:91] is the sub-list for method output_type
+	73, // [73:82] is the sub-list for method input_type
+	73, // [73:73] is the sub-list for extension type_name
+	73, // [73:73] is the sub-list for extension extendee
+	0,  // [0:73] is the sub-list for field type_name
 }
 
 func init() { file_optlab_plugin_v1_plugin_proto_init() }
@@ -5594,7 +5680,7 @@ func file_optlab_plugin_v1_plugin_proto_init() {
 		(*Num_K)(nil),
 		(*Num_Reg)(nil),
 	}
-	file_optlab_plugin_v1_plugin_proto_msgTypes[59].OneofWrappers = []any{
+	file_optlab_plugin_v1_plugin_proto_msgTypes[60].OneofWrappers = []any{
 		(*Op_Alloc)(nil),
 		(*Op_Free)(nil),
 		(*Op_Copy)(nil),
@@ -5625,6 +5711,7 @@ func file_optlab_plugin_v1_plugin_proto_init() {
 		(*Op_MatFunc)(nil),
 		(*Op_IfBlock)(nil),
 		(*Op_BaseState)(nil),
+		(*Op_SortColumns)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -5632,7 +5719,7 @@ func file_optlab_plugin_v1_plugin_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_optlab_plugin_v1_plugin_proto_rawDesc), len(file_optlab_plugin_v1_plugin_proto_rawDesc)),
 			NumEnums:      10,
-			NumMessages:   68,
+			NumMessages:   69,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

@@ -724,6 +724,16 @@ class Program:
         ignored by EIGVECS, EIGVALS and QR; protocol minor 8)."""
         return self._add(MatFunc(dst, src, MatFuncKind(kind), float(root), float(eps)))
 
+    def sort_columns(self, dst: Vec, key: Vec, carry: Vec = 0) -> "Program":
+        """Reorder the columns of every matrix of the factor vector dst by
+        the descending diagonal of key's matrix of the same index (equal
+        values in their order, NaN as the largest); carry (0: none), a
+        parameter vector of dst's member, has the rows (left factors) or
+        columns (right factors) of its blocks permuted the same way:
+        SOAP's sorted eigenbasis and Adam's second moment along (Go's
+        SortColumns; protocol minor 12)."""
+        return self._add(SortColumns(dst, key, carry))
+
     def if_(self, x: Reg, body) -> "Program":
         """An If op on register x and the block that body(p) appends: its
         ops run only when x > 0, and are skipped otherwise (their

@@ -86,7 +86,7 @@ def all_ops_program():
     p.inv_root(lf, lf, 4, 1e-12).mat_func(rf, rf, optlab.PINV_ROOT, 2, 1e-6).mat_func(q, lf, optlab.EIGVECS, 0, 0)
     p.mat_func(q, q, optlab.QR, 0, 0).mat_func(q, lf, optlab.EIGVALS, 0, 0)
     p.mat_mul(t, lf, g, rf).mat_mul(t, 0, g, rf).mat_mul_op(optlab.MatMul(dst=t, src=g, left=q, right=q, trans_left=True))
-    p.mat_mul(q, lf, q, 0)
+    p.mat_mul(q, lf, q, 0).sort_columns(q, lf, t).sort_columns(rf, rf, 0)
     p.if_(n, lambda p: p.scale(g, 0.5).norm(g))
     lb, la = hs.new("lb"), hs.new("la")
     p.base_state(t, optlab.PARAMS, "momentum_buffer").alloc_samples(lb, 0).alloc_samples(la, 0)

@@ -181,7 +181,7 @@ class WireTest(unittest.TestCase):
         p.read(n)
         req = wire.exec_request_to_pb(p)
         self.assertEqual(req.protocol_minor, optlab.PROTOCOL_MINOR)
-        self.assertEqual(optlab.PROTOCOL_MINOR, 11)
+        self.assertEqual(optlab.PROTOCOL_MINOR, 12)
         self.assertEqual(len(wire.exec_request_from_pb(req).ops), 2)
         # A plugin older than minor 5 reads every register, in op order.
         old = pb.ExecRequest(program=pb.Program(ops=[pb.Op(grad=pb.GradOp(out=1)), pb.Op(norm=pb.NormOp(x=1)),
