@@ -51,6 +51,7 @@ func TestBF16EveryBuiltinMethod(t *testing.T) {
 		{"sam over muon", "sam", bf16, map[string]any{"update": "muon"}},
 		{"shampoo", "shampoo", bf16, map[string]any{"precondition_frequency": int64(5)}},
 		{"sam over shampoo", "sam", bf16, map[string]any{"update": "shampoo"}},
+		{"soap", "soap", bf16, map[string]any{"precondition_frequency": int64(2)}},
 		{"otmdr", "otmdr", bf16, nil},
 		{"otmdr joint", "otmdr", two, map[string]any{"joint": true}},
 		{"sgvb", "sgvb", vi, nil},

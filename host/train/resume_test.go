@@ -18,6 +18,7 @@ import (
 	"github.com/optlab/optlab/plugins/otmdr"
 	"github.com/optlab/optlab/plugins/sam"
 	"github.com/optlab/optlab/plugins/shampoo"
+	"github.com/optlab/optlab/plugins/soap"
 	"github.com/optlab/optlab/sdk/optim"
 )
 
@@ -56,6 +57,10 @@ func TestResumeMidRun(t *testing.T) {
 		// (protocol minor 8) in the training state; with a preconditioner
 		// every 10 steps the interruption after epoch 2 falls between two.
 		{"shampoo", shampoo.New, map[string]any{"precondition_frequency": int64(10)}, nil},
+		// SOAP's bases are sorted (SortColumns, protocol minor 12) and
+		// refreshed every 7 steps, with Adam's second moment permuted along:
+		// the interruption falls between two refreshes.
+		{"soap", soap.New, map[string]any{"precondition_frequency": int64(7)}, nil},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -83,6 +83,8 @@ func TestOneExecNoBlockingReadPerStep(t *testing.T) {
 		{"muon ensemble", "muon", two, map[string]any{"weight_decay": 0.01}},
 		{"shampoo", "shampoo", short, map[string]any{"precondition_frequency": int64(2)}},
 		{"sam over shampoo ensemble", "sam", two, map[string]any{"update": "shampoo"}},
+		{"soap", "soap", short, map[string]any{"precondition_frequency": int64(2)}},
+		{"sam over soap ensemble", "sam", two, map[string]any{"update": "soap", "soap_precondition_frequency": int64(2)}},
 		{"otmdr", "otmdr", short, nil},
 		{"otmdr K=2", "otmdr", short, map[string]any{"particles": int64(2)}},
 		{"otmdr reference", "otmdr", short, map[string]any{"mode": "reference"}},

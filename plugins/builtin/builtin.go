@@ -28,6 +28,7 @@ import (
 	"github.com/optlab/optlab/plugins/sgd"
 	"github.com/optlab/optlab/plugins/sgvb"
 	"github.com/optlab/optlab/plugins/shampoo"
+	"github.com/optlab/optlab/plugins/soap"
 	"github.com/optlab/optlab/plugins/sparse"
 	"github.com/optlab/optlab/plugins/swa"
 	"github.com/optlab/optlab/sdk/optim"
@@ -80,6 +81,8 @@ func methods() []method {
 			Doc: "Muon (Keller Jordan): momentum orthogonalised by Newton–Schulz on matrix tensors, AdamW on the others"}, false},
 		{optim.Entry{Name: "shampoo", New: shampoo.New,
 			Doc: "Shampoo (Gupta et al.) with Distributed Shampoo's defaults: blocked Kronecker factors, inverse 4th roots every k steps, Adam grafting"}, false},
+		{optim.Entry{Name: "soap", New: soap.New,
+			Doc: "SOAP (Vyas et al.): Adam in the eigenbasis of Shampoo's factors, the basis sorted and refreshed by a power iteration every k steps, as soap.py"}, false},
 		{optim.Entry{Name: "dst", New: sparse.NewDST,
 			Doc: "DST ensemble (Liu et al., FreeTickets): independent members, each trained with dynamic sparse training"}, false},
 		{optim.Entry{Name: "edst", New: sparse.NewEDST,
@@ -99,6 +102,7 @@ func Rules() compose.Rules {
 		{Name: "adamw", New: adamw.NewRule, Doc: "AdamW as torch.optim.AdamW (decoupled weight decay)"},
 		{Name: "muon", New: muon.NewRule, Doc: "Muon (Keller Jordan) on matrix tensors, AdamW on the others"},
 		{Name: "shampoo", New: shampoo.NewRule, Doc: "Shampoo (Gupta et al.) with Distributed Shampoo's defaults, grafted to Adam"},
+		{Name: "soap", New: soap.NewRule, Doc: "SOAP (Vyas et al.): Adam in the eigenbasis of Shampoo's factors, as soap.py"},
 	}
 }
 

@@ -18,7 +18,7 @@ import (
 func TestRegistry(t *testing.T) {
 	r := builtin.Registry()
 	names := r.Names()
-	want := []string{"sgd", "sam", "looksam", "aesam", "fsam", "wsam", "gsam", "bsam", "otmdr", "sgvb", "otmdr-sgvb", "ensembles", "swa", "adamw", "muon", "shampoo", "dst", "edst", "esam", "msam"}
+	want := []string{"sgd", "sam", "looksam", "aesam", "fsam", "wsam", "gsam", "bsam", "otmdr", "sgvb", "otmdr-sgvb", "ensembles", "swa", "adamw", "muon", "shampoo", "soap", "dst", "edst", "esam", "msam"}
 	if !slices.Equal(names, want) {
 		t.Errorf("names %q, want %q", names, want)
 	}
