@@ -35,11 +35,10 @@ package bsam
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
 
+	"github.com/optlab/optlab/plugins/compose"
 	"github.com/optlab/optlab/sdk/hparams"
 	"github.com/optlab/optlab/sdk/optim"
 )
@@ -248,11 +247,6 @@ func (o *BSAM) Predictive(context.Context) (optim.Predictive, error) {
 	return optim.Predictive{Kind: optim.Samples, Mean: optim.Params, Std: o.vecs[0].std, N: o.cfg.TestMC}, nil
 }
 
-type state struct {
-	Version int         `json:"version"`
-	Vecs    []optim.Vec `json:"vecs"`
-}
-
 // stateVecs lists s, g_m and Std of every member.
 func (o *BSAM) stateVecs() []optim.Vec {
 	var vecs []optim.Vec
@@ -266,22 +260,11 @@ func (o *BSAM) stateVecs() []optim.Vec {
 // g_m and the derived Std (saved too because LoadState has no Host to
 // recompute it).
 func (o *BSAM) SaveState(context.Context) ([]byte, []optim.Vec, error) {
-	b, err := json.Marshal(state{Version: 1, Vecs: o.stateVecs()})
-	if err != nil {
-		return nil, nil, fmt.Errorf("bsam: save state: %w", err)
-	}
-	return b, o.stateVecs(), nil
+	return compose.SaveVecs("bsam", o.stateVecs())
 }
 
 // LoadState implements optim.Optimizer (Features.State). The host restores the vectors'
 // contents into the handles that Configure allocated.
 func (o *BSAM) LoadState(_ context.Context, blob []byte) error {
-	var s state
-	if err := json.Unmarshal(blob, &s); err != nil {
-		return fmt.Errorf("bsam: load state: %w", err)
-	}
-	if want := o.stateVecs(); s.Version != 1 || !slices.Equal(s.Vecs, want) {
-		return fmt.Errorf("bsam: load state: unsupported state %+v (want version 1, vecs %v)", s, want)
-	}
-	return nil
+	return compose.LoadVecs("bsam", blob, o.stateVecs())
 }

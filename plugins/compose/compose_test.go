@@ -186,3 +186,28 @@ func TestLRHost(t *testing.T) {
 		t.Errorf("nil program: lr %v, err %v", h.LR(0), err)
 	}
 }
+
+// SaveVecs and LoadVecs: a state names its vectors; the same list loads,
+// another (or another version, or no JSON) is refused naming the method.
+func TestSaveLoadVecs(t *testing.T) {
+	vecs := []optim.Vec{3, 4, 9}
+	blob, got, err := compose.SaveVecs("rule", vecs)
+	if err != nil || !slices.Equal(got, vecs) || string(blob) != `{"version":1,"vecs":[3,4,9]}` {
+		t.Fatalf("SaveVecs = %s, %v, %v", blob, got, err)
+	}
+	if err := compose.LoadVecs("rule", blob, vecs); err != nil {
+		t.Errorf("LoadVecs of its own state: %v", err)
+	}
+	for _, c := range []struct {
+		blob string
+		want []optim.Vec
+	}{
+		{string(blob), []optim.Vec{3, 4}},
+		{`{"version":2,"vecs":[3,4,9]}`, vecs},
+		{`not json`, vecs},
+	} {
+		if err := compose.LoadVecs("rule", []byte(c.blob), c.want); err == nil || !strings.HasPrefix(err.Error(), "rule: load state") {
+			t.Errorf("LoadVecs(%s, want %v) = %v, want a refusal naming rule", c.blob, c.want, err)
+		}
+	}
+}

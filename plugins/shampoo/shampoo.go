@@ -37,11 +37,9 @@ package shampoo
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
-	"slices"
 
 	"github.com/optlab/optlab/plugins/compose"
 	"github.com/optlab/optlab/sdk/hparams"
@@ -227,11 +225,6 @@ func (r *Rule) Apply(p *optim.Program, m int, th, g optim.Vec, in optim.StepInpu
 	p.Axpy(th, optim.K(-lr), dir)
 }
 
-type state struct {
-	Version int         `json:"version"`
-	Vecs    []optim.Vec `json:"vecs"`
-}
-
 // stateVecs lists every member's filtered gradient, graft moment, factor
 // statistics and preconditioners.
 func (r *Rule) stateVecs() []optim.Vec {
@@ -251,22 +244,11 @@ func (r *Rule) SaveState(context.Context) ([]byte, []optim.Vec, error) {
 	if len(r.vecs) == 0 {
 		return nil, nil, errors.New("shampoo: save state before Configure")
 	}
-	b, err := json.Marshal(state{Version: 1, Vecs: r.stateVecs()})
-	if err != nil {
-		return nil, nil, fmt.Errorf("shampoo: save state: %w", err)
-	}
-	return b, r.stateVecs(), nil
+	return compose.SaveVecs("shampoo", r.stateVecs())
 }
 
 // LoadState implements compose.Rule; the host restores the vectors into
 // the handles Configure allocated.
 func (r *Rule) LoadState(_ context.Context, blob []byte) error {
-	var s state
-	if err := json.Unmarshal(blob, &s); err != nil {
-		return fmt.Errorf("shampoo: load state: %w", err)
-	}
-	if want := r.stateVecs(); s.Version != 1 || !slices.Equal(s.Vecs, want) {
-		return fmt.Errorf("shampoo: load state: unsupported state %+v (want version 1, vecs %v)", s, want)
-	}
-	return nil
+	return compose.LoadVecs("shampoo", blob, r.stateVecs())
 }

@@ -82,45 +82,9 @@ func TestMatchesPyTorch(t *testing.T) {
 			"precondition_frequency": int64(2), "epsilon": 1e-4}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			h := optimtest.MustHost(t, mlp(), optimtest.WithBatchSize(16))
-			var lrs []float64
-			sched := func(step int64, epoch int) float64 {
-				lr := cosine(step, epoch)
-				lrs = append(lrs, lr)
-				return lr
-			}
-			optimtest.MustRun(t, shampoo.New(), h, steps, optimtest.WithSchedule(sched), optimtest.WithHParams(c.params))
-			recs := h.Grads()
-			if len(recs) != steps || len(lrs) != steps {
-				t.Fatalf("%d gradients, %d rates for %d steps", len(recs), len(lrs), steps)
-			}
-			l, _ := h.Layout(context.Background())
-			hp := defaults()
-			for k, v := range c.params {
-				hp[k] = v
-			}
-			in := torchtwin.Steps{Theta0: recs[0].At, LRs: lrs, HParams: hp}
-			for _, ts := range l.Members[0].Tensors {
-				in.Tensors = append(in.Tensors, torchtwin.Tensor{Name: ts.Name, Shape: ts.Shape})
-			}
-			for _, r := range recs {
-				in.Grads = append(in.Grads, r.Grad)
-			}
-			want := torchtwin.Trajectory(t, filepath.Join("testdata", "shampoo_reference.py"), in)
-			worst := 0.0
-			for k := range steps {
-				got := h.Params(0)
-				if k+1 < steps {
-					got = recs[k+1].At
-				}
-				e := torchtwin.RelErr(got, want[k])
-				worst = max(worst, e)
-				if !(e <= 1e-10) {
-					t.Errorf("after step %d: θ differs from PyTorch's by %.3g relative", k, e)
-				}
-			}
-			t.Logf("largest relative difference from PyTorch over %d steps: %.2g (θ moved %.2g relative)",
-				steps, worst, torchtwin.RelErr(h.Params(0), recs[0].At))
+			torchtwin.FollowsReference(t, torchtwin.Follow{Host: optimtest.MustHost(t, mlp(), optimtest.WithBatchSize(16)),
+				New: shampoo.New, Steps: steps, Schedule: cosine, Params: c.params, HParams: defaults(),
+				Script: filepath.Join("testdata", "shampoo_reference.py"), Tol: 1e-10})
 		})
 	}
 }

@@ -45,11 +45,9 @@ package soap
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
-	"slices"
 
 	"github.com/optlab/optlab/plugins/compose"
 	"github.com/optlab/optlab/sdk/hparams"
@@ -225,11 +223,6 @@ func (r *Rule) Apply(p *optim.Program, m int, th, g optim.Vec, in optim.StepInpu
 	p.MatMulOp(optim.MatMul{Dst: v.m, Src: v.m, Left: v.ql, Right: v.qr, TransLeft: true})
 }
 
-type state struct {
-	Version int         `json:"version"`
-	Vecs    []optim.Vec `json:"vecs"`
-}
-
 // stateVecs lists every member's moments, factors and bases.
 func (r *Rule) stateVecs() []optim.Vec {
 	var vecs []optim.Vec
@@ -248,22 +241,11 @@ func (r *Rule) SaveState(context.Context) ([]byte, []optim.Vec, error) {
 	if len(r.vecs) == 0 {
 		return nil, nil, errors.New("soap: save state before Configure")
 	}
-	b, err := json.Marshal(state{Version: 1, Vecs: r.stateVecs()})
-	if err != nil {
-		return nil, nil, fmt.Errorf("soap: save state: %w", err)
-	}
-	return b, r.stateVecs(), nil
+	return compose.SaveVecs("soap", r.stateVecs())
 }
 
 // LoadState implements compose.Rule; the host restores the vectors into
 // the handles Configure allocated.
 func (r *Rule) LoadState(_ context.Context, blob []byte) error {
-	var s state
-	if err := json.Unmarshal(blob, &s); err != nil {
-		return fmt.Errorf("soap: load state: %w", err)
-	}
-	if want := r.stateVecs(); s.Version != 1 || !slices.Equal(s.Vecs, want) {
-		return fmt.Errorf("soap: load state: unsupported state %+v (want version 1, vecs %v)", s, want)
-	}
-	return nil
+	return compose.LoadVecs("soap", blob, r.stateVecs())
 }
