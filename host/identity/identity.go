@@ -58,7 +58,13 @@ import (
 // and said nothing about the run, but changed every such run's hash when a
 // rule was added. Its migration drops them from a version-2 configuration
 // (the rules of version 2 were adamw and muon).
-const Version = 3
+//
+// Version 4 is version 3 with the update rule of the SAM variants
+// (plugins looksam, aesam, fsam, wsam, gsam and esam, which took none
+// before): their configurations record params.update like sam's. Its
+// migration adds params.update = "base", what every earlier run of them
+// did, to a version-3 configuration of theirs that has none.
+const Version = 4
 
 // NoBaseOptimizer is the train.optimizer of the configuration of a run
 // whose optimizer applies its own update (optim.Features.OwnsUpdate).
@@ -147,7 +153,23 @@ type migration func(map[string]any) map[string]any
 
 // migrations returns the migrations of the identity versions:
 // migrations()[i] takes version i+1 to version i+2.
-func migrations() []migration { return []migration{v1ToV2, v2ToV3} }
+func migrations() []migration { return []migration{v1ToV2, v2ToV3, v3ToV4} }
+
+// v4Ruled are the plugins that took an update rule from version 4 on.
+var v4Ruled = []string{"looksam", "aesam", "fsam", "wsam", "gsam", "esam"}
+
+// v3ToV4 adds params.update = "base" to a version-3 configuration of a
+// plugin of v4Ruled that records no update: the host's base step, the
+// only update those plugins had.
+func v3ToV4(cfg map[string]any) map[string]any {
+	out := maps.Clone(cfg)
+	plugin, _ := out["plugin"].(string)
+	if _, ok := out[ParamKey("update")]; ok || !slices.Contains(v4Ruled, plugin) {
+		return out
+	}
+	out[ParamKey("update")] = "base"
+	return out
+}
 
 // v2Rules are the update rules a version-2 configuration may hold the
 // hyperparameters of.

@@ -425,3 +425,44 @@ func TestV2ToV3(t *testing.T) {
 		})
 	}
 }
+
+// TestV3ToV4: a version-3 configuration of a SAM variant gains
+// params.update = "base" (what it ran), one that records an update keeps
+// it, and other plugins' are unchanged; the input map is left alone.
+func TestV3ToV4(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		cfg  map[string]any
+		want any // params.update after, nil: none
+	}{
+		{"looksam", map[string]any{"plugin": "looksam", "params.rho": 0.05}, "base"},
+		{"esam", map[string]any{"plugin": "esam", "params.rho": 0.05}, "base"},
+		{"looksam over adamw", map[string]any{"plugin": "looksam", "params.update": "adamw"}, "adamw"},
+		{"sam", map[string]any{"plugin": "sam", "params.rho": 0.05}, nil},
+		{"msam", map[string]any{"plugin": "msam", "params.rho": 0.05}, nil},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			orig := maps.Clone(c.cfg)
+			got, err := migrate(c.cfg, 3, 4, migrations()[:3])
+			if err != nil {
+				t.Fatal(err)
+			}
+			if u, ok := got[ParamKey("update")]; (c.want == nil && ok) || (c.want != nil && u != c.want) {
+				t.Errorf("params.update = %v (%v), want %v", u, ok, c.want)
+			}
+			if len(got) != len(orig)+btoi(c.want != nil && orig[ParamKey("update")] == nil) {
+				t.Errorf("keys %v from %v", got, orig)
+			}
+			if !reflect.DeepEqual(c.cfg, orig) {
+				t.Errorf("migrating changed the input: %v", c.cfg)
+			}
+		})
+	}
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}

@@ -78,6 +78,8 @@ func TestOneExecNoBlockingReadPerStep(t *testing.T) {
 		{"fsam", "fsam", short, nil},
 		{"wsam", "wsam", short, map[string]any{"decouple": false, "max_norm": 1.0}},
 		{"gsam ensemble", "gsam", two, map[string]any{"lr_max": 0.1}},
+		{"looksam over adamw", "looksam", short, map[string]any{"k": int64(2), "update": "adamw"}},
+		{"aesam over soap ensemble", "aesam", two, map[string]any{"update": "soap", "soap_precondition_frequency": int64(2)}},
 		{"bsam", "bsam", short, nil},
 		{"muon", "muon", short, nil},
 		{"muon ensemble", "muon", two, map[string]any{"weight_decay": 0.01}},

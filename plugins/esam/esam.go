@@ -32,6 +32,7 @@ import (
 	"fmt"
 	"math"
 
+	"github.com/optlab/optlab/plugins/compose"
 	"github.com/optlab/optlab/sdk/hparams"
 	"github.com/optlab/optlab/sdk/optim"
 )
@@ -54,6 +55,10 @@ type ESAM struct {
 	keep int64        // samples of the second pass (0: the whole batch)
 	c    float64      // the SWP threshold on |z|
 	vecs []memberVecs // per member
+	// rules are the update rules its "update" may name (none: the host's
+	// base step only); update is the chosen one, configured.
+	rules  compose.Rules
+	update *compose.Update
 }
 
 type memberVecs struct {
@@ -65,11 +70,29 @@ type memberVecs struct {
 // New returns an ESAM optimizer with the default hyperparameters.
 func New() optim.Optimizer { return &ESAM{cfg: defaults()} }
 
+// NewWith returns an ESAM optimizer that takes its update from the rule
+// its "update" hyperparameter names among rules, as sam.NewWith: "base",
+// the default, is the host's base step; "adamw" makes ESAM-AdamW. Its
+// state is then the rule's.
+func NewWith(rules compose.Rules) optim.Optimizer { return &ESAM{cfg: defaults(), rules: rules} }
+
 // Info implements optim.Optimizer.
 func (o *ESAM) Info() optim.Info {
+	ruled := len(o.rules) > 0
 	return optim.Info{Name: "esam", Version: "0.1.0",
-		Features: optim.Features{Members: true, BaseStep: true},
-		Params:   hparams.MustSpecs(defaults())}
+		Features: optim.Features{Members: true, BaseStep: true, UpdateRule: ruled, State: ruled},
+		Params:   append(hparams.MustSpecs(defaults()), o.rules.Params()...)}
+}
+
+// SaveState implements optim.Optimizer (Features.State, with an update
+// rule): the rule's state; ESAM's own vectors are per-step scratch.
+func (o *ESAM) SaveState(ctx context.Context) ([]byte, []optim.Vec, error) {
+	return o.update.SaveState(ctx)
+}
+
+// LoadState implements optim.Optimizer (Features.State), after Configure.
+func (o *ESAM) LoadState(ctx context.Context, blob []byte) error {
+	return o.update.LoadState(ctx, blob)
 }
 
 func (o *ESAM) swp() bool { return o.cfg.Beta < 1 }
@@ -77,7 +100,11 @@ func (o *ESAM) swp() bool { return o.cfg.Beta < 1 }
 // Configure implements optim.Optimizer.
 func (o *ESAM) Configure(ctx context.Context, h optim.Host, cfg optim.Config) error {
 	o.h, o.cfg = h, defaults()
-	if err := hparams.Apply(&o.cfg, cfg.Params); err != nil {
+	rule, ruleParams, own, err := o.rules.Split("esam", cfg.Params)
+	if err != nil {
+		return err
+	}
+	if err := hparams.Apply(&o.cfg, own); err != nil {
 		return fmt.Errorf("esam: %w", err)
 	}
 	l, err := h.Layout(ctx)
@@ -133,11 +160,18 @@ func (o *ESAM) Configure(ctx context.Context, h optim.Host, cfg optim.Config) er
 	if _, err := h.Exec(ctx, p); err != nil {
 		return fmt.Errorf("esam: configure: %w", err)
 	}
-	return nil
+	// The rule allocates after ESAM's own vectors, so that these keep
+	// their handles whatever the rule.
+	o.update, err = o.rules.NewUpdate(ctx, h, "esam", rule, optim.Config{Params: ruleParams, Seed: cfg.Seed,
+		TotalSteps: cfg.TotalSteps, StepsPerEpoch: cfg.StepsPerEpoch, Members: cfg.Members, Handles: o.hs})
+	return err
 }
 
 // Step implements optim.Optimizer with one Exec and no blocking read.
 func (o *ESAM) Step(ctx context.Context, in optim.StepInput) (optim.StepOutput, error) {
+	if err := o.update.Begin(in); err != nil {
+		return optim.StepOutput{}, fmt.Errorf("esam: %w", err)
+	}
 	p := o.hs.Prog()
 	evs := make([]optim.Eval, len(o.vecs))
 	for m, v := range o.vecs {
@@ -162,7 +196,7 @@ func (o *ESAM) Step(ctx context.Context, in optim.StepInput) (optim.StepOutput, 
 		}
 		p.GradOp(second)
 		p.Axpy(th, p.Mul(s, optim.K(-1)), v.g)
-		p.BaseStep(th, v.g2)
+		o.update.Apply(p, m, th, v.g2, in)
 	}
 	p.ReportMetrics(p.Mean(evs))
 	if _, err := o.h.Exec(ctx, p); err != nil {

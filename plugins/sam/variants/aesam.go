@@ -3,7 +3,6 @@ package variants
 import (
 	"context"
 
-	"github.com/optlab/optlab/sdk/hparams"
 	"github.com/optlab/optlab/sdk/optim"
 )
 
@@ -42,8 +41,7 @@ func NewAESAM() optim.Optimizer { return &AESAM{core: core{name: "aesam"}, cfg: 
 
 // Info implements optim.Optimizer.
 func (o *AESAM) Info() optim.Info {
-	return optim.Info{Name: "aesam", Version: "0.1.0", Features: features(true, true),
-		Params: hparams.MustSpecs(aesamDefaults())}
+	return o.info(aesamDefaults(), true, true)
 }
 
 // Configure implements optim.Optimizer: g, saved, the state stats and the
@@ -65,12 +63,14 @@ func (o *AESAM) threshold(step int64) float64 {
 
 // Step implements optim.Optimizer with one Exec and no blocking read.
 func (o *AESAM) Step(ctx context.Context, in optim.StepInput) (optim.StepOutput, error) {
-	p := o.hs.Prog()
-	evs := o.firstPasses(p)
+	p, evs, err := o.begin(in)
+	if err != nil {
+		return optim.StepOutput{}, err
+	}
 	d := o.cfg.Delta
 	c := optim.K(o.threshold(in.Step))
 	for m := range o.members {
-		th, g, stats, e0, e1 := optim.ParamsOf(m), o.g[m], o.vec("stats", m), o.vec("e0", m), o.vec("e1", m)
+		g, stats, e0, e1 := o.g[m], o.vec("stats", m), o.vec("e0", m), o.vec("e1", m)
 		s := p.Dot(g, g)
 		mu := p.Add(p.Mul(optim.K(d), p.Dot(stats, e0)), p.Mul(optim.K(1-d), s))
 		dev := p.Sub(s, mu)
@@ -80,7 +80,7 @@ func (o *AESAM) Step(ctx context.Context, in optim.StepInput) (optim.StepOutput,
 		p.If(over, func(p *optim.Program) {
 			o.perturbed(p, m, g, g, optim.K(o.cfg.Rho), p.Norm(g))
 		})
-		p.BaseStep(th, g)
+		o.step(p, m, g, in)
 	}
 	return o.exec(ctx, p, evs)
 }

@@ -3,7 +3,6 @@ package variants
 import (
 	"context"
 
-	"github.com/optlab/optlab/sdk/hparams"
 	"github.com/optlab/optlab/sdk/optim"
 )
 
@@ -35,8 +34,7 @@ func NewFSAM() optim.Optimizer { return &FSAM{core: core{name: "fsam"}, cfg: fsa
 
 // Info implements optim.Optimizer.
 func (o *FSAM) Info() optim.Info {
-	return optim.Info{Name: "fsam", Version: "0.1.0", Features: features(true, true),
-		Params: hparams.MustSpecs(fsamDefaults())}
+	return o.info(fsamDefaults(), true, true)
 }
 
 // Configure implements optim.Optimizer: g, saved, d and the state m per member.
@@ -46,21 +44,23 @@ func (o *FSAM) Configure(ctx context.Context, h optim.Host, cfg optim.Config) er
 }
 
 // Step implements optim.Optimizer with one Exec and no blocking read.
-func (o *FSAM) Step(ctx context.Context, _ optim.StepInput) (optim.StepOutput, error) {
-	p := o.hs.Prog()
-	evs := o.firstPasses(p)
+func (o *FSAM) Step(ctx context.Context, in optim.StepInput) (optim.StepOutput, error) {
+	p, evs, err := o.begin(in)
+	if err != nil {
+		return optim.StepOutput{}, err
+	}
 	for m := range o.members {
 		g, d, mom := o.g[m], o.vec("d", m), o.vec("m", m)
 		if o.taken == 0 {
 			p.Copy(mom, g)
 			o.perturbed(p, m, g, g, optim.K(o.cfg.Rho), p.Norm(g))
-			p.BaseStep(optim.ParamsOf(m), g)
+			o.step(p, m, g, in)
 			continue
 		}
 		p.LinComb(d, optim.Term{Coef: optim.K(1), X: g}, optim.Term{Coef: optim.K(-o.cfg.Sigma), X: mom})
 		p.LinComb(mom, optim.Term{Coef: optim.K(o.cfg.Lambda), X: mom}, optim.Term{Coef: optim.K(1 - o.cfg.Lambda), X: g})
 		o.perturbed(p, m, d, d, optim.K(o.cfg.Rho), p.Norm(d))
-		p.BaseStep(optim.ParamsOf(m), d)
+		o.step(p, m, d, in)
 	}
 	return o.exec(ctx, p, evs)
 }

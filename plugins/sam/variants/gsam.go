@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 
-	"github.com/optlab/optlab/sdk/hparams"
 	"github.com/optlab/optlab/sdk/optim"
 )
 
@@ -42,8 +41,7 @@ func NewGSAM() optim.Optimizer { return &GSAM{core: core{name: "gsam"}, cfg: gsa
 
 // Info implements optim.Optimizer.
 func (o *GSAM) Info() optim.Info {
-	return optim.Info{Name: "gsam", Version: "0.1.0", Features: features(false, true),
-		Params: hparams.MustSpecs(gsamDefaults())}
+	return o.info(gsamDefaults(), false, true)
 }
 
 // Configure implements optim.Optimizer: g, saved and gp per member.
@@ -72,8 +70,10 @@ func (o *GSAM) rho(lr float64) float64 {
 
 // Step implements optim.Optimizer with one Exec and no blocking read.
 func (o *GSAM) Step(ctx context.Context, in optim.StepInput) (optim.StepOutput, error) {
-	p := o.hs.Prog()
-	evs := o.firstPasses(p)
+	p, evs, err := o.begin(in)
+	if err != nil {
+		return optim.StepOutput{}, err
+	}
 	norms := make([]optim.Reg, o.members)
 	for m := range o.members { // SAM's order: every first pass and norm, then the rest
 		norms[m] = p.Norm(o.g[m])
@@ -86,7 +86,7 @@ func (o *GSAM) Step(ctx context.Context, in optim.StepInput) (optim.StepOutput, 
 		along := p.Div(p.Mul(cos, n), p.Add(np, optim.K(eps))) // g⊥ = g − along·gp
 		a := optim.K(o.cfg.Alpha)
 		p.LinComb(g, optim.Term{Coef: p.Add(optim.K(1), p.Mul(a, along)), X: gp}, optim.Term{Coef: optim.K(-o.cfg.Alpha), X: g})
-		p.BaseStep(optim.ParamsOf(m), g)
+		o.step(p, m, g, in)
 	}
 	return o.exec(ctx, p, evs)
 }

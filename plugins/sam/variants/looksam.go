@@ -3,7 +3,6 @@ package variants
 import (
 	"context"
 
-	"github.com/optlab/optlab/sdk/hparams"
 	"github.com/optlab/optlab/sdk/optim"
 )
 
@@ -38,8 +37,7 @@ func NewLookSAM() optim.Optimizer {
 
 // Info implements optim.Optimizer.
 func (o *LookSAM) Info() optim.Info {
-	return optim.Info{Name: "looksam", Version: "0.1.0", Features: features(true, true),
-		Params: hparams.MustSpecs(lookSAMDefaults())}
+	return o.info(lookSAMDefaults(), true, true)
 }
 
 // Configure implements optim.Optimizer: g, saved, gs and the state g_v per member.
@@ -50,11 +48,13 @@ func (o *LookSAM) Configure(ctx context.Context, h optim.Host, cfg optim.Config)
 
 // Step implements optim.Optimizer with one Exec and no blocking read.
 func (o *LookSAM) Step(ctx context.Context, in optim.StepInput) (optim.StepOutput, error) {
-	p := o.hs.Prog()
-	evs := o.firstPasses(p)
+	p, evs, err := o.begin(in)
+	if err != nil {
+		return optim.StepOutput{}, err
+	}
 	full := in.Step%int64(o.cfg.K) == 0
 	for m := range o.members {
-		th, g, gs, gv := optim.ParamsOf(m), o.g[m], o.vec("gs", m), o.vec("gv", m)
+		g, gs, gv := o.g[m], o.vec("gs", m), o.vec("gv", m)
 		n := p.Norm(g)
 		if full {
 			o.perturbed(p, m, g, gs, optim.K(o.cfg.Rho), n)
@@ -62,12 +62,12 @@ func (o *LookSAM) Step(ctx context.Context, in optim.StepInput) (optim.StepOutpu
 			cos := p.Div(p.Dot(g, gs), p.Add(p.Mul(n, ns), optim.K(eps)))
 			along := p.Div(p.Mul(ns, cos), p.Add(n, optim.K(eps)))
 			p.LinComb(gv, optim.Term{Coef: optim.K(1), X: gs}, optim.Term{Coef: p.Sub(optim.K(0), along), X: g})
-			p.BaseStep(th, gs)
+			o.step(p, m, gs, in)
 			continue
 		}
 		a := p.Div(p.Mul(optim.K(o.cfg.Alpha), n), p.Add(p.Norm(gv), optim.K(eps)))
 		p.Axpy(g, a, gv)
-		p.BaseStep(th, g)
+		o.step(p, m, g, in)
 	}
 	return o.exec(ctx, p, evs)
 }

@@ -19,7 +19,9 @@
 // Every variant sends one program per step with no blocking read (its
 // data-dependent coefficients are registers), trains every member, reports
 // the loss and accuracy of the first pass at θ, and steps with the host's
-// base optimizer. docs/METHODS.md says which official file and commit each
+// base optimizer, or, made with WithRules, with the update rule its
+// "update" hyperparameter names (LookSAM-AdamW: update = "adamw"), as sam
+// does. docs/METHODS.md says which official file and commit each
 // follows and every departure; testdata/*_reference.py are their float64
 // PyTorch references and testdata/*.golden their op traces.
 package variants
@@ -30,6 +32,7 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/optlab/optlab/plugins/compose"
 	"github.com/optlab/optlab/plugins/sam"
 	"github.com/optlab/optlab/sdk/hparams"
 	"github.com/optlab/optlab/sdk/optim"
@@ -55,6 +58,40 @@ type core struct {
 	state []string
 	// taken counts the steps taken in the run (checkpointed with the state).
 	taken int64
+	// rules are the update rules "update" may name (none: the host's base
+	// step only, and no "update" hyperparameter); update is the chosen
+	// one, configured.
+	rules  compose.Rules
+	update *compose.Update
+}
+
+// setRules gives a variant the update rules (WithRules).
+func (c *core) setRules(rs compose.Rules) { c.rules = rs }
+
+// WithRules returns a constructor of the variant that newVariant makes
+// (NewLookSAM, …) taking its update from the rule its "update"
+// hyperparameter names among rules (plugins/builtin gives every built-in
+// rule): "base", the default, is the host's base step; "adamw" makes
+// LookSAM-AdamW. The rule's state is then saved with the variant's.
+func WithRules(rules compose.Rules, newVariant func() optim.Optimizer) func() optim.Optimizer {
+	return func() optim.Optimizer {
+		o := newVariant()
+		if v, ok := o.(interface{ setRules(compose.Rules) }); ok {
+			v.setRules(rules)
+		}
+		return o
+	}
+}
+
+// info returns the variant's Info: its own hyperparameters hp (a Config
+// value) and, with rules, "update" and the rules' prefixed ones; state
+// and baseStep are the variant's own Features (with rules it keeps the
+// rule's state too).
+func (c *core) info(hp any, state, baseStep bool) optim.Info {
+	ruled := len(c.rules) > 0
+	return optim.Info{Name: c.name, Version: "0.1.0",
+		Features: optim.Features{Members: true, BaseStep: baseStep, State: state || ruled, UpdateRule: ruled},
+		Params:   append(hparams.MustSpecs(hp), c.rules.Params()...)}
 }
 
 // configure reads the hyperparameters into hp (a pointer to the variant's
@@ -64,7 +101,11 @@ type core struct {
 func (c *core) configure(ctx context.Context, h optim.Host, cfg optim.Config, hp any, check func() error,
 	own, state []string, init func(p *optim.Program, m int)) error {
 	c.h, c.taken, c.state = h, 0, state
-	if err := hparams.Apply(hp, cfg.Params); err != nil {
+	rule, ruleParams, ownParams, err := c.rules.Split(c.name, cfg.Params)
+	if err != nil {
+		return err
+	}
+	if err := hparams.Apply(hp, ownParams); err != nil {
 		return fmt.Errorf("%s: %w", c.name, err)
 	}
 	if check != nil {
@@ -92,21 +133,36 @@ func (c *core) configure(ctx context.Context, h optim.Host, cfg optim.Config, hp
 	if _, err := h.Exec(ctx, p); err != nil {
 		return fmt.Errorf("%s: configure: %w", c.name, err)
 	}
-	return nil
+	// The rule allocates after the variant's own vectors, so that these
+	// keep their handles whatever the rule.
+	c.update, err = c.rules.NewUpdate(ctx, h, c.name, rule, optim.Config{Params: ruleParams, Seed: cfg.Seed,
+		TotalSteps: cfg.TotalSteps, StepsPerEpoch: cfg.StepsPerEpoch, Members: cfg.Members, Handles: c.hs})
+	return err
 }
 
-// vec returns member m's own vector name.
-func (c *core) vec(name string, m int) optim.Vec { return c.vecs[name][m] }
-
-// firstPasses appends every member's gradient at θ (BatchNorm updated)
-// into g, members in order as SAM sends them, and returns the passes.
-func (c *core) firstPasses(p *optim.Program) []optim.Eval {
+// begin starts a step: the update's Begin, a program, and every member's
+// gradient at θ (BatchNorm updated) into g, members in order as SAM sends
+// them (the first passes, whose loss and accuracy the step reports).
+func (c *core) begin(in optim.StepInput) (*optim.Program, []optim.Eval, error) {
+	if err := c.update.Begin(in); err != nil {
+		return nil, nil, fmt.Errorf("%s: %w", c.name, err)
+	}
+	p := c.hs.Prog()
 	evs := make([]optim.Eval, c.members)
 	for m := range c.members {
 		evs[m] = p.Grad(c.g[m], optim.ParamsOf(m), optim.Batch{}, optim.BNUpdate)
 	}
-	return evs
+	return p, evs, nil
 }
+
+// step appends member m's update of θ with gradient g: the host's base
+// step or the rule's ops.
+func (c *core) step(p *optim.Program, m int, g optim.Vec, in optim.StepInput) {
+	c.update.Apply(p, m, optim.ParamsOf(m), g, in)
+}
+
+// vec returns member m's own vector name.
+func (c *core) vec(name string, m int) optim.Vec { return c.vecs[name][m] }
 
 // perturbed appends member m's SAM pass along e of norm n with radius rho
 // into out (BatchNorm frozen): out = ∇L(θ + rho·e/(n+1e-12)), θ restored.
@@ -134,29 +190,36 @@ func (c *core) stateVecs() []optim.Vec {
 	return out
 }
 
-// savedState is a variant's checkpoint blob.
+// savedState is a variant's checkpoint blob: its own persistent vectors
+// and steps taken, and its update rule's blob (none for the base step).
 type savedState struct {
-	Version int         `json:"version"`
-	Taken   int64       `json:"taken"`
-	Vecs    []optim.Vec `json:"vecs"`
+	Version int             `json:"version"`
+	Taken   int64           `json:"taken"`
+	Vecs    []optim.Vec     `json:"vecs"`
+	Rule    json.RawMessage `json:"rule,omitempty"`
 }
 
 // SaveState implements optim.Optimizer (Features.State): the persistent
-// vectors and the number of steps taken.
-func (c *core) SaveState(context.Context) ([]byte, []optim.Vec, error) {
+// vectors and the number of steps taken, then the rule's state and
+// vectors.
+func (c *core) SaveState(ctx context.Context) ([]byte, []optim.Vec, error) {
 	if c.h == nil {
 		return nil, nil, fmt.Errorf("%s: save state before Configure", c.name)
 	}
-	b, err := json.Marshal(savedState{Version: 1, Taken: c.taken, Vecs: c.stateVecs()})
+	rule, ruleVecs, err := c.update.SaveState(ctx)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s: %w", c.name, err)
+	}
+	b, err := json.Marshal(savedState{Version: 1, Taken: c.taken, Vecs: c.stateVecs(), Rule: rule})
 	if err != nil {
 		return nil, nil, fmt.Errorf("%s: save state: %w", c.name, err)
 	}
-	return b, c.stateVecs(), nil
+	return b, append(c.stateVecs(), ruleVecs...), nil
 }
 
 // LoadState implements optim.Optimizer (Features.State), after Configure;
 // the host has restored the vectors into the handles Configure allocated.
-func (c *core) LoadState(_ context.Context, blob []byte) error {
+func (c *core) LoadState(ctx context.Context, blob []byte) error {
 	var s savedState
 	if err := json.Unmarshal(blob, &s); err != nil {
 		return fmt.Errorf("%s: load state: %w", c.name, err)
@@ -164,12 +227,9 @@ func (c *core) LoadState(_ context.Context, blob []byte) error {
 	if want := c.stateVecs(); s.Version != 1 || s.Taken < 0 || !slices.Equal(s.Vecs, want) {
 		return fmt.Errorf("%s: load state: unsupported state %+v (want version 1, vecs %v)", c.name, s, want)
 	}
+	if err := c.update.LoadState(ctx, s.Rule); err != nil {
+		return fmt.Errorf("%s: %w", c.name, err)
+	}
 	c.taken = s.Taken
 	return nil
-}
-
-// features are the variants' optim.Features: every member trained, the
-// update the host's base step; state as the variant says.
-func features(state, baseStep bool) optim.Features {
-	return optim.Features{Members: true, BaseStep: baseStep, State: state}
 }

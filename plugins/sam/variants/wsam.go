@@ -3,7 +3,6 @@ package variants
 import (
 	"context"
 
-	"github.com/optlab/optlab/sdk/hparams"
 	"github.com/optlab/optlab/sdk/optim"
 )
 
@@ -39,8 +38,7 @@ func NewWSAM() optim.Optimizer { return &WSAM{core: core{name: "wsam"}, cfg: wsa
 
 // Info implements optim.Optimizer.
 func (o *WSAM) Info() optim.Info {
-	return optim.Info{Name: "wsam", Version: "0.1.0", Features: features(false, false),
-		Params: hparams.MustSpecs(wsamDefaults())}
+	return o.info(wsamDefaults(), false, false)
 }
 
 // Configure implements optim.Optimizer: g, saved and gs per member.
@@ -57,8 +55,10 @@ func (o *WSAM) clip(p *optim.Program, x optim.Vec, n optim.Reg) {
 
 // Step implements optim.Optimizer with one Exec and no blocking read.
 func (o *WSAM) Step(ctx context.Context, in optim.StepInput) (optim.StepOutput, error) {
-	p := o.hs.Prog()
-	evs := o.firstPasses(p)
+	p, evs, err := o.begin(in)
+	if err != nil {
+		return optim.StepOutput{}, err
+	}
 	alpha := o.cfg.Gamma / (1 - o.cfg.Gamma)
 	for m := range o.members {
 		th, g, gs := optim.ParamsOf(m), o.g[m], o.vec("gs", m)
@@ -70,11 +70,11 @@ func (o *WSAM) Step(ctx context.Context, in optim.StepInput) (optim.StepOutput, 
 		}
 		if !o.cfg.Decouple {
 			p.LinComb(gs, optim.Term{Coef: optim.K(alpha), X: gs}, optim.Term{Coef: optim.K(1 - alpha), X: g})
-			p.BaseStep(th, gs)
+			o.step(p, m, gs, in)
 			continue
 		}
 		p.Axpy(gs, optim.K(-1), g) // the sharpness gs − g
-		p.BaseStep(th, g)
+		o.step(p, m, g, in)
 		p.Axpy(th, optim.K(-in.LR*alpha), gs)
 	}
 	return o.exec(ctx, p, evs)
