@@ -76,7 +76,11 @@ type Config struct {
 	// it wrote and the registers it set, and fail the op that first
 	// produces a NaN or ±Inf (host/train sets it from the environment
 	// variable OPTLAB_DEBUG_NONFINITE=1). Every check reads a flag back
-	// from the device: for debugging only.
+	// from the device: for debugging only. A gradient pass then also
+	// checks every op of the model's forward pass (runDebugged), and every
+	// CPU allocation of the process starts as NaN with a NaN guard past
+	// its end (tensor.FillFreshWithNaN), so that a NaN "now and then" from
+	// memory no op wrote comes every time and is named.
 	DebugNonFinite bool
 	// MicroBatches, when > 1, computes every Grad pass of a deterministic
 	// member as that many micro-batches in turn (train.micro_batches):
@@ -122,8 +126,12 @@ type vec struct {
 
 // Engine executes programs. Create it with New; Close frees its tensors.
 type Engine struct {
-	w       *tensor.Worker
-	cfg     Config
+	w   *tensor.Worker
+	cfg Config
+	// fillWas is whether fresh CPU allocations were filled with NaN before
+	// New turned it on for DebugNonFinite (nil: New did not); Close
+	// restores it.
+	fillWas *bool
 	members []*Member
 	vecs    map[optim.Vec]*vec
 	// perms are the current step's sub-batch permutations on the device,
@@ -168,6 +176,13 @@ func New(ctx context.Context, w *tensor.Worker, cfg Config, models []*model.Mode
 		e.budget = HostBudget()
 	}
 	e.count.h2d0 = tensor.HostToDevice()
+	if cfg.DebugNonFinite {
+		prev, err := tensor.FillFreshWithNaN(true)
+		if err != nil {
+			return nil, err
+		}
+		e.fillWas = &prev
+	}
 	err := w.Do(ctx, func() error {
 		for i, m := range models {
 			s := tensor.NewScope()
@@ -210,6 +225,10 @@ func (e *Engine) Members() []*Member { return e.members }
 
 // Close frees every tensor the engine owns.
 func (e *Engine) Close() {
+	if e.fillWas != nil { // DebugNonFinite's fill, as it was before New
+		_, _ = tensor.FillFreshWithNaN(*e.fillWas)
+		e.fillWas = nil
+	}
 	_ = e.w.Do(context.Background(), func() error {
 		for _, m := range e.members {
 			m.Params.Drop()
@@ -366,7 +385,7 @@ func (e *Engine) exec(ctx context.Context, p *optim.Program) (optim.Result, erro
 			holds, err = e.holds(x, o)
 			blocks.If(i, o, holds)
 		default:
-			err = e.runOp(x, op)
+			err = e.runDebugged(x, op)
 			if err == nil && e.cfg.DebugNonFinite {
 				err = e.checkFinite(x, op, n)
 			}
@@ -386,6 +405,21 @@ func (e *Engine) exec(ctx context.Context, p *optim.Program) (optim.Result, erro
 	}
 	e.commitReports(x)
 	return res, nil
+}
+
+// runDebugged is runOp, with Config.DebugNonFinite's trap on during a
+// gradient pass (Grad, JointGrad): the first op of the model's forward pass
+// whose output holds a NaN or an infinity fails the pass, naming the op
+// and the layer (tensor.TrapNonFinite, model.Fwd.Seq), not only the loss
+// the NaN reaches.
+func (e *Engine) runDebugged(x *execState, op optim.Op) error {
+	switch op.(type) {
+	case optim.Grad, optim.JointGrad:
+		if e.cfg.DebugNonFinite {
+			defer tensor.TrapNonFinite(tensor.TrapNonFinite(true))
+		}
+	}
+	return e.runOp(x, op)
 }
 
 // runOp runs one op in its own scope, which drops the op's temporaries when

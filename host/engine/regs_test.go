@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/optlab/optlab/host/model"
+	"github.com/optlab/optlab/host/tensor"
 	"github.com/optlab/optlab/internal/testutil"
 	"github.com/optlab/optlab/sdk/optim"
 	"github.com/optlab/optlab/sdk/optimtest"
@@ -429,7 +430,8 @@ func TestProgramErrRefused(t *testing.T) {
 
 // TestDebugNonFinite checks that with Config.DebugNonFinite the first op
 // that writes a non-finite value into a vector or a register fails,
-// naming the op and the handle (by its namespaced name) or register.
+// naming the op and the handle (by its namespaced name) or register; in a
+// gradient pass, the model's first op that computes with the NaN.
 func TestDebugNonFinite(t *testing.T) {
 	ctx := context.Background()
 	for _, c := range []struct {
@@ -451,7 +453,7 @@ func TestDebugNonFinite(t *testing.T) {
 			p := hs.Prog()
 			p.Grad(0, v, optim.Batch{}, optim.BNUpdate)
 			return p
-		}, 0, "op 0 (Grad): this op set register #1 (loss) to a non-finite value"},
+		}, 0, "op 0 (Grad): linear: non-finite output (TrapNonFinite)"},
 		{"immediate", false, func(hs *optim.Handles, v optim.Vec) *optim.Program {
 			return hs.Prog().Fill(optim.Params, optim.K(math.Inf(1)))
 		}, 0, "op 0 (Fill): handle params[0] holds"},
@@ -479,4 +481,26 @@ func TestDebugNonFinite(t *testing.T) {
 	// Off by default: the same program runs.
 	e := semEngine(t, Config{Seed: 3}, semWide(t, 8))
 	semExec(t, e, optim.Prog().Alloc(1, 0).Fill(1, optim.K(-1)).Unary(1, 1, optim.Log))
+}
+
+// With Config.DebugNonFinite the engine fills every fresh CPU allocation
+// with NaN (and its guard) while it is open, and Close puts the fill back
+// as it was.
+func TestDebugNonFiniteFillsFresh(t *testing.T) {
+	was, err := tensor.FillFreshWithNaN(false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _, _ = tensor.FillFreshWithNaN(was) }()
+	e, err := New(context.Background(), semWorker(), Config{Seed: 1, DebugNonFinite: true, Device: tensor.CPU},
+		[]*model.Model{semTiny(t, []int64{4}, 5, 3)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	on, err := tensor.FillFreshWithNaN(true) // reads the state, leaves it on
+	e.Close()
+	after, _ := tensor.FillFreshWithNaN(false)
+	if err != nil || !on || after {
+		t.Errorf("fill while open %v (%v), after Close %v; want on, then off", on, err, after)
+	}
 }

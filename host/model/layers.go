@@ -1,6 +1,10 @@
 package model
 
-import "github.com/optlab/optlab/host/tensor"
+import (
+	"strings"
+
+	"github.com/optlab/optlab/host/tensor"
+)
 
 // Conv is a 2-D convolution layer (bias index −1 when it has none).
 type Conv struct {
@@ -153,13 +157,34 @@ func AvgPool(k int64) Layer {
 func (f *Fwd) Seq(x tensor.T, layers ...Layer) tensor.T {
 	h := x
 	for _, l := range layers {
+		ok := f.S.Err() == nil
 		y := l.Forward(f, h)
+		if ok && f.S.Err() != nil {
+			f.S.Annotate(f.layerName(l))
+		}
 		if !h.Same(x) && !h.Same(y) {
 			f.Done(h)
 		}
 		h = y
 	}
 	return h
+}
+
+// named is a layer with parameters: the index of its first (its weight).
+type named interface{ weight() int }
+
+func (c Conv) weight() int   { return c.W }
+func (b BN) weight() int     { return b.W }
+func (l Linear) weight() int { return l.W }
+
+// layerName returns the name of layer l ("layer1.0.conv1", its weight's
+// name less ".weight"), or "" for a layer without parameters.
+func (f *Fwd) layerName(l Layer) string {
+	n, ok := l.(named)
+	if !ok || n.weight() < 0 || n.weight() >= len(f.Names) {
+		return ""
+	}
+	return strings.TrimSuffix(f.Names[n.weight()], ".weight")
 }
 
 // Chain is Seq that also releases x: nothing reads it afterwards.

@@ -244,6 +244,8 @@ func NoGrad() (restore func(), err error) {
 type Scope struct {
 	owned []*ts.Tensor
 	err   error
+	// annotated: Annotate has prefixed err.
+	annotated bool
 	// onFake: the next results are on FakeDevice (their inputs are).
 	onFake bool
 }
@@ -261,6 +263,18 @@ func (s *Scope) Fail(err error) T {
 		noteLost(err)
 	}
 	return T{}
+}
+
+// Annotate prefixes the scope's error, when it has one, with what (the
+// model layer whose op failed): "layer3.1.conv2: convolution: …". Only the
+// first Annotate after the error counts, so the innermost of nested
+// layers names it.
+func (s *Scope) Annotate(what string) {
+	if s.err == nil || s.annotated || what == "" {
+		return
+	}
+	s.err = fmt.Errorf("%s: %w", what, s.err)
+	s.annotated = true
 }
 
 // torchErr is an error of libtorch's (through gotch) with its message
@@ -361,7 +375,7 @@ func (s *Scope) op(name string, f func() (*ts.Tensor, error)) T {
 		return T{}
 	}
 	r, err := f()
-	if err == nil && nonFiniteTrap.Load() {
+	if err == nil && nonFiniteTrap.Load() && !movesOnly[name] {
 		if err = checkFinite(r); err != nil {
 			free(r)
 		}
