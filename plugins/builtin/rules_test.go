@@ -15,14 +15,7 @@ import (
 // with ρ > 0 it trains elsewhere. A rule added to Rules is checked here
 // without a test of its own.
 func TestSAMOverEveryRule(t *testing.T) {
-	reg := builtin.Registry()
-	newOpt := func(name string) optim.Optimizer {
-		opt, err := reg.New(name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return opt
-	}
+	newOpt := builtins(t)
 	for _, rule := range builtin.Rules() {
 		t.Run(rule.Name, func(t *testing.T) {
 			sched := optimtest.WithSchedule(func(step int64, _ int) float64 { return 0.02 / float64(step+1) })
@@ -55,14 +48,7 @@ func TestSAMOverEveryRule(t *testing.T) {
 // elsewhere; and a run interrupted after 7 steps resumes bitwise with the
 // variant's state and the rule's (both in its checkpoint).
 func TestVariantsOverEveryRule(t *testing.T) {
-	reg := builtin.Registry()
-	newOpt := func(name string) optim.Optimizer {
-		opt, err := reg.New(name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return opt
-	}
+	newOpt := builtins(t)
 	newHost := func(opts ...optimtest.HostOption) *optimtest.Host {
 		return optimtest.MustHost(t, optimtest.NewMLP(optimtest.MLPConfig{Hidden: 5, Samples: 64, Seed: 3}),
 			append(opts, optimtest.WithBatchSize(16), optimtest.WithMembers(2))...)
@@ -108,5 +94,18 @@ func TestVariantsOverEveryRule(t *testing.T) {
 				optimtest.MustResume(t, func() optim.Optimizer { return newOpt(v.name) }, newHost, 12, 7, sched, with(nil))
 			})
 		}
+	}
+}
+
+// builtins returns a constructor of the built-in methods by name that
+// fails t on an unknown one.
+func builtins(t *testing.T) func(name string) optim.Optimizer {
+	reg := builtin.Registry()
+	return func(name string) optim.Optimizer {
+		opt, err := reg.New(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return opt
 	}
 }
