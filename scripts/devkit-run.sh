@@ -215,7 +215,7 @@ EOF
 		idle=""
 		if [ "$DEV" = cuda ]; then idle=$(nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits -i 0 | head -1); fi
 		echo "## peak GPU memory per method: $arch, batch 128, $((ntrain / 128)) steps (one epoch) and the evaluation; nvidia-smi memory.used every 100 ms, idle $idle MiB" | tee -a "$OUTF/memory.txt"
-		for m in sgd sam otmdr bsam adamw muon shampoo sgvb; do
+		for m in sgd sam otmdr bsam adamw muon shampoo soap sgvb; do
 			# The base optimizer of every benchmark, but for the methods
 			# that apply their own update (they take only lr).
 			opt='name = "sgd"
@@ -225,7 +225,7 @@ weight_decay = 5e-4' params="" variational=false
 			case $m in
 			sam) params='rho = 0.05' ;;
 			otmdr) params='rho1 = 0.05' ;;
-			adamw | muon | shampoo) opt='lr = 0.001' ;;
+			adamw | muon | shampoo | soap) opt='lr = 0.001' ;;
 			sgvb) variational=true ;;
 			esac
 			cat >"$dir/$m.toml" <<EOF
