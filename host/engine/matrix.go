@@ -283,7 +283,7 @@ func (e *Engine) sortColumns(s *tensor.Scope, o optim.SortColumns) error {
 				idx[j] = g.idx[at]
 			}
 			nb := int64(len(idx))
-			ord := gs.IndexSelect(order, 0, gs.FromInt64(int64s(cg.idx), []int64{nb}, order.Device()))
+			ord := rowsOf(gs, order, cg.idx)
 			var at tensor.T
 			dim := int64(2)
 			if left {
@@ -306,13 +306,19 @@ func pick(tiles []optim.Tile, idx []int) []optim.Tile {
 	return out
 }
 
-// int64s converts indices to int64.
-func int64s(xs []int) []int64 {
-	out := make([]int64, len(xs))
-	for i, x := range xs {
-		out[i] = int64(x)
+// rowsOf returns the rows idx (ascending) of t: a view when they are a
+// contiguous run (every row, in the usual case of one tile shape per
+// factor size), else a gather by indices uploaded to t's device.
+func rowsOf(s *tensor.Scope, t tensor.T, idx []int) tensor.T {
+	first, n := idx[0], len(idx)
+	if idx[n-1]-first+1 == n {
+		return s.Narrow(t, 0, int64(first), int64(n))
 	}
-	return out
+	at := make([]int64, n)
+	for i, x := range idx {
+		at[i] = int64(x)
+	}
+	return s.IndexSelect(t, 0, s.FromInt64(at, []int64{int64(n)}, t.Device()))
 }
 
 // matFunc computes MatFunc o of every matrix of the float64 batch a

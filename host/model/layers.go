@@ -181,10 +181,10 @@ func (l Linear) weight() int { return l.W }
 // name less ".weight"), or "" for a layer without parameters.
 func (f *Fwd) layerName(l Layer) string {
 	n, ok := l.(named)
-	if !ok || n.weight() < 0 || n.weight() >= len(f.Names) {
+	if !ok || n.weight() < 0 || n.weight() >= len(f.Params) {
 		return ""
 	}
-	return strings.TrimSuffix(f.Names[n.weight()], ".weight")
+	return strings.TrimSuffix(f.Params[n.weight()].Name, ".weight")
 }
 
 // Chain is Seq that also releases x: nothing reads it afterwards.

@@ -90,9 +90,9 @@ type Fwd struct {
 	BNMomentum float64
 	// ChannelsLast lays convolution weights out NHWC (Numerics).
 	ChannelsLast bool
-	// Names are the parameters' names (Model.Params), which name the
-	// layer whose op fails in the scope's error (Seq).
-	Names []string
+	// Params are the model's parameters (Model.Params), whose names name
+	// the layer whose op fails in the scope's error (Seq).
+	Params []Param
 }
 
 // Numerics is how a model's passes compute; the zero value is float32 in
@@ -237,15 +237,6 @@ func (m *Model) ForwardLocal(s *tensor.Scope, mean, variance, buf tensor.T, x te
 	return m.forward(s, mean, variance, buf, x, train, bnMomentum)
 }
 
-// paramNames returns the parameters' names, in order.
-func (m *Model) paramNames() []string {
-	names := make([]string, len(m.Params))
-	for i, p := range m.Params {
-		names[i] = p.Name
-	}
-	return names
-}
-
 // forward runs the net in a scope of its own, which owns the views and
 // every intermediate, so that the layers can release each activation as
 // soon as the next one has read it (Fwd.Seq, Fwd.Done): without autograd
@@ -268,7 +259,7 @@ func (m *Model) forward(s *tensor.Scope, params, variance, buf tensor.T, x tenso
 	if m.num.ChannelsLast && len(x.Shape()) == 4 {
 		x = fs.ChannelsLast(x)
 	}
-	f := &Fwd{S: fs, Train: train, BNMomentum: bnMomentum, ChannelsLast: m.num.ChannelsLast, Names: m.paramNames()}
+	f := &Fwd{S: fs, Train: train, BNMomentum: bnMomentum, ChannelsLast: m.num.ChannelsLast, Params: m.Params}
 	shape := func(i int) []int64 { return m.Params[i].Shape }
 	f.P = views(fs, params, m.Offsets, shape)
 	if variance.Valid() {

@@ -87,10 +87,12 @@ func (rs Rules) Split(method string, params map[string]any) (rule string, inner,
 }
 
 // NewUpdate makes the update named rule (optim.BaseUpdate or one of rs)
-// and configures it with cfg, whose Params are the rule's hyperparameters
-// (from Split) and whose Handles are the method's namespace, which the
-// rule allocates in (<method>/<rule>/…).
-func (rs Rules) NewUpdate(ctx context.Context, h optim.Host, method, rule string, cfg optim.Config) (*Update, error) {
+// and configures it with the method's own Config cfg, its Params replaced
+// by params (the rule's hyperparameters, from Split) and its Handles by
+// hs, the method's namespace, which the rule allocates in
+// (<method>/<rule>/…).
+func (rs Rules) NewUpdate(ctx context.Context, h optim.Host, method, rule string, params map[string]any, cfg optim.Config, hs *optim.Handles) (*Update, error) {
+	cfg.Params, cfg.Handles = params, hs
 	u := &Update{name: rule}
 	if rule == optim.BaseUpdate {
 		return u, nil

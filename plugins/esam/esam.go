@@ -162,8 +162,7 @@ func (o *ESAM) Configure(ctx context.Context, h optim.Host, cfg optim.Config) er
 	}
 	// The rule allocates after ESAM's own vectors, so that these keep
 	// their handles whatever the rule.
-	o.update, err = o.rules.NewUpdate(ctx, h, "esam", rule, optim.Config{Params: ruleParams, Seed: cfg.Seed,
-		TotalSteps: cfg.TotalSteps, StepsPerEpoch: cfg.StepsPerEpoch, Members: cfg.Members, Handles: o.hs})
+	o.update, err = o.rules.NewUpdate(ctx, h, "esam", rule, ruleParams, cfg, o.hs)
 	return err
 }
 

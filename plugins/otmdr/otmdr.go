@@ -409,8 +409,7 @@ func (o *OTMDR) Configure(ctx context.Context, h optim.Host, cfg optim.Config) e
 	}
 	// The rule allocates after OT-MDR's own vectors, which keep their
 	// handles whatever the rule.
-	o.update, err = o.rules.NewUpdate(ctx, h, "otmdr", rule, optim.Config{Params: ruleParams, Seed: cfg.Seed,
-		TotalSteps: cfg.TotalSteps, StepsPerEpoch: cfg.StepsPerEpoch, Members: cfg.Members, Handles: o.hs})
+	o.update, err = o.rules.NewUpdate(ctx, h, "otmdr", rule, ruleParams, cfg, o.hs)
 	return err
 }
 

@@ -180,8 +180,7 @@ func (o *SAM) Configure(ctx context.Context, h optim.Host, cfg optim.Config) err
 	}
 	// The rule allocates after SAM's own vectors, so that these keep
 	// their handles whatever the rule.
-	o.update, err = o.rules.NewUpdate(ctx, h, "sam", rule, optim.Config{Params: ruleParams, Seed: cfg.Seed,
-		TotalSteps: cfg.TotalSteps, StepsPerEpoch: cfg.StepsPerEpoch, Members: cfg.Members, Handles: o.hs})
+	o.update, err = o.rules.NewUpdate(ctx, h, "sam", rule, ruleParams, cfg, o.hs)
 	return err
 }
 

@@ -135,8 +135,7 @@ func (c *core) configure(ctx context.Context, h optim.Host, cfg optim.Config, hp
 	}
 	// The rule allocates after the variant's own vectors, so that these
 	// keep their handles whatever the rule.
-	c.update, err = c.rules.NewUpdate(ctx, h, c.name, rule, optim.Config{Params: ruleParams, Seed: cfg.Seed,
-		TotalSteps: cfg.TotalSteps, StepsPerEpoch: cfg.StepsPerEpoch, Members: cfg.Members, Handles: c.hs})
+	c.update, err = c.rules.NewUpdate(ctx, h, c.name, rule, ruleParams, cfg, c.hs)
 	return err
 }
 
