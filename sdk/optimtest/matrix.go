@@ -1,6 +1,7 @@
 package optimtest
 
 import (
+	"cmp"
 	"math"
 	"slices"
 
@@ -233,25 +234,17 @@ func SortOrder(k mat.Matrix) []int {
 	for i := range order {
 		order[i] = i
 	}
-	key := func(i int) float64 {
-		if v := k.At(i, i); !math.IsNaN(v) {
-			return v
-		}
-		return math.Inf(1)
-	}
-	nan := func(i int) bool { return math.IsNaN(k.At(i, i)) }
 	slices.SortStableFunc(order, func(a, b int) int {
-		switch {
-		case nan(a) && !nan(b):
+		x, y := k.At(a, a), k.At(b, b)
+		switch nx, ny := math.IsNaN(x), math.IsNaN(y); {
+		case nx && ny:
+			return 0
+		case nx: // NaN first
 			return -1
-		case nan(b) && !nan(a):
-			return 1
-		case key(a) > key(b):
-			return -1
-		case key(a) < key(b):
+		case ny:
 			return 1
 		}
-		return 0
+		return cmp.Compare(y, x) // descending
 	})
 	return order
 }
